@@ -1,0 +1,249 @@
+/// Byte-level building blocks of the format (FORMAT.md §1 "Conventions"): little-endian
+/// fixed-width integers, LEB128 varints, zigzag signed varints.
+
+/// Appends encoded values to one contiguous buffer.
+public struct ByteWriter: Sendable {
+    public private(set) var bytes: [UInt8]
+
+    public init(capacity: Int = 0) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public var count: Int { bytes.count }
+
+    @inline(__always) public mutating func u8(_ value: UInt8) { bytes.append(value) }
+
+    @inline(__always) public mutating func u16(_ value: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: value))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+    }
+
+    @inline(__always) public mutating func u32(_ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    @inline(__always) public mutating func u64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Unsigned LEB128: 7 bits a byte, low bits first, high bit set on all but the last.
+    @inline(__always) public mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    /// Zigzag then LEB128: 0, -1, 1, -2, … map to 0, 1, 2, 3, ….
+    @inline(__always) public mutating func signedVarint(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    public mutating func append(_ other: [UInt8]) { bytes.append(contentsOf: other) }
+    public mutating func append(_ other: UnsafeRawBufferPointer) { bytes.append(contentsOf: other) }
+
+    /// A varint length, then the bytes.
+    public mutating func lengthPrefixed(_ other: [UInt8]) {
+        varint(UInt64(other.count))
+        bytes.append(contentsOf: other)
+    }
+
+    public mutating func string(_ value: String) {
+        var copy = value
+        copy.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    /// Zero bytes up to the next multiple of `alignment`.
+    public mutating func pad(to alignment: Int) {
+        let remainder = bytes.count % alignment
+        if remainder != 0 { bytes.append(contentsOf: repeatElement(0, count: alignment - remainder)) }
+    }
+
+    /// Overwrites a little-endian UInt32 at `offset` (for back-patched lengths and checksums).
+    public mutating func patch(u32 value: UInt32, at offset: Int) {
+        withUnsafeBytes(of: value.littleEndian) { source in
+            for i in 0..<4 { bytes[offset + i] = source[i] }
+        }
+    }
+
+    public mutating func reserve(_ capacity: Int) { bytes.reserveCapacity(capacity) }
+    public mutating func removeAll(keepingCapacity: Bool = true) { bytes.removeAll(keepingCapacity: keepingCapacity) }
+}
+
+/// Reads encoded values from a buffer, checking every length against the bytes left.
+/// Every failure is a `CairnError(.corrupt)` carrying the offset (relative to `base`) and
+/// what was being read.
+public struct ByteReader {
+    public let buffer: UnsafeRawBufferPointer
+    public private(set) var position: Int
+    /// Added to positions in error offsets, so errors name the place in the file.
+    public let base: Int
+
+    public init(_ buffer: UnsafeRawBufferPointer, base: Int = 0) {
+        self.buffer = buffer
+        self.position = 0
+        self.base = base
+    }
+
+    public var remaining: Int { buffer.count - position }
+    public var isAtEnd: Bool { position >= buffer.count }
+
+    func failure(_ what: String, at position: Int? = nil) -> CairnError {
+        CairnError.corrupt(what, offset: base + (position ?? self.position))
+    }
+
+    @inline(__always) mutating func need(_ count: Int, _ what: @autoclosure () -> String) throws {
+        guard count >= 0, count <= buffer.count - position else {
+            throw failure("\(what()) needs \(count) bytes but only \(buffer.count - position) remain")
+        }
+    }
+
+    @inline(__always) public mutating func u8(_ what: @autoclosure () -> String = "byte") throws -> UInt8 {
+        try need(1, what())
+        defer { position += 1 }
+        return buffer[position]
+    }
+
+    @inline(__always) public mutating func u16(_ what: @autoclosure () -> String = "u16") throws -> UInt16 {
+        try need(2, what())
+        defer { position += 2 }
+        return UInt16(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt16.self))
+    }
+
+    @inline(__always) public mutating func u32(_ what: @autoclosure () -> String = "u32") throws -> UInt32 {
+        try need(4, what())
+        defer { position += 4 }
+        return UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+    }
+
+    @inline(__always) public mutating func u64(_ what: @autoclosure () -> String = "u64") throws -> UInt64 {
+        try need(8, what())
+        defer { position += 8 }
+        return UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+    }
+
+    /// Unsigned LEB128 of at most 10 bytes; the tenth may only carry the top bit.
+    @inline(__always) public mutating func varint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        let start = position
+        while true {
+            guard position < buffer.count else { throw failure("\(what()) runs past the end of the data", at: start) }
+            let byte = buffer[position]
+            position += 1
+            if shift == 63 && byte > 1 { throw failure("\(what()) overflows 64 bits", at: start) }
+            result |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return result }
+            shift += 7
+        }
+    }
+
+    @inline(__always) public mutating func signedVarint(_ what: @autoclosure () -> String = "varint") throws -> Int64 {
+        let raw = try varint(what())
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    /// A varint count or length, checked against `maximum` and, when each item takes at
+    /// least `minimumItemSize` bytes, against the bytes left — before anything is allocated.
+    public mutating func count(_ what: @autoclosure () -> String, maximum: Int, minimumItemSize: Int = 1) throws -> Int {
+        let start = position
+        let raw = try varint(what())
+        guard raw <= UInt64(maximum) else {
+            throw failure("\(what()) \(raw) exceeds the maximum \(maximum)", at: start)
+        }
+        let value = Int(raw)
+        if minimumItemSize > 0 {
+            let (needed, overflow) = value.multipliedReportingOverflow(by: minimumItemSize)
+            guard !overflow, needed <= remaining else {
+                throw failure("\(what()) \(value) needs at least \(needed) bytes but only \(remaining) remain", at: start)
+            }
+        }
+        return value
+    }
+
+    /// `count` raw bytes, copied.
+    public mutating func bytes(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws -> [UInt8] {
+        try need(count, what())
+        defer { position += count }
+        return [UInt8](UnsafeRawBufferPointer(rebasing: buffer[position..<(position + count)]))
+    }
+
+    /// `count` raw bytes, not copied (valid as long as the buffer is).
+    public mutating func slice(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws -> UnsafeRawBufferPointer {
+        try need(count, what())
+        defer { position += count }
+        return UnsafeRawBufferPointer(rebasing: buffer[position..<(position + count)])
+    }
+
+    public mutating func skip(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws {
+        try need(count, what())
+        position += count
+    }
+
+    /// A varint-length-prefixed UTF-8 string; invalid UTF-8 is corrupt data.
+    public mutating func string(_ what: @autoclosure () -> String = "string", maximum: Int = FormatLimits.maxValueBytes) throws -> String {
+        let start = position
+        let length = try count("\(what()) length", maximum: maximum)
+        let raw = try slice(length, what())
+        guard let text = String(validating: raw, as: UTF8.self) else {
+            throw failure("\(what()) is not valid UTF-8", at: start)
+        }
+        return text
+    }
+
+    public mutating func lengthPrefixedBytes(_ what: @autoclosure () -> String = "bytes", maximum: Int = FormatLimits.maxValueBytes) throws -> [UInt8] {
+        let length = try count("\(what()) length", maximum: maximum)
+        return try bytes(length, what())
+    }
+
+    /// Moves to an absolute position within the buffer.
+    public mutating func seek(to newPosition: Int) throws {
+        guard newPosition >= 0, newPosition <= buffer.count else {
+            throw failure("offset \(newPosition) lies outside the \(buffer.count) bytes of data")
+        }
+        position = newPosition
+    }
+
+    /// Requires that `count` bytes from here are zero (padding and reserved fields).
+    public mutating func zeros(_ count: Int, _ what: @autoclosure () -> String) throws {
+        try need(count, what())
+        for i in position..<(position + count) where buffer[i] != 0 {
+            throw failure("\(what()) must be zero", at: i)
+        }
+        position += count
+    }
+}
+
+extension String {
+    /// `String(validating:as:)` for a raw buffer, without trapping on bad UTF-8.
+    init?(validating raw: UnsafeRawBufferPointer, as encoding: UTF8.Type) {
+        let bound = raw.assumingMemoryBound(to: UInt8.self)
+        self.init(validating: bound, as: encoding)
+    }
+}
+
+/// Fixed maxima every decoder checks lengths and counts against (FORMAT.md §1).
+public enum FormatLimits {
+    /// Largest encoded value (string, bytes, archived value): 256 MiB.
+    public static let maxValueBytes = 256 << 20
+    /// Most values in one record.
+    public static let maxValuesPerRecord = 65_535
+    /// Most references in one to-many value.
+    public static let maxReferences = 1 << 26
+    /// Largest log frame payload (one transaction): 1 GiB.
+    public static let maxFramePayload = 1 << 30
+    /// Most operations in one transaction.
+    public static let maxOperations = 1 << 26
+    /// Most entities in a schema.
+    public static let maxEntities = 65_535
+    /// Most attributes or relationships of one entity.
+    public static let maxProperties = 65_535
+    /// Longest name in a schema.
+    public static let maxNameBytes = 1_024
+}

@@ -1,0 +1,201 @@
+/// Snapshot files and the manifest (FORMAT.md §6 "Snapshot files", §7 "Manifest").
+
+/// A snapshot's record frame: `u32 body length, u32 masked CRC-32C of (id, body),
+/// u64 record ID, body`, zero-padded to 8 bytes.
+public enum SnapshotRecord {
+    public static let headerSize = 16
+
+    public static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) {
+        let start = writer.count
+        writer.u32(UInt32(body.count))
+        writer.u32(0)
+        writer.u64(id.rawValue)
+        writer.append(body)
+        let crc = writer.bytes.withUnsafeBytes {
+            CRC32C.masked(UnsafeRawBufferPointer(rebasing: $0[(start + 8)..<writer.count]))
+        }
+        writer.patch(u32: crc, at: start + 4)
+        writer.pad(to: 8)
+    }
+
+    /// The body of the record frame at `offset`, checked: frame within `limit`, the ID
+    /// as expected, checksum, zero padding.
+    public static func body(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
+                            expected id: RecordID) throws -> UnsafeRawBufferPointer {
+        guard offset >= 0, offset % 8 == 0, limit <= buffer.count, offset <= limit - headerSize else {
+            throw CairnError.corrupt("record frame offset \(offset) lies outside the record area", offset: offset)
+        }
+        let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        guard length <= limit - offset - headerSize else {
+            throw CairnError.corrupt("record frame length \(length) runs past the record area", offset: offset)
+        }
+        let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+        let covered = UnsafeRawBufferPointer(rebasing: buffer[(offset + 8)..<(offset + headerSize + length)])
+        guard CRC32C.masked(covered) == stored else {
+            throw CairnError.corrupt("record frame checksum mismatch", offset: offset)
+        }
+        let storedID = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+        guard storedID == id.rawValue else {
+            throw CairnError.corrupt("record frame holds \(RecordID(rawValue: storedID)) where the index says \(id)",
+                                     offset: offset)
+        }
+        return UnsafeRawBufferPointer(rebasing: buffer[(offset + headerSize)..<(offset + headerSize + length)])
+    }
+}
+
+/// The fixed-size footer at the end of a snapshot (FORMAT.md §6.4), validated first.
+///
+/// ```
+///  0  u64 index offset          8  u64 index length
+/// 16  u64 schema offset        24  u64 record count
+/// 32  u64 last sequence        40  u64 next serial
+/// 48  u32 masked CRC of index  52  u32 masked CRC of footer bytes 0..<52
+/// 56  8   magic "CAIRNEND"
+/// ```
+public struct SnapshotFooter: Equatable, Sendable {
+    public static let size = 64
+    public static let magic: [UInt8] = Array("CAIRNEND".utf8)
+
+    public var indexOffset: UInt64
+    public var indexLength: UInt64
+    public var schemaOffset: UInt64
+    public var recordCount: UInt64
+    public var lastSequence: UInt64
+    public var nextSerial: UInt64
+    public var indexChecksum: UInt32
+
+    public init(indexOffset: UInt64, indexLength: UInt64, schemaOffset: UInt64, recordCount: UInt64,
+                lastSequence: UInt64, nextSerial: UInt64, indexChecksum: UInt32) {
+        self.indexOffset = indexOffset
+        self.indexLength = indexLength
+        self.schemaOffset = schemaOffset
+        self.recordCount = recordCount
+        self.lastSequence = lastSequence
+        self.nextSerial = nextSerial
+        self.indexChecksum = indexChecksum
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: SnapshotFooter.size)
+        writer.u64(indexOffset)
+        writer.u64(indexLength)
+        writer.u64(schemaOffset)
+        writer.u64(recordCount)
+        writer.u64(lastSequence)
+        writer.u64(nextSerial)
+        writer.u32(indexChecksum)
+        writer.u32(CRC32C.masked(writer.bytes))
+        writer.append(SnapshotFooter.magic)
+        return writer.bytes
+    }
+
+    /// Decodes the footer from the last 64 bytes of `file`: magic, then checksum, then
+    /// the offsets against the file's size. Offsets in errors are file offsets.
+    public static func decode(file: UnsafeRawBufferPointer) throws -> SnapshotFooter {
+        let minimum = FileHeader.size + size
+        guard file.count >= minimum else {
+            throw CairnError.corrupt("snapshot is \(file.count) bytes, shorter than the minimum \(minimum)", offset: 0)
+        }
+        let start = file.count - size
+        let footer = UnsafeRawBufferPointer(rebasing: file[start...])
+        guard Array(footer[56..<64]) == magic else {
+            throw CairnError.corrupt("snapshot footer magic is missing (the file is truncated or damaged)",
+                                     offset: start + 56)
+        }
+        let stored = UInt32(littleEndian: footer.loadUnaligned(fromByteOffset: 52, as: UInt32.self))
+        guard CRC32C.masked(UnsafeRawBufferPointer(rebasing: footer[0..<52])) == stored else {
+            throw CairnError.corrupt("snapshot footer checksum mismatch", offset: start + 52)
+        }
+        var reader = ByteReader(footer, base: start)
+        let value = SnapshotFooter(indexOffset: try reader.u64(), indexLength: try reader.u64(),
+                                   schemaOffset: try reader.u64(), recordCount: try reader.u64(),
+                                   lastSequence: try reader.u64(), nextSerial: try reader.u64(),
+                                   indexChecksum: try reader.u32())
+        let body = UInt64(start)
+        guard value.schemaOffset == UInt64(FileHeader.size) else {
+            throw CairnError.corrupt("snapshot schema offset \(value.schemaOffset) is not \(FileHeader.size)", offset: start + 16)
+        }
+        guard value.indexOffset >= UInt64(FileHeader.size), value.indexOffset <= body,
+              value.indexLength <= body - value.indexOffset, value.indexOffset % 8 == 0 else {
+            throw CairnError.corrupt("snapshot index (offset \(value.indexOffset), length \(value.indexLength)) lies outside the file",
+                                     offset: start)
+        }
+        guard value.nextSerial <= RecordID.maxSerial + 1 else {
+            throw CairnError.corrupt("snapshot next serial \(value.nextSerial) is out of range", offset: start + 40)
+        }
+        return value
+    }
+}
+
+/// The manifest (FORMAT.md §7): which snapshot and log are current. Written whole to
+/// `MANIFEST.tmp`, synced, renamed over `MANIFEST`, and the directory synced.
+///
+/// ```
+/// header (64 bytes, kind CAIRNMAN)
+/// 64  u64 snapshot file number     72  u64 log file number
+/// 80  u64 next file number         88  u32 reserved (0)
+/// 92  u32 masked CRC of bytes 64..<92
+/// ```
+public struct Manifest: Equatable, Sendable {
+    public static let size = FileHeader.size + 32
+
+    public var header: FileHeader
+    public var snapshotNumber: UInt64
+    public var logNumber: UInt64
+    public var nextFileNumber: UInt64
+
+    public init(header: FileHeader, snapshotNumber: UInt64, logNumber: UInt64, nextFileNumber: UInt64) {
+        self.header = header
+        self.snapshotNumber = snapshotNumber
+        self.logNumber = logNumber
+        self.nextFileNumber = nextFileNumber
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: Manifest.size)
+        writer.append(header.encoded())
+        writer.u64(snapshotNumber)
+        writer.u64(logNumber)
+        writer.u64(nextFileNumber)
+        writer.u32(0)
+        writer.u32(CRC32C.masked(writer.bytes[FileHeader.size...]))
+        return writer.bytes
+    }
+
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws -> Manifest {
+        let header = try FileHeader.decode(bytes, expected: .manifest)
+        guard bytes.count == size else {
+            throw CairnError.corrupt("manifest is \(bytes.count) bytes, expected \(size)", offset: 0)
+        }
+        let stored = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 92, as: UInt32.self))
+        guard CRC32C.masked(UnsafeRawBufferPointer(rebasing: bytes[FileHeader.size..<92])) == stored else {
+            throw CairnError.corrupt("manifest checksum mismatch", offset: 92)
+        }
+        var reader = ByteReader(bytes)
+        try reader.skip(FileHeader.size)
+        let manifest = Manifest(header: header, snapshotNumber: try reader.u64(), logNumber: try reader.u64(),
+                                nextFileNumber: try reader.u64())
+        try reader.zeros(4, "manifest reserved field")
+        guard manifest.snapshotNumber < manifest.nextFileNumber, manifest.logNumber < manifest.nextFileNumber,
+              manifest.snapshotNumber != manifest.logNumber else {
+            throw CairnError.corrupt("manifest file numbers are inconsistent", offset: 64)
+        }
+        return manifest
+    }
+}
+
+/// Names of the files in a store directory (FORMAT.md §8 "Store directory").
+public enum StoreFileName {
+    public static let manifest = "MANIFEST"
+    public static let manifestTemporary = "MANIFEST.tmp"
+    public static let lock = "LOCK"
+    public static let temporarySuffix = ".tmp"
+
+    public static func snapshot(_ number: UInt64) -> String { padded(number) + ".snapshot" }
+    public static func log(_ number: UInt64) -> String { padded(number) + ".log" }
+
+    static func padded(_ number: UInt64) -> String {
+        let digits = String(number)
+        return String(repeating: "0", count: max(0, 6 - digits.count)) + digits
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+
+/// One stored attribute value (FORMAT.md §2 "Values").
+///
+/// Every attribute type the object layer persists has a case; a record is a list of
+/// values in the order of its entity's attributes and relationships.
+public enum Value: Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case int8(Int8)
+    case int16(Int16)
+    case int32(Int32)
+    case int64(Int64)
+    case float(Float)
+    case double(Double)
+    case string(String)
+    case bytes(Data)
+    case date(Date)
+    case uuid(UUID)
+    case url(URL)
+    case decimal(Decimal)
+    /// A `Codable` value archived to bytes by the object layer.
+    case archived(Data)
+    /// A to-one relationship: the target's record ID.
+    case reference(UInt64)
+    /// A to-many relationship: the targets' record IDs, in order.
+    case references([UInt64])
+
+    /// The one-byte type tag written before the value (FORMAT.md §2).
+    public enum Tag: UInt8, Sendable, CaseIterable {
+        case null = 0, boolFalse = 1, boolTrue = 2, int8 = 3, int16 = 4, int32 = 5, int64 = 6
+        case float = 7, double = 8, string = 9, bytes = 10, date = 11, uuid = 12, url = 13
+        case decimal = 14, archived = 15, reference = 16, references = 17
+    }
+
+    public var isNull: Bool { if case .null = self { return true } else { return false } }
+}
+
+extension Value: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .null: return "nil"
+        case .bool(let v): return String(v)
+        case .int8(let v): return String(v)
+        case .int16(let v): return String(v)
+        case .int32(let v): return String(v)
+        case .int64(let v): return String(v)
+        case .float(let v): return String(v)
+        case .double(let v): return String(v)
+        case .string(let v): return String(reflecting: v)
+        case .bytes(let v): return "<\(v.count) bytes>"
+        case .date(let v): return v.description
+        case .uuid(let v): return v.uuidString
+        case .url(let v): return v.absoluteString
+        case .decimal(let v): return v.description
+        case .archived(let v): return "<archived, \(v.count) bytes>"
+        case .reference(let v): return "@\(RecordID(rawValue: v))"
+        case .references(let v): return "[" + v.map { "@\(RecordID(rawValue: $0))" }.joined(separator: ", ") + "]"
+        }
+    }
+}
+
+// MARK: - Encoding
+
+extension ByteWriter {
+    /// Appends one value: its tag, then its payload (FORMAT.md §2).
+    public mutating func value(_ value: Value) {
+        switch value {
+        case .null: u8(Value.Tag.null.rawValue)
+        case .bool(let v): u8(v ? Value.Tag.boolTrue.rawValue : Value.Tag.boolFalse.rawValue)
+        case .int8(let v): u8(Value.Tag.int8.rawValue); u8(UInt8(bitPattern: v))
+        case .int16(let v): u8(Value.Tag.int16.rawValue); signedVarint(Int64(v))
+        case .int32(let v): u8(Value.Tag.int32.rawValue); signedVarint(Int64(v))
+        case .int64(let v): u8(Value.Tag.int64.rawValue); signedVarint(v)
+        case .float(let v): u8(Value.Tag.float.rawValue); u32(v.bitPattern)
+        case .double(let v): u8(Value.Tag.double.rawValue); u64(v.bitPattern)
+        case .string(let v): u8(Value.Tag.string.rawValue); string(v)
+        case .bytes(let v): u8(Value.Tag.bytes.rawValue); varint(UInt64(v.count)); append(v)
+        case .date(let v): u8(Value.Tag.date.rawValue); u64(v.timeIntervalSinceReferenceDate.bitPattern)
+        case .uuid(let v):
+            u8(Value.Tag.uuid.rawValue)
+            withUnsafeBytes(of: v.uuid) { append($0) }
+        case .url(let v): u8(Value.Tag.url.rawValue); string(v.absoluteString)
+        case .decimal(let v): u8(Value.Tag.decimal.rawValue); string(v.isNaN ? "NaN" : v.description)
+        case .archived(let v): u8(Value.Tag.archived.rawValue); varint(UInt64(v.count)); append(v)
+        case .reference(let v): u8(Value.Tag.reference.rawValue); u64(v)
+        case .references(let v):
+            u8(Value.Tag.references.rawValue)
+            varint(UInt64(v.count))
+            for id in v { u64(id) }
+        }
+    }
+
+    mutating func append(_ data: Data) {
+        data.withUnsafeBytes { append($0) }
+    }
+
+    /// A record body: the number of values, then each value (FORMAT.md §2.2).
+    public mutating func values(_ values: [Value]) {
+        varint(UInt64(values.count))
+        for v in values { value(v) }
+    }
+}
+
+// MARK: - Decoding
+
+extension ByteReader {
+    /// Reads one value; any bad tag, length or payload is `.corrupt` with its offset.
+    public mutating func value() throws -> Value {
+        let start = position
+        let raw = try u8("value tag")
+        guard let tag = Value.Tag(rawValue: raw) else {
+            throw failure("unknown value tag \(raw)", at: start)
+        }
+        switch tag {
+        case .null: return .null
+        case .boolFalse: return .bool(false)
+        case .boolTrue: return .bool(true)
+        case .int8: return .int8(Int8(bitPattern: try u8("int8 value")))
+        case .int16:
+            let v = try signedVarint("int16 value")
+            guard let narrow = Int16(exactly: v) else { throw failure("int16 value \(v) is out of range", at: start) }
+            return .int16(narrow)
+        case .int32:
+            let v = try signedVarint("int32 value")
+            guard let narrow = Int32(exactly: v) else { throw failure("int32 value \(v) is out of range", at: start) }
+            return .int32(narrow)
+        case .int64: return .int64(try signedVarint("int64 value"))
+        case .float: return .float(Float(bitPattern: try u32("float value")))
+        case .double: return .double(Double(bitPattern: try u64("double value")))
+        case .string: return .string(try string("string value"))
+        case .bytes:
+            let length = try count("binary value length", maximum: FormatLimits.maxValueBytes)
+            return .bytes(Data(try slice(length, "binary value")))
+        case .date: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try u64("date value"))))
+        case .uuid:
+            let raw = try slice(16, "UUID value")
+            var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
+            return .uuid(UUID(uuid: uuid))
+        case .url:
+            let text = try string("URL value")
+            guard let url = URL(string: text) else { throw failure("URL value \(String(reflecting: text)) does not parse", at: start) }
+            return .url(url)
+        case .decimal:
+            let text = try string("decimal value", maximum: 512)
+            if text == "NaN" { return .decimal(.nan) }
+            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), !decimal.isNaN else {
+                throw failure("decimal value \(String(reflecting: text)) does not parse", at: start)
+            }
+            return .decimal(decimal)
+        case .archived:
+            let length = try count("archived value length", maximum: FormatLimits.maxValueBytes)
+            return .archived(Data(try slice(length, "archived value")))
+        case .reference: return .reference(try u64("reference"))
+        case .references:
+            let count = try count("reference count", maximum: FormatLimits.maxReferences, minimumItemSize: 8)
+            var ids = [UInt64]()
+            ids.reserveCapacity(count)
+            for _ in 0..<count { ids.append(try u64("reference")) }
+            return .references(ids)
+        }
+    }
+
+    /// Reads a record body written by ``ByteWriter/values(_:)``.
+    public mutating func values() throws -> [Value] {
+        let count = try count("value count", maximum: FormatLimits.maxValuesPerRecord)
+        var result = [Value]()
+        result.reserveCapacity(count)
+        for _ in 0..<count { result.append(try value()) }
+        return result
+    }
+}
+
+/// Encodes and decodes record bodies (FORMAT.md §2.2).
+public enum ValueCoding {
+    public static func encode(_ values: [Value]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 16 + values.count * 9)
+        writer.values(values)
+        return writer.bytes
+    }
+
+    /// Decodes a record body; trailing bytes are corruption.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> [Value] {
+        var reader = ByteReader(bytes, base: base)
+        let values = try reader.values()
+        guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
+        return values
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws -> [Value] {
+        try bytes.withUnsafeBytes { try decode($0) }
+    }
+}

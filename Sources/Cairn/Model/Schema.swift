@@ -1,0 +1,192 @@
+/// A store's schema: its entities, their attributes and relationships. Stored in every
+/// snapshot (FORMAT.md §3), so any tool can read a store without the app's classes.
+///
+/// A record of an entity holds one ``Value`` per attribute, in order, then one per
+/// relationship, in order (to-one: `.reference` or `.null`; to-many: `.references`).
+public struct Schema: Hashable, Sendable {
+    /// The app's own version number for this model.
+    public var version: UInt32
+    public var entities: [EntityDescription]
+
+    public init(version: UInt32 = 1, entities: [EntityDescription]) {
+        self.version = version
+        self.entities = entities
+    }
+
+    public func entity(named name: String) -> EntityDescription? { entities.first { $0.name == name } }
+    public func entity(number: UInt16) -> EntityDescription? { entities.first { $0.number == number } }
+
+    /// A 64-bit hash of everything that shapes stored records and their rules (not the
+    /// app's version number nor renaming identifiers). Equal hashes: the same layout.
+    public var versionHash: UInt64 {
+        var writer = ByteWriter()
+        SchemaCoding.encodeEntities(entities, into: &writer, forHash: true)
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325  // FNV-1a 64
+        for byte in writer.bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return hash
+    }
+
+    /// Checks names are unique and non-empty, entity numbers are unique and non-zero,
+    /// relationship destinations and inverses exist and agree, and defaults match types.
+    public func validate() throws {
+        func fail(_ message: String) -> CairnError { CairnError(.invalidArgument, "invalid schema: \(message)") }
+        guard entities.count <= FormatLimits.maxEntities else { throw fail("too many entities") }
+        var names = Set<String>(), numbers = Set<UInt16>()
+        for entity in entities {
+            guard !entity.name.isEmpty else { throw fail("an entity has an empty name") }
+            guard names.insert(entity.name).inserted else { throw fail("entity \(entity.name) is declared twice") }
+            guard entity.number != 0 else { throw fail("entity \(entity.name) has number 0 (numbers start at 1)") }
+            guard numbers.insert(entity.number).inserted else { throw fail("entity number \(entity.number) is used twice") }
+            var properties = Set<String>()
+            for attribute in entity.attributes {
+                guard !attribute.name.isEmpty else { throw fail("\(entity.name) has an attribute with an empty name") }
+                guard properties.insert(attribute.name).inserted else {
+                    throw fail("\(entity.name).\(attribute.name) is declared twice")
+                }
+                if let value = attribute.defaultValue, !value.isNull, !attribute.type.accepts(value) {
+                    throw fail("default \(value) of \(entity.name).\(attribute.name) is not a \(attribute.type)")
+                }
+            }
+            for relationship in entity.relationships {
+                guard properties.insert(relationship.name).inserted else {
+                    throw fail("\(entity.name).\(relationship.name) is declared twice")
+                }
+                guard let destination = self.entity(named: relationship.destination) else {
+                    throw fail("\(entity.name).\(relationship.name) points at unknown entity \(relationship.destination)")
+                }
+                if let inverseName = relationship.inverse {
+                    guard let inverse = destination.relationships.first(where: { $0.name == inverseName }) else {
+                        throw fail("inverse \(destination.name).\(inverseName) of \(entity.name).\(relationship.name) does not exist")
+                    }
+                    guard inverse.destination == entity.name, inverse.inverse == relationship.name else {
+                        throw fail("\(entity.name).\(relationship.name) and \(destination.name).\(inverseName) are not each other's inverse")
+                    }
+                }
+            }
+            for group in entity.uniqueness + entity.indexes {
+                guard !group.isEmpty else { throw fail("\(entity.name) has an empty uniqueness or index group") }
+                for name in group where !entity.attributes.contains(where: { $0.name == name }) {
+                    throw fail("\(entity.name) has no attribute \(name) to index or make unique")
+                }
+            }
+        }
+    }
+}
+
+public struct EntityDescription: Hashable, Sendable {
+    public var name: String
+    /// The entity's number in record IDs (FORMAT.md §2.3); unique in the schema, from 1.
+    public var number: UInt16
+    public var attributes: [AttributeDescription]
+    public var relationships: [RelationshipDescription]
+    /// Groups of attribute names whose combined values must be unique.
+    public var uniqueness: [[String]]
+    /// Compound indexes (single-attribute indexes are flagged on the attribute).
+    public var indexes: [[String]]
+    /// The name this entity had in an earlier model version, for migration.
+    public var renamingIdentifier: String?
+
+    public init(name: String, number: UInt16, attributes: [AttributeDescription] = [],
+                relationships: [RelationshipDescription] = [], uniqueness: [[String]] = [],
+                indexes: [[String]] = [], renamingIdentifier: String? = nil) {
+        self.name = name
+        self.number = number
+        self.attributes = attributes
+        self.relationships = relationships
+        self.uniqueness = uniqueness
+        self.indexes = indexes
+        self.renamingIdentifier = renamingIdentifier
+    }
+
+    /// The number of values in each record: attributes, then relationships.
+    public var valueCount: Int { attributes.count + relationships.count }
+}
+
+public enum AttributeType: UInt8, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    case bool = 1, int8 = 2, int16 = 3, int32 = 4, int64 = 5, float = 6, double = 7
+    case string = 8, binary = 9, date = 10, uuid = 11, url = 12, decimal = 13
+    /// A `Codable` value stored archived (as bytes).
+    case archived = 14
+
+    public var description: String {
+        switch self {
+        case .bool: "bool"
+        case .int8: "int8"
+        case .int16: "int16"
+        case .int32: "int32"
+        case .int64: "int64"
+        case .float: "float"
+        case .double: "double"
+        case .string: "string"
+        case .binary: "binary"
+        case .date: "date"
+        case .uuid: "uuid"
+        case .url: "url"
+        case .decimal: "decimal"
+        case .archived: "archived"
+        }
+    }
+
+    /// Whether a (non-null) value is of this type.
+    public func accepts(_ value: Value) -> Bool {
+        switch (self, value) {
+        case (.bool, .bool), (.int8, .int8), (.int16, .int16), (.int32, .int32), (.int64, .int64),
+             (.float, .float), (.double, .double), (.string, .string), (.binary, .bytes), (.date, .date),
+             (.uuid, .uuid), (.url, .url), (.decimal, .decimal), (.archived, .archived):
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+public struct AttributeDescription: Hashable, Sendable {
+    public var name: String
+    public var type: AttributeType
+    public var isOptional: Bool
+    public var defaultValue: Value?
+    public var isIndexed: Bool
+    public var renamingIdentifier: String?
+
+    public init(name: String, type: AttributeType, isOptional: Bool = false, defaultValue: Value? = nil,
+                isIndexed: Bool = false, renamingIdentifier: String? = nil) {
+        self.name = name
+        self.type = type
+        self.isOptional = isOptional
+        self.defaultValue = defaultValue
+        self.isIndexed = isIndexed
+        self.renamingIdentifier = renamingIdentifier
+    }
+}
+
+public enum DeleteRule: UInt8, Hashable, Sendable, CaseIterable {
+    /// Remove the deleted object from the other side (the default).
+    case nullify = 0
+    /// Delete the objects on the other side too.
+    case cascade = 1
+    /// Refuse the delete while the relationship is not empty.
+    case deny = 2
+    /// Leave the other side as it is.
+    case noAction = 3
+}
+
+public struct RelationshipDescription: Hashable, Sendable {
+    public var name: String
+    public var destination: String
+    public var isToMany: Bool
+    public var inverse: String?
+    public var deleteRule: DeleteRule
+    public var isOptional: Bool
+    public var renamingIdentifier: String?
+
+    public init(name: String, destination: String, isToMany: Bool = false, inverse: String? = nil,
+                deleteRule: DeleteRule = .nullify, isOptional: Bool = true, renamingIdentifier: String? = nil) {
+        self.name = name
+        self.destination = destination
+        self.isToMany = isToMany
+        self.inverse = inverse
+        self.deleteRule = deleteRule
+        self.isOptional = isOptional
+        self.renamingIdentifier = renamingIdentifier
+    }
+}

@@ -1,0 +1,68 @@
+/// The tail of the current log file: where the next frame goes, how far space is
+/// reserved, and what is known durable.
+// Only touched while holding `Store.log` (a Mutex), or by `close()` after taking it out
+// of that mutex; never by two threads at once.
+final class LogWriter: @unchecked Sendable {
+    let file: any StorageFile
+    let fileSystem: any FileSystem
+    /// The manifest in force; compaction replaces it together with the writer.
+    let manifest: Manifest
+    private(set) var appendOffset: Int
+    private(set) var allocatedEnd: Int
+    /// The highest sequence number written to the file.
+    var lastWritten: UInt64
+    /// The highest sequence number known durable (FORMAT.md §4: written into each frame).
+    private(set) var syncedThrough: UInt64
+    let preallocationBytes: Int
+    /// Reused commit buffer.
+    var buffer = ByteWriter()
+
+    init(file: any StorageFile, fileSystem: any FileSystem, manifest: Manifest, appendOffset: Int,
+         allocatedEnd: Int, lastWritten: UInt64, syncedThrough: UInt64, preallocationBytes: Int) {
+        self.file = file
+        self.fileSystem = fileSystem
+        self.manifest = manifest
+        self.appendOffset = appendOffset
+        self.allocatedEnd = allocatedEnd
+        self.lastWritten = lastWritten
+        self.syncedThrough = syncedThrough
+        self.preallocationBytes = preallocationBytes
+    }
+
+    /// Creates a new, empty, synced log file (the directory is not synced here).
+    static func create(at path: String, fileSystem: any FileSystem, header: FileHeader, manifest: Manifest,
+                       preallocationBytes: Int) throws -> LogWriter {
+        let file = try fileSystem.open(path, create: true, truncate: true)
+        do {
+            try file.write(header.encoded(), at: 0)
+            try file.preallocate(to: Int64(preallocationBytes))
+            try file.sync()
+        } catch {
+            file.close()
+            throw error
+        }
+        return LogWriter(file: file, fileSystem: fileSystem, manifest: manifest, appendOffset: FileHeader.size,
+                         allocatedEnd: preallocationBytes, lastWritten: header.baseSequence,
+                         syncedThrough: header.baseSequence, preallocationBytes: preallocationBytes)
+    }
+
+    /// Appends `buffer` at the tail with one write, reserving space ahead first if needed.
+    func appendBuffer() throws {
+        let end = appendOffset + buffer.count
+        if end > allocatedEnd {
+            let target = (end + preallocationBytes - 1) / preallocationBytes * preallocationBytes
+            try file.preallocate(to: Int64(target))
+            allocatedEnd = target
+        }
+        try buffer.bytes.withUnsafeBytes { try file.write($0, at: Int64(appendOffset)) }
+        appendOffset = end
+    }
+
+    /// Syncs the file if anything up to `sequence` may not be durable yet.
+    func sync(through sequence: UInt64) throws {
+        let target = max(sequence, lastWritten)
+        guard syncedThrough < target else { return }
+        try file.sync()
+        syncedThrough = target
+    }
+}

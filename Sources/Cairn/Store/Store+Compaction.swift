@@ -1,0 +1,113 @@
+extension Store {
+    /// What a compaction did.
+    public struct CompactionResult: Sendable, Equatable {
+        public var bytesBefore: Int
+        public var bytesAfter: Int
+        public var records: Int
+    }
+
+    /// Folds the log into a new snapshot (FORMAT.md §10 "Compaction"):
+    ///
+    /// 1. stream snapshot + log, merged in ID order, into `N.snapshot.tmp`; sync it;
+    /// 2. rename it to `N.snapshot`; create the empty log `N+1.log`, synced; sync the directory;
+    /// 3. write the manifest naming both (temporary file, sync, rename, directory sync) —
+    ///    the moment the compaction takes effect;
+    /// 4. switch readers to the new snapshot, then remove the old snapshot and log.
+    ///
+    /// A crash before step 3 leaves the old files in force (the new ones are removed on
+    /// open); after it, the new ones. Either way the store holds the same records.
+    /// Commits wait while a compaction runs; readers do not.
+    @discardableResult
+    public func compact() throws -> CompactionResult {
+        try checkWritable()
+        return try log.withLock { writer in
+            guard let current = writer else { throw closedError() }
+            try checkWritable()
+            return try poisonOnFailure { try compact(replacing: &writer, current: current) }
+        }
+    }
+
+    private func compact(replacing writer: inout LogWriter?, current: LogWriter) throws -> CompactionResult {
+        // Commits are excluded (we hold the log), so this view stays the latest.
+        let (snapshot, overlay, lastSequence, nextSerial) = state.withLock {
+            ($0.snapshot, $0.overlay, $0.lastSequence, $0.nextSerial)
+        }
+        try current.sync(through: lastSequence)
+        let manifest = current.manifest
+        let storeID = manifest.header.storeID
+        let snapshotNumber = manifest.nextFileNumber
+        let logNumber = snapshotNumber + 1
+        let snapshotName = StoreFileName.snapshot(snapshotNumber)
+        let temporaryPath = joinPath(path, snapshotName + StoreFileName.temporarySuffix)
+        let now = nowMilliseconds()
+        let bytesBefore = snapshot.fileSize + current.appendOffset
+
+        let file = try fileSystem.open(temporaryPath, create: true, truncate: true)
+        var records = 0
+        do {
+            defer { file.close() }
+            var output = SnapshotWriter(file: file,
+                                        header: FileHeader(kind: .snapshot, storeID: storeID, fileNumber: snapshotNumber,
+                                                           baseSequence: lastSequence, createdMilliseconds: now),
+                                        schema: snapshot.schema)
+            try withExtendedLifetime(snapshot) {
+                for entity in snapshot.schema.entities.map(\.number).sorted() {
+                    output.beginEntity(entity)
+                    try Self.merge(snapshot: snapshot, overlay: overlay[entity] ?? [:], entity: entity) { id, source in
+                        records += 1
+                        switch source {
+                        case .snapshot(let offset): try output.append(id: id, body: try snapshot.body(at: offset, id: id))
+                        case .overlay(let bytes): try bytes.withUnsafeBytes { try output.append(id: id, body: $0) }
+                        }
+                    }
+                }
+            }
+            _ = try output.finish(lastSequence: lastSequence, nextSerial: nextSerial)
+        }
+        let snapshotPath = joinPath(path, snapshotName)
+        try fileSystem.rename(temporaryPath, snapshotPath)
+        let newManifest = Manifest(header: FileHeader(kind: .manifest, storeID: storeID, fileNumber: 0, baseSequence: 0,
+                                                      createdMilliseconds: now),
+                                   snapshotNumber: snapshotNumber, logNumber: logNumber, nextFileNumber: logNumber + 1)
+        let newLog = try LogWriter.create(at: joinPath(path, StoreFileName.log(logNumber)), fileSystem: fileSystem,
+                                          header: FileHeader(kind: .log, storeID: storeID, fileNumber: logNumber,
+                                                             baseSequence: lastSequence, createdMilliseconds: now),
+                                          manifest: newManifest, preallocationBytes: options.preallocationBytes)
+        do {
+            try fileSystem.syncDirectory(path)
+            try Self.writeManifest(newManifest, in: path, fileSystem: fileSystem)
+        } catch {
+            newLog.file.close()
+            throw error
+        }
+        // In force. Switch readers, then retire the old files.
+        let reader: SnapshotReader
+        do {
+            let newFile = try fileSystem.open(snapshotPath, create: false, truncate: false)
+            defer { newFile.close() }
+            reader = try SnapshotReader(file: newFile)
+        } catch {
+            newLog.file.close()
+            throw error
+        }
+        state.withLock { state in
+            state.snapshot = reader
+            state.overlay = [:]
+        }
+        current.file.close()
+        writer = newLog
+        // Failing to remove an old file loses nothing: open removes files the manifest does not name.
+        try? fileSystem.remove(joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber)))
+        try? fileSystem.remove(joinPath(path, StoreFileName.log(manifest.logNumber)))
+        return CompactionResult(bytesBefore: bytesBefore, bytesAfter: reader.fileSize + newLog.appendOffset, records: records)
+    }
+
+    /// Runs a compaction if the policy asks for one. A failure poisons the store (the
+    /// commit that triggered it has already succeeded).
+    func compactIfNeeded() {
+        guard case .automatic(let ratio, let minimum) = options.compaction else { return }
+        let (logBytes, snapshotBytes) = (log.withLock { $0?.appendOffset ?? 0 }, state.withLock { $0.snapshot.fileSize })
+        guard logBytes > minimum, Double(logBytes) > ratio * Double(snapshotBytes) else { return }
+        _ = try? compact()
+    }
+}

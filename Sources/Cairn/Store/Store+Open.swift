@@ -1,0 +1,230 @@
+import Foundation
+
+extension Store {
+    /// Opens the store in directory `path`, creating it (with `schema`) if the directory
+    /// holds none and ``StoreOptions/createIfMissing`` allows.
+    ///
+    /// Opening takes the directory's lock, reads the manifest, validates the snapshot
+    /// through its footer and index (without decoding records) and replays the log. A
+    /// torn log tail is cut off (see ``recovery``); damage followed by durable
+    /// transactions is refused with the file and offset.
+    ///
+    /// - Parameter schema: required to create; when given for an existing store, its
+    ///   ``Schema/versionHash`` must equal the stored one, or `.schemaMismatch` is thrown.
+    public static func open(at path: String, schema: Schema? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
+        let fs = options.fileSystem
+        if !fs.isDirectory(path) {
+            guard options.createIfMissing, schema != nil else {
+                throw CairnError(.notFound, "no store at \(path)\(schema == nil ? "; give a schema to create one" : "")", path: path)
+            }
+            try fs.createDirectory(path)
+        }
+        let lock = try fs.lock(joinPath(path, StoreFileName.lock), storePath: path)
+        do {
+            if !fs.exists(joinPath(path, StoreFileName.manifest)) {
+                guard options.createIfMissing, let schema else {
+                    throw CairnError(.notFound, "no store at \(path) (no MANIFEST)\(schema == nil ? "; give a schema to create one" : "")",
+                                     path: joinPath(path, StoreFileName.manifest))
+                }
+                try create(at: path, schema: schema, fileSystem: fs, preallocationBytes: options.preallocationBytes)
+            }
+            let store = try openExisting(at: path, options: options, lock: lock)
+            if let schema, schema.versionHash != store.schema.versionHash {
+                let stored = store.schema
+                store.close()
+                throw CairnError(.schemaMismatch,
+                                 "store at \(path) has schema version \(stored.version) (hash \(hex(stored.versionHash))) but the model given has version \(schema.version) (hash \(hex(schema.versionHash))); migrate the store or open it with its own model")
+            }
+            return store
+        } catch {
+            lock.unlock()
+            throw error
+        }
+    }
+
+    /// Writes a new empty store: snapshot 1, log 2, then the manifest naming them.
+    private static func create(at path: String, schema: Schema, fileSystem fs: any FileSystem, preallocationBytes: Int) throws {
+        try schema.validate()
+        let leftovers = try fs.listDirectory(path).filter { name in
+            name != StoreFileName.lock && !name.hasSuffix(StoreFileName.temporarySuffix)
+        }
+        // Until a manifest exists nothing can have been committed, so the files of an
+        // interrupted creation may be replaced; anything else is not ours to overwrite.
+        let creationFiles: Set<String> = [StoreFileName.snapshot(1), StoreFileName.log(2)]
+        if let stranger = leftovers.first(where: { !creationFiles.contains($0) }) {
+            throw CairnError(.invalidArgument,
+                             "directory \(path) is not empty and holds no Cairn store (found \(stranger)); use an empty or new directory",
+                             path: path)
+        }
+        let storeID = UUID()
+        let now = nowMilliseconds()
+        let manifest = Manifest(header: FileHeader(kind: .manifest, storeID: storeID, fileNumber: 0, baseSequence: 0,
+                                                   createdMilliseconds: now),
+                                snapshotNumber: 1, logNumber: 2, nextFileNumber: 3)
+        let snapshotFile = try fs.open(joinPath(path, StoreFileName.snapshot(1)), create: true, truncate: true)
+        defer { snapshotFile.close() }
+        var writer = SnapshotWriter(file: snapshotFile,
+                                    header: FileHeader(kind: .snapshot, storeID: storeID, fileNumber: 1, baseSequence: 0,
+                                                       createdMilliseconds: now),
+                                    schema: schema)
+        _ = try writer.finish(lastSequence: 0, nextSerial: 1)
+        let log = try LogWriter.create(at: joinPath(path, StoreFileName.log(2)), fileSystem: fs,
+                                       header: FileHeader(kind: .log, storeID: storeID, fileNumber: 2, baseSequence: 0,
+                                                          createdMilliseconds: now),
+                                       manifest: manifest, preallocationBytes: preallocationBytes)
+        log.file.close()
+        try writeManifest(manifest, in: path, fileSystem: fs)
+    }
+
+    /// Writes the manifest crash-safely: temporary file, sync, rename, directory sync.
+    static func writeManifest(_ manifest: Manifest, in path: String, fileSystem fs: any FileSystem) throws {
+        let temporary = joinPath(path, StoreFileName.manifestTemporary)
+        let file = try fs.open(temporary, create: true, truncate: true)
+        do {
+            try file.write(manifest.encoded(), at: 0)
+            try file.sync()
+            file.close()
+        } catch {
+            file.close()
+            throw error
+        }
+        try fs.rename(temporary, joinPath(path, StoreFileName.manifest))
+        try fs.syncDirectory(path)
+    }
+
+    static func readManifest(in path: String, fileSystem fs: any FileSystem) throws -> Manifest {
+        let manifestPath = joinPath(path, StoreFileName.manifest)
+        let file = try fs.open(manifestPath, create: false, truncate: false)
+        defer { file.close() }
+        let bytes = try file.read(at: 0, count: Manifest.size + 1)
+        do {
+            return try bytes.withUnsafeBytes { try Manifest.decode($0) }
+        } catch let error as CairnError {
+            throw error.located(in: manifestPath)
+        }
+    }
+
+    private static func openExisting(at path: String, options: StoreOptions, lock: any FileLock) throws -> Store {
+        let fs = options.fileSystem
+        let manifest = try readManifest(in: path, fileSystem: fs)
+        let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
+        let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
+        let snapshot: SnapshotReader
+        do {
+            defer { snapshotFile.close() }
+            var expected = manifest.header
+            expected.fileNumber = manifest.snapshotNumber
+            snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected)
+        }
+        var state = StoreState(snapshot: snapshot)
+        var report = RecoveryReport()
+        let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
+        let logFile = try fs.open(logPath, create: false, truncate: false)
+        do {
+            let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
+            report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
+            return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
+        } catch {
+            logFile.close()
+            throw error
+        }
+    }
+
+    /// Replays the log into `state` (FORMAT.md §9 "Recovery"), cuts a torn tail, and
+    /// returns a writer positioned after the last good frame.
+    private static func recoverLog(_ file: any StorageFile, manifest: Manifest, into state: inout StoreState,
+                                   report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
+        let size = Int(try file.size())
+        let bytes = try file.read(at: 0, count: size)
+        let base = state.snapshot.footer.lastSequence
+        var offset = FileHeader.size
+        var expected = base + 1
+        var damage: String?
+        do {
+            try bytes.withUnsafeBytes { buffer in
+                let header = try FileHeader.decode(buffer, expected: .log)
+                guard header.storeID == manifest.header.storeID else {
+                    throw CairnError.corrupt("log belongs to another store (\(header.storeID))", offset: 16)
+                }
+                guard header.fileNumber == manifest.logNumber else {
+                    throw CairnError.corrupt("log header says file \(header.fileNumber), expected \(manifest.logNumber)", offset: 32)
+                }
+                guard header.baseSequence == base else {
+                    throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
+                }
+                scan: while true {
+                    switch LogFrame.parse(buffer, at: offset) {
+                    case .unused:
+                        break scan
+                    case .invalid(let reason):
+                        damage = reason
+                        break scan
+                    case .frame(let sequence, _, let payload, let next):
+                        guard sequence == expected else {
+                            damage = "frame has sequence \(sequence), expected \(expected)"
+                            break scan
+                        }
+                        // A frame whose checksum holds but whose contents do not parse was
+                        // written that way: that is corruption, not a torn write.
+                        let timestamp = try TransactionCoding.decode(
+                            UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
+                            guard state.snapshot.schema.entity(number: id.entity) != nil else {
+                                throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: payload.lowerBound)
+                            }
+                            state.apply(id, body: body.map { [UInt8]($0) })
+                        }
+                        state.lastSequence = sequence
+                        state.lastCommitMilliseconds = timestamp
+                        report.replayedTransactions += 1
+                        expected += 1
+                        offset = next
+                    }
+                }
+                // Past the last good frame: is there a frame written after the damaged one
+                // was known durable? Then the damage is not a torn write; refuse.
+                var probe = offset + LogFrame.alignment
+                while probe + LogFrame.headerSize <= buffer.count {
+                    if buffer[probe + 24] == LogFrame.typeTransaction,
+                       case .frame(let sequence, let synced, _, _) = LogFrame.parse(buffer, at: probe), synced >= expected {
+                        throw CairnError.corrupt(
+                            "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
+                            offset: offset)
+                    }
+                    probe += LogFrame.alignment
+                }
+            }
+        } catch let error as CairnError {
+            throw error.located(in: file.path)
+        }
+        let tailIsClean = bytes[offset...].allSatisfy { $0 == 0 }
+        if !tailIsClean {
+            report.truncatedAt = Int64(offset)
+            report.truncatedBytes = size - offset
+            report.truncationReason = damage ?? "unfinished frame"
+            try file.truncate(to: Int64(offset))
+        }
+        // Make what was recovered durable (after a process kill it may sit only in the
+        // page cache), so new frames may truthfully record it as synced.
+        try file.sync()
+        return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
+                         allocatedEnd: tailIsClean ? size : offset, lastWritten: expected - 1,
+                         syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+    }
+
+    /// Removes snapshot, log and temporary files the manifest does not name.
+    private static func removeUnnamedFiles(in path: String, manifest: Manifest, fileSystem fs: any FileSystem) throws -> [String] {
+        let keep: Set<String> = [StoreFileName.manifest, StoreFileName.lock,
+                                 StoreFileName.snapshot(manifest.snapshotNumber), StoreFileName.log(manifest.logNumber)]
+        let stale = try fs.listDirectory(path).filter { name in
+            !keep.contains(name) && (name.hasSuffix(StoreFileName.temporarySuffix) || name.hasSuffix(".snapshot") || name.hasSuffix(".log"))
+        }.sorted()
+        for name in stale { try fs.remove(joinPath(path, name)) }
+        if !stale.isEmpty { try fs.syncDirectory(path) }
+        return stale
+    }
+}
+
+func hex(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+}

@@ -1,0 +1,269 @@
+import Dispatch
+import Synchronization
+
+/// A store: one directory holding a snapshot, a write-ahead log, a manifest naming
+/// them, and a lock. It knows records — entity, ID, values — and the schema, not classes.
+///
+/// Concurrency (every rule has a test):
+/// 1. A `Store` is `Sendable`: any thread may read and commit at once.
+/// 2. Commits are serialised; concurrent committers share one write and one sync
+///    (group commit). A commit is all or nothing.
+/// 3. Readers see the latest committed state, never half a transaction, and are never
+///    blocked for the length of a write or sync (they take a short lock on the in-memory state).
+/// 4. A failed write or sync poisons the store: later writes throw `.poisoned` until it is reopened.
+public final class Store: Sendable {
+    public let path: String
+    public let options: StoreOptions
+    let fileSystem: any FileSystem
+
+    /// The in-memory view: snapshot plus the log's changes. Short critical sections only.
+    let state: Mutex<StoreState>
+    /// The log writer; held for the whole of a commit group's write and sync, and of a compaction.
+    let log: Mutex<LogWriter?>
+    /// Group-commit queue.
+    let queue = Mutex(CommitQueue())
+    let poison = Mutex<CairnError?>(nil)
+    let lockHandle: Mutex<(any FileLock)?>
+    /// The last recovery's findings.
+    public let recovery: RecoveryReport
+
+    init(path: String, options: StoreOptions, state: StoreState, log: LogWriter, lock: any FileLock,
+         recovery: RecoveryReport) {
+        self.path = path
+        self.options = options
+        self.fileSystem = options.fileSystem
+        self.state = Mutex(state)
+        self.log = Mutex(log)
+        self.lockHandle = Mutex(lock)
+        self.recovery = recovery
+    }
+
+    deinit {
+        close()
+    }
+
+    /// The schema stored in the files.
+    public var schema: Schema { state.withLock { $0.snapshot.schema } }
+
+    /// The store's identity, fixed at creation.
+    public var storeID: String { state.withLock { $0.snapshot.header.storeID.uuidString } }
+
+    /// The sequence number of the last committed transaction.
+    public var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
+
+    // MARK: Reads
+
+    /// The record with `id`, or nil.
+    public func get(_ id: RecordID) throws -> Record? {
+        try withBody(of: id) { body in Record(id: id, values: try ValueCoding.decode(body)) }
+    }
+
+    /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
+    public func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        let (entry, snapshot) = state.withLock { ($0.overlay[id.entity]?[id.rawValue], $0.snapshot) }
+        switch entry {
+        case .live(let bytes): return try bytes.withUnsafeBytes { try body($0) }
+        case .deleted: return nil
+        case nil:
+            guard let offset = snapshot.offset(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) { try body(try snapshot.body(at: offset, id: id)) }
+        }
+    }
+
+    /// Whether a record with `id` exists.
+    public func contains(_ id: RecordID) -> Bool {
+        state.withLock { $0.contains(id) }
+    }
+
+    /// The number of records of an entity.
+    public func count(entity: UInt16) -> Int {
+        state.withLock { $0.counts[entity] ?? 0 }
+    }
+
+    /// Every record of an entity, in ID order, from one consistent state.
+    public func records(entity: UInt16) throws -> [Record] {
+        var result: [Record] = []
+        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try ValueCoding.decode(body))) }
+        return result
+    }
+
+    /// Every record ID of an entity, in ID order.
+    public func ids(entity: UInt16) -> [RecordID] {
+        let (overlay, snapshot) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot) }
+        var result: [RecordID] = []
+        result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
+        Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, _ in result.append(id) }
+        return result
+    }
+
+    /// Calls `body` with each record of an entity in ID order — its ID and encoded values
+    /// — from one consistent state, without materialising them all.
+    public func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot) }
+        try withExtendedLifetime(snapshot) {
+            try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
+                switch source {
+                case .snapshot(let offset): try body(id, try snapshot.body(at: offset, id: id))
+                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, $0) }
+                }
+            }
+        }
+    }
+
+    enum Source {
+        case snapshot(Int)
+        case overlay([UInt8])
+    }
+
+    /// Merges an entity's snapshot entries with the log's changes, in ID order.
+    static func merge(snapshot: SnapshotReader, overlay: [UInt64: OverlayEntry], entity: UInt16,
+                      _ body: (RecordID, Source) throws -> Void) rethrows {
+        let changed = overlay.keys.sorted()
+        var next = 0
+        try snapshot.forEach(entity: entity) { id, offset in
+            while next < changed.count && changed[next] < id.rawValue {
+                if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+                next += 1
+            }
+            if next < changed.count && changed[next] == id.rawValue {
+                if case .live(let bytes) = overlay[changed[next]]! { try body(id, .overlay(bytes)) }
+                next += 1
+            } else {
+                try body(id, .snapshot(offset))
+            }
+        }
+        while next < changed.count {
+            if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+            next += 1
+        }
+    }
+
+    /// A new record ID for `entity`, never handed out before in this store.
+    public func allocateID(entity: UInt16) throws -> RecordID {
+        guard schema.entity(number: entity) != nil else {
+            throw CairnError(.invalidArgument, "entity number \(entity) is not in the schema")
+        }
+        return try state.withLock { state in
+            guard state.nextSerial <= RecordID.maxSerial else {
+                throw CairnError(.tooLarge, "the store has used all \(RecordID.maxSerial) record serial numbers")
+            }
+            defer { state.nextSerial += 1 }
+            return RecordID(entity: entity, serial: state.nextSerial)
+        }
+    }
+
+    /// Sizes and counts.
+    public var statistics: StoreStatistics {
+        let (snapshot, counts, sequence, shadowed, lastCommit) = state.withLock { state in
+            (state.snapshot, state.counts, state.lastSequence,
+             state.overlay.values.reduce(0) { total, entries in
+                 total + entries.keys.filter { state.snapshot.contains(RecordID(rawValue: $0)) }.count
+             }, state.lastCommitMilliseconds)
+        }
+        var named: [String: Int] = [:]
+        for entity in snapshot.schema.entities { named[entity.name] = counts[entity.number] ?? 0 }
+        let logBytes = log.withLock { $0?.appendOffset ?? 0 }
+        return StoreStatistics(recordCounts: named, snapshotBytes: snapshot.fileSize, logBytes: logBytes,
+                               lastSequence: sequence, lastCommitMilliseconds: lastCommit,
+                               snapshotRecords: Int(snapshot.footer.recordCount), shadowedSnapshotRecords: shadowed)
+    }
+
+    // MARK: Closing
+
+    /// Makes every commit so far durable (one sync), e.g. after deferred commits.
+    public func sync() throws {
+        try checkWritable()
+        try log.withLock { writer in
+            guard let writer else { throw closedError() }
+            try poisonOnFailure { try writer.sync(through: state.withLock { $0.lastSequence }) }
+        }
+    }
+
+    /// Syncs the log, closes the files and releases the lock. Later calls throw `.closed`.
+    /// Safe to call more than once.
+    public func close() {
+        let writer = log.withLock { writer -> LogWriter? in
+            defer { writer = nil }
+            return writer
+        }
+        if let writer {
+            if poison.withLock({ $0 }) == nil {
+                try? writer.sync(through: state.withLock { $0.lastSequence })
+            }
+            writer.file.close()
+        }
+        lockHandle.withLock { lock in
+            lock?.unlock()
+            lock = nil
+        }
+    }
+
+    public var isClosed: Bool { log.withLock { $0 == nil } }
+
+    func closedError() -> CairnError { CairnError(.closed, "store at \(path) is closed") }
+
+    func checkWritable() throws {
+        if let error = poison.withLock({ $0 }) {
+            throw CairnError(.poisoned, "store at \(path) refuses writes after an earlier failure (\(error.message)); reopen it",
+                             path: error.path, offset: error.offset, errno: error.errno)
+        }
+    }
+
+    /// Runs `body`; if it throws, the store is poisoned with that error first.
+    func poisonOnFailure<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch {
+            let cairnError = error as? CairnError ?? CairnError(.io, "\(error)")
+            poison.withLock { if $0 == nil { $0 = cairnError } }
+            throw cairnError
+        }
+    }
+}
+
+/// One record's state in the log overlay.
+enum OverlayEntry: Sendable {
+    case live([UInt8])
+    case deleted
+}
+
+/// The store's in-memory view of the committed state.
+struct StoreState: Sendable {
+    var snapshot: SnapshotReader
+    /// Changes since the snapshot, by entity then raw ID.
+    var overlay: [UInt16: [UInt64: OverlayEntry]] = [:]
+    var counts: [UInt16: Int] = [:]
+    var lastSequence: UInt64
+    var nextSerial: UInt64
+    var lastCommitMilliseconds: UInt64?
+
+    init(snapshot: SnapshotReader) {
+        self.snapshot = snapshot
+        lastSequence = snapshot.footer.lastSequence
+        nextSerial = max(1, snapshot.footer.nextSerial)
+        for range in snapshot.index.entities { counts[range.entity] = range.count }
+    }
+
+    func contains(_ id: RecordID) -> Bool {
+        switch overlay[id.entity]?[id.rawValue] {
+        case .live: return true
+        case .deleted: return false
+        case nil: return snapshot.contains(id)
+        }
+    }
+
+    /// Applies one operation (already validated and logged).
+    mutating func apply(_ id: RecordID, body: [UInt8]?) {
+        let existed = contains(id)
+        if let body {
+            overlay[id.entity, default: [:]][id.rawValue] = .live(body)
+            if !existed { counts[id.entity, default: 0] += 1 }
+            if id.serial >= nextSerial { nextSerial = id.serial + 1 }
+        } else if existed {
+            counts[id.entity, default: 0] -= 1
+            if snapshot.contains(id) {
+                overlay[id.entity, default: [:]][id.rawValue] = .deleted
+            } else {
+                overlay[id.entity]?[id.rawValue] = nil
+            }
+        }
+    }
+}

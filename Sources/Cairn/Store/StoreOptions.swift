@@ -1,0 +1,88 @@
+/// When a commit is made durable.
+public enum Durability: Sendable, Hashable {
+    /// The commit is synced to disk before `commit` returns (the default).
+    case durable
+    /// No sync per commit. After a crash the store still opens to a committed prefix,
+    /// but the newest commits may be missing. ``Store/sync()`` or a later durable
+    /// commit makes them durable.
+    case deferred
+}
+
+/// When the store folds its log into a new snapshot by itself.
+public enum CompactionPolicy: Sendable, Hashable {
+    /// Only when ``Store/compact()`` is called.
+    case manual
+    /// After a commit, when the log holds more than `minimumLogBytes` and more than
+    /// `ratio` times the snapshot's size.
+    case automatic(ratio: Double, minimumLogBytes: Int)
+
+    public static let `default` = CompactionPolicy.automatic(ratio: 1.0, minimumLogBytes: 16 << 20)
+}
+
+public struct StoreOptions: Sendable {
+    /// The file system the store lives on: ``POSIXFileSystem`` for disk,
+    /// ``MemoryFileSystem`` for an in-memory store or a test.
+    public var fileSystem: any FileSystem
+    public var durability: Durability
+    public var compaction: CompactionPolicy
+    /// Log space is reserved this many bytes at a time ahead of the tail, so a sync does
+    /// not also have to persist a size change.
+    public var preallocationBytes: Int
+    /// Create the store if the directory holds none (a schema must be given).
+    public var createIfMissing: Bool
+
+    public init(fileSystem: any FileSystem = POSIXFileSystem(), durability: Durability = .durable,
+                compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,
+                createIfMissing: Bool = true) {
+        self.fileSystem = fileSystem
+        self.durability = durability
+        self.compaction = compaction
+        self.preallocationBytes = max(4096, preallocationBytes)
+        self.createIfMissing = createIfMissing
+    }
+}
+
+/// A record as the store keeps it: its ID and its values in schema order.
+public struct Record: Sendable, Hashable {
+    public var id: RecordID
+    public var values: [Value]
+
+    public init(id: RecordID, values: [Value]) {
+        self.id = id
+        self.values = values
+    }
+}
+
+/// One change in a transaction given to ``Store/commit(_:durability:)``.
+public enum Change: Sendable, Hashable {
+    /// Insert the record, or replace all its values.
+    case put(RecordID, [Value])
+    /// Delete the record (no effect if it does not exist).
+    case delete(RecordID)
+}
+
+/// What recovery found and did when the store was opened.
+public struct RecoveryReport: Sendable, Equatable {
+    /// Transactions replayed from the log.
+    public var replayedTransactions: Int = 0
+    /// Bytes of a torn or damaged log tail that were cut off (0 if none).
+    public var truncatedBytes: Int = 0
+    /// Why the tail was cut, if it was.
+    public var truncationReason: String?
+    /// Offset in the log where the tail was cut.
+    public var truncatedAt: Int64?
+    /// Files no manifest names (left by an interrupted compaction) that were removed.
+    public var removedFiles: [String] = []
+}
+
+/// Sizes and counts, for `cairn stats` and for compaction decisions.
+public struct StoreStatistics: Sendable, Equatable {
+    public var recordCounts: [String: Int]
+    public var snapshotBytes: Int
+    public var logBytes: Int
+    public var lastSequence: UInt64
+    public var lastCommitMilliseconds: UInt64?
+    public var snapshotRecords: Int
+    /// Snapshot records replaced or deleted by the log.
+    public var shadowedSnapshotRecords: Int
+}
