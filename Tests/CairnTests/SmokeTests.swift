@@ -29,15 +29,3 @@ import Foundation
     }
 }
 
-enum TestSchemas {
-    static let people = Schema(entities: [
-        EntityDescription(name: "Person", number: 1,
-                          attributes: [AttributeDescription(name: "username", type: .string),
-                                       AttributeDescription(name: "age", type: .int64)],
-                          relationships: [RelationshipDescription(name: "dvds", destination: "DVD", isToMany: true, inverse: "owner", deleteRule: .cascade)]),
-        EntityDescription(name: "DVD", number: 2,
-                          attributes: [AttributeDescription(name: "title", type: .string),
-                                       AttributeDescription(name: "purchaseDate", type: .date, isOptional: true)],
-                          relationships: [RelationshipDescription(name: "owner", destination: "Person", inverse: "dvds")]),
-    ])
-}

@@ -1,0 +1,284 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+@Suite struct CRCAndVarintTests {
+    @Test func crc32cKnownVectors() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+        #expect(CRC32C.checksum([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
+        #expect(CRC32C.checksum(Array(0..<32)) == 0x46DD_794E)
+        #expect(CRC32C.checksum([]) == 0)
+    }
+
+    @Test func crcIncrementalEqualsWhole() {
+        var random = SplitMix64(seed: 7)
+        let bytes = (0..<1000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        for split in [0, 1, 7, 8, 9, 500, 999, 1000] {
+            let first = bytes[..<split].withUnsafeBytes { CRC32C.update(0, $0) }
+            let whole = bytes[split...].withUnsafeBytes { CRC32C.update(first, $0) }
+            #expect(whole == CRC32C.checksum(bytes), "split \(split)")
+        }
+    }
+
+    @Test func maskRoundTrips() {
+        var random = SplitMix64(seed: 9)
+        for _ in 0..<1000 {
+            let crc = UInt32(truncatingIfNeeded: random.next())
+            #expect(CRC32C.unmask(CRC32C.mask(crc)) == crc)
+            #expect(CRC32C.mask(crc) != crc || crc == 0x4D58_4E0C || true)
+        }
+        #expect(CRC32C.mask(0) == 0xA282_EAD8)
+    }
+
+    @Test func varintsRoundTripAndRejectOverflow() throws {
+        let values: [UInt64] = [0, 1, 127, 128, 255, 300, 16383, 16384, UInt64(UInt32.max), UInt64.max - 1, UInt64.max]
+        var writer = ByteWriter()
+        for v in values { writer.varint(v) }
+        for v in [Int64.min, -1, 0, 1, Int64.max] { writer.signedVarint(v) }
+        try writer.bytes.withUnsafeBytes { buffer throws in
+            var reader = ByteReader(buffer)
+            for v in values { let read = try reader.varint(); #expect(read == v) }
+            for v in [Int64.min, -1, 0, 1, Int64.max] { let read = try reader.signedVarint(); #expect(read == v) }
+            #expect(reader.isAtEnd)
+        }
+        // Eleven continuation bytes, or a tenth byte above 1: overflow, not a trap.
+        for bad in [[UInt8](repeating: 0xFF, count: 11), [UInt8](repeating: 0x80, count: 9) + [0x02], [0x80, 0x80]] {
+            bad.withUnsafeBytes { buffer in
+                var reader = ByteReader(buffer, base: 100)
+                #expect(throws: CairnError.self) { try reader.varint() }
+            }
+        }
+    }
+
+    @Test func countsAreCheckedBeforeAllocating() {
+        var writer = ByteWriter()
+        writer.u8(Value.Tag.references.rawValue)
+        writer.varint(1 << 25)  // claims 32 M references with 0 bytes behind it
+        writer.bytes.withUnsafeBytes { buffer in
+            var reader = ByteReader(buffer)
+            do {
+                _ = try reader.value()
+                Issue.record("a hostile count was accepted")
+            } catch let error as CairnError {
+                #expect(error.code == .corrupt)
+                #expect(error.offset == 1)
+                #expect(error.message.contains("reference count"))
+            } catch { Issue.record("unexpected \(error)") }
+        }
+    }
+}
+
+/// Generates random values of every type, seeded.
+struct ValueGenerator {
+    var random: SplitMix64
+
+    mutating func int(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
+
+    mutating func string() -> String {
+        let alphabet = Array("aZé漢字🙂 \u{0} \"\\\n-_.İıß")
+        return String((0..<int(20)).map { _ in alphabet[int(alphabet.count)] })
+    }
+
+    mutating func value() -> Value {
+        switch int(17) {
+        case 0: return .null
+        case 1: return .bool(random.next() % 2 == 0)
+        case 2: return .int8(Int8(truncatingIfNeeded: random.next()))
+        case 3: return .int16(Int16(truncatingIfNeeded: random.next()))
+        case 4: return .int32(Int32(truncatingIfNeeded: random.next()))
+        case 5: return .int64(Int64(bitPattern: random.next() >> UInt64(int(64))))
+        case 6: return .float(Float(bitPattern: UInt32(truncatingIfNeeded: random.next())))
+        case 7: return .double(Double(bitPattern: random.next()))
+        case 8: return .string(string())
+        case 9: return .bytes(Data((0..<int(40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
+        case 10: return .date(Date(timeIntervalSinceReferenceDate: Double(Int64(bitPattern: random.next()) % 10_000_000_000) / 1000))
+        case 11: return .uuid(UUID(uuid: withUnsafeBytes(of: (random.next(), random.next())) { $0.load(as: uuid_t.self) }))
+        case 12: return .url(URL(string: "https://example.com/\(int(1000))/p?q=\(int(99))#f")!)
+        case 13:
+            let text = "\(random.next() % 2 == 0 ? "-" : "")\(int(1_000_000)).\(int(1000))"
+            return .decimal(Decimal(string: text)!)
+        case 14: return .archived(Data((0..<int(40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }))
+        case 15: return .reference(random.next())
+        default: return .references((0..<int(6)).map { _ in random.next() })
+        }
+    }
+}
+
+@Suite struct ValueRoundTripTests {
+    /// Encode → decode → encode gives the same bytes, and equal values where equality is defined.
+    @Test(arguments: Seeds.list())
+    func everyValueTypeRoundTrips(seed: UInt64) throws {
+        var generator = ValueGenerator(random: SplitMix64(seed: seed))
+        var seenTags = Set<UInt8>()
+        for round in 0..<2000 {
+            let values = (0..<generator.int(8)).map { _ in generator.value() }
+            let encoded = ValueCoding.encode(values)
+            let decoded = try ValueCoding.decode(encoded)
+            #expect(ValueCoding.encode(decoded) == encoded, "seed \(seed) round \(round): \(values)")
+            for (a, b) in zip(values, decoded) {
+                if case .double(let x) = a, x.isNaN { continue }
+                if case .float(let x) = a, x.isNaN { continue }
+                #expect(a == b, "seed \(seed) round \(round)")
+            }
+            for v in values { seenTags.insert(ValueCoding.encode([v])[1]) }
+        }
+        #expect(seenTags.count == Value.Tag.allCases.count, "every tag exercised")
+    }
+
+    @Test func specialValues() throws {
+        let values: [Value] = [.decimal(.nan), .decimal(Decimal(string: "-0.000000000000000000001")!),
+                               .decimal(Decimal(string: "12345678901234567890123456789012345678")!),
+                               .double(.infinity), .double(-0.0), .float(.nan), .string(""), .bytes(Data()),
+                               .references([]), .int64(.min), .int16(.min), .int32(.max), .date(.distantPast),
+                               .url(URL(string: "file:///tmp/a%20b")!)]
+        let decoded = try ValueCoding.decode(ValueCoding.encode(values))
+        #expect(ValueCoding.encode(decoded) == ValueCoding.encode(values))
+        guard case .decimal(let nan) = decoded[0] else { Issue.record("not a decimal"); return }
+        #expect(nan.isNaN)
+    }
+
+    /// Random bytes never trap the value decoder; any failure is a `.corrupt` error with an offset.
+    @Test(arguments: Seeds.list())
+    func randomBytesNeverTrap(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        for _ in 0..<5000 {
+            let bytes = (0..<Int(random.next() % 48)).map { _ in UInt8(truncatingIfNeeded: random.next() % 24) }
+            do { _ = try ValueCoding.decode(bytes) } catch let error as CairnError {
+                #expect(error.code == .corrupt && error.offset != nil, "seed \(seed)")
+            } catch { Issue.record("unexpected \(error)") }
+        }
+    }
+
+    @Test func outOfRangeNarrowIntegersAreCorrupt() {
+        var writer = ByteWriter()
+        writer.u8(Value.Tag.int16.rawValue)
+        writer.signedVarint(70_000)
+        #expect(throws: CairnError.self) { try ValueCoding.decode(writer.bytes) }
+        var bad = ByteWriter()
+        bad.u8(Value.Tag.string.rawValue)
+        bad.varint(2)
+        bad.append([0xC3, 0x28])  // invalid UTF-8
+        #expect(throws: CairnError.self) { try ValueCoding.decode(bad.bytes) }
+    }
+}
+
+/// Random schemas, seeded.
+struct SchemaGenerator {
+    var values: ValueGenerator
+
+    mutating func name(_ prefix: String, _ n: Int) -> String { "\(prefix)\(n)_\(values.string().filter(\.isLetter).prefix(5))" }
+
+    mutating func schema() -> Schema {
+        let entityCount = 1 + values.int(5)
+        var entities: [EntityDescription] = []
+        for e in 0..<entityCount {
+            var entity = EntityDescription(name: "Entity\(e)", number: UInt16(e + 1 + values.int(3) * 100))
+            for a in 0..<values.int(8) {
+                let type = AttributeType.allCases[values.int(AttributeType.allCases.count)]
+                var attribute = AttributeDescription(name: name("a", a), type: type, isOptional: values.int(2) == 0,
+                                                     isIndexed: values.int(3) == 0,
+                                                     renamingIdentifier: values.int(4) == 0 ? "old\(a)" : nil)
+                if values.int(3) == 0 {
+                    var candidate = values.value()
+                    for _ in 0..<200 where !type.accepts(candidate) { candidate = values.value() }
+                    if type.accepts(candidate) { attribute.defaultValue = candidate }
+                }
+                entity.attributes.append(attribute)
+            }
+            if let first = entity.attributes.first, values.int(2) == 0 { entity.uniqueness = [[first.name]] }
+            if entity.attributes.count > 1, values.int(2) == 0 { entity.indexes = [entity.attributes.prefix(2).map(\.name)] }
+            entity.renamingIdentifier = values.int(3) == 0 ? "Old\(e)" : nil
+            entities.append(entity)
+        }
+        // Pair up relationships with inverses.
+        for i in 0..<entities.count where values.int(2) == 0 {
+            let j = values.int(entities.count)
+            let forward = "to\(j)_\(i)", backward = "from\(i)_\(j)"
+            guard i != j else { continue }
+            entities[i].relationships.append(RelationshipDescription(
+                name: forward, destination: entities[j].name, isToMany: values.int(2) == 0, inverse: backward,
+                deleteRule: DeleteRule.allCases[values.int(4)], isOptional: values.int(2) == 0))
+            entities[j].relationships.append(RelationshipDescription(
+                name: backward, destination: entities[i].name, isToMany: values.int(2) == 0, inverse: forward))
+        }
+        var numbers = Set<UInt16>()
+        entities = entities.filter { numbers.insert($0.number).inserted }
+        return Schema(version: UInt32(values.int(100)), entities: entities.filter { entity in
+            entity.relationships.allSatisfy { r in entities.contains { $0.name == r.destination } }
+        })
+    }
+}
+
+@Suite struct SchemaCodingTests {
+    @Test(arguments: Seeds.list())
+    func schemaRoundTrips(seed: UInt64) throws {
+        var generator = SchemaGenerator(values: ValueGenerator(random: SplitMix64(seed: seed)))
+        for round in 0..<300 {
+            let schema = generator.schema()
+            guard (try? schema.validate()) != nil else { continue }
+            let bytes = SchemaCoding.encode(schema)
+            let decoded = try bytes.withUnsafeBytes { try SchemaCoding.decode($0) }
+            #expect(SchemaCoding.encode(decoded) == bytes, "seed \(seed) round \(round)")
+            #expect(decoded.versionHash == schema.versionHash, "seed \(seed) round \(round)")
+            #expect(decoded.entities.map(\.name) == schema.entities.map(\.name))
+        }
+    }
+
+    @Test func hashIgnoresVersionAndRenamingButNotLayout() {
+        var schema = TestSchemas.people
+        let hash = schema.versionHash
+        schema.version = 9
+        schema.entities[0].renamingIdentifier = "Human"
+        #expect(schema.versionHash == hash)
+        schema.entities[0].attributes[1].type = .int32
+        #expect(schema.versionHash != hash)
+    }
+
+    @Test func everyTruncationOfASchemaIsRejected() {
+        let bytes = SchemaCoding.encode(TestSchemas.people)
+        for cut in 0..<bytes.count {
+            #expect(throws: CairnError.self, "cut \(cut)") {
+                try bytes[..<cut].withUnsafeBytes { try SchemaCoding.decode($0) }
+            }
+        }
+    }
+
+    @Test func invalidSchemasAreRefusedWithTheirReason() {
+        var schema = TestSchemas.people
+        schema.entities[1].relationships[0].inverse = "nothing"
+        #expect { try schema.validate() } throws: { ($0 as? CairnError)?.message.contains("DVD.owner") == true }
+        schema = TestSchemas.people
+        schema.entities[1].number = 1
+        #expect { try schema.validate() } throws: { ($0 as? CairnError)?.message.contains("number 1") == true }
+    }
+}
+
+@Suite struct HeaderTests {
+    let header = FileHeader(kind: .log, storeID: UUID(), fileNumber: 7, baseSequence: 42, createdMilliseconds: 1)
+
+    @Test func roundTrips() throws {
+        let bytes = header.encoded()
+        #expect(bytes.count == FileHeader.size)
+        #expect(try bytes.withUnsafeBytes { try FileHeader.decode($0, expected: .log) } == header)
+    }
+
+    @Test func validationOrderNamesWhatFailed() {
+        func error(_ bytes: [UInt8], _ kind: FileHeader.Kind = .log) -> CairnError? {
+            do { _ = try bytes.withUnsafeBytes { try FileHeader.decode($0, expected: kind) }; return nil }
+            catch { return error as? CairnError }
+        }
+        #expect(error(header.encoded(), .snapshot)?.message.contains("found a log file") == true)
+        var bytes = header.encoded()
+        bytes[0] ^= 1
+        #expect(error(bytes)?.message.contains("magic") == true)
+        bytes = header.encoded()
+        bytes[8] = 2
+        #expect(error(bytes)?.code == .unsupportedVersion)
+        #expect(error(bytes)?.message.contains("version 2") == true)
+        bytes = header.encoded()
+        bytes[20] ^= 4
+        #expect(error(bytes)?.message.contains("checksum") == true)
+        #expect(error(Array(header.encoded().prefix(10)))?.message.contains("too short") == true)
+    }
+}
