@@ -39,7 +39,12 @@ public enum SnapshotRecord {
             throw CairnError.corrupt("record frame holds \(RecordID(rawValue: storedID)) where the index says \(id)",
                                      offset: offset)
         }
-        return UnsafeRawBufferPointer(rebasing: buffer[(offset + headerSize)..<(offset + headerSize + length)])
+        let end = offset + headerSize + length
+        let padded = min(limit, (end + 7) / 8 * 8)
+        for i in end..<padded where buffer[i] != 0 {
+            throw CairnError.corrupt("record frame padding is not zero", offset: i)
+        }
+        return UnsafeRawBufferPointer(rebasing: buffer[(offset + headerSize)..<end])
     }
 }
 
