@@ -1,0 +1,226 @@
+import Dispatch
+import Foundation
+import Testing
+@testable import Cairn
+
+@Suite struct LockTests {
+    @Test func aSecondOpenerInTheSameProcessIsRefused() throws {
+        let fs = MemoryFileSystem()
+        let first = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        #expect { try Store.open(at: "/db", options: memoryOptions(fs)) } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .locked && error.message.hasPrefix("store at /db is locked by pid \(getpid())")
+        }
+        first.close()
+        let second = try Store.open(at: "/db", options: memoryOptions(fs))
+        second.close()
+    }
+
+    @Test func aSecondOpenerOnDiskIsRefusedWithThePid() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = try Store.open(at: path, schema: TestSchemas.blobs)
+        #expect { try Store.open(at: path) } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .locked && error.description.contains("store at \(path) is locked by pid \(getpid())")
+        }
+        first.close()
+        try Store.open(at: path).close()
+    }
+
+    /// Another process holds the lock (flock(1), as a second Cairn process would).
+    @Test func anotherProcessHoldingTheLockIsNamed() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Store.open(at: path, schema: TestSchemas.blobs).close()
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/bin/sh")
+        holder.arguments = ["-c", "exec 9>>'\(path)/LOCK'; flock 9; echo $$ > '\(path)/LOCK'; exec sleep 30"]
+        try holder.run()
+        defer { holder.terminate(); holder.waitUntilExit() }
+        // Wait until the lock is taken.
+        var refused: CairnError?
+        // Until the holder has taken the lock and written its pid.
+        for _ in 0..<500 {
+            do { try Store.open(at: path).close() } catch let error as CairnError {
+                refused = error
+                if error.message.hasSuffix("pid \(holder.processIdentifier)") { break }
+            }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        #expect(refused?.code == .locked)
+        #expect(refused?.message == "store at \(path) is locked by pid \(holder.processIdentifier)")
+    }
+}
+
+@Suite struct StoreBehaviourTests {
+    @Test func opensAndCreatesWithClearErrors() throws {
+        let fs = MemoryFileSystem()
+        #expect { try Store.open(at: "/nothing", options: memoryOptions(fs)) } throws: {
+            ($0 as? CairnError)?.code == .notFound
+        }
+        try fs.createDirectory("/full")
+        let stranger = try fs.open("/full/notes.txt", create: true, truncate: false)
+        try stranger.write(Array("mine".utf8), at: 0)
+        #expect { try Store.open(at: "/full", schema: TestSchemas.blobs, options: memoryOptions(fs)) } throws: {
+            ($0 as? CairnError)?.message.contains("notes.txt") == true
+        }
+        let store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(fs))
+        store.close()
+        #expect { try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs)) } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .schemaMismatch && error.message.contains("migrate")
+        }
+        let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
+        #expect(reopened.schema == TestSchemas.people)
+    }
+
+    @Test func valuesAreCheckedAgainstTheSchema() throws {
+        let store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(MemoryFileSystem()))
+        let id = try store.allocateID(entity: 1)
+        let cases: [[Change]] = [
+            [.put(id, [.string("a")])],
+            [.put(id, [.int64(1), .int64(2), .references([])])],
+            [.put(id, [.string("a"), .int64(2), .reference(1)])],
+            [.put(RecordID(entity: 9, serial: 1), [])],
+            [.delete(RecordID(entity: 9, serial: 1))],
+        ]
+        for changes in cases {
+            #expect(throws: CairnError.self, "\(changes)") { try store.commit(changes) }
+        }
+        #expect(store.lastSequence == 0)
+        #expect(throws: CairnError.self) { try store.allocateID(entity: 3) }
+    }
+
+    @Test func idsAreNeverReusedAcrossCompactionAndReopen() throws {
+        let fs = MemoryFileSystem()
+        var seen = Set<RecordID>()
+        for _ in 0..<3 {
+            let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+            for _ in 0..<5 {
+                let id = try store.allocateID(entity: 1)
+                #expect(seen.insert(id).inserted)
+                try store.commit([.put(id, [.string("x"), .bytes(Data())])])
+                try store.commit([.delete(id)])
+            }
+            try store.compact()
+            store.close()
+        }
+    }
+
+    @Test func automaticCompactionFoldsTheLog() throws {
+        let fs = MemoryFileSystem()
+        let options = StoreOptions(fileSystem: fs, compaction: .automatic(ratio: 1.0, minimumLogBytes: 8192),
+                                   preallocationBytes: 4096)
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: options)
+        var workload = BlobWorkload(seed: 4)
+        for _ in 0..<400 { try store.commit(workload.nextTransaction(maxBlob: 64)) }
+        let statistics = store.statistics
+        #expect(statistics.logBytes < 2 * 8192 + 4096, "log was folded: \(statistics)")
+        #expect(statistics.snapshotRecords > 0)
+        #expect(try contents(of: store) == workload.model)
+        store.close()
+        let logs = try fs.listDirectory("/db").filter { $0.hasSuffix(".log") }
+        #expect(logs.count == 1, "old logs retired: \(logs)")
+        #expect(try contents(of: Store.open(at: "/db", options: options)) == workload.model)
+    }
+
+    @Test func closedStoreRefusesWrites() throws {
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
+        store.close()
+        store.close()
+        #expect { try store.commit([.delete(RecordID(entity: 1, serial: 1))]) } throws: { ($0 as? CairnError)?.code == .closed }
+        #expect(store.isClosed)
+    }
+
+    /// The same workload on disk through POSIX calls: commits, compaction, reopen.
+    @Test func onDiskRoundTrip() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var workload = BlobWorkload(seed: 8)
+        do {
+            let store = try Store.open(at: path, schema: TestSchemas.blobs,
+                                       options: StoreOptions(compaction: .manual, preallocationBytes: 64 << 10))
+            for index in 0..<200 {
+                try store.commit(workload.nextTransaction(maxBlob: 300), durability: index % 2 == 0 ? .durable : .deferred)
+                if index == 120 { try store.compact() }
+            }
+            store.close()
+        }
+        let store = try Store.open(at: path)
+        #expect(try contents(of: store) == workload.model)
+        #expect(store.recovery.truncatedBytes == 0)
+        let names = try FileManager.default.contentsOfDirectory(atPath: path).sorted()
+        #expect(names == ["000003.snapshot", "000004.log", "LOCK", "MANIFEST"])
+    }
+}
+
+@Suite struct ConcurrencyTests {
+    /// Eight threads commit durably at once; syncs are shared (group commit) and every
+    /// commit is present after a reopen.
+    @Test func concurrentCommitsShareSyncs() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        fs.onSync = { _, _ in Thread.sleep(forTimeInterval: 0.002) }  // a slow disk
+        let before = fs.syncCount
+        let threads = 8, perThread = 25
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for i in 0..<perThread {
+                let id = RecordID(entity: 1, serial: UInt64(thread * 1000 + i + 1))
+                _ = try? store.commit([.put(id, [.string("t\(thread)"), .bytes(Data([UInt8(i)]))])])
+            }
+        }
+        let syncs = fs.syncCount - before
+        #expect(store.lastSequence == UInt64(threads * perThread))
+        #expect(syncs < threads * perThread, "group commit: \(syncs) syncs for \(threads * perThread) commits")
+        store.close()
+        let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
+        #expect(reopened.count(entity: 1) == threads * perThread)
+    }
+
+    /// A reader is not blocked while a commit waits for its sync.
+    @Test func readersAreNotBlockedBySync() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        let id = RecordID(entity: 1, serial: 1)
+        try store.commit([.put(id, [.string("first"), .bytes(Data())])])
+        let readDuringSync = Locked<[Value]?>(nil)
+        fs.onSync = { _, _ in
+            let done = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                let values = try? store.get(id)?.values
+                readDuringSync.withLock { $0 = values }
+                done.signal()
+            }
+            _ = done.wait(timeout: .now() + 10)
+        }
+        try store.commit([.put(id, [.string("second"), .bytes(Data())])])
+        fs.onSync = nil
+        // The reader finished during the sync, and saw the state before the commit.
+        #expect(readDuringSync.value == [.string("first"), .bytes(Data())])
+        #expect(try store.get(id)?.values.first == .string("second"))
+    }
+
+    /// Readers on other threads never see half a transaction.
+    @Test func readersSeeWholeTransactions() throws {
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs,
+                                   options: memoryOptions(MemoryFileSystem(), durability: .deferred))
+        let a = RecordID(entity: 1, serial: 1), b = RecordID(entity: 1, serial: 2)
+        try store.commit([.put(a, [.string("0"), .bytes(Data())]), .put(b, [.string("0"), .bytes(Data())])])
+        let torn = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 3) { worker in
+            if worker == 0 {
+                for i in 1...300 {
+                    let text = Value.string(String(i))
+                    _ = try? store.commit([.put(a, [text, .bytes(Data())]), .put(b, [text, .bytes(Data())])])
+                }
+            } else {
+                for _ in 0..<300 {
+                    let records = (try? store.records(entity: 1)) ?? []
+                    if records.count != 2 || records[0].values != records[1].values { torn.withLock { $0 += 1 } }
+                }
+            }
+        }
+        #expect(torn.value == 0)
+    }
+}
