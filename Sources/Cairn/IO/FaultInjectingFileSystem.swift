@@ -9,14 +9,14 @@ import Synchronization
 public final class FaultInjectingFileSystem: FileSystem {
     public let base: any FileSystem
     private let counter = Atomic<Int>(0)
-    private let plan: Mutex<(calls: Set<Int>, errno: Int32)>
+    private let plan: Protected<(calls: Set<Int>, errno: Int32)>
 
     /// - Parameters:
     ///   - failingCalls: the call numbers (1-based) that fail.
     ///   - errno: the error number reported (5 is `EIO`, 28 is `ENOSPC`).
     public init(base: any FileSystem, failingCalls: Set<Int> = [], errno: Int32 = 5) {
         self.base = base
-        self.plan = Mutex((failingCalls, errno))
+        self.plan = Protected((failingCalls, errno))
     }
 
     /// The number of calls made so far.

@@ -61,17 +61,17 @@ public final class MemoryFileSystem: FileSystem {
         var syncCount = 0
     }
 
-    let state: Mutex<State>
-    private let hook: Mutex<(@Sendable (MemoryFileSystem, SyncPoint) -> Void)?>
+    let state: Protected<State>
+    private let hook: Protected<(@Sendable (MemoryFileSystem, SyncPoint) -> Void)?>
 
     public init() {
-        state = Mutex(State())
-        hook = Mutex(nil)
+        state = Protected(State())
+        hook = Protected(nil)
     }
 
     init(state: State) {
-        self.state = Mutex(state)
-        hook = Mutex(nil)
+        self.state = Protected(state)
+        hook = Protected(nil)
     }
 
     /// Called before each file or directory sync (outside any lock).

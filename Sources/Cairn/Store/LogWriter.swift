@@ -1,6 +1,6 @@
 /// The tail of the current log file: where the next frame goes, how far space is
 /// reserved, and what is known durable.
-// Only touched while holding `Store.log` (a Mutex), or by `close()` after taking it out
+// Only touched while holding `Store.log` (a Protected lock), or by `close()` after taking it out
 // of that mutex; never by two threads at once.
 final class LogWriter: @unchecked Sendable {
     let file: any StorageFile

@@ -13,7 +13,7 @@ final class CommitTicket: Sendable {
     let operations: [Operation]
     let durable: Bool
     let semaphore = DispatchSemaphore(value: 0)
-    let outcome = Mutex<Outcome?>(nil)
+    let outcome = Protected<Outcome?>(nil)
 
     init(operations: [Operation], durable: Bool) {
         self.operations = operations

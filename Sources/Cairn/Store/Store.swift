@@ -17,13 +17,13 @@ public final class Store: Sendable {
     let fileSystem: any FileSystem
 
     /// The in-memory view: snapshot plus the log's changes. Short critical sections only.
-    let state: Mutex<StoreState>
+    let state: Protected<StoreState>
     /// The log writer; held for the whole of a commit group's write and sync, and of a compaction.
-    let log: Mutex<LogWriter?>
+    let log: Protected<LogWriter?>
     /// Group-commit queue.
-    let queue = Mutex(CommitQueue())
-    let poison = Mutex<CairnError?>(nil)
-    let lockHandle: Mutex<(any FileLock)?>
+    let queue = Protected(CommitQueue())
+    let poison = Protected<CairnError?>(nil)
+    let lockHandle: Protected<(any FileLock)?>
     /// The last recovery's findings.
     public let recovery: RecoveryReport
 
@@ -32,9 +32,9 @@ public final class Store: Sendable {
         self.path = path
         self.options = options
         self.fileSystem = options.fileSystem
-        self.state = Mutex(state)
-        self.log = Mutex(log)
-        self.lockHandle = Mutex(lock)
+        self.state = Protected(state)
+        self.log = Protected(log)
+        self.lockHandle = Protected(lock)
         self.recovery = recovery
     }
 

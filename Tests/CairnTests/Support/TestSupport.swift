@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Cairn
 
@@ -12,12 +11,10 @@ enum Seeds {
 }
 
 /// A thread-safe box for test bookkeeping captured by `@Sendable` hooks.
-final class Locked<Value>: @unchecked Sendable {
-    // All access goes through `mutex`.
-    private let mutex: Mutex<Value>
-    init(_ value: sending Value) { mutex = Mutex(value) }
-    func withLock<T>(_ body: (inout sending Value) -> sending T) -> T { mutex.withLock(body) }
-    var value: Value { mutex.withLock { $0 } }
+typealias Locked<Value: Sendable> = Protected<Value>
+
+extension Protected {
+    var value: Value { withLock { $0 } }
 }
 
 enum TestSchemas {
