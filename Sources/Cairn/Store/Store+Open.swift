@@ -184,8 +184,11 @@ extension Store {
                 // was known durable? Then the damage is not a torn write; refuse.
                 var probe = offset + LogFrame.alignment
                 while probe + LogFrame.headerSize <= buffer.count {
+                    // A genuine later frame has a later sequence number and records as durable
+                    // a point at or past the damaged one (and before itself).
                     if buffer[probe + 24] == LogFrame.typeTransaction,
-                       case .frame(let sequence, let synced, _, _) = LogFrame.parse(buffer, at: probe), synced >= expected {
+                       case .frame(let sequence, let synced, _, _) = LogFrame.parse(buffer, at: probe),
+                       synced >= expected, sequence > synced {
                         throw CairnError.corrupt(
                             "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
                             offset: offset)
