@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+
+/// Runs the built `cairn` binary as a user would.
+enum CLI {
+    static var binary: URL {
+        // The test bundle sits in the build products folder, beside the `cairn` executable.
+        let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        return products.appendingPathComponent("cairn")
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+}
+
+@Suite struct CLITests {
+    @Test func helpAndVersion() throws {
+        let help = try CLI.run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.out.contains("USAGE: cairn"))
+        let version = try CLI.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.out.contains("store format version 1"))
+    }
+
+    @Test func unknownCommandIsAUsageError() throws {
+        let result = try CLI.run(["frobnicate"])
+        #expect(result.status == 2)
+        #expect(result.err.contains("unknown command 'frobnicate'"))
+    }
+}
