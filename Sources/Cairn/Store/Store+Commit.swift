@@ -12,12 +12,15 @@ final class CommitTicket: Sendable {
 
     let operations: [Operation]
     let durable: Bool
+    /// Record ID → the version the committer expects it to have (optimistic locking).
+    let expected: [RecordID: UInt64]
     let semaphore = DispatchSemaphore(value: 0)
     let outcome = Protected<Outcome?>(nil)
 
-    init(operations: [Operation], durable: Bool) {
+    init(operations: [Operation], durable: Bool, expected: [RecordID: UInt64]) {
         self.operations = operations
         self.durable = durable
+        self.expected = expected
     }
 
     func take() -> Outcome? { outcome.withLock { value in defer { value = nil }; return value } }
@@ -36,8 +39,13 @@ extension Store {
     /// when this returns. Concurrent callers share one write and one sync.
     ///
     /// - Returns: the transaction's sequence number.
+    ///
+    /// - Parameter expected: optimistic locking: record ID → the version (see
+    ///   ``version(of:)``) each must still have. If any differs when the transaction's
+    ///   turn comes, nothing is written and `.conflict` is thrown naming the records.
     @discardableResult
-    public func commit(_ changes: [Change], durability: Durability? = nil) throws -> UInt64 {
+    public func commit(_ changes: [Change], expecting expected: [RecordID: UInt64] = [:],
+                       durability: Durability? = nil) throws -> UInt64 {
         try checkWritable()
         let schema = self.schema
         var operations: [Operation] = []
@@ -61,7 +69,8 @@ extension Store {
         guard payloadEstimate <= FormatLimits.maxFramePayload else {
             throw CairnError(.tooLarge, "transaction of about \(payloadEstimate) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
-        return try commit(operations: operations, durable: (durability ?? options.durability) == .durable)
+        return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
+                          expected: expected)
     }
 
     /// Checks one record's values against its entity.
@@ -89,8 +98,8 @@ extension Store {
     /// Group commit: the first committer to find no leader becomes leader, writes every
     /// waiting transaction with one write and at most one sync, publishes them, and hands
     /// leadership to the next waiter.
-    func commit(operations: [Operation], durable: Bool) throws -> UInt64 {
-        let ticket = CommitTicket(operations: operations, durable: durable)
+    func commit(operations: [Operation], durable: Bool, expected: [RecordID: UInt64] = [:]) throws -> UInt64 {
+        let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
         let leads = queue.withLock { queue -> Bool in
             queue.pending.append(ticket)
             if queue.leading { return false }
@@ -135,45 +144,61 @@ extension Store {
     }
 
     /// Writes a batch as consecutive frames in one buffer, syncs if any is durable, and
-    /// publishes them. Returns each ticket's outcome.
+    /// publishes them. Tickets whose expected versions no longer hold are left out and
+    /// fail with `.conflict`. Returns each ticket's outcome.
     private func writeBatch(_ batch: [CommitTicket]) -> [CommitTicket.Outcome] {
+        var outcomes = [CommitTicket.Outcome?](repeating: nil, count: batch.count)
         do {
             try checkWritable()
-            return try log.withLock { writer in
+            try log.withLock { writer in
                 guard let writer else { throw closedError() }
                 try checkWritable()
-                var sequence = state.withLock { $0.lastSequence }
-                let first = sequence + 1
+                var (sequence, versions) = state.withLock { ($0.lastSequence, $0.versions) }
                 let now = nowMilliseconds()
+                var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
+                var assigned = [UInt64?](repeating: nil, count: batch.count)
                 writer.buffer.removeAll()
-                for ticket in batch {
+                for (index, ticket) in batch.enumerated() {
+                    let stale = ticket.expected.filter { versions[$0.key.rawValue] ?? 0 != $0.value }.keys.sorted()
+                    if !stale.isEmpty {
+                        outcomes[index] = .failed(CairnError(.conflict,
+                            "records changed since they were read: \(stale.map(\.description).joined(separator: ", "))"))
+                        continue
+                    }
                     sequence += 1
+                    for operation in ticket.operations { versions[operation.id.rawValue] = sequence }
+                    accepted.append((ticket, sequence))
+                    assigned[index] = sequence
                     LogFrame.append(to: &writer.buffer, sequence: sequence, syncedThrough: writer.syncedThrough) {
                         TransactionCoding.encode(ticket.operations, timestamp: now, into: &$0)
                     }
                 }
+                guard !accepted.isEmpty else { return }
                 try poisonOnFailure {
                     try writer.appendBuffer()
                     writer.lastWritten = sequence
-                    if batch.contains(where: \.durable) { try writer.sync(through: sequence) }
+                    if accepted.contains(where: \.ticket.durable) { try writer.sync(through: sequence) }
                 }
                 state.withLock { state in
-                    for ticket in batch {
+                    for (ticket, sequence) in accepted {
                         for operation in ticket.operations {
                             switch operation {
-                            case .put(let id, let body): state.apply(id, body: body)
-                            case .delete(let id): state.apply(id, body: nil)
+                            case .put(let id, let body): state.apply(id, body: body, sequence: sequence)
+                            case .delete(let id): state.apply(id, body: nil, sequence: sequence)
                             }
                         }
                     }
                     state.lastSequence = sequence
                     state.lastCommitMilliseconds = now
                 }
-                return (first...sequence).map { .committed($0) }
+                for (index, sequence) in assigned.enumerated() {
+                    if let sequence { outcomes[index] = .committed(sequence) }
+                }
             }
         } catch {
             let failure = error as? CairnError ?? CairnError(.io, "\(error)")
-            return batch.map { _ in .failed(failure) }
+            return outcomes.map { $0 ?? .failed(failure) }
         }
+        return outcomes.map { $0 ?? .failed(CairnError(.io, "internal error: no outcome")) }
     }
 }

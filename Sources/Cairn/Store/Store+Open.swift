@@ -171,7 +171,7 @@ extension Store {
                             guard state.snapshot.schema.entity(number: id.entity) != nil else {
                                 throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: payload.lowerBound)
                             }
-                            state.apply(id, body: body.map { [UInt8]($0) })
+                            state.apply(id, body: body.map { [UInt8]($0) }, sequence: sequence)
                         }
                         state.lastSequence = sequence
                         state.lastCommitMilliseconds = timestamp

@@ -70,6 +70,28 @@ public final class Store: Sendable {
         }
     }
 
+    /// The record with `id` and its version, read together, or nil if it does not exist.
+    /// The version is the sequence number of the transaction that last changed the
+    /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
+    public func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
+        let (entry, snapshot, version) = state.withLock { ($0.overlay[id.entity]?[id.rawValue], $0.snapshot, $0.version(of: id)) }
+        switch entry {
+        case .live(let bytes): return (Record(id: id, values: try ValueCoding.decode(bytes)), version)
+        case .deleted: return nil
+        case nil:
+            guard let offset = snapshot.offset(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) {
+                (Record(id: id, values: try ValueCoding.decode(try snapshot.body(at: offset, id: id))), version)
+            }
+        }
+    }
+
+    /// The version of a record (existing or deleted): the sequence number of the
+    /// transaction that last changed it since the store was opened, or 0.
+    public func version(of id: RecordID) -> UInt64 {
+        state.withLock { $0.version(of: id) }
+    }
+
     /// Whether a record with `id` exists.
     public func contains(_ id: RecordID) -> Bool {
         state.withLock { $0.contains(id) }
@@ -234,6 +256,9 @@ struct StoreState: Sendable {
     var lastSequence: UInt64
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?
+    /// Sequence number of the last change to each record changed since the store was
+    /// opened (raw ID → sequence). Records absent have version 0. Kept across compaction.
+    var versions: [UInt64: UInt64] = [:]
 
     init(snapshot: SnapshotReader) {
         self.snapshot = snapshot
@@ -250,8 +275,11 @@ struct StoreState: Sendable {
         }
     }
 
-    /// Applies one operation (already validated and logged).
-    mutating func apply(_ id: RecordID, body: [UInt8]?) {
+    func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? 0 }
+
+    /// Applies one operation (already validated and logged) of transaction `sequence`.
+    mutating func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64) {
+        versions[id.rawValue] = sequence
         let existed = contains(id)
         if let body {
             overlay[id.entity, default: [:]][id.rawValue] = .live(body)

@@ -224,3 +224,28 @@ import Testing
         #expect(torn.value == 0)
     }
 }
+
+@Suite struct OptimisticLockingTests {
+    @Test func staleVersionsAreRefusedAtomically() throws {
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
+        let a = RecordID(entity: 1, serial: 1), b = RecordID(entity: 1, serial: 2)
+        #expect(store.version(of: a) == 0)
+        let first = try store.commit([.put(a, [.string("a1"), .bytes(Data())])], expecting: [a: 0])
+        #expect(store.version(of: a) == first)
+        let (record, version) = try #require(try store.getVersioned(a))
+        #expect(record.values.first == .string("a1") && version == first)
+        try store.commit([.put(a, [.string("a2"), .bytes(Data())])], expecting: [a: version])
+        // A writer that read version `first` is now stale: nothing of its transaction lands.
+        #expect {
+            try store.commit([.put(a, [.string("lost"), .bytes(Data())]), .put(b, [.string("b"), .bytes(Data())])],
+                             expecting: [a: version])
+        } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .conflict && error.message.contains(a.description)
+        }
+        #expect(try store.get(a)?.values.first == .string("a2"))
+        #expect(try store.get(b) == nil)
+        try store.commit([.delete(a)], expecting: [a: store.version(of: a)])
+        #expect(try store.getVersioned(a) == nil)
+    }
+}
