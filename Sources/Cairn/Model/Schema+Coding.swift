@@ -32,7 +32,8 @@ public enum SchemaCoding {
             }
         }
         writer.varint(UInt64(entities.count))
-        for entity in entities {
+        // The hash is of the entities in number order, so the order they are listed in does not matter.
+        for entity in forHash ? entities.sorted(by: { $0.number < $1.number }) : entities {
             writer.string(entity.name)
             writer.u16(entity.number)
             renaming(entity.renamingIdentifier)

@@ -8,7 +8,7 @@ struct CrashTracker {
     var acknowledged: UInt64 = 0
     /// The highest sequence number that may be on disk (a commit in flight).
     var attempted: UInt64 = 0
-    var states: [Model] = [[:]]
+    var states: [Contents] = [[:]]
     var checked = 0
     var failures: [String] = []
 }

@@ -6,7 +6,7 @@ import Testing
 /// after each: `states[s]` is the store after sequence number `s`.
 struct CanonicalStore {
     let fs: MemoryFileSystem
-    let states: [Model]
+    let states: [Contents]
     let logPath: String
     let snapshotPath: String
     let manifestPath = "/db/MANIFEST"
@@ -14,7 +14,7 @@ struct CanonicalStore {
     init(_ transactions: [[Change]], compactAfter: Int? = nil) throws {
         let fs = MemoryFileSystem()
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
-        var model: Model = [:]
+        var model: Contents = [:]
         var states = [model]
         for (index, changes) in transactions.enumerated() {
             try store.commit(changes)

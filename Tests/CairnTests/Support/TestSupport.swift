@@ -40,11 +40,11 @@ enum TestSchemas {
 }
 
 /// The expected contents of a store: record ID → values.
-typealias Model = [RecordID: [Value]]
+typealias Contents = [RecordID: [Value]]
 
-/// Everything in a store, by entity, as a `Model`.
-func contents(of store: Store) throws -> Model {
-    var model: Model = [:]
+/// Everything in a store, by entity, as a `Contents`.
+func contents(of store: Store) throws -> Contents {
+    var model: Contents = [:]
     for entity in store.schema.entities {
         for record in try store.records(entity: entity.number) { model[record.id] = record.values }
         #expect(store.count(entity: entity.number) == store.ids(entity: entity.number).count)
@@ -53,7 +53,7 @@ func contents(of store: Store) throws -> Model {
 }
 
 /// Applies changes to a model the way the store applies them.
-func apply(_ changes: [Change], to model: inout Model) {
+func apply(_ changes: [Change], to model: inout Contents) {
     for change in changes {
         switch change {
         case .put(let id, let values): model[id] = values
@@ -66,7 +66,7 @@ func apply(_ changes: [Change], to model: inout Model) {
 struct BlobWorkload {
     var random: SplitMix64
     var nextSerial: UInt64 = 1
-    var model: Model = [:]
+    var model: Contents = [:]
 
     init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
@@ -100,7 +100,7 @@ struct BlobWorkload {
 }
 
 /// `apply` under another name, for use inside types that have their own `apply`.
-func Cairn_apply(_ changes: [Change], to model: inout Model) { apply(changes, to: &model) }
+func Cairn_apply(_ changes: [Change], to model: inout Contents) { apply(changes, to: &model) }
 
 /// A fresh temporary directory on disk, removed by the caller.
 func temporaryDirectory(_ name: String = #function) -> String {

@@ -1,0 +1,25 @@
+/// A context with its own serial executor: work on it through `perform`.
+///
+/// ```swift
+/// let background = BackgroundContext(coordinator: coordinator, model: model)
+/// let id = try await background.perform { context in
+///     let person = Person(context: context)
+///     person.username = "bo"
+///     try context.save()
+///     return person.objectID
+/// }
+/// ```
+/// Objects stay inside `perform`; return IDs or plain values.
+public actor BackgroundContext {
+    private let context: Context
+
+    public init(coordinator: Coordinator, model: Model, mergePolicy: MergePolicy = .error) {
+        context = Context(coordinator: coordinator, model: model)
+        context.mergePolicy = mergePolicy
+    }
+
+    /// Runs `body` with the context, on this actor.
+    public func perform<T: Sendable>(_ body: @Sendable (Context) throws -> T) rethrows -> T {
+        try body(context)
+    }
+}

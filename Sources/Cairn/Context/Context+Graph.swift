@@ -1,0 +1,164 @@
+/// Changing values and relationships (keeping inverses in step), and deleting with
+/// delete rules. Every change is recorded for undo.
+extension Context {
+    /// Sets one value of an object, tracked and undoable. Relationship slots go through
+    /// ``setRelationship(of:slot:to:)`` so inverses follow.
+    func write(_ object: ManagedObject, slot: Int, value: Value) {
+        willRead(object)
+        guard object.exists else {
+            recordError(CairnError(.invalidArgument, "cannot change \(object.entity.name) \(object.objectID.recordID): it is deleted"))
+            return
+        }
+        let attributeCount = object.entity.attributes.count
+        if slot >= attributeCount {
+            let ids: [UInt64]
+            switch value {
+            case .reference(let raw): ids = [raw]
+            case .references(let raws): ids = raws
+            default: ids = []
+            }
+            setRelationship(of: object, slot: slot, to: ids.compactMap { self.object(for: RecordID(rawValue: $0)) })
+            return
+        }
+        guard slot < object.values.count, object.values[slot] != value else { return }
+        undoManager.withGroup(in: self) { setPrimitive(object, slot, value) }
+    }
+
+    /// Sets a value with no inverse handling (must run inside an undo group).
+    func setPrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
+        willRead(object)
+        guard slot < object.values.count, object.values[slot] != value else { return }
+        undoManager.record(object, in: self)
+        object.values[slot] = value
+        dirty[object.objectID.recordID] = object
+    }
+
+    /// The live targets of a relationship slot, as registered objects or faults.
+    func relatedObjects(of object: ManagedObject, slot: Int) -> [ManagedObject] {
+        willRead(object)
+        guard slot < object.values.count else { return [] }
+        let raws: [UInt64]
+        switch object.values[slot] {
+        case .reference(let raw): raws = [raw]
+        case .references(let list): raws = list
+        default: return []
+        }
+        return raws.compactMap { raw in
+            guard let target = self.object(for: RecordID(rawValue: raw)) else { return nil }
+            if target.isFault { willRead(target) }
+            return target.exists ? target : nil
+        }
+    }
+
+    private func ids(in value: Value) -> [UInt64] {
+        switch value {
+        case .reference(let raw): return [raw]
+        case .references(let list): return list
+        default: return []
+        }
+    }
+
+    /// Sets a relationship to `targets` and updates the inverse of every target gained or lost.
+    func setRelationship(of object: ManagedObject, slot: Int, to targets: [ManagedObject]) {
+        willRead(object)
+        let attributeCount = object.entity.attributes.count
+        guard slot >= attributeCount, slot < object.values.count, object.exists else { return }
+        for target in targets where target.context !== self {
+            if target.context == nil {
+                insert(target)
+            } else {
+                recordError(CairnError(.invalidArgument,
+                    "cannot relate \(object.entity.name) \(object.objectID.recordID) to \(target.entity.name) \(target.objectID.recordID): they are in different contexts"))
+                return
+            }
+        }
+        let relationship = object.entity.relationships[slot - attributeCount]
+        guard targets.allSatisfy({ $0.entity.name == relationship.destination }) else {
+            recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) holds \(relationship.destination) objects only"))
+            return
+        }
+        var newIDs: [UInt64] = []
+        var seen = Set<UInt64>()
+        for target in targets where target.exists && seen.insert(target.objectID.recordID.rawValue).inserted {
+            newIDs.append(target.objectID.recordID.rawValue)
+        }
+        if !relationship.isToMany { newIDs = Array(newIDs.prefix(1)) }
+        let oldIDs = ids(in: object.values[slot])
+        let newValue: Value = relationship.isToMany ? .references(newIDs) : (newIDs.first.map { .reference($0) } ?? .null)
+        guard newValue != object.values[slot] else { return }
+        undoManager.withGroup(in: self) {
+            setPrimitive(object, slot, newValue)
+            guard let inverseName = relationship.inverse else { return }
+            let me = object.objectID.recordID.rawValue
+            let newSet = Set(newIDs), oldSet = Set(oldIDs)
+            for raw in oldIDs where !newSet.contains(raw) {
+                if let target = self.object(for: RecordID(rawValue: raw)) { unlink(target, inverseName, from: me) }
+            }
+            for raw in newIDs where !oldSet.contains(raw) {
+                if let target = self.object(for: RecordID(rawValue: raw)) { link(target, inverseName, to: object) }
+            }
+        }
+    }
+
+    /// Removes `raw` from `target`'s relationship `name` (no further inverse handling).
+    private func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
+        willRead(target)
+        guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
+        switch target.values[slot] {
+        case .reference(let current) where current == raw: setPrimitive(target, slot, .null)
+        case .references(let list) where list.contains(raw): setPrimitive(target, slot, .references(list.filter { $0 != raw }))
+        default: break
+        }
+    }
+
+    /// Adds `object` to `target`'s relationship `name`; for a to-one inverse, the
+    /// target's previous partner loses the target.
+    private func link(_ target: ManagedObject, _ name: String, to object: ManagedObject) {
+        willRead(target)
+        guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
+        let raw = object.objectID.recordID.rawValue
+        switch target.values[slot] {
+        case .references(let list):
+            if !list.contains(raw) { setPrimitive(target, slot, .references(list + [raw])) }
+        case let current:
+            if case .reference(let previous) = current, previous != raw,
+               let partner = self.object(for: RecordID(rawValue: previous)),
+               let backName = target.entity.relationships[slot - target.entity.attributes.count].inverse {
+                unlink(partner, backName, from: target.objectID.recordID.rawValue)
+            }
+            setPrimitive(target, slot, .reference(raw))
+        }
+    }
+
+    /// Deletes an object, applying its relationships' delete rules now: `cascade`
+    /// deletes the targets, `nullify` removes the object from their inverse, `deny` is
+    /// checked when saving, `noAction` leaves the targets as they are.
+    public func delete(_ object: ManagedObject) {
+        guard object.context === self else {
+            recordError(CairnError(.invalidArgument, "cannot delete \(object.entity.name): it is not in this context"))
+            return
+        }
+        willRead(object)
+        guard object.exists else { return }
+        undoManager.withGroup(in: self) {
+            undoManager.record(object, in: self)
+            object.exists = false
+            dirty[object.objectID.recordID] = object
+            let attributeCount = object.entity.attributes.count
+            for (offset, relationship) in object.entity.relationships.enumerated() {
+                let slot = attributeCount + offset
+                let targets = ids(in: object.values[slot]).compactMap { self.object(for: RecordID(rawValue: $0)) }
+                switch relationship.deleteRule {
+                case .cascade:
+                    for target in targets { delete(target) }
+                case .nullify:
+                    if let inverse = relationship.inverse {
+                        for target in targets where target.exists { unlink(target, inverse, from: object.objectID.recordID.rawValue) }
+                    }
+                case .deny, .noAction:
+                    break
+                }
+            }
+        }
+    }
+}

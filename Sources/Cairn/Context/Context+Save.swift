@@ -1,0 +1,277 @@
+/// Saving: validation, one store transaction (or a push into the parent), conflict
+/// resolution by merge policy, and merging other contexts' saves.
+extension Context {
+    /// Saves every change atomically: into the store for a root context (durably, as
+    /// the store's durability option says), into the parent for a child. If it throws,
+    /// the store and this context are as they were before the call.
+    public func save() throws {
+        processExternalChanges()
+        try throwDeferredError()
+        let changed = dirty.values.filter(\.hasChanges)
+        guard !changed.isEmpty else {
+            dirty = [:]
+            return
+        }
+        try validate(changed)
+        if let parent {
+            push(changed, into: parent)
+        } else {
+            try saveToStore()
+        }
+    }
+
+    // MARK: Validation
+
+    private func validate(_ objects: [ManagedObject]) throws {
+        for object in objects.sorted(by: { $0.objectID < $1.objectID }) {
+            let label = "\(object.entity.name) \(object.objectID.recordID)"
+            do {
+                if object.isDeleted {
+                    try validateDelete(object, label)
+                    try object.validateForDelete()
+                    continue
+                }
+                try validateValues(object, label)
+                if object.isInserted { try object.validateForInsert() } else { try object.validateForUpdate() }
+            } catch let error as CairnError {
+                throw error
+            } catch {
+                throw CairnError(.validation, "\(label) failed validation: \(error)")
+            }
+        }
+    }
+
+    private func validateValues(_ object: ManagedObject, _ label: String) throws {
+        let entity = object.entity
+        for (index, attribute) in entity.attributes.enumerated() {
+            let value = object.values[index]
+            if value.isNull && !attribute.isOptional {
+                throw CairnError(.validation, "\(label): '\(attribute.name)' is required but has no value")
+            }
+            if !value.isNull && !attribute.type.accepts(value) {
+                throw CairnError(.validation, "\(label): '\(attribute.name)' must be a \(attribute.type), not \(value)")
+            }
+        }
+        for (offset, relationship) in entity.relationships.enumerated() {
+            let value = object.values[entity.attributes.count + offset]
+            let raws: [UInt64]
+            switch value {
+            case .reference(let raw): raws = [raw]
+            case .references(let list): raws = list
+            default: raws = []
+            }
+            if raws.isEmpty && !relationship.isOptional && !relationship.isToMany {
+                throw CairnError(.validation, "\(label): relationship '\(relationship.name)' is required but empty")
+            }
+            for raw in raws {
+                let target = registered[RecordID(rawValue: raw)]
+                if let target, !target.exists {
+                    throw CairnError(.validation,
+                                     "\(label): relationship '\(relationship.name)' points at deleted \(target.entity.name) \(target.objectID.recordID)")
+                }
+            }
+        }
+    }
+
+    private func validateDelete(_ object: ManagedObject, _ label: String) throws {
+        let entity = object.entity
+        for (offset, relationship) in entity.relationships.enumerated() where relationship.deleteRule == .deny {
+            let live = relatedObjects(of: object, slot: entity.attributes.count + offset)
+            if !live.isEmpty {
+                throw CairnError(.validation,
+                                 "cannot delete \(label): relationship '\(relationship.name)' is not empty (\(live.count) object(s)) and its delete rule is deny")
+            }
+        }
+    }
+
+    // MARK: Root save
+
+    private func saveToStore() throws {
+        for _ in 0..<16 {
+            let changed = dirty.values.filter(\.hasChanges)
+            var items: [Coordinator.SaveItem] = []
+            for object in changed {
+                let id = object.objectID.recordID
+                if object.isInserted {
+                    items.append(.init(id: id, kind: .insert, values: object.values, baseVersion: 0, changedKeys: []))
+                } else if object.isDeleted {
+                    items.append(.init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, changedKeys: []))
+                } else {
+                    items.append(.init(id: id, kind: .update, values: object.values, baseVersion: object.baseVersion,
+                                       changedKeys: object.changedKeys))
+                }
+            }
+            do {
+                let changes = try coordinator.save(items, from: inbox)
+                didSave(changed, sequence: changes.sequence)
+                return
+            } catch let error as CairnError where error.code == .conflict {
+                try resolveConflicts(in: changed)
+            }
+        }
+        throw CairnError(.conflict, "save kept conflicting with concurrent saves; try again")
+    }
+
+    private func didSave(_ objects: [ManagedObject], sequence: UInt64) {
+        for object in objects {
+            let id = object.objectID.recordID
+            if object.exists {
+                object.inStore = true
+                object.base = object.values
+                object.baseVersion = sequence
+            } else {
+                object.inStore = false
+                object.base = nil
+                registered[id] = nil
+                object.context = nil
+            }
+        }
+        dirty = [:]
+    }
+
+    /// Applies the merge policy to objects whose record changed since they were read.
+    private func resolveConflicts(in objects: [ManagedObject]) throws {
+        let store = coordinator.store
+        var conflicts: [(object: ManagedObject, stored: [Value]?, version: UInt64)] = []
+        for object in objects where object.inStore {
+            let current = store.version(of: object.objectID.recordID)
+            guard current != object.baseVersion else { continue }
+            let stored = try store.getVersioned(object.objectID.recordID)
+            conflicts.append((object, stored?.record.values, stored?.version ?? current))
+        }
+        guard !conflicts.isEmpty else { return }  // another context's conflict; retry
+        if mergePolicy == .error {
+            let lines = conflicts.map { conflict -> String in
+                let object = conflict.object
+                let here = object.changedKeys.sorted().joined(separator: ", ")
+                guard let stored = conflict.stored, let base = object.base else {
+                    return "\(object.entity.name) \(object.objectID.recordID) (deleted elsewhere; changed here: \(here))"
+                }
+                let there = object.layout.names.indices.filter { $0 < stored.count && stored[$0] != base[$0] }
+                    .map { object.layout.names[$0] }.joined(separator: ", ")
+                return "\(object.entity.name) \(object.objectID.recordID) (changed here: \(here.isEmpty ? "deleted" : here); changed elsewhere: \(there))"
+            }
+            throw CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
+        }
+        for (object, stored, version) in conflicts {
+            let base = object.base ?? object.values
+            guard let stored else {
+                // Deleted elsewhere.
+                switch mergePolicy {
+                case .objectTrumps, .overwrite:
+                    object.inStore = false  // save it again as a new record with the same ID
+                    object.exists = true
+                default:
+                    object.exists = false
+                    object.inStore = false
+                    registered[object.objectID.recordID] = nil
+                    dirty[object.objectID.recordID] = nil
+                    object.context = nil
+                }
+                continue
+            }
+            var merged = object.values
+            for index in merged.indices where index < stored.count {
+                let changedHere = merged[index] != base[index]
+                let changedThere = stored[index] != base[index]
+                switch mergePolicy {
+                case .storeTrumps: if changedThere || !changedHere { merged[index] = stored[index] }
+                case .objectTrumps: if !changedHere { merged[index] = stored[index] }
+                case .overwrite: break
+                case .rollback: merged[index] = stored[index]
+                case .error: break
+                }
+            }
+            if mergePolicy == .rollback { object.exists = true }
+            object.values = merged
+            object.base = stored
+            object.baseVersion = version
+            if !object.exists && mergePolicy == .storeTrumps { object.exists = true }
+        }
+    }
+
+    // MARK: Child save
+
+    private func push(_ objects: [ManagedObject], into parent: Context) {
+        parent.undoManager.withGroup(in: parent) {
+            for object in objects.sorted(by: { $0.objectID < $1.objectID }) {
+                let id = object.objectID.recordID
+                if object.isDeleted || (!object.exists) {
+                    if let target = parent.registered[id] ?? parent.object(for: id) { parent.delete(target, applyingRules: false) }
+                    continue
+                }
+                let target: ManagedObject
+                if let existing = parent.registered[id] {
+                    target = existing
+                    parent.willRead(target)
+                    if !target.exists { parent.undoManager.record(target, in: parent); target.exists = true }
+                } else if object.isInserted {
+                    target = object.layout === PropertyLayout.of(type(of: object)) ? type(of: object).init() : ManagedObject(dynamic: object.entity)
+                    target.entity = object.entity
+                    target.objectID = object.objectID
+                    target.context = parent
+                    target.inStore = false
+                    target.exists = false
+                    target.isFault = false
+                    parent.registered[id] = target
+                    parent.undoManager.record(target, in: parent)
+                    target.exists = true
+                    parent.dirty[id] = target
+                } else {
+                    guard let fault = parent.object(for: id) else { continue }
+                    target = fault
+                    parent.willRead(target)
+                }
+                for index in object.values.indices where index < target.values.count && target.values[index] != object.values[index] {
+                    parent.setPrimitive(target, index, object.values[index])
+                }
+            }
+        }
+        for object in objects {
+            if object.exists {
+                object.inStore = true
+                object.base = object.values
+            } else {
+                registered[object.objectID.recordID] = nil
+                object.inStore = false
+                object.context = nil
+            }
+        }
+        dirty = [:]
+    }
+
+    /// Deletes without applying delete rules (a child already applied them).
+    func delete(_ object: ManagedObject, applyingRules: Bool) {
+        if applyingRules { delete(object); return }
+        willRead(object)
+        guard object.exists else { return }
+        undoManager.record(object, in: self)
+        object.exists = false
+        dirty[object.objectID.recordID] = object
+    }
+
+    // MARK: Merging other contexts' saves
+
+    /// Merges saves made by other contexts on the same coordinator: objects without
+    /// local changes are refreshed (they re-read on next access) or, if deleted there,
+    /// forgotten; objects with local changes are left for the merge policy at save.
+    public func processExternalChanges() {
+        guard parent == nil, inbox.hasPending else { return }
+        for changes in inbox.drain() {
+            for id in changes.deleted {
+                guard let object = registered[id.recordID], !object.hasChanges else { continue }
+                registered[id.recordID] = nil
+                dirty[id.recordID] = nil
+                object.exists = false
+                object.inStore = false
+                object.context = nil
+            }
+            for id in changes.updated.keys {
+                guard let object = registered[id.recordID], !object.isFault, !object.hasChanges else { continue }
+                object.isFault = true
+                object.values = []
+            }
+            onExternalChanges?(changes)
+        }
+    }
+}

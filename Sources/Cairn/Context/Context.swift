@@ -1,0 +1,328 @@
+import Foundation
+
+/// How a save resolves objects changed here that were also changed (and saved)
+/// elsewhere since this context read them.
+public enum MergePolicy: Sendable, Hashable {
+    /// Refuse the save with `.conflict`, listing the conflicts (the default).
+    case error
+    /// Per property: values changed in the store win; other local changes are kept
+    /// (`NSMergeByPropertyStoreTrumpMergePolicy`).
+    case storeTrumps
+    /// Per property: values changed here win; properties not changed here take the
+    /// store's values (`NSMergeByPropertyObjectTrumpMergePolicy`).
+    case objectTrumps
+    /// This context's version of each conflicting object replaces the store's whole
+    /// (`NSOverwriteMergePolicy`).
+    case overwrite
+    /// Conflicting objects take the store's state, dropping local changes (`NSRollbackMergePolicy`).
+    case rollback
+}
+
+/// A scratchpad of managed objects: identity map, faulting, change tracking, undo and
+/// redo, save and rollback.
+///
+/// A context is confined to one isolation: create and use it on the main actor, or
+/// inside a ``BackgroundContext``'s `perform`. Objects never leave it; object IDs do.
+/// A child context (``init(parent:)``) reads through its parent and saves into it;
+/// nothing reaches disk until the root context saves.
+public final class Context {
+    public let coordinator: Coordinator
+    public let model: Model
+    /// The parent, for a child (scratch) context.
+    public let parent: Context?
+    public var mergePolicy: MergePolicy = .error
+    /// Undo and redo of every change; set `levelsLimit`, or disable with `isEnabled`.
+    public let undoManager = UndoStack()
+    /// A name for debugging.
+    public var name: String?
+
+    var registered: [RecordID: ManagedObject] = [:]
+    /// Objects changed (inserted, updated, deleted) since the last save.
+    var dirty: [RecordID: ManagedObject] = [:]
+    let inbox = Inbox()
+    var deferredErrors: [CairnError] = []
+    /// Called (on this context's isolation) after external changes were merged in.
+    public var onExternalChanges: ((ChangeSet) -> Void)?
+
+    /// A root context on a coordinator.
+    public init(coordinator: Coordinator, model: Model) {
+        self.coordinator = coordinator
+        self.model = model
+        parent = nil
+        coordinator.subscribe(inbox)
+    }
+
+    /// A child context: reads see the parent's unsaved changes; `save()` pushes into the
+    /// parent. Use it in the parent's isolation.
+    public init(parent: Context) {
+        coordinator = parent.coordinator
+        model = parent.model
+        self.parent = parent
+        mergePolicy = parent.mergePolicy
+    }
+
+    // MARK: Inserting and finding objects
+
+    /// Inserts a new object (gives it a permanent ID). Inserting twice does nothing.
+    public func insert(_ object: ManagedObject) {
+        if object.context === self { return }
+        if object.context != nil {
+            recordError(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
+            return
+        }
+        do {
+            object.objectID = try coordinator.newObjectID(entity: object.entity.name)
+        } catch let error as CairnError {
+            recordError(error)
+            return
+        } catch {
+            return
+        }
+        if let stored = coordinator.entity(named: object.entity.name) { object.entity = stored }
+        object.context = self
+        object.inStore = false
+        object.exists = false
+        object.isFault = false
+        registered[object.objectID.recordID] = object
+        undoManager.withGroup(in: self) {
+            undoManager.record(object, in: self)
+            object.exists = true
+            dirty[object.objectID.recordID] = object
+        }
+        let detached = object.detachedRelations
+        object.detachedRelations = [:]
+        for (slot, targets) in detached.sorted(by: { $0.key < $1.key }) { setRelationship(of: object, slot: slot, to: targets) }
+    }
+
+    /// Inserts a new object of an entity by name: an instance of its class, or a plain
+    /// ``ManagedObject`` for a run-time entity.
+    @discardableResult
+    public func insertObject(entityName: String) throws -> ManagedObject {
+        guard let entity = coordinator.entity(named: entityName) else {
+            throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
+        }
+        let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
+        insert(object)
+        if let error = deferredErrors.popLast() { throw error }
+        return object
+    }
+
+    /// The object with `id`: the registered instance, or a fault that loads on first
+    /// access. Does not check that the record exists (see ``existingObject(with:)``).
+    public func object(with id: ObjectID) -> ManagedObject {
+        processExternalChanges()
+        return object(for: id.recordID) ?? ManagedObject(dynamic: EntityDescription(name: id.entityName, number: 0))
+    }
+
+    /// The object with `id`, loaded; throws `.notFound` if it does not exist here.
+    public func existingObject(with id: ObjectID) throws -> ManagedObject {
+        processExternalChanges()
+        guard let object = object(for: id.recordID), try load(object), object.exists else {
+            throw CairnError(.notFound, "no \(id.entityName) with ID \(id.recordID)")
+        }
+        return object
+    }
+
+    /// The typed object with `id`, loaded, or nil if it does not exist here.
+    public func existingObject<T: ManagedObject>(_ type: T.Type, with id: ObjectID) throws -> T? {
+        processExternalChanges()
+        guard let object = object(for: id.recordID) as? T, try load(object), object.exists else { return nil }
+        return object
+    }
+
+    /// The registered object for `id`, or a new fault.
+    func object(for id: RecordID) -> ManagedObject? {
+        if let known = registered[id] { return known }
+        guard let entity = coordinator.entity(number: id.entity) else { return nil }
+        let object: ManagedObject
+        if let type = model.objectClass(for: entity.name) { object = type.init() } else { object = ManagedObject(dynamic: entity) }
+        object.entity = entity
+        object.objectID = ObjectID(recordID: id, entityName: entity.name)
+        object.context = self
+        object.isFault = true
+        object.inStore = true
+        object.values = []
+        registered[id] = object
+        return object
+    }
+
+    // MARK: Faults
+
+    /// Loads a fault's values. Returns false if the record does not exist (any more).
+    @discardableResult
+    func load(_ object: ManagedObject) throws -> Bool {
+        guard object.isFault else { return true }
+        guard let (values, version) = try sourceValues(for: object.objectID.recordID) else {
+            object.isFault = false
+            object.values = object.layout.defaults
+            object.exists = false
+            object.inStore = false
+            return false
+        }
+        object.values = values
+        object.base = values
+        object.baseVersion = version
+        object.isFault = false
+        return true
+    }
+
+    /// Before any read of an object's value: merge external changes, fire a fault.
+    func willRead(_ object: ManagedObject) {
+        if inbox.hasPending { processExternalChanges() }
+        guard object.isFault else { return }
+        do { try load(object) } catch let error as CairnError { recordError(error) } catch {}
+    }
+
+    /// The values of `id` as this context's source sees them (parent, or store), with
+    /// the record version.
+    func sourceValues(for id: RecordID) throws -> (values: [Value], version: UInt64)? {
+        if let parent { return try parent.currentValues(for: id) }
+        return try coordinator.store.getVersioned(id).map { ($0.record.values, $0.version) }
+    }
+
+    /// The values of `id` as seen in this context, for a child reading through it.
+    func currentValues(for id: RecordID) throws -> (values: [Value], version: UInt64)? {
+        processExternalChanges()
+        if let object = registered[id] {
+            guard try load(object), object.exists else { return nil }
+            return (object.values, object.baseVersion)
+        }
+        return try sourceValues(for: id)
+    }
+
+    /// The IDs of an entity's objects as seen in this context: the source's, less
+    /// deleted ones, plus inserted ones.
+    func currentIDs(entity: UInt16) -> [RecordID] {
+        processExternalChanges()
+        var ids = parent?.currentIDs(entity: entity) ?? coordinator.store.ids(entity: entity)
+        var removed = Set<RecordID>(), added: [RecordID] = []
+        for (id, object) in dirty where id.entity == entity {
+            if !object.exists && object.inStore { removed.insert(id) }
+            if object.exists && !object.inStore { added.append(id) }
+        }
+        if !removed.isEmpty { ids.removeAll { removed.contains($0) } }
+        if !added.isEmpty { ids = (Set(ids).union(added)).sorted() }
+        return ids
+    }
+
+    // MARK: Fetching (simple; predicates and sorting in FetchRequest)
+
+    /// Every object of a class in this context (unsaved inserts included, deletes
+    /// excluded), in ID order, optionally filtered.
+    public func fetch<T: ManagedObject>(_ type: T.Type, where predicate: ((T) throws -> Bool)? = nil) throws -> [T] {
+        guard let entity = coordinator.entity(named: type.entityName) else {
+            throw CairnError(.invalidArgument, "entity \(type.entityName) is not in the model")
+        }
+        return try fetchObjects(entity: entity).compactMap { object -> T? in
+            guard let typed = object as? T else { return nil }
+            if let predicate { return try predicate(typed) ? typed : nil }
+            return typed
+        }
+    }
+
+    /// Every object of an entity by name (the dynamic API), in ID order.
+    public func fetchObjects(entityName: String) throws -> [ManagedObject] {
+        guard let entity = coordinator.entity(named: entityName) else {
+            throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
+        }
+        return try fetchObjects(entity: entity)
+    }
+
+    func fetchObjects(entity: EntityDescription) throws -> [ManagedObject] {
+        try throwDeferredError()
+        return currentIDs(entity: entity.number).compactMap { object(for: $0) }
+    }
+
+    /// The number of an entity's objects in this context.
+    public func count<T: ManagedObject>(_ type: T.Type) throws -> Int {
+        guard let entity = coordinator.entity(named: type.entityName) else {
+            throw CairnError(.invalidArgument, "entity \(type.entityName) is not in the model")
+        }
+        return currentIDs(entity: entity.number).count
+    }
+
+    // MARK: State
+
+    /// Whether anything is inserted, updated or deleted and not yet saved.
+    public var hasChanges: Bool {
+        processExternalChanges()
+        return dirty.values.contains { $0.hasChanges }
+    }
+
+    public var insertedObjects: Set<ManagedObject> { Set(dirty.values.filter(\.isInserted)) }
+    public var deletedObjects: Set<ManagedObject> { Set(dirty.values.filter(\.isDeleted)) }
+    public var updatedObjects: Set<ManagedObject> {
+        Set(dirty.values.filter { $0.exists && $0.inStore && !$0.isFault && $0.base != $0.values })
+    }
+    public var registeredObjects: Set<ManagedObject> { Set(registered.values) }
+
+    /// Errors from property setters (which cannot throw) are kept and thrown by the next
+    /// save or fetch.
+    func recordError(_ error: CairnError) { deferredErrors.append(error) }
+
+    func throwDeferredError() throws {
+        guard let error = deferredErrors.first else { return }
+        deferredErrors.removeAll()
+        throw error
+    }
+
+    /// Discards every unsaved change and clears the undo stack.
+    public func rollback() {
+        for object in dirty.values {
+            if !object.inStore {
+                registered[object.objectID.recordID] = nil
+                object.exists = false
+                object.context = nil
+            } else if let base = object.base {
+                object.values = base
+                object.exists = true
+            } else {
+                object.isFault = true
+                object.values = []
+                object.exists = true
+            }
+        }
+        dirty = [:]
+        deferredErrors = []
+        undoManager.removeAllActions()
+    }
+
+    /// Forgets every object (registered objects are detached) and the undo stack.
+    public func reset() {
+        for object in registered.values { object.context = nil }
+        registered = [:]
+        dirty = [:]
+        deferredErrors = []
+        undoManager.removeAllActions()
+    }
+
+    /// Re-reads an object. With `mergeChanges: false` its unsaved changes are dropped
+    /// and it becomes a fault; with `true` its changed keys are re-applied over the
+    /// freshly read values.
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        guard object.context === self, object.inStore else { return }
+        let local = mergeChanges && !object.isFault ? object.changedKeyIndices.map { ($0, object.values[$0]) } : []
+        let wasDeleted = !object.exists
+        object.isFault = true
+        object.values = []
+        object.exists = true
+        guard mergeChanges else {
+            dirty[object.objectID.recordID] = nil
+            return
+        }
+        willRead(object)
+        for (index, value) in local where index < object.values.count { object.values[index] = value }
+        if wasDeleted { object.exists = false }
+        if object.hasChanges { dirty[object.objectID.recordID] = object } else { dirty[object.objectID.recordID] = nil }
+    }
+}
+
+@available(*, unavailable, message: "a Context is confined to one isolation; pass object IDs between contexts")
+extension Context: Sendable {}
+
+extension ManagedObject {
+    var changedKeyIndices: [Int] {
+        guard let base else { return Array(values.indices) }
+        return values.indices.filter { $0 < base.count && base[$0] != values[$0] }
+    }
+}

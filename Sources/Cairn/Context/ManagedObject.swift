@@ -1,0 +1,293 @@
+import Foundation
+
+/// The base class of every persistent object.
+///
+/// Subclass it and declare properties with ``Attribute``, ``Archived``, ``ToOne`` and
+/// ``ToMany``; the entity is derived from the class (name, properties in declaration
+/// order). Override ``entityName``, ``uniqueness`` or ``indexes`` to change it.
+///
+/// ```swift
+/// final class Person: ManagedObject {
+///     @Attribute var username: String = ""
+///     @Attribute var name: String? = nil
+///     @ToMany(inverse: "owner", deleteRule: .cascade) var dvds: [DVD]
+/// }
+/// ```
+///
+/// An object lives in one context and is confined to that context's isolation; pass
+/// its ``objectID`` across isolations instead. The same class serves the dynamic API
+/// (``subscript(_:)``), for entities built at run time.
+open class ManagedObject: CustomStringConvertible {
+    /// The entity's name; the class name unless overridden.
+    open class var entityName: String { String(describing: self) }
+    /// Groups of attribute names whose combined values must be unique.
+    open class var uniqueness: [[String]] { [] }
+    /// Compound indexes (single-attribute indexes: `@Attribute(indexed: true)`).
+    open class var indexes: [[String]] { [] }
+    /// The entity's name in an earlier model version, for migration.
+    open class var renamingIdentifier: String? { nil }
+
+    /// The object's permanent ID (a placeholder until it is inserted into a context).
+    public internal(set) var objectID: ObjectID
+    /// The context the object belongs to, if any.
+    public internal(set) weak var context: Context?
+    /// The entity, with its stored number once the object is registered.
+    public internal(set) var entity: EntityDescription
+    private(set) var layout: PropertyLayout
+
+    /// Current values, attributes then relationships (empty while a fault).
+    var values: [Value]
+    /// Values as last read from (or saved to) the parent store; nil for a new object.
+    var base: [Value]?
+    /// The record version `base` was read at (optimistic locking).
+    var baseVersion: UInt64 = 0
+    /// True until the values are loaded.
+    public internal(set) var isFault = false
+    /// False once deleted in its context.
+    var exists = true
+    /// Whether the record exists in the parent store (fetched, or saved).
+    var inStore = false
+    /// Relationships set before the object was inserted into a context.
+    var detachedRelations: [Int: [ManagedObject]] = [:]
+
+    /// A new object not yet in any context (insert it, or use ``init(context:)``).
+    public required init() {
+        let type = type(of: self)
+        let layout = PrototypeBuilder.isBuilding(type) ? PropertyLayout.placeholder : PropertyLayout.of(type)
+        self.layout = layout
+        entity = layout.entity
+        values = layout.defaults
+        objectID = ObjectID(recordID: RecordID(rawValue: 0), entityName: layout.entity.name)
+    }
+
+    /// An object of a run-time entity (the dynamic API); see ``Context/insertObject(entityName:)``.
+    convenience init(dynamic entity: EntityDescription) {
+        self.init()
+        layout = PropertyLayout(entity: entity)
+        self.entity = entity
+        values = layout.defaults
+        objectID = ObjectID(recordID: RecordID(rawValue: 0), entityName: entity.name)
+    }
+
+    /// Creates the object and inserts it into `context`.
+    public convenience init(context: Context) {
+        self.init()
+        context.insert(self)
+    }
+
+    // MARK: State
+
+    public var isInserted: Bool { context != nil && exists && !inStore }
+    public var isDeleted: Bool { context != nil && !exists && inStore }
+    /// Whether the object has unsaved changes in its context.
+    public var hasChanges: Bool {
+        guard context != nil else { return false }
+        return isInserted || isDeleted || (!isFault && base.map { $0 != values } ?? false)
+    }
+
+    /// The names of keys whose values differ from the last saved ones.
+    public var changedKeys: Set<String> {
+        guard let base, !isFault else { return isInserted ? Set(layout.names) : [] }
+        return Set(layout.names.indices.filter { base[$0] != values[$0] }.map { layout.names[$0] })
+    }
+
+    /// The changed keys with their last saved values (`.null` for a new object).
+    public var committedValuesForChangedKeys: [String: Value] {
+        var result: [String: Value] = [:]
+        for key in changedKeys { if let index = layout.index(of: key) { result[key] = base?[index] ?? .null } }
+        return result
+    }
+
+    // MARK: Validation hooks
+
+    /// Called on save for a new object; throw to refuse the save.
+    open func validateForInsert() throws {}
+    /// Called on save for a changed object; throw to refuse the save.
+    open func validateForUpdate() throws {}
+    /// Called on save for a deleted object; throw to refuse the save.
+    open func validateForDelete() throws {}
+
+    // MARK: Dynamic access
+
+    /// The value of an attribute or relationship by name (`.null` for an unknown key).
+    public subscript(key: String) -> Value {
+        get { layout.index(of: key).map { read($0) } ?? .null }
+        set {
+            guard let index = layout.index(of: key) else {
+                context?.recordError(CairnError(.invalidArgument, "\(entity.name) has no key '\(key)'"))
+                return
+            }
+            write(index, newValue)
+        }
+    }
+
+    /// Sets a value by key, checking it against the attribute's type.
+    public func setValue(_ value: Value, forKey key: String) throws {
+        guard let index = layout.index(of: key) else {
+            throw CairnError(.invalidArgument, "\(entity.name) has no key '\(key)'")
+        }
+        if index < entity.attributes.count {
+            let attribute = entity.attributes[index]
+            guard value.isNull || attribute.type.accepts(value) else {
+                throw CairnError(.invalidArgument, "\(entity.name).\(key) is a \(attribute.type), not \(value)")
+            }
+        } else {
+            let relationship = entity.relationships[index - entity.attributes.count]
+            switch (relationship.isToMany, value) {
+            case (false, .null), (false, .reference), (true, .references): break
+            default: throw CairnError(.invalidArgument, "\(entity.name).\(key) cannot hold \(value)")
+            }
+        }
+        write(index, value)
+    }
+
+    public func value(forKey key: String) -> Value { self[key] }
+
+    /// The objects a relationship points at, by name.
+    public func relatedObjects(forKey key: String) -> [ManagedObject] {
+        guard let index = layout.index(of: key), index >= entity.attributes.count else { return [] }
+        return related(index)
+    }
+
+    // MARK: Slots (used by the property wrappers)
+
+    func read(_ slot: Int) -> Value {
+        context?.willRead(self)
+        return slot < values.count ? values[slot] : .null
+    }
+
+    func write(_ slot: Int, _ value: Value) {
+        if let context {
+            context.write(self, slot: slot, value: value)
+        } else if slot < values.count {
+            values[slot] = value
+        }
+    }
+
+    func related(_ slot: Int) -> [ManagedObject] {
+        guard let context else { return detachedRelations[slot] ?? [] }
+        return context.relatedObjects(of: self, slot: slot)
+    }
+
+    func setRelated(_ slot: Int, _ targets: [ManagedObject]) {
+        if let context {
+            context.setRelationship(of: self, slot: slot, to: targets)
+        } else if let owner = targets.lazy.compactMap(\.context).first {
+            owner.insert(self)
+            owner.setRelationship(of: self, slot: slot, to: targets)
+        } else {
+            detachedRelations[slot] = targets
+        }
+    }
+
+    /// The slot of the property a wrapper declared at `site`.
+    func slot(for site: DeclarationSite) -> Int {
+        guard let slot = layout.slots[site] else { return -1 }
+        return slot
+    }
+
+    open var description: String {
+        let state = isFault ? "fault" : layout.names.indices.map { "\(layout.names[$0]): \(values[$0])" }.joined(separator: ", ")
+        return "<\(entity.name) \(objectID.recordID) \(state)>"
+    }
+}
+
+extension ManagedObject: Hashable {
+    public static func == (a: ManagedObject, b: ManagedObject) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+@available(*, unavailable, message: "managed objects are confined to their context; pass objectID instead")
+extension ManagedObject: Sendable {}
+
+/// Where a property wrapper was declared: how a wrapper finds its property's slot.
+struct DeclarationSite: Hashable, Sendable {
+    let file: String
+    let line: UInt
+    let column: UInt
+}
+
+/// What a wrapper tells the layout about its property.
+protocol PropertyDeclaration {
+    var site: DeclarationSite { get }
+    func describe(name: String) -> PropertyLayout.Property
+}
+
+/// A class's properties, in record order, and the slot of each wrapper.
+final class PropertyLayout: Sendable {
+    enum Property {
+        case attribute(AttributeDescription)
+        case relationship(RelationshipDescription)
+    }
+
+    let entity: EntityDescription
+    let names: [String]
+    let defaults: [Value]
+    let slots: [DeclarationSite: Int]
+    private let indexByName: [String: Int]
+
+    init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:]) {
+        self.entity = entity
+        names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        defaults = entity.attributes.map { $0.defaultValue ?? .null }
+            + entity.relationships.map { $0.isToMany ? .references([]) : .null }
+        self.slots = slots
+        indexByName = Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    func index(of name: String) -> Int? { indexByName[name] }
+
+    /// The layout of a prototype under construction (its wrappers are all that is read).
+    static let placeholder = PropertyLayout(entity: EntityDescription(name: "", number: 0))
+
+    private static let cache = Protected<[ObjectIdentifier: PropertyLayout]>([:])
+
+    /// The layout of a class, derived once from a prototype instance's wrappers.
+    static func of(_ type: ManagedObject.Type) -> PropertyLayout {
+        if let known = cache.withLock({ $0[ObjectIdentifier(type)] }) { return known }
+        var attributes: [(AttributeDescription, DeclarationSite)] = []
+        var relationships: [(RelationshipDescription, DeclarationSite)] = []
+        // Walk the wrappers of a bare instance. Its own layout is not needed for this:
+        // `reflecting` reads stored properties only.
+        let prototype = PrototypeBuilder.instance(of: type)
+        var mirrors: [Mirror] = []
+        var mirror: Mirror? = Mirror(reflecting: prototype)
+        while let current = mirror { mirrors.insert(current, at: 0); mirror = current.superclassMirror }
+        for current in mirrors {
+            for child in current.children {
+                guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
+                let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
+                switch declaration.describe(name: name) {
+                case .attribute(let attribute): attributes.append((attribute, declaration.site))
+                case .relationship(let relationship): relationships.append((relationship, declaration.site))
+                }
+            }
+        }
+        let entity = EntityDescription(name: type.entityName, number: 0, attributes: attributes.map(\.0),
+                                       relationships: relationships.map(\.0), uniqueness: type.uniqueness,
+                                       indexes: type.indexes, renamingIdentifier: type.renamingIdentifier)
+        var slots: [DeclarationSite: Int] = [:]
+        for (index, site) in (attributes.map(\.1) + relationships.map(\.1)).enumerated() { slots[site] = index }
+        let layout = PropertyLayout(entity: entity, slots: slots)
+        cache.withLock { $0[ObjectIdentifier(type)] = layout }
+        return layout
+    }
+}
+
+/// Makes prototype instances for layouts. A prototype's own `init` must not ask for the
+/// layout being built, so a per-thread flag marks the class under construction.
+enum PrototypeBuilder {
+    private static let key = "cairn.prototype"
+
+    static func instance(of type: ManagedObject.Type) -> ManagedObject {
+        let dictionary = Thread.current.threadDictionary
+        let previous = dictionary[key]
+        dictionary[key] = ObjectIdentifier(type).hashValue
+        defer { dictionary[key] = previous }
+        return type.init()
+    }
+
+    static func isBuilding(_ type: ManagedObject.Type) -> Bool {
+        (Thread.current.threadDictionary[key] as? Int) == ObjectIdentifier(type).hashValue
+    }
+}

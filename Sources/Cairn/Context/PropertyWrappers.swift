@@ -1,0 +1,213 @@
+import Foundation
+
+/// A persistent attribute of a ``ManagedObject`` subclass.
+///
+/// ```swift
+/// @Attribute var title: String = ""
+/// @Attribute(indexed: true) var age: Int = 0
+/// @Attribute var purchaseDate: Date? = nil
+/// ```
+/// The initial value is the attribute's default. An `Optional` type makes it optional.
+@propertyWrapper
+public struct Attribute<T: AttributeValue>: PropertyDeclaration {
+    let defaultValue: T
+    let indexed: Bool
+    let renamingIdentifier: String?
+    let site: DeclarationSite
+
+    public init(wrappedValue: T, indexed: Bool = false, renamingIdentifier: String? = nil,
+                file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+        defaultValue = wrappedValue
+        self.indexed = indexed
+        self.renamingIdentifier = renamingIdentifier
+        site = DeclarationSite(file: file, line: line, column: column)
+    }
+
+    public init(indexed: Bool = false, renamingIdentifier: String? = nil,
+                file: String = #fileID, line: UInt = #line, column: UInt = #column) where T: ExpressibleByNilLiteral {
+        self.init(wrappedValue: nil, indexed: indexed, renamingIdentifier: renamingIdentifier, file: file, line: line, column: column)
+    }
+
+    func describe(name: String) -> PropertyLayout.Property {
+        let stored = defaultValue.cairnValue
+        return .attribute(AttributeDescription(name: name, type: T.attributeType, isOptional: T.isOptionalAttribute,
+                                               defaultValue: stored.isNull ? nil : stored, isIndexed: indexed,
+                                               renamingIdentifier: renamingIdentifier))
+    }
+
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, T>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
+    ) -> T {
+        get {
+            let wrapper = object[keyPath: storageKeyPath]
+            let slot = object.slot(for: wrapper.site)
+            guard slot >= 0 else { return wrapper.defaultValue }
+            return T(cairnValue: object.read(slot)) ?? wrapper.defaultValue
+        }
+        set {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            if slot >= 0 { object.write(slot, newValue.cairnValue) }
+        }
+    }
+
+    @available(*, unavailable, message: "@Attribute is only for properties of ManagedObject subclasses")
+    public var wrappedValue: T {
+        get { fatalError("unreachable") }
+        set { fatalError("unreachable") }  // swiftlint:disable:this unused_setter_value
+    }
+}
+
+/// A `Codable` value stored archived (as JSON bytes) in one attribute.
+///
+/// ```swift
+/// @Archived var settings: Settings = Settings()
+/// ```
+@propertyWrapper
+public struct Archived<T: Codable>: PropertyDeclaration {
+    let defaultValue: T
+    let site: DeclarationSite
+
+    public init(wrappedValue: T, file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+        defaultValue = wrappedValue
+        site = DeclarationSite(file: file, line: line, column: column)
+    }
+
+    func describe(name: String) -> PropertyLayout.Property {
+        .attribute(AttributeDescription(name: name, type: .archived, isOptional: false,
+                                        defaultValue: Self.archive(defaultValue)))
+    }
+
+    static func archive(_ value: T) -> Value {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(value)).map { .archived($0) } ?? .null
+    }
+
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, T>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
+    ) -> T {
+        get {
+            let wrapper = object[keyPath: storageKeyPath]
+            let slot = object.slot(for: wrapper.site)
+            guard slot >= 0, case .archived(let data) = object.read(slot),
+                  let value = try? JSONDecoder().decode(T.self, from: data) else { return wrapper.defaultValue }
+            return value
+        }
+        set {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            if slot >= 0 { object.write(slot, archive(newValue)) }
+        }
+    }
+
+    @available(*, unavailable, message: "@Archived is only for properties of ManagedObject subclasses")
+    public var wrappedValue: T {
+        get { fatalError("unreachable") }
+        set { fatalError("unreachable") }
+    }
+}
+
+/// A to-one relationship. Setting it updates the inverse on both sides.
+///
+/// ```swift
+/// @ToOne(inverse: "dvds") var owner: Person?
+/// ```
+@propertyWrapper
+public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
+    let inverse: String?
+    let deleteRule: DeleteRule
+    let isOptional: Bool
+    let renamingIdentifier: String?
+    let site: DeclarationSite
+
+    public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, optional: Bool = true,
+                renamingIdentifier: String? = nil,
+                file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+        self.inverse = inverse
+        self.deleteRule = deleteRule
+        isOptional = optional
+        self.renamingIdentifier = renamingIdentifier
+        site = DeclarationSite(file: file, line: line, column: column)
+    }
+
+    func describe(name: String) -> PropertyLayout.Property {
+        .relationship(RelationshipDescription(name: name, destination: Target.entityName, isToMany: false,
+                                              inverse: inverse, deleteRule: deleteRule, isOptional: isOptional,
+                                              renamingIdentifier: renamingIdentifier))
+    }
+
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Target?>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
+    ) -> Target? {
+        get {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            guard slot >= 0 else { return nil }
+            return object.related(slot).first as? Target
+        }
+        set {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            if slot >= 0 { object.setRelated(slot, newValue.map { [$0] } ?? []) }
+        }
+    }
+
+    @available(*, unavailable, message: "@ToOne is only for properties of ManagedObject subclasses")
+    public var wrappedValue: Target? {
+        get { fatalError("unreachable") }
+        set { fatalError("unreachable") }
+    }
+}
+
+/// A to-many relationship, kept in insertion order without duplicates. Setting it
+/// updates the inverse on both sides.
+///
+/// ```swift
+/// @ToMany(inverse: "owner", deleteRule: .cascade) var dvds: [DVD]
+/// ```
+@propertyWrapper
+public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
+    let inverse: String?
+    let deleteRule: DeleteRule
+    let renamingIdentifier: String?
+    let site: DeclarationSite
+
+    public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil,
+                file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+        self.inverse = inverse
+        self.deleteRule = deleteRule
+        self.renamingIdentifier = renamingIdentifier
+        site = DeclarationSite(file: file, line: line, column: column)
+    }
+
+    func describe(name: String) -> PropertyLayout.Property {
+        .relationship(RelationshipDescription(name: name, destination: Target.entityName, isToMany: true,
+                                              inverse: inverse, deleteRule: deleteRule, isOptional: true,
+                                              renamingIdentifier: renamingIdentifier))
+    }
+
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, [Target]>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
+    ) -> [Target] {
+        get {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            guard slot >= 0 else { return [] }
+            return object.related(slot).compactMap { $0 as? Target }
+        }
+        set {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            if slot >= 0 { object.setRelated(slot, newValue) }
+        }
+    }
+
+    @available(*, unavailable, message: "@ToMany is only for properties of ManagedObject subclasses")
+    public var wrappedValue: [Target] {
+        get { fatalError("unreachable") }
+        set { fatalError("unreachable") }
+    }
+}

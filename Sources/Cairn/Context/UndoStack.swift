@@ -1,0 +1,173 @@
+/// A context's undo and redo stacks.
+///
+/// Every change — attribute, relationship (with its inverses), insert, delete (with its
+/// cascades) — is undoable. Each change made outside an explicit group is its own
+/// group; ``beginGrouping(named:)`` / ``endGrouping()`` or ``group(named:_:)`` gather
+/// several. A new change clears the redo stack. Undo after a save works: the undone
+/// change becomes an unsaved change, as in Core Data.
+///
+/// A group remembers, for each object it touched, the object's state before the group
+/// (values and whether it existed); undo swaps those states back, redo swaps them again.
+public final class UndoStack {
+    struct ObjectState {
+        let object: ManagedObject
+        let values: [Value]
+        let exists: Bool
+        let isRegistered: Bool
+    }
+
+    struct Group {
+        var name: String?
+        var states: [ObjectIdentifier: ObjectState] = [:]
+        var order: [ObjectIdentifier] = []
+    }
+
+    /// Most groups kept (0: no limit). The oldest are dropped first.
+    public var levelsLimit = 0 { didSet { trim() } }
+    /// When false, changes are not recorded.
+    public var isEnabled = true
+
+    private(set) var undoStack: [Group] = []
+    private(set) var redoStack: [Group] = []
+    private var open: Group?
+    private var depth = 0
+    private var isReplaying = false
+
+    public init() {}
+
+    public var canUndo: Bool { !undoStack.isEmpty }
+    public var canRedo: Bool { !redoStack.isEmpty }
+    public var undoActionName: String? { undoStack.last?.name }
+    public var redoActionName: String? { redoStack.last?.name }
+    public var groupingLevel: Int { depth }
+
+    /// Opens a group; changes until the matching ``endGrouping()`` undo together.
+    public func beginGrouping(named name: String? = nil) {
+        if depth == 0 { open = Group(name: name) } else if let name, open?.name == nil { open?.name = name }
+        depth += 1
+    }
+
+    /// Closes the innermost group; closing the outermost pushes it on the undo stack.
+    public func endGrouping() {
+        guard depth > 0 else { return }
+        depth -= 1
+        guard depth == 0, let group = open else { return }
+        open = nil
+        if !group.order.isEmpty {
+            undoStack.append(group)
+            redoStack.removeAll()
+            trim()
+        }
+    }
+
+    /// Runs `body` as one undo group named `name`.
+    public func group<T>(named name: String? = nil, _ body: () throws -> T) rethrows -> T {
+        beginGrouping(named: name)
+        defer { endGrouping() }
+        return try body()
+    }
+
+    /// Names the group being recorded (or the last one, if none is open).
+    public func setActionName(_ name: String) {
+        if open != nil { open?.name = name } else if !undoStack.isEmpty { undoStack[undoStack.count - 1].name = name }
+    }
+
+    public func removeAllActions() {
+        undoStack.removeAll()
+        redoStack.removeAll()
+        open = nil
+        depth = 0
+    }
+
+    private func trim() {
+        if levelsLimit > 0 && undoStack.count > levelsLimit { undoStack.removeFirst(undoStack.count - levelsLimit) }
+    }
+
+    // MARK: Recording (called by the context)
+
+    /// Runs `body` inside the open group, or in a group of its own.
+    func withGroup(in context: Context, _ body: () -> Void) {
+        if isReplaying || !isEnabled || depth > 0 { body(); return }
+        beginGrouping()
+        body()
+        endGrouping()
+    }
+
+    /// Remembers `object`'s state before the group first changes it.
+    func record(_ object: ManagedObject, in context: Context) {
+        guard isEnabled, !isReplaying, open != nil else { return }
+        let key = ObjectIdentifier(object)
+        guard open?.states[key] == nil else { return }
+        open?.states[key] = Self.state(of: object, in: context)
+        open?.order.append(key)
+    }
+
+    static func state(of object: ManagedObject, in context: Context) -> ObjectState {
+        if object.isFault { context.willRead(object) }
+        return ObjectState(object: object, values: object.values, exists: object.exists,
+                           isRegistered: object.context === context)
+    }
+
+    // MARK: Undo and redo
+
+    /// Undoes the last group (closing an open one first). The context must be the one
+    /// that owns this stack.
+    func undo(in context: Context) {
+        if depth > 0 { depth = 1; endGrouping() }
+        guard let group = undoStack.popLast() else { return }
+        redoStack.append(replay(group, in: context))
+    }
+
+    func redo(in context: Context) {
+        guard depth == 0, let group = redoStack.popLast() else { return }
+        undoStack.append(replay(group, in: context))
+    }
+
+    /// Restores the states in `group`; returns the group that reverses it.
+    private func replay(_ group: Group, in context: Context) -> Group {
+        isReplaying = true
+        defer { isReplaying = false }
+        var reverse = Group(name: group.name)
+        for key in group.order {
+            guard let state = group.states[key] else { continue }
+            reverse.states[key] = Self.state(of: state.object, in: context)
+            reverse.order.append(key)
+        }
+        for key in group.order {
+            guard let state = group.states[key] else { continue }
+            context.restore(state)
+        }
+        return reverse
+    }
+}
+
+@available(*, unavailable, message: "an UndoStack belongs to its context's isolation")
+extension UndoStack: Sendable {}
+
+extension Context {
+    /// Undoes the last group of changes.
+    public func undo() { undoManager.undo(in: self) }
+    /// Redoes the last undone group.
+    public func redo() { undoManager.redo(in: self) }
+
+    /// Runs `body` as one undo group named `name`.
+    public func undoGroup<T>(named name: String? = nil, _ body: () throws -> T) rethrows -> T {
+        try undoManager.group(named: name, body)
+    }
+
+    func restore(_ state: UndoStack.ObjectState) {
+        let object = state.object
+        let id = object.objectID.recordID
+        if state.isRegistered {
+            object.context = self
+            registered[id] = object
+        } else if object.context === self {
+            registered[id] = nil
+            object.context = nil
+        }
+        object.values = state.values
+        object.isFault = false
+        object.exists = state.exists
+        dirty[id] = object
+    }
+}

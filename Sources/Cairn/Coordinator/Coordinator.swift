@@ -1,0 +1,207 @@
+import Foundation
+
+/// Sits between contexts and the store: opens the store with the model's schema,
+/// turns a context's save into one store transaction (with optimistic locking on
+/// record versions and referential checks), and broadcasts each committed change set to
+/// the other contexts. Safe to use from many contexts on many threads at once.
+public final class Coordinator: Sendable {
+    public let store: Store
+    /// The schema in force, with entity numbers as stored.
+    public let schema: Schema
+    let entitiesByName: [String: EntityDescription]
+    let entitiesByNumber: [UInt16: EntityDescription]
+    private let subscribers = Protected<[WeakInbox]>([])
+    private let observers = Protected<[UUID: @Sendable (ChangeSet) -> Void]>([:])
+
+    /// Opens (or creates) the store at `path` for `schema`. Entities keep the numbers the
+    /// store gave them (matched by name); new entities get fresh numbers. A schema whose
+    /// layout differs from the stored one is refused with `.schemaMismatch`.
+    public init(path: String, schema requested: Schema, options: StoreOptions = StoreOptions()) throws {
+        var schema = requested
+        var noCreate = options
+        noCreate.createIfMissing = false
+        let store: Store
+        if options.fileSystem.exists(joinPath(path, StoreFileName.manifest)) {
+            let existing = try Store.open(at: path, options: noCreate)
+            schema = Self.align(requested, with: existing.schema)
+            if schema.versionHash != existing.schema.versionHash {
+                let stored = existing.schema
+                existing.close()
+                throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: schema))
+            }
+            store = existing
+        } else {
+            store = try Store.open(at: path, schema: schema, options: options)
+        }
+        self.store = store
+        self.schema = store.schema
+        entitiesByName = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.name, $0) })
+        entitiesByNumber = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.number, $0) })
+    }
+
+    /// Gives each entity of `schema` the number `stored` has for its name; entities the
+    /// store lacks get numbers after the highest stored one.
+    static func align(_ schema: Schema, with stored: Schema) -> Schema {
+        var result = schema
+        var next = (stored.entities.map(\.number).max() ?? 0) + 1
+        for index in result.entities.indices {
+            if let match = stored.entity(named: result.entities[index].name) {
+                result.entities[index].number = match.number
+            } else {
+                result.entities[index].number = next
+                next += 1
+            }
+        }
+        return result
+    }
+
+    static func mismatchMessage(path: String, stored: Schema, requested: Schema) -> String {
+        var differences: [String] = []
+        for entity in requested.entities {
+            guard let old = stored.entity(named: entity.name) else { differences.append("+\(entity.name)"); continue }
+            if old != entity { differences.append("~\(entity.name)") }
+        }
+        for entity in stored.entities where requested.entity(named: entity.name) == nil { differences.append("-\(entity.name)") }
+        return "store at \(path) was made with a different model (entities \(differences.joined(separator: ", "))); migrate the store or open it with its own model"
+    }
+
+    public func close() { store.close() }
+
+    public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
+    public func entity(number: UInt16) -> EntityDescription? { entitiesByNumber[number] }
+
+    public func objectID(for id: RecordID) -> ObjectID? {
+        entitiesByNumber[id.entity].map { ObjectID(recordID: id, entityName: $0.name) }
+    }
+
+    /// A new permanent object ID for an entity.
+    public func newObjectID(entity name: String) throws -> ObjectID {
+        guard let entity = entitiesByName[name] else {
+            throw CairnError(.invalidArgument, "entity \(name) is not in the model")
+        }
+        return ObjectID(recordID: try store.allocateID(entity: entity.number), entityName: name)
+    }
+
+    // MARK: Saving
+
+    /// One object's part of a save.
+    struct SaveItem: Sendable {
+        enum Kind: Sendable { case insert, update, delete }
+        var id: RecordID
+        var kind: Kind
+        var values: [Value]
+        /// The version the context read (updates and deletes).
+        var baseVersion: UInt64
+        var changedKeys: Set<String>
+    }
+
+    /// Commits a context's changes as one transaction. Throws `.conflict` if a record
+    /// changed since it was read, `.validation` if a reference points nowhere.
+    func save(_ items: [SaveItem], from source: Inbox?) throws -> ChangeSet {
+        var changes: [Change] = []
+        var expected: [RecordID: UInt64] = [:]
+        let deleted = Set(items.filter { $0.kind == .delete }.map(\.id))
+        let inserted = Set(items.filter { $0.kind == .insert }.map(\.id))
+        for item in items {
+            switch item.kind {
+            case .delete:
+                changes.append(.delete(item.id))
+                expected[item.id] = item.baseVersion
+            case .insert, .update:
+                try checkReferences(of: item, deleted: deleted, inserted: inserted)
+                changes.append(.put(item.id, item.values))
+                if item.kind == .update { expected[item.id] = item.baseVersion }
+            }
+        }
+        let sequence = try store.commit(changes, expecting: expected)
+        var changeSet = ChangeSet()
+        changeSet.sequence = sequence
+        for item in items {
+            guard let id = objectID(for: item.id) else { continue }
+            switch item.kind {
+            case .insert: changeSet.inserted.insert(id)
+            case .update: changeSet.updated[id] = item.changedKeys
+            case .delete: changeSet.deleted.insert(id)
+            }
+        }
+        broadcast(changeSet, except: source)
+        return changeSet
+    }
+
+    /// Every reference of a saved record must name a record that exists after the save.
+    private func checkReferences(of item: SaveItem, deleted: Set<RecordID>, inserted: Set<RecordID>) throws {
+        guard let entity = entitiesByNumber[item.id.entity] else {
+            throw CairnError(.invalidArgument, "\(item.id) belongs to no entity of the model")
+        }
+        for (offset, relationship) in entity.relationships.enumerated() {
+            let value = item.values[entity.attributes.count + offset]
+            let targets: [UInt64]
+            switch value {
+            case .reference(let raw): targets = [raw]
+            case .references(let raws): targets = raws
+            default: targets = []
+            }
+            for raw in targets {
+                let target = RecordID(rawValue: raw)
+                let exists = !deleted.contains(target) && (inserted.contains(target) || store.contains(target))
+                guard exists else {
+                    throw CairnError(.validation,
+                                     "\(entity.name) \(item.id): relationship '\(relationship.name)' points at \(target), which does not exist")
+                }
+            }
+        }
+    }
+
+    // MARK: Broadcasting
+
+    func subscribe(_ inbox: Inbox) {
+        subscribers.withLock { list in
+            list.removeAll { $0.inbox == nil }
+            list.append(WeakInbox(inbox: inbox))
+        }
+    }
+
+    private func broadcast(_ changes: ChangeSet, except source: Inbox?) {
+        let inboxes = subscribers.withLock { $0.compactMap(\.inbox) }
+        for inbox in inboxes where inbox !== source { inbox.post(changes) }
+        for observer in observers.withLock({ Array($0.values) }) { observer(changes) }
+    }
+
+    /// Calls `observer` (on the saving thread) after every committed save. Returns a
+    /// token for ``removeObserver(_:)``.
+    @discardableResult
+    public func addObserver(_ observer: @escaping @Sendable (ChangeSet) -> Void) -> UUID {
+        let token = UUID()
+        observers.withLock { $0[token] = observer }
+        return token
+    }
+
+    public func removeObserver(_ token: UUID) {
+        observers.withLock { $0[token] = nil }
+    }
+}
+
+/// Change sets waiting for a context to merge them (on its own isolation, at its next use).
+final class Inbox: Sendable {
+    private let pending = Protected<[ChangeSet]>([])
+    private let flag = Protected(false)
+
+    func post(_ changes: ChangeSet) {
+        pending.withLock { $0.append(changes) }
+        flag.withLock { $0 = true }
+    }
+
+    var hasPending: Bool { flag.withLock { $0 } }
+
+    func drain() -> [ChangeSet] {
+        flag.withLock { $0 = false }
+        return pending.withLock { list in
+            defer { list = [] }
+            return list
+        }
+    }
+}
+
+struct WeakInbox: Sendable {
+    weak var inbox: Inbox?
+}

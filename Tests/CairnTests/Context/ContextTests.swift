@@ -1,0 +1,238 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+@Suite struct ModelTests {
+    @Test func entitiesAreDerivedFromClasses() throws {
+        let model = try Stack.model()
+        let person = try #require(model.schema.entity(named: "Person"))
+        #expect(person.number == 1)
+        #expect(person.attributes.map(\.name) == ["username", "name", "age"])
+        #expect(person.attributes.map(\.type) == [.string, .string, .int64])
+        #expect(person.attributes.map(\.isOptional) == [false, true, false])
+        #expect(person.attributes[0].defaultValue == .string(""))
+        #expect(person.relationships.map(\.name) == ["dvds", "borrowed"])
+        #expect(person.relationships[0].deleteRule == .cascade && person.relationships[0].isToMany)
+        #expect(person.uniqueness == [["username"]])
+        let box = try #require(model.schema.entity(named: "Box"))
+        #expect(box.attributes.map(\.type) == [.int16, .binary, .archived])
+    }
+
+    @Test func aChangedModelIsRefused() throws {
+        let stack = try Stack()
+        stack.coordinator.close()
+        var schema = stack.model.schema
+        schema.entities[0].attributes.append(AttributeDescription(name: "email", type: .string, isOptional: true))
+        #expect { try Coordinator(path: "/db", schema: schema, options: memoryOptions(stack.fs)) } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .schemaMismatch && error.message.contains("~Person")
+        }
+        // Reordering classes keeps the stored numbers.
+        let reordered = try Model(Box.self, Shelf.self, DVD.self, Person.self)
+        let coordinator = try Coordinator(path: "/db", schema: reordered.schema, options: memoryOptions(stack.fs))
+        #expect(coordinator.entity(named: "Person")?.number == 1)
+    }
+}
+
+@Suite struct ContextBasicsTests {
+    @Test func insertSaveAndReadBackAcrossAReopen() throws {
+        var stack = try Stack()
+        let context = stack.context()
+        let alice = Person(context: context)
+        alice.username = "alice"
+        alice.name = "Alice"
+        alice.age = 31
+        let dvd = DVD(context: context)
+        dvd.title = "Alien"
+        dvd.purchaseDate = Date(timeIntervalSince1970: 1_000_000)
+        dvd.owner = alice
+        #expect(alice.dvds == [dvd], "inverse set on the other side")
+        #expect(context.hasChanges)
+        #expect(context.insertedObjects.count == 2)
+        try context.save()
+        #expect(!context.hasChanges)
+        let aliceID = alice.objectID, dvdID = dvd.objectID
+
+        stack = try stack.reopened()
+        let fresh = stack.context()
+        let person = try #require(try fresh.existingObject(Person.self, with: aliceID))
+        #expect(person.username == "alice" && person.name == "Alice" && person.age == 31)
+        #expect(person.dvds.map(\.objectID) == [dvdID])
+        #expect(person.dvds.first?.title == "Alien")
+        #expect(person.dvds.first?.owner === person)
+        #expect(person.dvds.first?.purchaseDate == Date(timeIntervalSince1970: 1_000_000))
+    }
+
+    @Test func identityMapAndFaults() throws {
+        let stack = try Stack()
+        let writer = stack.context()
+        for name in ["a", "b", "c"] { Person(context: writer).username = name }
+        try writer.save()
+        let reader = stack.context()
+        let people = try reader.fetch(Person.self)
+        #expect(people.count == 3)
+        #expect(people.allSatisfy { $0.isFault }, "fetched objects are faults")
+        #expect(people[0].username == "a")
+        #expect(!people[0].isFault && people[1].isFault, "only the touched object loaded")
+        #expect(reader.object(with: people[1].objectID) === people[1])
+        #expect(try reader.fetch(Person.self)[2] === people[2])
+        #expect(try reader.fetch(Person.self, where: { $0.username == "b" }).map(\.username) == ["b"])
+    }
+
+    @Test func inversesStayInStep() throws {
+        let context = try Stack().context()
+        let a = Person(context: context), b = Person(context: context)
+        a.username = "a"; b.username = "b"
+        let x = DVD(context: context), y = DVD(context: context)
+        a.dvds = [x, y]
+        #expect(x.owner === a && y.owner === a)
+        y.owner = b
+        #expect(a.dvds == [x] && b.dvds == [y])
+        a.dvds = []
+        #expect(x.owner == nil)
+        x.borrower = b
+        #expect(b.borrowed == [x])
+        // Unattached objects join the context when related.
+        let z = DVD()
+        z.title = "Zardoz"
+        a.dvds = [z]
+        #expect(z.context === context && z.owner === a && z.isInserted)
+    }
+
+    @Test func archivedAndBinaryValuesRoundTrip() throws {
+        var stack = try Stack()
+        let context = stack.context()
+        let box = Box(context: context)
+        box.size = -3
+        box.tags = Data([1, 2, 3])
+        box.settings = BoxSettings(color: "blue", fragile: true)
+        try context.save()
+        let id = box.objectID
+        stack = try stack.reopened()
+        let reader = stack.context()
+        let loaded = try #require(try reader.existingObject(Box.self, with: id))
+        #expect(loaded.size == -3 && loaded.tags == Data([1, 2, 3]))
+        #expect(loaded.settings == BoxSettings(color: "blue", fragile: true))
+    }
+
+    @Test func rollbackResetAndRefresh() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let p = Person(context: context)
+        p.username = "p"
+        try context.save()
+        p.username = "changed"
+        let q = Person(context: context)
+        q.username = "q"
+        context.rollback()
+        #expect(p.username == "p" && !context.hasChanges)
+        #expect(q.context == nil)
+        #expect(try context.count(Person.self) == 1)
+
+        p.age = 5
+        context.refresh(p, mergeChanges: true)
+        #expect(p.age == 5 && context.hasChanges)
+        context.refresh(p, mergeChanges: false)
+        #expect(p.age == 0 && !context.hasChanges)
+        context.reset()
+        #expect(context.registeredObjects.isEmpty && p.context == nil)
+    }
+
+    @Test func dynamicEntitiesWithoutClasses() throws {
+        let note = EntityDescription(name: "Note", number: 0, attributes: [
+            AttributeDescription(name: "text", type: .string),
+            AttributeDescription(name: "stars", type: .int32, isOptional: true),
+        ])
+        let model = try Model(entities: [note])
+        var stack = try Stack(model: model)
+        let context = stack.context()
+        let object = try context.insertObject(entityName: "Note")
+        try object.setValue(.string("hello"), forKey: "text")
+        object["stars"] = .int32(4)
+        #expect(throws: CairnError.self) { try object.setValue(.int64(1), forKey: "text") }
+        #expect(throws: CairnError.self) { try object.setValue(.null, forKey: "nope") }
+        try context.save()
+        stack = try stack.reopened()
+        let reader = stack.context()  // objects do not keep their context alive, as in Core Data
+        let notes = try reader.fetchObjects(entityName: "Note")
+        #expect(notes.count == 1)
+        #expect(notes[0]["text"] == .string("hello"), "\(notes[0])")
+        #expect(notes[0].value(forKey: "stars") == .int32(4))
+    }
+}
+
+@Suite struct DeleteRuleAndValidationTests {
+    @Test func cascadeNullifyAndNoAction() throws {
+        var stack = try Stack()
+        let context = stack.context()
+        let owner = Person(context: context), borrower = Person(context: context)
+        owner.username = "owner"; borrower.username = "borrower"
+        let a = DVD(context: context), b = DVD(context: context)
+        owner.dvds = [a, b]
+        a.borrower = borrower
+        try context.save()
+        // nullify: deleting a DVD removes it from its owner's list
+        context.delete(b)
+        #expect(owner.dvds == [a])
+        // cascade: deleting the owner deletes its DVDs; borrower's inverse is noAction from DVD's side
+        context.delete(owner)
+        #expect(a.isDeleted)
+        try context.save()
+        stack = try stack.reopened()
+        let fresh = stack.context()
+        #expect(try fresh.fetch(DVD.self).isEmpty)
+        #expect(try fresh.fetch(Person.self).map(\.username) == ["borrower"])
+    }
+
+    @Test func denyRefusesTheSaveAndChangesNothing() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let shelf = Shelf(context: context)
+        shelf.label = "top"
+        let box = Box(context: context)
+        box.shelf = shelf
+        try context.save()
+        context.delete(shelf)
+        #expect { try context.save() } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .validation && error.message.contains("Shelf") && error.message.contains("'boxes'")
+                && error.message.contains("deny")
+        }
+        #expect(context.hasChanges, "the context keeps its unsaved changes after a failed save")
+        #expect(stack.coordinator.store.count(entity: stack.coordinator.entity(named: "Shelf")!.number) == 1)
+        context.delete(box)
+        try context.save()
+    }
+
+    @Test func validationNamesObjectKeyAndRule() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let nameless = Person(context: context)  // validateForInsert: username must not be empty
+        #expect { try context.save() } throws: { error in
+            (error as? CairnError)?.message.contains("'username' must not be empty") == true
+        }
+        nameless.username = "ok"
+        // A required value missing (through the dynamic API).
+        let dvd = DVD(context: context)
+        dvd["title"] = .null
+        #expect { try context.save() } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .validation && error.message.contains("DVD") && error.message.contains("'title' is required")
+        }
+        #expect(stack.coordinator.store.lastSequence == 0, "nothing was written")
+        dvd.title = "fine"
+        try context.save()
+        #expect(stack.coordinator.store.lastSequence == 1)
+    }
+
+    @Test func relationshipsAcrossContextsAreRefused() throws {
+        let stack = try Stack()
+        let one = stack.context(), two = stack.context()
+        let person = Person(context: one)
+        person.username = "x"
+        let dvd = DVD(context: two)
+        dvd.owner = person
+        #expect(dvd.owner == nil)
+        #expect { try two.save() } throws: { ($0 as? CairnError)?.message.contains("different contexts") == true }
+    }
+}
