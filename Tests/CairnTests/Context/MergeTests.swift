@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+@Suite struct MergeTests {
+    /// Two contexts on one coordinator, both holding the same saved person.
+    func twoContexts() throws -> (Stack, Context, Context, Person, Person) {
+        let stack = try Stack()
+        let a = stack.context(), b = stack.context()
+        let p = Person(context: a)
+        p.username = "pat"
+        p.name = "Pat"
+        p.age = 40
+        try a.save()
+        let q = try #require(try b.existingObject(Person.self, with: p.objectID))
+        #expect(q.username == "pat")
+        return (stack, a, b, p, q)
+    }
+
+    @Test func aSaveMergesIntoOtherContexts() throws {
+        let (_, a, b, p, q) = try twoContexts()
+        var delivered: [ChangeSet] = []
+        b.onExternalChanges = { delivered.append($0) }
+        p.age = 41
+        try a.save()
+        #expect(q.age == 41, "b sees a's save on its next access")
+        #expect(delivered.count == 1 && delivered[0].updated[p.objectID] == ["age"])
+        let newcomer = Person(context: a)
+        newcomer.username = "new"
+        try a.save()
+        #expect(try b.fetch(Person.self).map(\.username) == ["pat", "new"])
+        a.delete(p)
+        try a.save()
+        #expect(try b.fetch(Person.self).map(\.username) == ["new"])
+        #expect(q.context == nil)
+    }
+
+    @Test func conflictsAreErrorsByDefault() throws {
+        let (stack, a, b, p, q) = try twoContexts()
+        q.age = 50  // b changes first: a clean object would simply take a's save
+        p.name = "From A"
+        try a.save()
+        #expect { try b.save() } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .conflict && error.message.contains("Person \(p.objectID.recordID)")
+                && error.message.contains("changed here: age") && error.message.contains("changed elsewhere: name")
+        }
+        #expect(b.hasChanges && q.age == 50, "a failed save leaves the context as it was")
+        let reader = stack.context()
+        #expect(try reader.existingObject(Person.self, with: p.objectID)?.age == 40)
+    }
+
+    @Test func objectTrumpsMergesPropertyByProperty() throws {
+        let (stack, a, b, p, q) = try twoContexts()
+        q.age = 2
+        p.name = "From A"
+        p.age = 1
+        try a.save()
+        b.mergePolicy = .objectTrumps
+        try b.save()
+        let reader = stack.context()
+        let merged = try #require(try reader.existingObject(Person.self, with: p.objectID))
+        #expect(merged.name == "From A" && merged.age == 2, "b's change wins; a's other change is kept")
+    }
+
+    @Test func storeTrumpsMergesPropertyByProperty() throws {
+        let (stack, a, b, p, q) = try twoContexts()
+        q.age = 2
+        q.name = "From B"
+        p.age = 1
+        try a.save()
+        b.mergePolicy = .storeTrumps
+        try b.save()
+        let reader = stack.context()
+        let merged = try #require(try reader.existingObject(Person.self, with: p.objectID))
+        #expect(merged.age == 1 && merged.name == "From B", "a's change wins; b's other change is kept")
+    }
+
+    @Test func overwriteAndRollback() throws {
+        let (stack, a, b, p, q) = try twoContexts()
+        q.age = 2
+        p.age = 1
+        p.name = "A"
+        try a.save()
+        b.mergePolicy = .overwrite
+        try b.save()
+        var reader = stack.context()
+        var merged = try #require(try reader.existingObject(Person.self, with: p.objectID))
+        #expect(merged.age == 2 && merged.name == "Pat", "b's whole object replaced the store's")
+
+        q.name = "B"
+        p.age = 3
+        try a.save()
+        b.mergePolicy = .rollback
+        try b.save()
+        #expect(q.name == "Pat" && q.age == 3 && !b.hasChanges)
+        reader = stack.context()
+        merged = try #require(try reader.existingObject(Person.self, with: p.objectID))
+        #expect(merged.age == 3 && merged.name == "Pat")
+    }
+
+    @Test func deletedElsewhere() throws {
+        let (_, a, b, p, q) = try twoContexts()
+        q.age = 99  // local change: the merge keeps it for the policy
+        a.delete(p)
+        try a.save()
+        #expect { try b.save() } throws: { ($0 as? CairnError)?.message.contains("deleted elsewhere") == true }
+        b.mergePolicy = .objectTrumps
+        try b.save()
+        #expect(try a.fetch(Person.self).map(\.age) == [99], "re-inserted with the same ID")
+    }
+}
+
+@Suite struct ContextConcurrencyTests {
+    /// Eight background contexts insert and update at once; every save lands, and
+    /// updates to a shared counter object never lose an increment (optimistic locking
+    /// plus retry).
+    @Test func manyContextsSavingConcurrently() async throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let counter = Person(context: setup)
+        counter.username = "counter"
+        try setup.save()
+        let counterID = counter.objectID
+        let coordinator = stack.coordinator, model = stack.model
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    let background = BackgroundContext(coordinator: coordinator, model: model)
+                    for i in 0..<10 {
+                        try await background.perform { context in
+                            let person = Person(context: context)
+                            person.username = "w\(worker)-\(i)"
+                            try context.save()
+                            while true {
+                                let shared = try #require(try context.existingObject(Person.self, with: counterID))
+                                shared.age += 1
+                                do { try context.save(); break } catch let error as CairnError where error.code == .conflict {
+                                    context.refresh(shared, mergeChanges: false)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let reader = stack.context()
+        #expect(try reader.count(Person.self) == 81)
+        #expect(try reader.existingObject(Person.self, with: counterID)?.age == 80)
+    }
+}

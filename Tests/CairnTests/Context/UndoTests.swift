@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// Undo/redo sequences checked against the expected state after every step.
+@Suite struct UndoTests {
+    /// A compact picture of a context: each person's name, age and DVD titles; each DVD's owner.
+    func state(_ context: Context) throws -> String {
+        let people = try context.fetch(Person.self).map { "\($0.username):\($0.age):[\($0.dvds.map(\.title).joined(separator: ","))]" }
+        let dvds = try context.fetch(DVD.self).map { "\($0.title)->\($0.owner?.username ?? "-")" }
+        return (people + dvds).joined(separator: " ")
+    }
+
+    @Test func attributeInsertDeleteAndRelationshipChangesUndoAndRedo() throws {
+        let context = try Stack().context()
+        let alice = Person(context: context)              // group 1
+        #expect(try state(context) == ":0:[]")
+        alice.username = "alice"                           // group 2
+        alice.age = 30                                     // group 3
+        let dvd = DVD(context: context)                    // group 4
+        dvd.title = "Alien"                                // group 5
+        dvd.owner = alice                                  // group 6 (with the inverse)
+        let s6 = try state(context)
+        #expect(s6 == "alice:30:[Alien] Alien->alice")
+        context.delete(alice)                              // group 7 (cascades to the DVD)
+        #expect(try state(context) == "")
+        context.undo()
+        #expect(try state(context) == s6, "undoing a cascade delete restores both objects and links")
+        context.undo()
+        #expect(try state(context) == "alice:30:[] Alien->-", "inverse undone too")
+        context.undo()
+        context.undo()
+        #expect(try state(context) == "alice:30:[]", "insert undone")
+        context.redo()
+        context.redo()
+        #expect(try state(context) == "alice:30:[] Alien->-")
+        context.redo()
+        #expect(try state(context) == s6)
+        context.undo()
+        alice.age = 31                                     // a new change clears the redo stack
+        #expect(!context.undoManager.canRedo)
+        context.redo()
+        #expect(try state(context) == "alice:31:[] Alien->-")
+    }
+
+    @Test func explicitGroupsNamesAndLevels() throws {
+        let context = try Stack().context()
+        let p = Person(context: context)
+        p.username = "p"
+        context.undoGroup(named: "Birthday") {
+            p.age += 1
+            p.name = "Happy"
+        }
+        #expect(context.undoManager.undoActionName == "Birthday")
+        context.undo()
+        #expect(p.age == 0 && p.name == nil)
+        #expect(context.undoManager.redoActionName == "Birthday")
+        context.redo()
+        #expect(p.age == 1 && p.name == "Happy")
+
+        context.undoManager.levelsLimit = 2
+        for age in 2...6 { p.age = age }
+        context.undo(); context.undo(); context.undo()
+        #expect(p.age == 4, "only two levels kept")
+        context.undoManager.isEnabled = false
+        p.age = 99
+        #expect(!context.undoManager.canUndo)
+    }
+
+    @Test func undoAfterSaveBecomesAnUnsavedChange() throws {
+        var stack = try Stack()
+        let context = stack.context()
+        let p = Person(context: context)
+        p.username = "before"
+        try context.save()
+        p.username = "after"
+        try context.save()
+        #expect(!context.hasChanges)
+        context.undo()
+        #expect(p.username == "before" && context.hasChanges && context.updatedObjects == [p])
+        try context.save()
+        // Undoing the insert of a saved object deletes it.
+        context.undo()
+        context.undo()
+        #expect(p.isDeleted)
+        try context.save()
+        stack = try stack.reopened()
+        #expect(try stack.context().count(Person.self) == 0)
+        // And redo brings it back as a new insert with the same ID.
+        context.redo()
+        #expect(p.isInserted)
+    }
+
+    @Test func rollbackClearsUndo() throws {
+        let context = try Stack().context()
+        let p = Person(context: context)
+        p.username = "x"
+        context.rollback()
+        #expect(!context.undoManager.canUndo && !context.undoManager.canRedo)
+    }
+}
+
+@Suite struct ChildContextTests {
+    @Test func childSavesPushIntoTheParentOnly() throws {
+        var stack = try Stack()
+        let root = stack.context()
+        let p = Person(context: root)
+        p.username = "parent-made"
+        let child = Context(parent: root)
+        let seen = try child.fetch(Person.self)
+        #expect(seen.map(\.username) == ["parent-made"], "the child sees the parent's unsaved insert")
+        let c = Person(context: child)
+        c.username = "child-made"
+        seen[0].age = 7
+        #expect(try root.count(Person.self) == 1, "nothing reaches the parent before the child saves")
+        try child.save()
+        #expect(try root.fetch(Person.self).map(\.username) == ["parent-made", "child-made"])
+        #expect(p.age == 7)
+        #expect(stack.coordinator.store.lastSequence == 0, "nothing reaches the store before the root saves")
+        // A grandchild chain.
+        let grandchild = Context(parent: Context(parent: root))
+        let g = try grandchild.fetch(Person.self).first { $0.username == "child-made" }
+        g?.age = 9
+        try grandchild.save()
+        try grandchild.parent?.save()
+        #expect(try root.fetch(Person.self).first { $0.username == "child-made" }?.age == 9)
+        try root.save()
+        stack = try stack.reopened()
+        let reader = stack.context()
+        #expect(try reader.fetch(Person.self).map { "\($0.username):\($0.age)" } == ["parent-made:7", "child-made:9"])
+    }
+
+    @Test func childDeletesAndRelationshipsPush() throws {
+        let stack = try Stack()
+        let root = stack.context()
+        let owner = Person(context: root)
+        owner.username = "o"
+        let dvd = DVD(context: root)
+        dvd.owner = owner
+        try root.save()
+        let child = Context(parent: root)
+        let childOwner = try #require(try child.existingObject(Person.self, with: owner.objectID))
+        let extra = DVD(context: child)
+        extra.title = "Extra"
+        extra.owner = childOwner
+        child.delete(try #require(try child.existingObject(DVD.self, with: dvd.objectID)))
+        try child.save()
+        #expect(owner.dvds.map(\.title) == ["Extra"])
+        #expect(dvd.isDeleted)
+        try root.save()
+        #expect(try root.count(DVD.self) == 1)
+    }
+}
