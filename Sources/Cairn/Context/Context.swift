@@ -166,9 +166,10 @@ public final class Context {
         return true
     }
 
-    /// Before any read of an object's value: merge external changes, fire a fault.
+    /// Before any read of an object's value: fire a fault. External changes are not
+    /// merged here, so a read-modify-write of a property never straddles a merge; they
+    /// are merged at the context's next fetch, lookup or save.
     func willRead(_ object: ManagedObject) {
-        if inbox.hasPending { processExternalChanges() }
         guard object.isFault else { return }
         do { try load(object) } catch let error as CairnError { recordError(error) } catch {}
     }

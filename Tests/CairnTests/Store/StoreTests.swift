@@ -164,12 +164,19 @@ import Testing
         fs.onSync = { _, _ in Thread.sleep(forTimeInterval: 0.002) }  // a slow disk
         let before = fs.syncCount
         let threads = 8, perThread = 25
-        DispatchQueue.concurrentPerform(iterations: threads) { thread in
-            for i in 0..<perThread {
-                let id = RecordID(entity: 1, serial: UInt64(thread * 1000 + i + 1))
-                _ = try? store.commit([.put(id, [.string("t\(thread)"), .bytes(Data([UInt8(i)]))])])
+        // Real threads (concurrentPerform would run only as many as there are cores).
+        let done = DispatchGroup()
+        for thread in 0..<threads {
+            done.enter()
+            Thread.detachNewThread {
+                for i in 0..<perThread {
+                    let id = RecordID(entity: 1, serial: UInt64(thread * 1000 + i + 1))
+                    _ = try? store.commit([.put(id, [.string("t\(thread)"), .bytes(Data([UInt8(i)]))])])
+                }
+                done.leave()
             }
         }
+        done.wait()
         let syncs = fs.syncCount - before
         #expect(store.lastSequence == UInt64(threads * perThread))
         #expect(syncs < threads * perThread, "group commit: \(syncs) syncs for \(threads * perThread) commits")
