@@ -236,3 +236,54 @@ import Testing
         #expect { try two.save() } throws: { ($0 as? CairnError)?.message.contains("different contexts") == true }
     }
 }
+
+@Suite struct OnDiskObjectStackTests {
+    /// The Person ↔ DVD collection on disk through POSIX calls, across a reopen.
+    @Test func personAndDVDsOnDisk() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var stack = try Stack(fs: POSIXFileSystem(), path: path)
+        let context = stack.context()
+        for (index, username) in ["ann", "ben"].enumerated() {
+            let person = Person(context: context)
+            person.username = username
+            for n in 0..<3 {
+                let dvd = DVD(context: context)
+                dvd.title = "\(username)-\(n)"
+                dvd.purchaseDate = Date(timeIntervalSince1970: Double(index * 100 + n))
+                dvd.owner = person
+            }
+        }
+        try context.save()
+        stack = try stack.reopened()
+        let reader = stack.context()
+        let ben = try #require(try reader.fetch(Person.self, where: { $0.username == "ben" }).first)
+        #expect(ben.dvds.map(\.title) == ["ben-0", "ben-1", "ben-2"])
+        reader.delete(ben)
+        try reader.save()
+        stack = try stack.reopened()
+        let after = stack.context()
+        #expect(try after.fetch(DVD.self).map(\.title) == ["ann-0", "ann-1", "ann-2"])
+        stack.coordinator.close()
+    }
+}
+
+@Suite struct MainActorContextTests {
+    /// A context confined to the main actor, saving while a background context saves.
+    @MainActor @Test func mainContextAndBackgroundContext() async throws {
+        let stack = try Stack()
+        let main = stack.context()
+        let person = Person(context: main)
+        person.username = "main"
+        try main.save()
+        let background = BackgroundContext(coordinator: stack.coordinator, model: stack.model)
+        let id = person.objectID
+        try await background.perform { context in
+            let same = try #require(try context.existingObject(Person.self, with: id))
+            same.age = 12
+            try context.save()
+        }
+        main.processExternalChanges()
+        #expect(person.age == 12)
+    }
+}
