@@ -152,6 +152,13 @@ public final class Context {
     @discardableResult
     func load(_ object: ManagedObject) throws -> Bool {
         guard object.isFault else { return true }
+        if let batch = object.faultBatch {
+            for member in batch.objects where member !== object && member.isFault && member.context === self {
+                member.faultBatch = nil
+                try load(member)
+            }
+            object.faultBatch = nil
+        }
         guard let (values, version) = try sourceValues(for: object.objectID.recordID) else {
             object.isFault = false
             object.values = object.layout.defaults

@@ -47,6 +47,8 @@ open class ManagedObject: CustomStringConvertible {
     var exists = true
     /// Whether the record exists in the parent store (fetched, or saved).
     var inStore = false
+    /// The fetch batch this fault loads with (see ``FetchRequest/fetchBatchSize``).
+    var faultBatch: FaultBatch?
     /// Relationships set before the object was inserted into a context.
     var detachedRelations: [Int: [ManagedObject]] = [:]
 

@@ -259,6 +259,8 @@ struct StoreState: Sendable {
     /// Sequence number of the last change to each record changed since the store was
     /// opened (raw ID → sequence). Records absent have version 0. Kept across compaction.
     var versions: [UInt64: UInt64] = [:]
+    /// Secondary indexes built so far (in memory only).
+    var indexes: [IndexKey: SecondaryIndex] = [:]
 
     init(snapshot: SnapshotReader) {
         self.snapshot = snapshot
@@ -280,6 +282,7 @@ struct StoreState: Sendable {
     /// Applies one operation (already validated and logged) of transaction `sequence`.
     mutating func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64) {
         versions[id.rawValue] = sequence
+        if !indexes.isEmpty { updateIndexes(id, body: body) }
         let existed = contains(id)
         if let body {
             overlay[id.entity, default: [:]][id.rawValue] = .live(body)

@@ -1,0 +1,223 @@
+import Foundation
+
+/// Running fetch requests: plan (index or scan), evaluate the predicate on stored
+/// records without materialising objects, add the context's pending changes, sort,
+/// window, and hand back objects (faults), IDs, counts or aggregates.
+extension Context {
+    public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
+        let ids = try execute(request)
+        var objects = ids.compactMap { object(for: $0) as? T }
+        if let filter = request.objectFilter {
+            objects = try objects.filter { object in
+                willRead(object)
+                return try filter(object)
+            }
+            objects = window(objects, request)
+        }
+        if let size = request.fetchBatchSize, size > 0 {
+            for start in stride(from: 0, to: objects.count, by: size) {
+                let batch = FaultBatch(objects: Array(objects[start..<min(start + size, objects.count)]))
+                for object in batch.objects where object.isFault { object.faultBatch = batch }
+            }
+        }
+        return objects
+    }
+
+    public func fetchObjectIDs<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [ObjectID] {
+        if request.objectFilter != nil { return try fetch(request).map(\.objectID) }
+        return try execute(request).compactMap { coordinator.objectID(for: $0) }
+    }
+
+    public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
+        var unwindowed = request
+        unwindowed.sortDescriptors = []
+        if request.objectFilter != nil { return try fetch(request).count }
+        return try execute(unwindowed).count
+    }
+
+    /// Which plan a request would run: an index lookup or a full scan.
+    public func explain<T: ManagedObject>(_ request: FetchRequest<T>) throws -> QueryPlan {
+        let entity = try entityDescription(request.entityName)
+        return plan(request.predicate, entity: entity)
+    }
+
+    /// `count`, or min/max/sum/average of a numeric attribute, over the objects the
+    /// request matches. Nil values are skipped; an empty set gives `.null` (0 for count and sum).
+    public func aggregate<T: ManagedObject>(_ aggregate: Aggregate, for request: FetchRequest<T>) throws -> Value {
+        let entity = try entityDescription(request.entityName)
+        let key: String
+        switch aggregate {
+        case .count: return .int64(Int64(try count(for: request)))
+        case .min(let name), .max(let name), .sum(let name), .average(let name): key = name
+        }
+        let path = try CompiledPredicate.resolve(key.split(separator: ".").map(String.init), entity: entity, schema: coordinator.schema)
+        var unwindowed = request
+        unwindowed.sortDescriptors = []
+        let values = try execute(unwindowed).flatMap { id in
+            CompiledPredicate.follow(path, viewValues(id) ?? [], { self.viewValues($0) })
+        }.filter { !$0.isNull }
+        switch aggregate {
+        case .min: return values.min { ValueOrder.sortOrder($0, $1, localizedCaseInsensitive: false) == .orderedAscending } ?? .null
+        case .max: return values.max { ValueOrder.sortOrder($0, $1, localizedCaseInsensitive: false) == .orderedAscending } ?? .null
+        case .sum, .average:
+            let numbers = values.compactMap(ValueOrder.number)
+            guard numbers.count == values.count else {
+                throw CairnError(.invalidArgument, "\(key) is not numeric; cannot \(aggregate)")
+            }
+            var integer: Int64 = 0, real = 0.0, decimal = Decimal(0)
+            var kind = 0  // 0 integer, 1 real, 2 decimal
+            for number in numbers {
+                switch number {
+                case .integer(let v):
+                    let (sum, overflow) = integer.addingReportingOverflow(v)
+                    if overflow { kind = max(kind, 1) } else { integer = sum }
+                    real += Double(v); decimal += Decimal(v)
+                case .real(let v): kind = max(kind, 1); real += v; decimal += Decimal(v)
+                case .decimal(let v): kind = 2; real += NSDecimalNumber(decimal: v).doubleValue; decimal += v
+                }
+            }
+            if case .average = aggregate {
+                guard !numbers.isEmpty else { return .null }
+                if kind == 2 { return .decimal(decimal / Decimal(numbers.count)) }
+                return .double(real / Double(numbers.count))
+            }
+            switch kind {
+            case 0: return .int64(integer)
+            case 1: return .double(real)
+            default: return .decimal(decimal)
+            }
+        case .count: return .null
+        }
+    }
+
+    func entityDescription(_ name: String) throws -> EntityDescription {
+        guard let entity = coordinator.entity(named: name) else {
+            throw CairnError(.invalidArgument, "entity \(name) is not in the model")
+        }
+        return entity
+    }
+
+    /// A record's values as this context sees them (pending changes included).
+    func viewValues(_ id: RecordID) -> [Value]? {
+        if let object = registered[id], !object.isFault || dirty[id] != nil {
+            willRead(object)
+            return object.exists ? object.values : nil
+        }
+        return try? sourceValues(for: id)?.values
+    }
+
+    // MARK: Planning
+
+    func plan(_ predicate: FetchPredicate?, entity: EntityDescription) -> QueryPlan {
+        var result = QueryPlan(entity: entity.name, access: .fullScan, residualPredicate: predicate)
+        guard parent == nil, let predicate else { return result }
+        let conjuncts: [FetchPredicate]
+        if case .and(let parts) = predicate { conjuncts = parts } else { conjuncts = [predicate] }
+        var best: (attribute: String, condition: IndexCondition, rank: Int)?
+        for conjunct in conjuncts {
+            guard case .comparison(.keyPath(let parts), let op, let rhs, let options, .direct) = conjunct,
+                  parts.count == 1, options.isEmpty,
+                  let slot = entity.attributes.firstIndex(where: { $0.name == parts[0] }),
+                  isIndexed(entity, slot) else { continue }
+            let condition: IndexCondition
+            let rank: Int
+            switch (op, rhs) {
+            case (.equal, .constant(let value)): condition = .equal([value]); rank = 0
+            case (.in, .list(let items)):
+                let values = items.compactMap { item -> Value? in if case .constant(let v) = item { return v } else { return nil } }
+                guard values.count == items.count else { continue }
+                condition = .equal(values); rank = 1
+            case (.less, .constant(let value)) where !value.isNull: condition = .range(lower: nil, lowerInclusive: false, upper: value, upperInclusive: false); rank = 2
+            case (.lessOrEqual, .constant(let value)) where !value.isNull: condition = .range(lower: nil, lowerInclusive: false, upper: value, upperInclusive: true); rank = 2
+            case (.greater, .constant(let value)) where !value.isNull: condition = .range(lower: value, lowerInclusive: false, upper: nil, upperInclusive: false); rank = 2
+            case (.greaterOrEqual, .constant(let value)) where !value.isNull: condition = .range(lower: value, lowerInclusive: true, upper: nil, upperInclusive: false); rank = 2
+            case (.between, .list(let bounds)) where bounds.count == 2:
+                guard case .constant(let low) = bounds[0], case .constant(let high) = bounds[1], !low.isNull, !high.isNull else { continue }
+                condition = .range(lower: low, lowerInclusive: true, upper: high, upperInclusive: true); rank = 2
+            default: continue
+            }
+            if best == nil || rank < best!.rank { best = (parts[0], condition, rank) }
+        }
+        if let best { result.access = .index(attribute: best.attribute, condition: best.condition) }
+        return result
+    }
+
+    /// An attribute is indexed if it is flagged, leads a compound index, or leads a uniqueness group.
+    func isIndexed(_ entity: EntityDescription, _ slot: Int) -> Bool {
+        let name = entity.attributes[slot].name
+        return entity.attributes[slot].isIndexed || entity.indexes.contains { $0.first == name }
+            || entity.uniqueness.contains { $0.first == name }
+    }
+
+    // MARK: Executing
+
+    /// The IDs matching a request, sorted and windowed (before any object filter).
+    func execute<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [RecordID] {
+        processExternalChanges()
+        try throwDeferredError()
+        let entity = try entityDescription(request.entityName)
+        let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
+        let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
+        let pending: [RecordID: ManagedObject] = request.includesPendingChanges
+            ? dirty.filter { $0.key.entity == entity.number } : [:]
+        var matches: [(id: RecordID, values: [Value])] = []
+        func consider(_ id: RecordID, _ values: [Value]) {
+            if compiled?.evaluate(values, resolve: resolver) ?? true { matches.append((id, values)) }
+        }
+        let store = coordinator.store
+        if parent == nil {
+            switch plan(request.predicate, entity: entity).access {
+            case .index(let attribute, let condition):
+                guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
+                for id in try store.indexedIDs(entity: entity.number, slot: slot, matching: condition).sorted()
+                where pending[id] == nil {
+                    if let record = try store.get(id) { consider(id, record.values) }
+                }
+            case .fullScan:
+                try store.scan(entity: entity.number) { id, body in
+                    guard pending[id] == nil else { return }
+                    consider(id, try ValueCoding.decode(body))
+                }
+            }
+        } else if let parent {
+            for id in parent.currentIDs(entity: entity.number) where pending[id] == nil {
+                if let values = try parent.currentValues(for: id)?.values { consider(id, values) }
+            }
+        }
+        for (id, object) in pending {
+            willRead(object)
+            if object.exists && object.context === self { consider(id, object.values) }
+        }
+        if !request.sortDescriptors.isEmpty {
+            let paths = try request.sortDescriptors.map {
+                try CompiledPredicate.resolve($0.keyPath, entity: entity, schema: coordinator.schema)
+            }
+            let keyed = matches.map { match in
+                (match.id, paths.map { CompiledPredicate.follow($0, match.values, resolver).first ?? .null })
+            }
+            let sorted = keyed.sorted { a, b in
+                for (index, descriptor) in request.sortDescriptors.enumerated() {
+                    let order = ValueOrder.sortOrder(a.1[index], b.1[index], localizedCaseInsensitive: descriptor.localizedCaseInsensitive)
+                    if order == .orderedSame { continue }
+                    return (order == .orderedAscending) == descriptor.ascending
+                }
+                return a.0 < b.0
+            }
+            return request.objectFilter == nil ? window(sorted.map(\.0), request) : sorted.map(\.0)
+        }
+        let ids = matches.map(\.id).sorted()
+        return request.objectFilter == nil ? window(ids, request) : ids
+    }
+
+    func window<Element, T>(_ items: [Element], _ request: FetchRequest<T>) -> [Element] {
+        let start = min(max(0, request.fetchOffset), items.count)
+        let end = request.fetchLimit.map { min(items.count, start + max(0, $0)) } ?? items.count
+        return Array(items[start..<end])
+    }
+}
+
+/// Objects of one fetch batch: touching one fault loads them all.
+final class FaultBatch {
+    let objects: [ManagedObject]
+    init(objects: [ManagedObject]) { self.objects = objects }
+}

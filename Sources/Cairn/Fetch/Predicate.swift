@@ -1,0 +1,103 @@
+import Foundation
+
+/// A fetch predicate: the tree that string predicates (NSPredicate format syntax) and
+/// typed `#Predicate`s are both turned into. The planner reads it to pick an index; the
+/// evaluator runs it against stored records or live objects.
+public indirect enum FetchPredicate: Sendable, Hashable, CustomStringConvertible {
+    /// `TRUEPREDICATE` / `FALSEPREDICATE`.
+    case constant(Bool)
+    case not(FetchPredicate)
+    case and([FetchPredicate])
+    case or([FetchPredicate])
+    /// `lhs op rhs`, optionally quantified over a to-many key path (`ANY`, `ALL`, `NONE`).
+    case comparison(PredicateExpression, ComparisonOperator, PredicateExpression, ComparisonOptions, Quantifier)
+
+    /// Parses NSPredicate format syntax; `%@` takes the next argument as a value, `%K`
+    /// the next as a key path (a `.string`). Errors name the column and what was expected.
+    public init(format: String, _ arguments: Value...) throws {
+        try self.init(format: format, arguments: arguments)
+    }
+
+    public init(format: String, arguments: [Value]) throws {
+        var parser = PredicateParser(format, arguments: arguments)
+        self = try parser.parse()
+    }
+
+    public var description: String {
+        switch self {
+        case .constant(let value): return value ? "TRUEPREDICATE" : "FALSEPREDICATE"
+        case .not(let inner): return "NOT (\(inner))"
+        case .and(let parts): return parts.map { "(\($0))" }.joined(separator: " AND ")
+        case .or(let parts): return parts.map { "(\($0))" }.joined(separator: " OR ")
+        case .comparison(let lhs, let op, let rhs, let options, let quantifier):
+            let prefix = quantifier == .direct ? "" : "\(quantifier.rawValue) "
+            return "\(prefix)\(lhs) \(op.rawValue)\(options.description) \(rhs)"
+        }
+    }
+}
+
+public indirect enum PredicateExpression: Sendable, Hashable, CustomStringConvertible {
+    /// A key path: `name`, `owner.username`, `dvds.title`, `dvds.@count`.
+    case keyPath([String])
+    case constant(Value)
+    /// `{1, 2, 3}`, for `IN` and `BETWEEN`.
+    case list([PredicateExpression])
+
+    public var description: String {
+        switch self {
+        case .keyPath(let parts): return parts.joined(separator: ".")
+        case .constant(.string(let text)): return String(reflecting: text)
+        case .constant(let value): return value.description
+        case .list(let items): return "{" + items.map(\.description).joined(separator: ", ") + "}"
+        }
+    }
+}
+
+public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
+    case equal = "=="
+    case notEqual = "!="
+    case less = "<"
+    case lessOrEqual = "<="
+    case greater = ">"
+    case greaterOrEqual = ">="
+    case beginsWith = "BEGINSWITH"
+    case endsWith = "ENDSWITH"
+    case contains = "CONTAINS"
+    case like = "LIKE"
+    case matches = "MATCHES"
+    case `in` = "IN"
+    case between = "BETWEEN"
+}
+
+public enum Quantifier: String, Sendable, Hashable {
+    case direct = ""
+    case any = "ANY"
+    case all = "ALL"
+    case none = "NONE"
+}
+
+/// How to order results: a key path (through to-one relationships), a direction, and
+/// optionally localized case-insensitive string order.
+public struct SortDescriptor: Sendable, Hashable {
+    public var keyPath: [String]
+    public var ascending: Bool
+    public var localizedCaseInsensitive: Bool
+
+    public init(_ keyPath: String, ascending: Bool = true, localizedCaseInsensitive: Bool = false) {
+        self.keyPath = keyPath.split(separator: ".").map(String.init)
+        self.ascending = ascending
+        self.localizedCaseInsensitive = localizedCaseInsensitive
+    }
+
+    /// Parses `name`, `-age` (descending), `~title` (case-insensitive): the CLI's `--sort` syntax.
+    public init(parsing text: String) {
+        var body = Substring(text)
+        var ascending = true, folded = false
+        while let first = body.first, first == "-" || first == "~" || first == "+" {
+            if first == "-" { ascending = false }
+            if first == "~" { folded = true }
+            body = body.dropFirst()
+        }
+        self.init(String(body), ascending: ascending, localizedCaseInsensitive: folded)
+    }
+}

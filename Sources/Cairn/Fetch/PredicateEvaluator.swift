@@ -1,0 +1,271 @@
+import Foundation
+
+/// A predicate resolved against an entity: key names are slots, relationships know
+/// their destinations. Evaluates against a record's values; related records are read
+/// through a resolver, so no object need be materialised.
+struct CompiledPredicate {
+    indirect enum Node {
+        case constant(Bool)
+        case not(Node)
+        case and([Node])
+        case or([Node])
+        case compare(Operand, ComparisonOperator, Operand, ComparisonOptions, Quantifier, RegexBox?)
+    }
+
+    enum Operand {
+        case path(ResolvedPath)
+        case constant(Value)
+        case list([Value])
+    }
+
+    /// A key path: relationship hops, then an attribute, a relationship, or `@count`.
+    struct ResolvedPath: CustomStringConvertible {
+        var hops: [Int]          // relationship slots to follow
+        var last: Int?           // final slot (nil for @count)
+        var countOf: Int?        // to-many slot whose @count is taken
+        var isMany: Bool         // passes through a to-many relationship
+        var text: String
+        var description: String { text }
+    }
+
+    final class RegexBox {
+        let regex: NSRegularExpression
+        init(_ regex: NSRegularExpression) { self.regex = regex }
+    }
+
+    let root: Node
+    let entity: EntityDescription
+    /// Resolves a record ID to its values (in the context's view).
+    typealias Resolver = (RecordID) -> [Value]?
+
+    init(_ predicate: FetchPredicate, entity: EntityDescription, schema: Schema) throws {
+        self.entity = entity
+        root = try Self.compile(predicate, entity: entity, schema: schema)
+    }
+
+    private static func compile(_ predicate: FetchPredicate, entity: EntityDescription, schema: Schema) throws -> Node {
+        switch predicate {
+        case .constant(let value): return .constant(value)
+        case .not(let inner): return .not(try compile(inner, entity: entity, schema: schema))
+        case .and(let parts): return .and(try parts.map { try compile($0, entity: entity, schema: schema) })
+        case .or(let parts): return .or(try parts.map { try compile($0, entity: entity, schema: schema) })
+        case .comparison(let lhs, let op, let rhs, let options, let quantifier):
+            let left = try operand(lhs, entity: entity, schema: schema)
+            let right = try operand(rhs, entity: entity, schema: schema)
+            var regex: RegexBox?
+            if op == .matches {
+                guard case .constant(.string(let pattern)) = right else {
+                    throw CairnError(.invalidArgument, "MATCHES needs a regular expression string on its right")
+                }
+                do {
+                    let compiled = try NSRegularExpression(pattern: "^(?:" + pattern + ")$",
+                                                           options: options.contains(.caseInsensitive) ? [.caseInsensitive] : [])
+                    regex = RegexBox(compiled)
+                } catch {
+                    throw CairnError(.invalidArgument, "MATCHES pattern \(String(reflecting: pattern)) is not a valid regular expression")
+                }
+            }
+            if quantifier != .direct {
+                guard case .path(let path) = left, path.isMany else {
+                    throw CairnError(.invalidArgument, "\(quantifier.rawValue) needs a to-many key path on its left, not \(lhs)")
+                }
+            }
+            return .compare(left, op, right, options, quantifier, regex)
+        }
+    }
+
+    private static func operand(_ expression: PredicateExpression, entity: EntityDescription, schema: Schema) throws -> Operand {
+        switch expression {
+        case .constant(let value): return .constant(value)
+        case .list(let items):
+            return .list(try items.map { item in
+                guard case .constant(let value) = item else {
+                    throw CairnError(.invalidArgument, "lists in predicates hold values only, not \(item)")
+                }
+                return value
+            })
+        case .keyPath(let parts):
+            return .path(try resolve(parts, entity: entity, schema: schema))
+        }
+    }
+
+    static func resolve(_ parts: [String], entity start: EntityDescription, schema: Schema) throws -> ResolvedPath {
+        var entity = start                       // owns the next key
+        var pendingDestination: EntityDescription?  // destination of `path.last` if it is a relationship
+        var path = ResolvedPath(hops: [], last: nil, countOf: nil, isMany: false, text: parts.joined(separator: "."))
+        for (index, key) in parts.enumerated() {
+            let isLast = index == parts.count - 1
+            if key == "@count" {
+                guard isLast, let previous = path.last, previous >= entity.attributes.count,
+                      entity.relationships[previous - entity.attributes.count].isToMany else {
+                    throw CairnError(.invalidArgument, "@count must end a key path, after a to-many relationship (\(path.text))")
+                }
+                path.countOf = previous
+                path.last = nil
+                return path
+            }
+            if let last = path.last {
+                guard let destination = pendingDestination else {
+                    throw CairnError(.invalidArgument, "\(entity.name).\(parts[index - 1]) is an attribute; '\(key)' cannot follow it in \(path.text)")
+                }
+                path.hops.append(last)
+                path.last = nil
+                entity = destination
+            }
+            if let slot = entity.attributes.firstIndex(where: { $0.name == key }) {
+                path.last = slot
+                pendingDestination = nil
+            } else if let offset = entity.relationships.firstIndex(where: { $0.name == key }) {
+                let relationship = entity.relationships[offset]
+                path.last = entity.attributes.count + offset
+                guard let destination = schema.entity(named: relationship.destination) else {
+                    throw CairnError(.invalidArgument, "\(relationship.destination) is not in the schema")
+                }
+                pendingDestination = destination
+                let counted = index + 1 < parts.count && parts[index + 1] == "@count"
+                if relationship.isToMany && !counted { path.isMany = true }
+            } else {
+                throw CairnError(.invalidArgument, "\(entity.name) has no key '\(key)' (in \(path.text))")
+            }
+        }
+        return path
+    }
+
+    // MARK: Evaluation
+
+    func evaluate(_ values: [Value], resolve: Resolver) -> Bool {
+        evaluate(root, values, resolve)
+    }
+
+    private func evaluate(_ node: Node, _ values: [Value], _ resolve: Resolver) -> Bool {
+        switch node {
+        case .constant(let value): return value
+        case .not(let inner): return !evaluate(inner, values, resolve)
+        case .and(let parts): return parts.allSatisfy { evaluate($0, values, resolve) }
+        case .or(let parts): return parts.contains { evaluate($0, values, resolve) }
+        case .compare(let lhs, let op, let rhs, let options, let quantifier, let regex):
+            let right = operandValues(rhs, values, resolve)
+            if case .path(let path) = lhs, path.isMany || quantifier != .direct {
+                let candidates = operandValues(lhs, values, resolve)
+                switch quantifier {
+                case .all: return candidates.allSatisfy { Self.compare($0, op, right, options, regex) }
+                case .none: return !candidates.contains { Self.compare($0, op, right, options, regex) }
+                case .any, .direct:
+                    if op == .contains, case .constant = rhs, !isString(candidates) {
+                        return candidates.contains { ValueOrder.equal($0, right.first ?? .null, options) }
+                    }
+                    return candidates.contains { Self.compare($0, op, right, options, regex) }
+                }
+            }
+            let left = operandValues(lhs, values, resolve).first ?? .null
+            return Self.compare(left, op, right, options, regex)
+        }
+    }
+
+    private func isString(_ values: [Value]) -> Bool {
+        if case .string = values.first { return true }
+        return false
+    }
+
+    /// The values an operand stands for: one for a constant or a to-one path; one per
+    /// related record for a path through a to-many relationship; a list's items.
+    private func operandValues(_ operand: Operand, _ values: [Value], _ resolve: Resolver) -> [Value] {
+        switch operand {
+        case .constant(let value): return [value]
+        case .list(let items): return items
+        case .path(let path): return Self.follow(path, values, resolve)
+        }
+    }
+
+    static func follow(_ path: ResolvedPath, _ values: [Value], _ resolve: Resolver) -> [Value] {
+        var frontier = [values]
+        for hop in path.hops {
+            var next: [[Value]] = []
+            for record in frontier where hop < record.count {
+                for raw in references(record[hop]) {
+                    if let related = resolve(RecordID(rawValue: raw)) { next.append(related) }
+                }
+            }
+            frontier = next
+        }
+        if let counted = path.countOf {
+            return frontier.map { record in
+                counted < record.count ? .int64(Int64(references(record[counted]).count)) : .int64(0)
+            }
+        }
+        guard let last = path.last else { return [] }
+        var result: [Value] = []
+        for record in frontier where last < record.count {
+            if case .references(let raws) = record[last] {
+                result.append(contentsOf: raws.map { .reference($0) })
+            } else {
+                result.append(record[last])
+            }
+        }
+        if result.isEmpty && !path.isMany { return [.null] }
+        return result
+    }
+
+    static func references(_ value: Value) -> [UInt64] {
+        switch value {
+        case .reference(let raw): return [raw]
+        case .references(let raws): return raws
+        default: return []
+        }
+    }
+
+    // MARK: Comparing values
+
+    static func compare(_ left: Value, _ op: ComparisonOperator, _ right: [Value], _ options: ComparisonOptions,
+                        _ regex: RegexBox?) -> Bool {
+        let rhs = right.first ?? .null
+        switch op {
+        case .equal: return ValueOrder.equal(left, rhs, options)
+        case .notEqual: return !ValueOrder.equal(left, rhs, options)
+        case .less: return ValueOrder.order(left, rhs, options) == .orderedAscending
+        case .lessOrEqual: return [.orderedAscending, .orderedSame].contains(ValueOrder.order(left, rhs, options))
+        case .greater: return ValueOrder.order(left, rhs, options) == .orderedDescending
+        case .greaterOrEqual: return [.orderedDescending, .orderedSame].contains(ValueOrder.order(left, rhs, options))
+        case .beginsWith, .endsWith, .contains, .like:
+            guard case .string(let a) = left, case .string(let b) = rhs else { return false }
+            let x = ValueOrder.fold(a, options), y = ValueOrder.fold(b, options)
+            switch op {
+            case .beginsWith: return x.hasPrefix(y)
+            case .endsWith: return x.hasSuffix(y)
+            case .contains: return y.isEmpty || x.contains(y)
+            default: return like(Array(x.unicodeScalars), Array(y.unicodeScalars))
+            }
+        case .matches:
+            guard case .string(let a) = left, let regex else { return false }
+            return regex.regex.firstMatch(in: a, range: NSRange(a.startIndex..., in: a)) != nil
+        case .in:
+            if right.count == 1, case .string(let haystack) = rhs, case .string(let needle) = left {
+                return ValueOrder.fold(haystack, options).contains(ValueOrder.fold(needle, options))
+            }
+            return right.contains { ValueOrder.equal(left, $0, options) }
+        case .between:
+            guard right.count == 2 else { return false }
+            let low = ValueOrder.order(left, right[0], options), high = ValueOrder.order(left, right[1], options)
+            return (low == .orderedDescending || low == .orderedSame) && (high == .orderedAscending || high == .orderedSame)
+        }
+    }
+
+    /// `*` matches any run of characters, `?` exactly one.
+    static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar]) -> Bool {
+        var t = 0, p = 0, star = -1, mark = 0
+        while t < text.count {
+            if p < pattern.count && (pattern[p] == "?" || (pattern[p] != "*" && pattern[p] == text[t])) {
+                t += 1; p += 1
+            } else if p < pattern.count && pattern[p] == "*" {
+                star = p; mark = t; p += 1
+            } else if star >= 0 {
+                p = star + 1; mark += 1; t = mark
+            } else {
+                return false
+            }
+        }
+        while p < pattern.count && pattern[p] == "*" { p += 1 }
+        return p == pattern.count
+    }
+
+}

@@ -1,0 +1,121 @@
+import Foundation
+
+/// How values compare, for predicates, sorting and indexes (one definition for all):
+/// numbers compare by value across integer, floating and decimal types (booleans as 0
+/// and 1); strings by Unicode scalars, optionally case- and diacritic-folded; dates by
+/// time; nil equals only nil and has no order, but sorts first.
+public enum ValueOrder {
+    public static func fold(_ text: String, _ options: ComparisonOptions) -> String {
+        var folding: String.CompareOptions = []
+        if options.contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
+        if options.contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
+        return folding.isEmpty ? text : text.folding(options: folding, locale: nil)
+    }
+
+    public enum Number { case integer(Int64), real(Double), decimal(Decimal) }
+
+    public static func number(_ value: Value) -> Number? {
+        switch value {
+        case .int8(let v): return .integer(Int64(v))
+        case .int16(let v): return .integer(Int64(v))
+        case .int32(let v): return .integer(Int64(v))
+        case .int64(let v): return .integer(v)
+        case .bool(let v): return .integer(v ? 1 : 0)
+        case .float(let v): return .real(Double(v))
+        case .double(let v): return .real(v)
+        case .decimal(let v): return .decimal(v)
+        default: return nil
+        }
+    }
+
+    public static func equal(_ a: Value, _ b: Value, _ options: ComparisonOptions) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.null, _), (_, .null): return false
+        case (.string(let x), .string(let y)): return fold(x, options) == fold(y, options)
+        case (.reference(let x), .reference(let y)): return x == y
+        default: return order(a, b, options) == .orderedSame
+        }
+    }
+
+    /// The order of two values, or nil if they cannot be compared (nil, or unlike types).
+    public static func order(_ a: Value, _ b: Value, _ options: ComparisonOptions) -> ComparisonResult? {
+        if let x = number(a), let y = number(b) {
+            switch (x, y) {
+            case (.integer(let i), .integer(let j)): return i < j ? .orderedAscending : (i > j ? .orderedDescending : .orderedSame)
+            case (.decimal(let d), _), (_, .decimal(let d)):
+                _ = d
+                let l = decimal(x), r = decimal(y)
+                return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
+            default:
+                let l = real(x), r = real(y)
+                if l.isNaN || r.isNaN { return nil }
+                return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
+            }
+        }
+        switch (a, b) {
+        case (.string(let x), .string(let y)):
+            let l = fold(x, options), r = fold(y, options)
+            return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
+        case (.date(let x), .date(let y)):
+            return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
+        case (.uuid(let x), .uuid(let y)):
+            return x == y ? .orderedSame : (x.uuidString < y.uuidString ? .orderedAscending : .orderedDescending)
+        case (.url(let x), .url(let y)):
+            let l = x.absoluteString, r = y.absoluteString
+            return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
+        case (.bytes(let x), .bytes(let y)), (.archived(let x), .archived(let y)):
+            return x == y ? .orderedSame : (x.lexicographicallyPrecedes(y) ? .orderedAscending : .orderedDescending)
+        case (.reference(let x), .reference(let y)):
+            return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
+        default:
+            return nil
+        }
+    }
+
+    public static func real(_ number: Number) -> Double {
+        switch number {
+        case .integer(let v): return Double(v)
+        case .real(let v): return v
+        case .decimal(let v): return NSDecimalNumber(decimal: v).doubleValue
+        }
+    }
+
+    public static func decimal(_ number: Number) -> Decimal {
+        switch number {
+        case .integer(let v): return Decimal(v)
+        case .real(let v): return Decimal(v)
+        case .decimal(let v): return v
+        }
+    }
+
+    /// Sort order: nil first, then by ``order(_:_:_:)``; unlike types by type tag.
+    public static func sortOrder(_ a: Value, _ b: Value, localizedCaseInsensitive: Bool) -> ComparisonResult {
+        switch (a.isNull, b.isNull) {
+        case (true, true): return .orderedSame
+        case (true, false): return .orderedAscending
+        case (false, true): return .orderedDescending
+        default: break
+        }
+        if localizedCaseInsensitive, case .string(let x) = a, case .string(let y) = b {
+            return x.compare(y, options: [.caseInsensitive], range: nil, locale: Locale.current)
+        }
+        if let result = order(a, b, []) { return result }
+        let l = ValueCoding.encode([a]), r = ValueCoding.encode([b])
+        return l == r ? .orderedSame : (l.lexicographicallyPrecedes(r) ? .orderedAscending : .orderedDescending)
+    }
+}
+
+/// `[c]` case-insensitive, `[d]` diacritic-insensitive.
+public struct ComparisonOptions: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let caseInsensitive = ComparisonOptions(rawValue: 1)
+    public static let diacriticInsensitive = ComparisonOptions(rawValue: 2)
+
+    public var description: String {
+        if isEmpty { return "" }
+        return "[" + (contains(.caseInsensitive) ? "c" : "") + (contains(.diacriticInsensitive) ? "d" : "") + "]"
+    }
+}
+

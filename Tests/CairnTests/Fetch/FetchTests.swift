@@ -1,0 +1,285 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// An entity with each attribute twice, indexed and not, so every query can run on both plans.
+final class Item: ManagedObject {
+    @Attribute(indexed: true) var rank: Int = 0
+    @Attribute var rankPlain: Int = 0
+    @Attribute(indexed: true) var label: String? = nil
+    @Attribute var labelPlain: String? = nil
+    @Attribute var score: Double = 0
+    @Attribute var flag: Bool = false
+    @Attribute var when: Date? = nil
+    @ToOne(inverse: "items") var group: Group?
+}
+
+final class Group: ManagedObject {
+    @Attribute var title: String = ""
+    @ToMany(inverse: "group") var items: [Item]
+}
+
+/// The plain-Swift twin of an item, for computing expected answers.
+struct ItemData {
+    var id: ObjectID
+    var rank: Int
+    var label: String?
+    var score: Double
+    var flag: Bool
+    var when: Date?
+    var group: String?
+}
+
+struct FetchFixture {
+    let stack: Stack
+    let context: Context
+    var items: [ItemData] = []
+    var groups: [String: [ObjectID]] = [:]
+
+    static let labels: [String?] = [nil, "", "apple", "Apple", "APPLE", "äpple", "banana", "Bänana", "cherry pie",
+                                    "straße", "STRASSE", "Émile", "emile", "a*b", "x?y", "naïve", "日本", "zebra"]
+
+    init(seed: UInt64, count: Int = 150) throws {
+        stack = try Stack(model: try Model(Item.self, Group.self))
+        context = stack.context()
+        var random = SplitMix64(seed: seed)
+        let groupObjects = ["red", "green", "blue"].map { title -> Group in
+            let group = Group(context: context)
+            group.title = title
+            return group
+        }
+        for _ in 0..<count {
+            let item = Item(context: context)
+            let rank = Int(random.next() % 40) - 10
+            let label = FetchFixture.labels[Int(random.next() % UInt64(FetchFixture.labels.count))]
+            item.rank = rank
+            item.rankPlain = rank
+            item.label = label
+            item.labelPlain = label
+            item.score = Double(Int(random.next() % 2000)) / 10 - 50
+            item.flag = random.next() % 2 == 0
+            item.when = random.next() % 4 == 0 ? nil : Date(timeIntervalSince1970: Double(random.next() % 1000) * 86400)
+            let group = random.next() % 4 == 0 ? nil : groupObjects[Int(random.next() % 3)]
+            item.group = group
+            items.append(ItemData(id: item.objectID, rank: rank, label: label, score: item.score, flag: item.flag,
+                                  when: item.when, group: group?.title))
+        }
+        try context.save()
+    }
+
+    func expected(_ test: (ItemData) -> Bool) -> [ObjectID] { items.filter(test).map(\.id).sorted() }
+
+    func actual(_ format: String, _ arguments: [Value]) throws -> [ObjectID] {
+        var request = FetchRequest(Item.self)
+        request.predicate = try FetchPredicate(format: format, arguments: arguments)
+        return try context.fetchObjectIDs(request).sorted()
+    }
+}
+
+func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
+    text.map { $0.folding(options: options, locale: nil) }
+}
+
+@Suite struct PredicateOperatorTests {
+    typealias Case = (format: String, arguments: [Value], expected: (ItemData) -> Bool)
+
+    /// Every operator and modifier, on an indexed and an unindexed copy of each attribute.
+    static func cases(_ rank: String, _ label: String) -> [Case] {
+        let ci: String.CompareOptions = [.caseInsensitive], cd: String.CompareOptions = [.caseInsensitive, .diacriticInsensitive]
+        return [
+            ("\(rank) == 5", [], { $0.rank == 5 }),
+            ("\(rank) = %@", [.int64(7)], { $0.rank == 7 }),
+            ("\(rank) != 5", [], { $0.rank != 5 }),
+            ("\(rank) < 0", [], { $0.rank < 0 }),
+            ("\(rank) <= 0", [], { $0.rank <= 0 }),
+            ("\(rank) > 20", [], { $0.rank > 20 }),
+            ("\(rank) >= 20.5", [], { Double($0.rank) >= 20.5 }),
+            ("\(rank) BETWEEN {-3, 3}", [], { (-3...3).contains($0.rank) }),
+            ("\(rank) IN {1, 2, 3, 100}", [], { [1, 2, 3].contains($0.rank) }),
+            ("NOT \(rank) IN %@", [.int64(4)], { $0.rank != 4 }),
+            ("\(rank) > 5 AND \(rank) < 10 OR \(rank) == -10", [], { ($0.rank > 5 && $0.rank < 10) || $0.rank == -10 }),
+            ("\(rank) > 5 && (flag == YES || score < 0)", [], { $0.rank > 5 && ($0.flag || $0.score < 0) }),
+            ("!(\(rank) > 5)", [], { !($0.rank > 5) }),
+            ("\(label) == nil", [], { $0.label == nil }),
+            ("\(label) != NULL", [], { $0.label != nil }),
+            ("\(label) == ''", [], { $0.label == "" }),
+            ("\(label) == 'apple'", [], { $0.label == "apple" }),
+            ("\(label) ==[c] 'apple'", [], { folded($0.label, ci) == "apple" }),
+            ("\(label) ==[cd] 'apple'", [], { folded($0.label, cd) == "apple" }),
+            ("\(label) ==[cd] 'EMILE'", [], { folded($0.label, cd) == "emile" }),
+            ("\(label) ==[c] 'strasse'", [], { folded($0.label, ci) == "strasse" }),
+            ("\(label) < 'b'", [], { $0.label.map { $0 < "b" } ?? false }),
+            ("\(label) BEGINSWITH 'a'", [], { $0.label?.hasPrefix("a") ?? false }),
+            ("\(label) BEGINSWITH[c] 'a'", [], { folded($0.label, ci)?.hasPrefix("a") ?? false }),
+            ("\(label) BEGINSWITH[cd] 'a'", [], { folded($0.label, cd)?.hasPrefix("a") ?? false }),
+            ("\(label) ENDSWITH 'e'", [], { $0.label?.hasSuffix("e") ?? false }),
+            ("\(label) ENDSWITH[cd] 'E'", [], { folded($0.label, cd)?.hasSuffix("e") ?? false }),
+            ("\(label) CONTAINS 'an'", [], { $0.label?.contains("an") ?? false }),
+            ("\(label) CONTAINS[c] 'AN'", [], { folded($0.label, ci)?.contains("an") ?? false }),
+            ("\(label) CONTAINS[d] 'ai'", [], { folded($0.label, [.diacriticInsensitive])?.contains("ai") ?? false }),
+            ("\(label) LIKE 'a*'", [], { $0.label?.hasPrefix("a") ?? false }),
+            ("\(label) LIKE[c] '?pple'", [], { folded($0.label, ci).map { $0.count == 5 && $0.hasSuffix("pple") } ?? false }),
+            ("\(label) LIKE '*an*'", [], { $0.label?.contains("an") ?? false }),
+            ("\(label) MATCHES '[a-z]+'", [], { $0.label.map { !$0.isEmpty && $0.allSatisfy { ("a"..."z").contains($0) } } ?? false }),
+            ("\(label) MATCHES[c] 'A.*E'", [], { folded($0.label, ci).map { $0.hasPrefix("a") && $0.hasSuffix("e") } ?? false }),
+            ("\(label) IN {'apple', 'zebra'}", [], { ["apple", "zebra"].contains($0.label) }),
+            ("\(label) IN[c] {'APPLE'}", [], { folded($0.label, ci) == "apple" }),
+            ("%K == %@", [.string(label), .string("banana")], { $0.label == "banana" }),
+            ("TRUEPREDICATE", [], { _ in true }),
+            ("FALSEPREDICATE", [], { _ in false }),
+            ("when > %@", [.date(Date(timeIntervalSince1970: 500 * 86400))], { $0.when.map { $0 > Date(timeIntervalSince1970: 500 * 86400) } ?? false }),
+            ("when == nil", [], { $0.when == nil }),
+            ("flag == TRUE", [], { $0.flag }),
+            ("group.title == 'red'", [], { $0.group == "red" }),
+            ("group.title BEGINSWITH[c] 'G'", [], { $0.group == "green" }),
+            ("group == nil", [], { $0.group == nil }),
+        ]
+    }
+
+    @Test(arguments: Seeds.list([11, 12, 13]))
+    func everyOperatorMatchesTheReference(seed: UInt64) throws {
+        let fixture = try FetchFixture(seed: seed)
+        for (indexed, plain) in zip(Self.cases("rank", "label"), Self.cases("rankPlain", "labelPlain")) {
+            let expected = fixture.expected(indexed.expected)
+            let viaIndex = try fixture.actual(indexed.format, indexed.arguments)
+            let viaScan = try fixture.actual(plain.format, plain.arguments)
+            #expect(viaIndex == expected, "seed \(seed): \(indexed.format)")
+            #expect(viaScan == expected, "seed \(seed): \(plain.format)")
+        }
+    }
+
+    @Test func toManyQuantifiersAndCount() throws {
+        let fixture = try FetchFixture(seed: 5)
+        var request = FetchRequest(Group.self)
+        let groups = try fixture.context.fetch(request)
+        func expected(_ test: (Group) -> Bool) -> [String] { groups.filter(test).map(\.title).sorted() }
+        let cases: [(String, (Group) -> Bool)] = [
+            ("ANY items.rank > 25", { $0.items.contains { $0.rank > 25 } }),
+            ("ALL items.rank > -20", { $0.items.allSatisfy { $0.rank > -20 } }),
+            ("NONE items.label == 'apple'", { !$0.items.contains { $0.label == "apple" } }),
+            ("ANY items.label BEGINSWITH[cd] 'e'", { $0.items.contains { folded($0.label, [.caseInsensitive, .diacriticInsensitive])?.hasPrefix("e") ?? false } }),
+            ("items.@count > 40", { $0.items.count > 40 }),
+            ("items.@count == %@", { _ in false }),
+        ]
+        for (format, test) in cases {
+            request.predicate = try FetchPredicate(format: format, arguments: format.contains("%@") ? [.int64(-1)] : [])
+            #expect(try fixture.context.fetch(request).map(\.title).sorted() == expected(test), "\(format)")
+        }
+    }
+
+    @Test func plansUseIndexesForEqualityInAndRanges() throws {
+        let fixture = try FetchFixture(seed: 3, count: 20)
+        func access(_ format: String) throws -> QueryPlan.Access {
+            try fixture.context.explain(FetchRequest(Item.self, predicate: try FetchPredicate(format: format))).access
+        }
+        #expect(try access("rank == 3") == .index(attribute: "rank", condition: .equal([.int64(3)])))
+        #expect(try access("label IN {'a', 'b'}") == .index(attribute: "label", condition: .equal([.string("a"), .string("b")])))
+        #expect(try access("rank >= 3 AND flag == YES") == .index(attribute: "rank", condition: .range(lower: .int64(3), lowerInclusive: true, upper: nil, upperInclusive: false)))
+        #expect(try access("flag == YES AND label == 'x'") == .index(attribute: "label", condition: .equal([.string("x")])))
+        #expect(try access("rankPlain == 3") == .fullScan)
+        #expect(try access("label ==[c] 'x'") == .fullScan, "folded comparisons cannot use the index")
+        #expect(try access("rank == 3 OR flag == YES") == .fullScan)
+        #expect(try fixture.context.explain(FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank == 3"))).description.hasPrefix("INDEX Item.rank"))
+    }
+
+    @Test func parseErrorsNameTheColumn() {
+        let bad: [(String, String)] = [
+            ("rank ==", "column 8"),
+            ("rank >> 3", "column 7"),
+            ("(rank == 3", "expected ')'"),
+            ("rank == 'open", "unterminated string"),
+            ("rank BETWEEN 3", "BETWEEN needs a list"),
+            ("label ==[x] 'a'", "unknown comparison option"),
+            ("rank == %@", "argument 1"),
+            ("rank == 3 rank", "expected AND, OR or the end"),
+        ]
+        for (format, fragment) in bad {
+            #expect(throws: CairnError.self, "\(format)") { try FetchPredicate(format: format) }
+            do { _ = try FetchPredicate(format: format) } catch let error as CairnError {
+                #expect(error.message.contains(fragment), "\(format): \(error.message)")
+            } catch {}
+        }
+        #expect { try FetchPredicate(format: "a == 1", .int64(2)) } throws: { ($0 as? CairnError)?.message.contains("uses 0 arguments") == true }
+    }
+
+    @Test func unknownKeysAreClearErrors() throws {
+        let fixture = try FetchFixture(seed: 1, count: 3)
+        #expect {
+            try fixture.context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "nmae == 'x'")))
+        } throws: { ($0 as? CairnError)?.message.contains("Item has no key 'nmae'") == true }
+    }
+}
+
+@Suite struct FetchRequestTests {
+    @Test func sortLimitOffsetAndLocalizedOrder() throws {
+        let fixture = try FetchFixture(seed: 21, count: 60)
+        var request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank", ascending: false), SortDescriptor("score")])
+        let sorted = fixture.items.sorted { a, b in a.rank != b.rank ? a.rank > b.rank : (a.score != b.score ? a.score < b.score : a.id < b.id) }
+        #expect(try fixture.context.fetchObjectIDs(request) == sorted.map(\.id))
+        request.fetchOffset = 10
+        request.fetchLimit = 5
+        #expect(try fixture.context.fetchObjectIDs(request) == Array(sorted.map(\.id)[10..<15]))
+        #expect(try fixture.context.count(for: request) == 5, "a count is of what the fetch would return")
+        let labels = FetchRequest(Item.self, predicate: try FetchPredicate(format: "label IN {'apple', 'Apple', 'banana', 'Bänana'}"),
+                                  sortDescriptors: [SortDescriptor("label", localizedCaseInsensitive: true)])
+        let names = try fixture.context.fetch(labels).compactMap(\.label)
+        #expect(names.count > 3)
+        for (a, b) in zip(names, names.dropFirst()) {
+            #expect(a.compare(b, options: [.caseInsensitive], range: nil, locale: Locale.current) != .orderedDescending, "\(a) before \(b)")
+        }
+        // Through a to-one relationship, nils first.
+        let byGroup = try fixture.context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("group.title")]))
+        let titles = byGroup.map { $0.group?.title ?? "" }
+        #expect(titles == titles.sorted())
+    }
+
+    @Test func pendingChangesAreIncludedUnlessTurnedOff() throws {
+        let fixture = try FetchFixture(seed: 8, count: 30)
+        let context = fixture.context
+        let tens = fixture.items.filter { $0.rank == 10 }.map(\.id)
+        let fresh = Item(context: context)
+        fresh.rank = 10
+        let changed = try #require(try context.fetch(FetchRequest(Item.self, format: "rank != 10")).first)
+        changed.rank = 10
+        let gone = try context.fetch(FetchRequest(Item.self, format: "rank == 10")).first
+        if let gone { context.delete(gone) }
+        var request = try FetchRequest(Item.self, format: "rank == 10")
+        var expected = Set(tens + [fresh.objectID, changed.objectID])
+        if let gone { expected.remove(gone.objectID) }
+        #expect(Set(try context.fetchObjectIDs(request)) == expected)
+        request.includesPendingChanges = false
+        #expect(Set(try context.fetchObjectIDs(request)) == Set(tens))
+    }
+
+    @Test func aggregates() throws {
+        let fixture = try FetchFixture(seed: 9, count: 50)
+        let all = FetchRequest(Item.self)
+        #expect(try fixture.context.aggregate(.count, for: all) == .int64(50))
+        #expect(try fixture.context.aggregate(.sum("rank"), for: all) == .int64(Int64(fixture.items.map(\.rank).reduce(0, +))))
+        #expect(try fixture.context.aggregate(.min("rank"), for: all) == .int64(Int64(fixture.items.map(\.rank).min()!)))
+        #expect(try fixture.context.aggregate(.max("score"), for: all) == .double(fixture.items.map(\.score).max()!))
+        let positive = try FetchRequest(Item.self, format: "rank > 0")
+        let ranks = fixture.items.filter { $0.rank > 0 }.map { Double($0.rank) }
+        #expect(try fixture.context.aggregate(.average("rank"), for: positive) == .double(ranks.reduce(0, +) / Double(ranks.count)))
+        #expect(throws: CairnError.self) { try fixture.context.aggregate(.sum("label"), for: all) }
+    }
+
+    @Test func batchesFaultTogether() throws {
+        let fixture = try FetchFixture(seed: 4, count: 25)
+        let reader = fixture.stack.context()
+        var request = FetchRequest(Item.self)
+        request.fetchBatchSize = 10
+        let items = try reader.fetch(request)
+        #expect(items.allSatisfy { $0.isFault })
+        _ = items[12].rank
+        #expect(items[10..<20].allSatisfy { !$0.isFault } && items[0..<10].allSatisfy { $0.isFault } && items[20].isFault)
+    }
+
+    @Test func dynamicRequests() throws {
+        let fixture = try FetchFixture(seed: 6, count: 20)
+        let request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try FetchPredicate(format: "rank > 0"),
+                                                  sortDescriptors: [SortDescriptor("rank")])
+        let objects = try fixture.context.fetch(request)
+        #expect(objects.map { $0["rank"] } == fixture.items.filter { $0.rank > 0 }.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map { .int64(Int64($0.rank)) })
+    }
+}
