@@ -88,6 +88,7 @@ extension Context {
 
     private func saveToStore() throws {
         for _ in 0..<16 {
+            try enforceUniqueness()
             let changed = dirty.values.filter(\.hasChanges)
             var items: [Coordinator.SaveItem] = []
             for object in changed {

@@ -283,3 +283,78 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(objects.map { $0["rank"] } == fixture.items.filter { $0.rank > 0 }.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map { .int64(Int64($0.rank)) })
     }
 }
+
+@Suite struct UniquenessTests {
+    final class Account: ManagedObject {
+        @Attribute var email: String = ""
+        @Attribute var region: String = ""
+        @Attribute var number: Int = 0
+        @Attribute var note: String? = nil
+        override class var uniqueness: [[String]] { [["email"], ["region", "number"]] }
+    }
+
+    func stack() throws -> Stack { try Stack(model: try Model(Account.self)) }
+
+    @Test func violationsNameEntityAttributesAndValues() throws {
+        let stack = try stack()
+        let context = stack.context()
+        let a = Account(context: context)
+        a.email = "a@x"; a.region = "eu"; a.number = 1
+        try context.save()
+        let b = Account(context: context)
+        b.email = "a@x"; b.region = "us"; b.number = 1
+        #expect { try context.save() } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .validation && error.message.contains("Account (email)") && error.message.contains("email = \"a@x\"")
+        }
+        b.email = "b@x"
+        b.region = "eu"
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.message.contains("region = \"eu\", number = 1") == true }
+        b.number = 2
+        try context.save()
+        // Two new objects colliding with each other in one save.
+        let c = Account(context: context), d = Account(context: context)
+        c.email = "same"; d.email = "same"; c.number = 3; d.number = 4
+        #expect(throws: CairnError.self) { try context.save() }
+        d.email = "other"
+        try context.save()
+        // Swapping values between two saved objects in one save is fine.
+        a.email = "tmp"; try context.save()
+        a.email = "b@x"; b.email = "a@x"
+        try context.save()
+    }
+
+    @Test func objectTrumpsUpserts() throws {
+        var stack = try stack()
+        let context = stack.context()
+        let original = Account(context: context)
+        original.email = "u@x"; original.note = "old"; original.region = "eu"; original.number = 9
+        try context.save()
+        let other = stack.context()
+        other.mergePolicy = .objectTrumps
+        let incoming = Account(context: other)
+        incoming.email = "u@x"; incoming.note = "new"; incoming.region = "eu"; incoming.number = 10
+        try other.save()
+        #expect(incoming.objectID == original.objectID, "the new object took the existing record's ID")
+        stack = try stack.reopened()
+        let reader = stack.context()
+        let all = try reader.fetch(Account.self)
+        #expect(all.count == 1 && all[0].note == "new" && all[0].number == 10)
+    }
+
+    @Test func storeTrumpsKeepsTheExistingValues() throws {
+        let stack = try stack()
+        let context = stack.context()
+        let original = Account(context: context)
+        original.email = "s@x"; original.note = "kept"; original.number = 1
+        try context.save()
+        let other = stack.context()
+        other.mergePolicy = .storeTrumps
+        let incoming = Account(context: other)
+        incoming.email = "s@x"; incoming.note = "ignored"; incoming.number = 2
+        try other.save()
+        let reader = stack.context()
+        let all = try reader.fetch(Account.self)
+        #expect(all.count == 1 && all[0].note == "kept" && incoming.note == "kept")
+    }
+}

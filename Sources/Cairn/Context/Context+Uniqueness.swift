@@ -1,0 +1,106 @@
+/// Uniqueness constraints, checked when a root context saves.
+///
+/// An inserted or changed object whose constrained values equal another object's is a
+/// violation: the save fails with `.validation` naming the entity, the attributes and
+/// the values — unless the merge policy says to upsert (as Core Data does):
+/// `.objectTrumps` / `.overwrite` keep the new values on the existing record,
+/// `.storeTrumps` / `.rollback` keep the existing record's values. Either way the new
+/// object takes the existing record's ID, and references to it follow.
+extension Context {
+    func enforceUniqueness() throws {
+        let changed = dirty.values.filter { $0.exists && $0.hasChanges && !$0.entity.uniqueness.isEmpty }
+            .sorted { $0.objectID < $1.objectID }
+        var claimed: [String: ManagedObject] = [:]
+        for object in changed where object.exists {
+            let entity = object.entity
+            for group in entity.uniqueness {
+                let slots = group.compactMap { name in entity.attributes.firstIndex { $0.name == name } }
+                guard slots.count == group.count else { continue }
+                let key = slots.map { object.values[$0] }
+                if key.contains(where: \.isNull) { continue }  // nil never collides, as in SQL
+                let claim = "\(entity.number)|\(group.joined(separator: ","))|" + key.map { ValueCoding.encode([$0]).description }.joined(separator: "|")
+                var rival: RecordID?
+                if let other = claimed[claim], other !== object {
+                    rival = other.objectID.recordID
+                } else {
+                    claimed[claim] = object
+                    rival = try storedRival(of: object, slots: slots, key: key)
+                }
+                guard let rival else { continue }
+                let values = zip(group, key).map { "\($0) = \($1)" }.joined(separator: ", ")
+                guard object.isInserted, [.objectTrumps, .overwrite, .storeTrumps, .rollback].contains(mergePolicy) else {
+                    throw CairnError(.validation,
+                                     "uniqueness of \(entity.name) (\(group.joined(separator: ", "))) violated: \(values) is already used by \(entity.name) \(rival)")
+                }
+                try adopt(object, as: rival, keepingNewValues: mergePolicy == .objectTrumps || mergePolicy == .overwrite)
+            }
+        }
+    }
+
+    /// A record in the store (as this context sees it) with the same constrained values.
+    private func storedRival(of object: ManagedObject, slots: [Int], key: [Value]) throws -> RecordID? {
+        let entity = object.entity
+        let candidates = try coordinator.store.indexedIDs(entity: entity.number, slot: slots[0], matching: .equal([key[0]]))
+        for id in candidates where id != object.objectID.recordID {
+            if let mine = registered[id], dirty[id] != nil {
+                // Changed here: judge by the context's values (checked above, or not a rival now).
+                guard mine.exists, !mine.isFault else { continue }
+                if zip(slots, key).allSatisfy({ ValueOrder.equal(mine.values[$0.0], $0.1, []) }) { return id }
+                continue
+            }
+            guard let values = try coordinator.store.get(id)?.values else { continue }
+            if zip(slots, key).allSatisfy({ $0.0 < values.count && ValueOrder.equal(values[$0.0], $0.1, []) }) { return id }
+        }
+        return nil
+    }
+
+    /// Makes the inserted `object` stand for the existing record `rival`.
+    private func adopt(_ object: ManagedObject, as rival: RecordID, keepingNewValues: Bool) throws {
+        let oldID = object.objectID.recordID
+        guard let stored = try sourceValues(for: rival) else { return }
+        if let previous = registered[rival], previous !== object {
+            // The context's own instance of the rival gives way to the adopting object.
+            previous.context = nil
+            previous.exists = false
+            dirty[rival] = nil
+        }
+        let entity = object.entity
+        var merged = keepingNewValues ? object.values : stored.values
+        for (offset, relationship) in entity.relationships.enumerated() {
+            let slot = entity.attributes.count + offset
+            switch (relationship.isToMany, object.values[slot], stored.values[slot]) {
+            case (true, .references(let new), .references(let old)):
+                merged[slot] = .references(old + new.filter { !old.contains($0) })
+            case (false, let new, let old):
+                merged[slot] = keepingNewValues ? (new.isNull ? old : new) : (old.isNull ? new : old)
+            default: break
+            }
+        }
+        registered[oldID] = nil
+        dirty[oldID] = nil
+        object.objectID = ObjectID(recordID: rival, entityName: entity.name)
+        object.values = merged
+        object.base = stored.values
+        object.baseVersion = stored.version
+        object.inStore = true
+        object.exists = true
+        registered[rival] = object
+        dirty[rival] = object
+        // References to the provisional ID now point at the rival.
+        for other in registered.values where !other.isFault {
+            let attributeCount = other.entity.attributes.count
+            for slot in attributeCount..<other.values.count {
+                switch other.values[slot] {
+                case .reference(let raw) where raw == oldID.rawValue:
+                    other.values[slot] = .reference(rival.rawValue)
+                    dirty[other.objectID.recordID] = other
+                case .references(let raws) where raws.contains(oldID.rawValue):
+                    var seen = Set<UInt64>()
+                    other.values[slot] = .references(raws.map { $0 == oldID.rawValue ? rival.rawValue : $0 }.filter { seen.insert($0).inserted })
+                    dirty[other.objectID.recordID] = other
+                default: break
+                }
+            }
+        }
+    }
+}
