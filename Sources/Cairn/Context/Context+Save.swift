@@ -15,9 +15,11 @@ extension Context {
         try validate(changed)
         if let parent {
             push(changed, into: parent)
+            parent.processPendingChanges()
         } else {
             try saveToStore()
         }
+        processPendingChanges()
     }
 
     // MARK: Validation
@@ -258,6 +260,7 @@ extension Context {
     /// forgotten; objects with local changes are left for the merge policy at save.
     public func processExternalChanges() {
         guard parent == nil, inbox.hasPending else { return }
+        defer { processPendingChanges() }
         for changes in inbox.drain() {
             for id in changes.deleted {
                 guard let object = registered[id.recordID], !object.hasChanges else { continue }

@@ -43,6 +43,8 @@ public final class Context {
     var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
+    /// Live results and other observers of this context's changes.
+    var changeObservers: [UUID: () -> Void] = [:]
 
     /// A root context on a coordinator.
     public init(coordinator: Coordinator, model: Model) {

@@ -146,9 +146,16 @@ extension UndoStack: Sendable {}
 
 extension Context {
     /// Undoes the last group of changes.
-    public func undo() { undoManager.undo(in: self) }
+    public func undo() {
+        undoManager.undo(in: self)
+        processPendingChanges()
+    }
+
     /// Redoes the last undone group.
-    public func redo() { undoManager.redo(in: self) }
+    public func redo() {
+        undoManager.redo(in: self)
+        processPendingChanges()
+    }
 
     /// Runs `body` as one undo group named `name`.
     public func undoGroup<T>(named name: String? = nil, _ body: () throws -> T) rethrows -> T {

@@ -1,0 +1,199 @@
+import Foundation
+
+/// A position in sectioned results (section, item).
+public struct ResultIndex: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var section: Int
+    public var item: Int
+    public init(section: Int, item: Int) { self.section = section; self.item = item }
+    public static func < (a: ResultIndex, b: ResultIndex) -> Bool { (a.section, a.item) < (b.section, b.item) }
+    public var description: String { "[\(section), \(item)]" }
+}
+
+/// One change to live results, enough to drive a table view without reloading it.
+///
+/// Apply it as a batch: remove `deleted` and the `from` side of `moved` (old positions)
+/// and the `deletedSections`; insert the `insertedSections`, then `inserted` and the
+/// `to` side of `moved` (new positions, ascending). `updated` names objects (at their
+/// new positions) whose values changed.
+public struct ResultsChange: Sendable, Equatable {
+    public var deletedSections: [Int] = []
+    public var insertedSections: [Int] = []
+    public var deleted: [ResultIndex] = []
+    public var inserted: [ResultIndex] = []
+    public var moved: [Move] = []
+    public var updated: [ResultIndex] = []
+
+    public struct Move: Sendable, Equatable {
+        public var from: ResultIndex
+        public var to: ResultIndex
+        public var objectID: ObjectID
+    }
+
+    public var isEmpty: Bool {
+        deletedSections.isEmpty && insertedSections.isEmpty && deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty
+    }
+}
+
+/// A fetch that stays current — the NSFetchedResultsController of Cairn.
+///
+/// After the context saves, merges another context's save, undoes or redoes, or is
+/// told ``Context/processPendingChanges()``, the results are fetched again and the
+/// difference is delivered to ``onChange`` and to the ``changes`` sequence.
+/// Sections group results by the value of ``sectionKeyPath``, in ascending order.
+public final class FetchedResults<T: ManagedObject> {
+    public struct Section {
+        public var name: String
+        public var objects: [T]
+    }
+
+    public let request: FetchRequest<T>
+    public let sectionKeyPath: String?
+    public private(set) var sections: [Section] = []
+    /// Called with each change, on the context's isolation.
+    public var onChange: ((ResultsChange) -> Void)?
+    /// Every change, as an asynchronous sequence.
+    public let changes: AsyncStream<ResultsChange>
+    private let continuation: AsyncStream<ResultsChange>.Continuation
+    private weak var context: Context?
+    private var snapshot: [RecordID: [Value]] = [:]
+    private var observation: UUID?
+
+    public init(request: FetchRequest<T>, context: Context, sectionKeyPath: String? = nil) throws {
+        self.request = request
+        self.context = context
+        self.sectionKeyPath = sectionKeyPath
+        (changes, continuation) = AsyncStream.makeStream(of: ResultsChange.self)
+        sections = try compute()
+        snapshot = values(of: sections)
+        observation = context.addChangeObserver { [weak self] in
+            do { try self?.refresh() } catch { context.recordError(error as? CairnError ?? CairnError(.io, "\(error)")) }
+        }
+    }
+
+    deinit {
+        if let observation { context?.removeChangeObserver(observation) }
+        continuation.finish()
+    }
+
+    /// All results, section after section.
+    public var objects: [T] { sections.flatMap(\.objects) }
+
+    public func object(at indexPath: ResultIndex) -> T { sections[indexPath.section].objects[indexPath.item] }
+
+    /// Fetches again and delivers the difference, if any.
+    public func refresh() throws {
+        let old = sections
+        let new = try compute()
+        let newSnapshot = values(of: new)
+        let change = Self.diff(old: old.map { ($0.name, $0.objects.map(\.objectID)) },
+                               new: new.map { ($0.name, $0.objects.map(\.objectID)) },
+                               changed: { id in self.snapshot[id.recordID] != newSnapshot[id.recordID] })
+        sections = new
+        snapshot = newSnapshot
+        guard !change.isEmpty else { return }
+        onChange?(change)
+        continuation.yield(change)
+    }
+
+    private func compute() throws -> [Section] {
+        guard let context else { return [] }
+        var request = self.request
+        if let sectionKeyPath { request.sortDescriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
+        let objects = try context.fetch(request)
+        guard let sectionKeyPath else { return objects.isEmpty ? [] : [Section(name: "", objects: objects)] }
+        let entity = try context.entityDescription(request.entityName)
+        let path = try CompiledPredicate.resolve(sectionKeyPath.split(separator: ".").map(String.init), entity: entity,
+                                                 schema: context.coordinator.schema)
+        var result: [Section] = []
+        for object in objects {
+            let values = context.viewValues(object.objectID.recordID) ?? []
+            let value = CompiledPredicate.follow(path, values, { context.viewValues($0) }).first ?? .null
+            let name: String
+            switch value {
+            case .null: name = ""
+            case .string(let text): name = text
+            default: name = value.description
+            }
+            if result.last?.name == name { result[result.count - 1].objects.append(object) } else { result.append(Section(name: name, objects: [object])) }
+        }
+        return result
+    }
+
+    private func values(of sections: [Section]) -> [RecordID: [Value]] {
+        guard let context else { return [:] }
+        var result: [RecordID: [Value]] = [:]
+        for object in sections.flatMap(\.objects) { result[object.objectID.recordID] = context.viewValues(object.objectID.recordID) }
+        return result
+    }
+
+    /// The change from `old` to `new` sections (name, IDs): kept objects are the longest
+    /// run that stays in order within a section; the rest of the common ones are moves.
+    static func diff(old: [(String, [ObjectID])], new: [(String, [ObjectID])], changed: (ObjectID) -> Bool) -> ResultsChange {
+        var change = ResultsChange()
+        let oldNames = old.map(\.0), newNames = new.map(\.0)
+        change.deletedSections = oldNames.indices.filter { !newNames.contains(oldNames[$0]) }
+        change.insertedSections = newNames.indices.filter { !oldNames.contains(newNames[$0]) }
+        var oldPositions: [ObjectID: ResultIndex] = [:], newPositions: [ObjectID: ResultIndex] = [:]
+        for (s, section) in old.enumerated() { for (i, id) in section.1.enumerated() { oldPositions[id] = ResultIndex(section: s, item: i) } }
+        for (s, section) in new.enumerated() { for (i, id) in section.1.enumerated() { newPositions[id] = ResultIndex(section: s, item: i) } }
+        for (id, position) in oldPositions where newPositions[id] == nil { change.deleted.append(position) }
+        for (id, position) in newPositions where oldPositions[id] == nil { change.inserted.append(position) }
+        for (s, section) in new.enumerated() {
+            // Objects that stayed in a section of the same name: keep the longest in-order run.
+            let staying = section.1.filter { id in oldPositions[id].map { oldNames[$0.section] == section.0 } ?? false }
+            let kept = longestIncreasing(staying.map { oldPositions[$0]!.item })
+            let keptIDs = Set(kept.map { staying[$0] })
+            for (i, id) in section.1.enumerated() {
+                guard let from = oldPositions[id] else { continue }
+                let to = ResultIndex(section: s, item: i)
+                if !keptIDs.contains(id) { change.moved.append(.init(from: from, to: to, objectID: id)) }
+                if changed(id) { change.updated.append(to) }
+            }
+        }
+        change.deleted.sort()
+        change.inserted.sort()
+        change.moved.sort { $0.to < $1.to }
+        change.updated.sort()
+        return change
+    }
+
+    /// Indices of a longest strictly increasing subsequence of `values`.
+    static func longestIncreasing(_ values: [Int]) -> [Int] {
+        var tails: [Int] = [], previous = [Int](repeating: -1, count: values.count)
+        for (index, value) in values.enumerated() {
+            var low = 0, high = tails.count
+            while low < high {
+                let mid = (low + high) / 2
+                if values[tails[mid]] < value { low = mid + 1 } else { high = mid }
+            }
+            if low > 0 { previous[index] = tails[low - 1] }
+            if low == tails.count { tails.append(index) } else { tails[low] = index }
+        }
+        var result: [Int] = []
+        var cursor = tails.last ?? -1
+        while cursor >= 0 { result.append(cursor); cursor = previous[cursor] }
+        return result.reversed()
+    }
+}
+
+@available(*, unavailable, message: "live results belong to their context's isolation")
+extension FetchedResults: Sendable {}
+
+extension Context {
+    /// Tells live results (and other observers) that objects changed: call after a batch
+    /// of unsaved edits that results should reflect. Saves, merges, undo and redo call it.
+    public func processPendingChanges() {
+        let observers = changeObservers.values
+        for observer in observers { observer() }
+    }
+
+    func addChangeObserver(_ observer: @escaping () -> Void) -> UUID {
+        let token = UUID()
+        changeObservers[token] = observer
+        return token
+    }
+
+    func removeChangeObserver(_ token: UUID) {
+        changeObservers[token] = nil
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// Applies a change to sectioned IDs the way a table view would; inserted rows are
+/// filled from `new` at the positions the change names (a table view asks its data source).
+func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[ObjectID]]) -> [[ObjectID]] {
+    var sections = old.map(\.1)
+    var removals = change.deleted + change.moved.map(\.from)
+    removals.sort(by: >)
+    for path in removals { sections[path.section].remove(at: path.item) }
+    for index in change.deletedSections.sorted(by: >) {
+        precondition(sections[index].isEmpty, "a deleted section still holds objects")
+        sections.remove(at: index)
+    }
+    for index in change.insertedSections.sorted() { sections.insert([], at: index) }
+    var insertions: [(ResultIndex, ObjectID?)] = change.inserted.map { ($0, nil) } + change.moved.map { ($0.to, $0.objectID) }
+    insertions.sort { $0.0 < $1.0 }
+    return insertions.reduce(into: sections) { result, insertion in
+        result[insertion.0.section].insert(insertion.1 ?? new[insertion.0.section][insertion.0.item], at: insertion.0.item)
+    }
+}
+
+@Suite struct FetchedResultsTests {
+    @Test(arguments: Seeds.list([31, 32, 33]))
+    func diffsReplayToAFreshFetch(seed: UInt64) throws {
+        let fixture = try FetchFixture(seed: seed, count: 40)
+        let context = fixture.context
+        let request = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortDescriptor("score")])
+        let results = try FetchedResults(request: request, context: context, sectionKeyPath: "group.title")
+        var delivered: [ResultsChange] = []
+        results.onChange = { delivered.append($0) }
+        var random = SplitMix64(seed: seed)
+        for step in 0..<30 {
+            let before = results.sections.map { ($0.name, $0.objects.map(\.objectID)) }
+            let all = try context.fetch(FetchRequest(Item.self))
+            let groups = try context.fetch(FetchRequest(Group.self))
+            let target = all[Int(random.next() % UInt64(all.count))]
+            var expectUpdate = false
+            switch random.next() % 6 {
+            case 0: let item = Item(context: context); item.rank = Int(random.next() % 10); item.score = Double(random.next() % 100)
+            case 1: context.delete(target)
+            case 2: target.score = Double(random.next() % 100) - 50           // a move within the section
+            case 3: target.group = groups[Int(random.next() % 3)]               // a move between sections
+            case 4: target.rank = Int(random.next() % 20) - 10                  // in or out of the results
+            default: target.flag.toggle(); expectUpdate = target.rank >= 0    // an update in place
+            }
+            if step % 3 == 0 { try context.save() } else { context.processPendingChanges() }
+            let fresh = try context.fetch(FetchRequest(Item.self, predicate: request.predicate,
+                                                       sortDescriptors: [SortDescriptor("group.title")] + request.sortDescriptors))
+            #expect(results.objects.map(\.objectID) == fresh.map(\.objectID), "seed \(seed) step \(step)")
+            let after = results.sections.map { $0.objects.map(\.objectID) }
+            if before.map(\.1) == after && !expectUpdate { continue }
+            guard let change = delivered.last else { Issue.record("no change delivered, seed \(seed) step \(step)"); continue }
+            delivered.removeAll()
+            #expect(apply(change, to: before, new: after) == after, "seed \(seed) step \(step): \(change)")
+            if expectUpdate && before.flatMap(\.1).contains(target.objectID) {
+                #expect(!change.updated.isEmpty, "seed \(seed) step \(step): update reported")
+            }
+        }
+    }
+
+    @Test func changesArriveAsAnAsyncSequence() async throws {
+        let fixture = try FetchFixture(seed: 2, count: 5)
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]), context: fixture.context)
+        let item = Item(context: fixture.context)
+        item.rank = -100
+        try fixture.context.save()
+        var iterator = results.changes.makeAsyncIterator()
+        let change = await iterator.next()
+        #expect(change?.inserted == [ResultIndex(section: 0, item: 0)])
+    }
+
+    @Test func otherContextsSavesUpdateResults() throws {
+        let fixture = try FetchFixture(seed: 3, count: 5)
+        let results = try FetchedResults(request: FetchRequest(Item.self), context: fixture.context)
+        let other = fixture.stack.context()
+        let item = Item(context: other)
+        item.rank = 1
+        try other.save()
+        fixture.context.processExternalChanges()
+        #expect(results.objects.count == 6)
+    }
+}
