@@ -358,3 +358,36 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(all.count == 1 && all[0].note == "kept" && incoming.note == "kept")
     }
 }
+
+@Suite struct TypedPredicateTests {
+    @Test func foundationPredicatesMatchStringPredicatesAndUseIndexes() throws {
+        let fixture = try FetchFixture(seed: 17, count: 80)
+        let context = fixture.context
+        let pairs: [(Foundation.Predicate<Item>, String)] = [
+            (#Predicate { $0.rank == 5 }, "rank == 5"),
+            (#Predicate { $0.rank > 3 && $0.score < 10 }, "rank > 3 AND score < 10"),
+            (#Predicate { $0.rank <= 0 || !$0.flag }, "rank <= 0 OR flag == NO"),
+            (#Predicate { $0.flag }, "flag == YES"),
+            (#Predicate { $0.label == nil }, "label == nil"),
+            (#Predicate { $0.label != "apple" }, "label != 'apple'"),
+            (#Predicate { [1, 2, 3].contains($0.rank) }, "rank IN {1, 2, 3}"),
+            (#Predicate { $0.labelPlain?.starts(with: "a") == true }, "labelPlain BEGINSWITH 'a'"),
+            (#Predicate { $0.group?.title == "red" }, "group.title == 'red'"),
+        ]
+        for (typed, format) in pairs {
+            let request = FetchRequest(Item.self, where: typed)
+            if !format.contains("BEGINSWITH") {
+                #expect(request.predicate != nil, "\(format) runs on stored records")
+            } else {
+                #expect(request.predicate == nil, "\(format) falls back to evaluating objects")
+            }
+            let expected = try context.fetchObjectIDs(FetchRequest(Item.self, predicate: try FetchPredicate(format: format)))
+            #expect(try context.fetchObjectIDs(request) == expected, "\(format)")
+        }
+        let converted = FetchRequest(Item.self, where: #Predicate { $0.rank == 5 })
+        #expect(converted.predicate == (try FetchPredicate(format: "rank == 5")))
+        #expect(try context.explain(converted).access == .index(attribute: "rank", condition: .equal([.int64(5)])))
+        let nested = FetchRequest(Item.self, where: #Predicate { $0.group?.title == "red" })
+        #expect(nested.predicate != nil, "to-one key paths convert")
+    }
+}
