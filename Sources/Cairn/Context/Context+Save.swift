@@ -5,6 +5,12 @@ extension Context {
     /// the store's durability option says), into the parent for a child. If it throws,
     /// the store and this context are as they were before the call.
     public func save() throws {
+        try save(durability: nil)
+    }
+
+    /// Saves with a durability other than the store's: `.deferred` returns without
+    /// waiting for the disk (call ``Store/sync()`` later to make it durable).
+    public func save(durability: Durability?) throws {
         processExternalChanges()
         try throwDeferredError()
         let changed = dirty.values.filter(\.hasChanges)
@@ -17,7 +23,7 @@ extension Context {
             push(changed, into: parent)
             parent.processPendingChanges()
         } else {
-            try saveToStore()
+            try saveToStore(durability: durability)
         }
         processPendingChanges()
     }
@@ -88,7 +94,7 @@ extension Context {
 
     // MARK: Root save
 
-    private func saveToStore() throws {
+    private func saveToStore(durability: Durability?) throws {
         for _ in 0..<16 {
             try enforceUniqueness()
             let changed = dirty.values.filter(\.hasChanges)
@@ -105,7 +111,7 @@ extension Context {
                 }
             }
             do {
-                let changes = try coordinator.save(items, from: inbox)
+                let changes = try coordinator.save(items, from: inbox, durability: durability)
                 didSave(changed, sequence: changes.sequence)
                 return
             } catch let error as CairnError where error.code == .conflict {

@@ -97,7 +97,7 @@ public final class Coordinator: Sendable {
 
     /// Commits a context's changes as one transaction. Throws `.conflict` if a record
     /// changed since it was read, `.validation` if a reference points nowhere.
-    func save(_ items: [SaveItem], from source: Inbox?) throws -> ChangeSet {
+    func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil) throws -> ChangeSet {
         var changes: [Change] = []
         var expected: [RecordID: UInt64] = [:]
         let deleted = Set(items.filter { $0.kind == .delete }.map(\.id))
@@ -113,7 +113,7 @@ public final class Coordinator: Sendable {
                 if item.kind == .update { expected[item.id] = item.baseVersion }
             }
         }
-        let sequence = try store.commit(changes, expecting: expected)
+        let sequence = try store.commit(changes, expecting: expected, durability: durability)
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
         for item in items {

@@ -1,0 +1,88 @@
+import Foundation
+
+/// The whole stack in one line: store, coordinator, model, a main context on the main
+/// actor, background contexts on demand, and persistent queues.
+///
+/// ```swift
+/// let container = try Container(name: "Collection", entities: [Person.self, DVD.self],
+///                               storage: .onDisk(URL(fileURLWithPath: "/path/Collection.cairn")))
+/// let people = try container.mainContext.fetch(FetchRequest(Person.self))
+/// ```
+/// `.inMemory` runs the same engine over an in-memory file system: identical semantics,
+/// nothing on disk.
+public final class Container: Sendable {
+    public enum Storage: Sendable {
+        case onDisk(URL)
+        case inMemory
+    }
+
+    public let name: String
+    public let model: Model
+    public let coordinator: Coordinator
+    /// The store directory (a path in memory for `.inMemory`).
+    public let path: String
+    private let queues = Protected<[String: ObjectQueueStorage]>([:])
+    @MainActor private var main: Context?
+
+    /// The entity that holds the elements of every ``ObjectQueue`` of the store.
+    static let queueEntity = EntityDescription(
+        name: "CairnQueueElement", number: 0,
+        attributes: [AttributeDescription(name: "queue", type: .string, isIndexed: true),
+                     AttributeDescription(name: "position", type: .int64),
+                     AttributeDescription(name: "payload", type: .archived)])
+
+    /// Opens (or creates) the store and sets up the stack.
+    ///
+    /// - Parameters:
+    ///   - entities: the model's classes; `dynamicEntities` adds run-time ones.
+    ///   - durability: `.durable` (the default) syncs every save to disk.
+    public init(name: String = "Cairn", entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],
+                storage: Storage, durability: Durability = .durable, compaction: CompactionPolicy = .default,
+                modelVersion: UInt32 = 1) throws {
+        self.name = name
+        model = try Model(types: entities, entities: dynamicEntities + [Container.queueEntity], version: modelVersion)
+        let options: StoreOptions
+        switch storage {
+        case .onDisk(let url):
+            path = url.path
+            options = StoreOptions(fileSystem: POSIXFileSystem(), durability: durability, compaction: compaction)
+        case .inMemory:
+            path = "/memory/\(name)"
+            options = StoreOptions(fileSystem: MemoryFileSystem(), durability: durability, compaction: compaction,
+                                   preallocationBytes: 64 << 10)
+        }
+        coordinator = try Coordinator(path: path, schema: model.schema, options: options)
+    }
+
+    /// The main context, confined to the main actor: the single source of truth for UI.
+    @MainActor public var mainContext: Context {
+        if let main { return main }
+        let context = Context(coordinator: coordinator, model: model)
+        context.name = "main"
+        main = context
+        return context
+    }
+
+    /// A new context with its own serial executor.
+    public func newBackgroundContext(mergePolicy: MergePolicy = .error) -> BackgroundContext {
+        BackgroundContext(coordinator: coordinator, model: model, mergePolicy: mergePolicy)
+    }
+
+    /// The persistent FIFO queue named `name` (the same storage for every call with that name).
+    public func queue<Element: Codable & Sendable>(named name: String, of type: Element.Type = Element.self) throws -> ObjectQueue<Element> {
+        let storage = try queues.withLock { queues -> ObjectQueueStorage in
+            if let known = queues[name] { return known }
+            let created = try ObjectQueueStorage(name: name, store: coordinator.store)
+            queues[name] = created
+            return created
+        }
+        return ObjectQueue(storage: storage)
+    }
+
+    /// Makes every save durable and releases the store (its lock too). Unsaved changes in
+    /// contexts are not saved; ``DataStore/close()`` saves the main context first.
+    public func close() {
+        try? coordinator.store.sync()
+        coordinator.close()
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+#if canImport(UIKit)
+import UIKit
+#endif
+
+/// When the main context's changes are written to disk.
+public enum AutosavePolicy: Sendable, Equatable {
+    /// After every write (the default).
+    case afterEachWrite
+    /// Every `seconds`, if there are changes.
+    case interval(TimeInterval)
+    /// Only on ``DataStore/save()`` and ``DataStore/close()``.
+    case manual
+}
+
+/// Reads and writes in the CQRS style of Skopelos: reads run on the main context, the
+/// single source of truth; writes run in a fresh scratch child of it, are saved into it
+/// synchronously, and the main context is then persisted without blocking the caller.
+///
+/// ```swift
+/// let data = DataStore(container: container)
+/// data.writeSync { context in
+///     let person = Person.create(in: context)
+///     person.username = "ann"
+/// }.read { context in
+///     print(try Person.count(in: context))
+/// }
+/// try await data.write { context in try Person.deleteAll(in: context) }
+/// ```
+/// No singleton is needed; make as many as you like. Errors go to the completion of the
+/// call that failed, and to ``errorHandler``.
+@MainActor
+public final class DataStore {
+    public let container: Container
+    public var autosave: AutosavePolicy {
+        didSet { scheduleTimer() }
+    }
+    /// Receives every error of a read or write (and of a background save). By default it
+    /// prints the error.
+    public var errorHandler: (CairnError) -> Void = { error in print("Cairn DataStore error: \(error)") }
+    private var timer: Timer?
+    private var pendingPersist: Task<Void, Never>?
+    private var lifecycleObservers: [NSObjectProtocol] = []
+
+    public init(container: Container, autosave: AutosavePolicy = .afterEachWrite) {
+        self.container = container
+        self.autosave = autosave
+        scheduleTimer()
+        observeLifecycle()
+    }
+
+    public var mainContext: Context { container.mainContext }
+
+    // MARK: Reading
+
+    /// Runs `body` on the main context.
+    @discardableResult
+    public func read(_ body: (Context) throws -> Void) -> Self {
+        do { try body(mainContext) } catch { report(error) }
+        return self
+    }
+
+    /// Runs `body` on the main context and returns its result.
+    public func read<T>(_ body: (Context) throws -> T) throws -> T {
+        try body(mainContext)
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` in a scratch child of the main context, saves it into the main context
+    /// now, then persists the main context (per ``autosave``) without blocking. The
+    /// completion gets nil, or the error — of the body, the save, or the persist.
+    /// If anything fails before the save into the main context, the main context is untouched.
+    @discardableResult
+    public func writeSync(_ body: (Context) throws -> Void, completion: ((CairnError?) -> Void)? = nil) -> Self {
+        do {
+            try saveIntoMain(body)
+        } catch {
+            let failure = Self.cairnError(error)
+            report(failure)
+            completion?(failure)
+            return self
+        }
+        persistAfterWrite(completion)
+        return self
+    }
+
+    /// Like ``writeSync(_:completion:)``, but `body` runs later, on the main actor's next turn.
+    @discardableResult
+    public func writeAsync(_ body: @escaping (Context) throws -> Void, completion: ((CairnError?) -> Void)? = nil) -> Self {
+        Task { @MainActor in self.writeSync(body, completion: completion) }
+        return self
+    }
+
+    /// Runs `body` in a scratch child of the main context, saves it into the main
+    /// context, and waits until the main context is on disk.
+    @discardableResult
+    public func write<T>(_ body: (Context) throws -> T) async throws -> T {
+        let result = try saveIntoMain(body)
+        try await persist()
+        return result
+    }
+
+    @discardableResult
+    private func saveIntoMain<T>(_ body: (Context) throws -> T) throws -> T {
+        let scratch = Context(parent: mainContext)
+        scratch.name = "scratch"
+        let result = try body(scratch)
+        try scratch.save()
+        return result
+    }
+
+    private func persistAfterWrite(_ completion: ((CairnError?) -> Void)?) {
+        guard autosave == .afterEachWrite else {
+            completion?(nil)
+            return
+        }
+        let previous = pendingPersist
+        pendingPersist = Task { @MainActor in
+            await previous?.value
+            do {
+                try await self.persist()
+                completion?(nil)
+            } catch {
+                let failure = Self.cairnError(error)
+                self.report(failure)
+                completion?(failure)
+            }
+        }
+    }
+
+    /// Saves the main context without waiting for the disk (deferred durability), then
+    /// makes it durable off the main actor.
+    private func persist() async throws {
+        let context = mainContext
+        if context.hasChanges {
+            try context.save(durability: .deferred)
+        }
+        let store = container.coordinator.store
+        try await Task.detached { try store.sync() }.value
+    }
+
+    /// Saves the main context and waits for the disk.
+    public func save() async throws {
+        await pendingPersist?.value
+        try await persist()
+    }
+
+    /// Waits for writes in flight, saves the main context, and closes the container (its
+    /// lock is released). In-flight changes are not lost.
+    public func close() async throws {
+        timer?.invalidate()
+        timer = nil
+        try await save()
+        for observer in lifecycleObservers { NotificationCenter.default.removeObserver(observer) }
+        lifecycleObservers = []
+        container.close()
+    }
+
+    // MARK: Support
+
+    private func report(_ error: Error) { errorHandler(Self.cairnError(error)) }
+
+    static func cairnError(_ error: Error) -> CairnError {
+        error as? CairnError ?? CairnError(.validation, "\(error)")
+    }
+
+    private func scheduleTimer() {
+        timer?.invalidate()
+        timer = nil
+        guard case .interval(let seconds) = autosave, seconds > 0 else { return }
+        timer = Timer.scheduledTimer(withTimeInterval: seconds, repeats: true) { [weak self] _ in
+            Task { @MainActor in
+                guard let self, self.mainContext.hasChanges else { return }
+                do { try await self.persist() } catch { self.report(error) }
+            }
+        }
+    }
+
+    private func observeLifecycle() {
+        #if canImport(UIKit) && !os(watchOS)
+        let names: [Notification.Name] = [UIApplication.willResignActiveNotification,
+                                          UIApplication.didEnterBackgroundNotification,
+                                          UIApplication.willTerminateNotification]
+        for name in names {
+            lifecycleObservers.append(NotificationCenter.default.addObserver(forName: name, object: nil, queue: .main) { [weak self] _ in
+                MainActor.assumeIsolated {
+                    guard let self, self.mainContext.hasChanges else { return }
+                    do { try self.mainContext.save() } catch { self.report(error) }
+                }
+            })
+        }
+        #endif
+    }
+}

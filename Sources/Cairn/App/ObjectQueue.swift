@@ -1,0 +1,154 @@
+import Foundation
+
+/// A persistent first-in, first-out queue of `Codable` values — the offline-request queue
+/// of the eppz samples, done once.
+///
+/// Every push and pop is its own durable transaction: after a crash or a restart an
+/// element is either wholly in the queue or not. Many named queues share one store
+/// (``Container/queue(named:of:)``); the same name gives the same queue. Safe to use from
+/// several tasks at once: operations on one queue are serialised.
+///
+/// ```swift
+/// let outbox = try container.queue(named: "outbox", of: Request.self)
+/// try outbox.push(Request(path: "/like/42"))
+/// while let next = try outbox.popFirst() { send(next) }
+/// ```
+public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
+    let storage: ObjectQueueStorage
+
+    public var name: String { storage.name }
+
+    /// Appends `element` at the end.
+    public func push(_ element: Element) throws {
+        try storage.push(try Self.encode(element))
+    }
+
+    public func append(_ element: Element) throws { try push(element) }
+
+    /// Removes and returns the first element, or nil if the queue is empty.
+    public func popFirst() throws -> Element? {
+        try storage.popFirst().map(Self.decode)
+    }
+
+    /// The first element, without removing it.
+    public func peek() throws -> Element? {
+        try storage.payload(at: 0).map(Self.decode)
+    }
+
+    public var count: Int { get throws { try storage.count() } }
+    public var isEmpty: Bool { get throws { try storage.count() == 0 } }
+
+    /// Every element, first to last.
+    public func elements() throws -> [Element] {
+        try storage.payloads().map(Self.decode)
+    }
+
+    /// Removes and returns the element at `index` (0 is the first).
+    @discardableResult
+    public func remove(at index: Int) throws -> Element {
+        try Self.decode(try storage.remove(at: index))
+    }
+
+    public func removeAll() throws { try storage.removeAll() }
+
+    static func encode(_ element: Element) throws -> Data {
+        do { return try JSONEncoder().encode(element) } catch {
+            throw CairnError(.invalidArgument, "cannot archive \(Element.self) for the queue: \(error)")
+        }
+    }
+
+    static func decode(_ data: Data) throws -> Element {
+        do { return try JSONDecoder().decode(Element.self, from: data) } catch {
+            throw CairnError(.corrupt, "a queued element does not decode as \(Element.self): \(error)")
+        }
+    }
+}
+
+/// One named queue's records, as (position, record ID) in order, loaded on first use.
+final class ObjectQueueStorage: Sendable {
+    let name: String
+    let store: Store
+    let entity: UInt16
+    private let items = Protected<[(position: Int64, id: RecordID)]?>(nil)
+
+    init(name: String, store: Store) throws {
+        guard let entity = store.schema.entity(named: Container.queueEntity.name) else {
+            throw CairnError(.invalidArgument, "this store has no queue entity; open it through a Container")
+        }
+        self.name = name
+        self.store = store
+        self.entity = entity.number
+    }
+
+    /// Runs `body` with the loaded items, under the queue's lock.
+    private func withItems<T>(_ body: (inout [(position: Int64, id: RecordID)]) throws -> T) throws -> T {
+        try items.withLock { items in
+            if items == nil {
+                var loaded: [(position: Int64, id: RecordID)] = []
+                for id in try store.indexedIDs(entity: entity, slot: 0, matching: .equal([.string(name)])) {
+                    guard let record = try store.get(id), case .int64(let position) = record.values[1] else { continue }
+                    loaded.append((position, id))
+                }
+                loaded.sort { $0.position < $1.position }
+                items = loaded
+            }
+            return try body(&items!)
+        }
+    }
+
+    func push(_ payload: Data) throws {
+        try withItems { items in
+            let position = (items.last?.position ?? 0) + 1
+            let id = try store.allocateID(entity: entity)
+            try store.commit([.put(id, [.string(name), .int64(position), .archived(payload)])], durability: .durable)
+            items.append((position, id))
+        }
+    }
+
+    private func payload(of id: RecordID) throws -> Data {
+        guard let record = try store.get(id), case .archived(let data) = record.values[2] else {
+            throw CairnError(.corrupt, "queue \(name): element \(id) is missing or malformed")
+        }
+        return data
+    }
+
+    func popFirst() throws -> Data? {
+        try withItems { items in
+            guard let first = items.first else { return nil }
+            let data = try payload(of: first.id)
+            try store.commit([.delete(first.id)], durability: .durable)
+            items.removeFirst()
+            return data
+        }
+    }
+
+    func payload(at index: Int) throws -> Data? {
+        try withItems { items in index < items.count ? try payload(of: items[index].id) : nil }
+    }
+
+    func payloads() throws -> [Data] {
+        try withItems { items in try items.map { try payload(of: $0.id) } }
+    }
+
+    func count() throws -> Int { try withItems { $0.count } }
+
+    func remove(at index: Int) throws -> Data {
+        try withItems { items in
+            guard index >= 0, index < items.count else {
+                throw CairnError(.invalidArgument, "queue \(name) has \(items.count) elements; there is none at \(index)")
+            }
+            let data = try payload(of: items[index].id)
+            try store.commit([.delete(items[index].id)], durability: .durable)
+            items.remove(at: index)
+            return data
+        }
+    }
+
+    func removeAll() throws {
+        try withItems { items in
+            guard !items.isEmpty else { return }
+            try store.commit(items.map { .delete($0.id) }, durability: .durable)
+            items.removeAll()
+        }
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+struct Stamp: Codable, Equatable, Sendable {
+    var at: Double
+    var note: String
+}
+
+@Suite struct ContainerTests {
+    @Test func inMemoryAndOnDiskBehaveAlike() async throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for storage in [Container.Storage.inMemory, .onDisk(URL(fileURLWithPath: path + "/c.cairn"))] {
+            let container = try Container(name: "t", entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: storage)
+            let context = Context(coordinator: container.coordinator, model: container.model)
+            let person = Person.create(in: context)
+            person.username = "ann"
+            try context.save()
+            #expect(try Person.count(in: context) == 1)
+            container.close()
+        }
+        // On disk, a second container sees the data.
+        let again = try Container(name: "t", entities: [Person.self, DVD.self, Shelf.self, Box.self],
+                                  storage: .onDisk(URL(fileURLWithPath: path + "/c.cairn")))
+        let background = again.newBackgroundContext()
+        let count = try await background.perform { try Person.count(in: $0) }
+        #expect(count == 1)
+        again.close()
+    }
+
+    @Test func activeRecordHelpers() throws {
+        let container = try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory)
+        let context = Context(coordinator: container.coordinator, model: container.model)
+        for (name, age) in [("a", 30), ("b", 12), ("c", 45)] {
+            let person = Person.create(in: context)
+            person.username = name
+            person.age = age
+        }
+        try context.save()
+        #expect(try Person.all(in: context).map(\.username) == ["a", "b", "c"])
+        #expect(try Person.all(where: #Predicate { $0.age > 20 }, sortedBy: [SortDescriptor("age", ascending: false)], in: context).map(\.username) == ["c", "a"])
+        #expect(try Person.first(where: try FetchPredicate(format: "username == %@", .string("b")), in: context)?.age == 12)
+        #expect(try Person.first(where: #Predicate { $0.username == "c" }, in: context)?.age == 45)
+        #expect(try Person.count(where: try FetchPredicate(format: "age < 40"), in: context) == 2)
+        let other = Context(coordinator: container.coordinator, model: container.model)
+        let a = try #require(try Person.first(where: try FetchPredicate(format: "username == 'a'"), in: context))
+        let moved = try #require(try a.inContext(other))
+        #expect(moved !== a && moved.objectID == a.objectID && moved.context === other)
+        a.delete(in: context)
+        try Person.deleteAll(where: try FetchPredicate(format: "age < 20"), in: context)
+        try context.save()
+        #expect(try Person.all(in: context).map(\.username) == ["c"])
+        try Person.deleteAll(in: context)
+        try context.save()
+        #expect(try Person.count(in: context) == 0)
+    }
+}
+
+@MainActor @Suite struct DataStoreTests {
+    func make() throws -> DataStore {
+        DataStore(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory))
+    }
+
+    @Test func writeSyncReadAndChaining() async throws {
+        let data = try make()
+        var seen = -1
+        data.writeSync { context in
+            let person = Person.create(in: context)
+            person.username = "ann"
+        }.writeSync { context in
+            let person = Person.create(in: context)
+            person.username = "bob"
+        }.read { context in
+            seen = try Person.count(in: context)
+        }
+        #expect(seen == 2, "writes are in the main context as soon as writeSync returns")
+        try await data.save()
+        let reader = Context(coordinator: data.container.coordinator, model: data.container.model)
+        #expect(try Person.count(in: reader) == 2, "and persisted")
+    }
+
+    @Test func completionsReportSuccessAndFailure() async throws {
+        let data = try make()
+        var errors: [CairnError] = []
+        data.errorHandler = { errors.append($0) }
+        let outcome: CairnError?? = await withCheckedContinuation { continuation in
+            data.writeSync({ context in
+                let person = Person.create(in: context)
+                person.username = "ok"
+            }, completion: { continuation.resume(returning: $0) })
+        }
+        #expect(outcome == .some(nil))
+        // A write that fails validation: the completion gets the error; main is untouched.
+        let failed: CairnError? = await withCheckedContinuation { continuation in
+            data.writeSync({ context in
+                _ = Person.create(in: context)  // empty username: validateForInsert refuses it
+            }, completion: { continuation.resume(returning: $0) })
+        }
+        #expect(failed?.message.contains("must not be empty") == true)
+        #expect(errors.count == 1)
+        #expect(!data.mainContext.hasChanges)
+        #expect(try Person.count(in: data.mainContext) == 1)
+        // A body that throws.
+        struct Oops: Error {}
+        let thrown: CairnError? = await withCheckedContinuation { continuation in
+            data.writeSync({ _ in throw Oops() }, completion: { continuation.resume(returning: $0) })
+        }
+        #expect(thrown != nil)
+    }
+
+    @Test func writeAsyncAndAwaitForms() async throws {
+        let data = try make()
+        let done: CairnError?? = await withCheckedContinuation { continuation in
+            data.writeAsync({ context in
+                let person = Person.create(in: context)
+                person.username = "later"
+            }, completion: { continuation.resume(returning: $0) })
+            #expect(data.mainContext.insertedObjects.isEmpty, "the body has not run yet")
+        }
+        #expect(done == .some(nil))
+        let id = try await data.write { context -> ObjectID in
+            let person = Person.create(in: context)
+            person.username = "awaited"
+            return person.objectID
+        }
+        let reader = Context(coordinator: data.container.coordinator, model: data.container.model)
+        #expect(try reader.existingObject(Person.self, with: id)?.username == "awaited")
+        await #expect(throws: CairnError.self) {
+            try await data.write { context in _ = Person.create(in: context) }
+        }
+    }
+
+    @Test func closeFlushesAndReleasesTheLock() async throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let url = URL(fileURLWithPath: path + "/s.cairn")
+        let data = DataStore(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .onDisk(url)),
+                             autosave: .manual)
+        data.writeSync { context in
+            let person = Person.create(in: context)
+            person.username = "kept"
+        }
+        try await data.close()
+        let reopened = try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .onDisk(url))
+        #expect(try Person.count(in: reopened.mainContext) == 1)
+        reopened.close()
+    }
+}
+
+@Suite struct ObjectQueueTests {
+    @Test func fifoAcrossAReopen() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let url = URL(fileURLWithPath: path + "/q.cairn")
+        do {
+            let container = try Container(entities: [], storage: .onDisk(url))
+            let queue = try container.queue(named: "stamps", of: Stamp.self)
+            #expect(try queue.isEmpty)
+            for i in 0..<5 { try queue.push(Stamp(at: Double(i), note: "n\(i)")) }
+            let other = try container.queue(named: "other", of: String.self)
+            try other.push("x")
+            #expect(try queue.popFirst() == Stamp(at: 0, note: "n0"))
+            #expect(try queue.peek() == Stamp(at: 1, note: "n1"))
+            #expect(try queue.remove(at: 1) == Stamp(at: 2, note: "n2"))
+            #expect(throws: CairnError.self) { try queue.remove(at: 10) }
+            container.close()
+        }
+        let container = try Container(entities: [], storage: .onDisk(url))
+        let queue = try container.queue(named: "stamps", of: Stamp.self)
+        #expect(try queue.count == 3)
+        #expect(try queue.elements().map(\.note) == ["n1", "n3", "n4"])
+        #expect(try container.queue(named: "other", of: String.self).elements() == ["x"])
+        try queue.removeAll()
+        #expect(try queue.popFirst() == nil)
+        container.close()
+    }
+
+    @Test func concurrentPushersAndPoppers() throws {
+        let container = try Container(entities: [], storage: .inMemory)
+        let queue = try container.queue(named: "work", of: Int.self)
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for i in 0..<50 { try? queue.push(worker * 1000 + i) }
+        }
+        #expect(try queue.count == 200)
+        let popped = Locked<[Int]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            while let value = try? queue.popFirst() { popped.withLock { $0.append(value) } }
+        }
+        #expect(popped.value.count == 200 && Set(popped.value).count == 200)
+        // Each pusher's own elements came out in its order.
+        for worker in 0..<4 {
+            let mine = popped.value.filter { $0 / 1000 == worker }
+            #expect(Set(mine).count == 50)
+        }
+    }
+
+    @Test func aCrashKeepsWholeElements() throws {
+        let fs = MemoryFileSystem()
+        let model = try Model(entities: [Container.queueEntity])
+        let store = try Store.open(at: "/q", schema: model.schema, options: memoryOptions(fs))
+        let queue = ObjectQueue<String>(storage: try ObjectQueueStorage(name: "q", store: store))
+        let captured = Locked<[MemoryFileSystem]>([])
+        fs.onSync = { fs, _ in captured.withLock { $0.append(fs.crashImage(.random(seed: UInt64($0.count)))) } }
+        for i in 0..<10 { try queue.push("element \(i)") }
+        _ = try queue.popFirst()
+        fs.onSync = nil
+        for image in captured.value {
+            let reopened = try Store.open(at: "/q", options: memoryOptions(image))
+            let elements = try ObjectQueue<String>(storage: try ObjectQueueStorage(name: "q", store: reopened)).elements()
+            #expect(elements.allSatisfy { $0.hasPrefix("element ") })
+            let numbers = elements.map { Int($0.dropFirst(8))! }
+            #expect(numbers == numbers.sorted() && (numbers.first ?? 0) <= 1)
+            reopened.close()
+        }
+        #expect(captured.value.count >= 11)
+    }
+}
