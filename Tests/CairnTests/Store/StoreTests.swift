@@ -256,3 +256,34 @@ import Testing
         #expect(try store.getVersioned(a) == nil)
     }
 }
+
+@Suite struct VerifyTests {
+    @Test func verifyFindsBrokenReferencesInversesAndDamage() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(fs))
+        let person = RecordID(entity: 1, serial: 1), dvd = RecordID(entity: 2, serial: 2), ghost = RecordID(entity: 2, serial: 99)
+        try store.commit([
+            .put(person, [.string("p"), .int64(1), .references([dvd.rawValue, ghost.rawValue])]),
+            .put(dvd, [.string("d"), .null, .null]),  // does not point back
+        ])
+        #expect(store.verify().isEmpty == false)
+        let messages = store.verify().map(\.description)
+        #expect(messages.contains { $0.contains("\(ghost), which does not exist") })
+        #expect(messages.contains { $0.contains("does not point back") })
+        try store.commit([.put(person, [.string("p"), .int64(1), .references([dvd.rawValue])]),
+                          .put(dvd, [.string("d"), .null, .reference(person.rawValue)])])
+        #expect(store.verify().isEmpty)
+        try store.compact()
+        store.close()
+        // A flipped byte in a record of the snapshot is reported with file and offset.
+        let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
+        let snapshot = "/db/" + StoreFileName.snapshot(manifest.snapshotNumber)
+        var bytes = fs.contents(of: snapshot)!
+        let at = bytes.count - SnapshotFooter.size - 40 - 64  // inside the record area, before the index
+        bytes[at] ^= 0x01
+        try fs.setContents(of: snapshot, to: bytes)
+        let damaged = try Store.open(at: "/db", options: memoryOptions(fs))
+        let problems = damaged.verify()
+        #expect(problems.contains { $0.path == snapshot && $0.offset != nil }, "\(problems)")
+    }
+}
