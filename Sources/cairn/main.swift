@@ -11,10 +11,19 @@ let usage = """
            cairn --help | --version
 
     COMMANDS:
-      demo [--store DIR]   A guided tour: a Person ↔ DVD collection, a persistent queue,
-                           chained writes. Uses a fresh temporary store unless --store is given.
+      demo [--store DIR]             A guided tour into a fresh (or the given) store.
+      create DIR --schema FILE       Make an empty store from a schema file.
+      schema DIR                     Print a store's schema.
+      stats DIR [--json]             Counts, sizes, garbage ratio, last transaction.
+      verify DIR [--json]            Check checksums, records, references, uniqueness.
+      compact DIR [--json]           Fold the log into a new snapshot.
+      export DIR [--entity E] [--out FILE]          Records as NDJSON.
+      import DIR [--in FILE] [--batch N]            NDJSON into a store.
+      query DIR ENTITY [PREDICATE] [--sort K,-K] [--limit N] [--offset N] [--count]
+      history DIR [--since SEQ] [--json]            Transactions in the log.
+      repair DIR                     Salvage a store that refuses to open.
 
-    Coming: create, schema, stats, verify, compact, export, import, query, history, repair, migrate.
+    Exit status: 0 ok, 1 failure or damage found, 2 usage error.
 
     OPTIONS:
       -h, --help       Show this help (also after a command: cairn demo --help).
@@ -58,6 +67,22 @@ case "demo":
     } catch {
         fail("\(error)", code: 1)
     }
-case let other?:
-    fail("unknown command '\(other)'; see 'cairn --help'", code: 2)
+case let command?:
+    let commands: [String: ([String]) throws -> Void] = [
+        "create": CreateCommand.run, "schema": SchemaCommand.run, "stats": StatsCommand.run,
+        "verify": VerifyCommand.run, "compact": CompactCommand.run, "export": ExportCommand.run,
+        "import": ImportCommand.run, "query": QueryCommand.run, "history": HistoryCommand.run,
+        "repair": RepairCommand.run,
+    ]
+    guard let run = commands[command] else { fail("unknown command '\(command)'; see 'cairn --help'", code: 2) }
+    do {
+        try run(Array(arguments.dropFirst()))
+        exit(0)
+    } catch let error as UsageError {
+        fail(error.description, code: 2)
+    } catch is Failure {
+        exit(1)
+    } catch {
+        fail("\(error)", code: 1)
+    }
 }

@@ -29,20 +29,20 @@ final class LogWriter: @unchecked Sendable {
         self.preallocationBytes = preallocationBytes
     }
 
-    /// Creates a new, empty, synced log file (the directory is not synced here).
+    /// Creates a new, empty, synced log file: just its header (the directory is not synced here).
     static func create(at path: String, fileSystem: any FileSystem, header: FileHeader, manifest: Manifest,
                        preallocationBytes: Int) throws -> LogWriter {
         let file = try fileSystem.open(path, create: true, truncate: true)
         do {
+            // Space is reserved on the first append, so an idle store stays small.
             try file.write(header.encoded(), at: 0)
-            try file.preallocate(to: Int64(preallocationBytes))
             try file.sync()
         } catch {
             file.close()
             throw error
         }
         return LogWriter(file: file, fileSystem: fileSystem, manifest: manifest, appendOffset: FileHeader.size,
-                         allocatedEnd: preallocationBytes, lastWritten: header.baseSequence,
+                         allocatedEnd: FileHeader.size, lastWritten: header.baseSequence,
                          syncedThrough: header.baseSequence, preallocationBytes: preallocationBytes)
     }
 

@@ -1,0 +1,143 @@
+import Foundation
+
+/// Salvage for a store that refuses to open because of damage (`cairn repair`).
+extension Store {
+    public struct RepairReport: Sendable, Equatable {
+        /// Copies kept of the damaged files (beside them, `*.damaged`).
+        public var keptCopies: [String] = []
+        /// Log transactions kept, and the sequence numbers of valid ones after the damage that were dropped.
+        public var keptTransactions = 0
+        public var droppedTransactions: [UInt64] = []
+        /// Snapshot records salvaged, and damaged regions skipped.
+        public var salvagedRecords = 0
+        public var damagedSnapshotRegions = 0
+        public var notes: [String] = []
+    }
+
+    /// Repairs the store in `path`: keeps a copy of each damaged file, cuts the log back
+    /// to the last transaction before damage (later transactions would not form a
+    /// committed prefix, so they are reported as lost), and rebuilds a damaged snapshot
+    /// from the records whose checksums still hold.
+    public static func repair(at path: String, fileSystem fs: any FileSystem = POSIXFileSystem()) throws -> RepairReport {
+        let lock = try fs.lock(joinPath(path, StoreFileName.lock), storePath: path)
+        defer { lock.unlock() }
+        var report = RepairReport()
+        var manifest = try readManifest(in: path, fileSystem: fs)
+        let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
+        let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
+
+        func keepCopy(_ file: String, _ bytes: [UInt8]) throws {
+            let copy = file + ".damaged"
+            let handle = try fs.open(copy, create: true, truncate: true)
+            try handle.write(bytes, at: 0)
+            try handle.sync()
+            handle.close()
+            report.keptCopies.append(copy)
+        }
+
+        // The snapshot.
+        let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
+        let snapshotBytes = try snapshotFile.read(at: 0, count: Int(try snapshotFile.size()))
+        var snapshotOK = true
+        do { _ = try SnapshotReader(file: snapshotFile) } catch { snapshotOK = false }
+        snapshotFile.close()
+
+        // The log's header tells which sequence the snapshot covered.
+        let logFile = try fs.open(logPath, create: false, truncate: false)
+        defer { logFile.close() }
+        let logBytes = try logFile.read(at: 0, count: Int(try logFile.size()))
+        let logHeader = try logBytes.withUnsafeBytes { buffer in
+            do { return try FileHeader.decode(buffer, expected: .log) } catch let error as CairnError {
+                throw error.located(in: logPath)
+            }
+        }
+
+        if !snapshotOK {
+            try keepCopy(snapshotPath, snapshotBytes)
+            let rebuilt = try salvageSnapshot(snapshotBytes, path: snapshotPath, header: logHeader, manifest: manifest,
+                                              in: path, fileSystem: fs, report: &report)
+            manifest.snapshotNumber = rebuilt
+            manifest.nextFileNumber = rebuilt + 1
+            try writeManifest(manifest, in: path, fileSystem: fs)
+            report.notes.append("rebuilt the snapshot as \(StoreFileName.snapshot(rebuilt))")
+        }
+
+        // The log: keep the prefix of frames before the first bad one.
+        var offset = FileHeader.size
+        var expected = logHeader.baseSequence + 1
+        logBytes.withUnsafeBytes { buffer in
+            while case .frame(let sequence, _, _, let next) = LogFrame.parse(buffer, at: offset), sequence == expected {
+                report.keptTransactions += 1
+                expected += 1
+                offset = next
+            }
+            var probe = offset + LogFrame.alignment
+            while probe + LogFrame.headerSize <= buffer.count {
+                if case .frame(let sequence, _, _, _) = LogFrame.parse(buffer, at: probe), sequence >= expected {
+                    report.droppedTransactions.append(sequence)
+                }
+                probe += LogFrame.alignment
+            }
+        }
+        if !logBytes[offset...].allSatisfy({ $0 == 0 }) {
+            try keepCopy(logPath, logBytes)
+            try logFile.truncate(to: Int64(offset))
+            try logFile.sync()
+            report.notes.append("cut the log at offset \(offset)")
+        }
+        return report
+    }
+
+    /// Writes a new snapshot from every record frame of `bytes` whose checksum holds.
+    private static func salvageSnapshot(_ bytes: [UInt8], path snapshotPath: String, header logHeader: FileHeader,
+                                        manifest: Manifest, in path: String, fileSystem fs: any FileSystem,
+                                        report: inout RepairReport) throws -> UInt64 {
+        let (schema, records) = try bytes.withUnsafeBytes { buffer -> (Schema, [UInt64: [UInt8]]) in
+            let header: FileHeader
+            do { header = try FileHeader.decode(buffer, expected: .snapshot) } catch let error as CairnError {
+                throw error.located(in: snapshotPath)
+            }
+            _ = header
+            let (schemaBytes, afterSchema) = try SchemaBlock.read(file: buffer, at: FileHeader.size, limit: buffer.count)
+            let schema = try SchemaCoding.decode(schemaBytes, base: FileHeader.size + 8)
+            var records: [UInt64: [UInt8]] = [:]
+            var offset = afterSchema
+            var inDamage = false
+            while offset + SnapshotRecord.headerSize <= buffer.count {
+                let raw = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+                let id = RecordID(rawValue: raw)
+                if schema.entity(number: id.entity) != nil,
+                   let body = try? SnapshotRecord.body(in: buffer, at: offset, limit: buffer.count, expected: id),
+                   (try? ValueCoding.decode(body)) != nil {
+                    records[raw] = [UInt8](body)
+                    inDamage = false
+                    offset += (SnapshotRecord.headerSize + body.count + 7) / 8 * 8
+                } else {
+                    if !inDamage { report.damagedSnapshotRegions += 1 }
+                    inDamage = true
+                    offset += 8
+                }
+            }
+            return (schema, records)
+        }
+        let number = manifest.nextFileNumber
+        let file = try fs.open(joinPath(path, StoreFileName.snapshot(number)), create: true, truncate: true)
+        defer { file.close() }
+        var writer = SnapshotWriter(file: file,
+                                    header: FileHeader(kind: .snapshot, storeID: manifest.header.storeID, fileNumber: number,
+                                                       baseSequence: logHeader.baseSequence, createdMilliseconds: nowMilliseconds()),
+                                    schema: schema)
+        var nextSerial: UInt64 = 1
+        for entity in schema.entities.map(\.number).sorted() {
+            writer.beginEntity(entity)
+            for (raw, body) in records.filter({ RecordID(rawValue: $0.key).entity == entity }).sorted(by: { $0.key < $1.key }) {
+                try body.withUnsafeBytes { try writer.append(id: RecordID(rawValue: raw), body: $0) }
+                nextSerial = max(nextSerial, RecordID(rawValue: raw).serial + 1)
+                report.salvagedRecords += 1
+            }
+        }
+        _ = try writer.finish(lastSequence: logHeader.baseSequence, nextSerial: nextSerial)
+        try fs.syncDirectory(path)
+        return number
+    }
+}

@@ -1,0 +1,44 @@
+import Cairn
+import Foundation
+
+enum CreateCommand {
+    static let help = """
+        USAGE: cairn create DIR --schema SCHEMA.json
+
+        Creates a new, empty store in DIR with the entities of a schema file. The format is
+        described in the README ("Schema files"); `cairn schema DIR` prints it for a store.
+        """
+
+    static func run(_ arguments: [String]) throws {
+        let args = try Arguments(arguments, command: "create", valued: ["--schema"], switches: [])
+        if args.flags.contains("--help") { return Console.out(help) }
+        let directory = try args.positional(0, "the store directory")
+        try args.noExtraPositionals(1)
+        guard let schemaPath = args.options["--schema"] else { throw UsageError(message: "--schema is required", command: "create") }
+        if FileManager.default.fileExists(atPath: directory + "/MANIFEST") {
+            throw CairnError(.invalidArgument, "a store already exists at \(directory)")
+        }
+        let schema = try SchemaJSON.load(schemaPath)
+        let store = try Store.open(at: directory, schema: schema)
+        store.close()
+        Console.out("created store at \(directory) with \(schema.entities.count) entities")
+    }
+}
+
+enum SchemaCommand {
+    static let help = """
+        USAGE: cairn schema DIR
+
+        Prints the schema stored in a store, in the schema-file format of `cairn create`.
+        """
+
+    static func run(_ arguments: [String]) throws {
+        let args = try Arguments(arguments, command: "schema", valued: [], switches: ["--json"])
+        if args.flags.contains("--help") { return Console.out(help) }
+        let directory = try args.positional(0, "the store directory")
+        try args.noExtraPositionals(1)
+        let store = try openStore(directory, command: "schema")
+        defer { store.close() }
+        Console.out(SchemaJSON.render(store.schema))
+    }
+}
