@@ -1,0 +1,44 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What this machine can do at best, for reading the results.
+struct Machine {
+    var fdatasyncMilliseconds = 0.0
+    var sequentialWriteMBps = 0.0
+    var memcpyMBps = 0.0
+
+    static func measure(in directory: String) -> Machine {
+        var machine = Machine()
+        let path = directory + "/machine.probe"
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o644)
+        defer { close(fd); unlink(path) }
+        let block = [UInt8](repeating: 0xAB, count: 4096)
+        var offset: off_t = 0
+        let rounds = 50
+        var start = now()
+        for _ in 0..<rounds {
+            _ = block.withUnsafeBytes { pwrite(fd, $0.baseAddress, 4096, offset) }
+            fdatasync(fd)
+            offset += 4096
+        }
+        machine.fdatasyncMilliseconds = seconds(since: start) * 1000 / Double(rounds)
+        let chunk = [UInt8](repeating: 0xCD, count: 1 << 20)
+        let megabytes = 256
+        start = now()
+        for i in 0..<megabytes { _ = chunk.withUnsafeBytes { pwrite(fd, $0.baseAddress, 1 << 20, off_t(i) << 20) } }
+        fsync(fd)
+        machine.sequentialWriteMBps = Double(megabytes) * 1.048576 / seconds(since: start)
+        let size = 256 << 20
+        let source = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+        let target = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+        defer { source.deallocate(); target.deallocate() }
+        memset(source, 1, size)
+        memset(target, 0, size)
+        start = now()
+        for _ in 0..<4 { memcpy(target, source, size) }
+        machine.memcpyMBps = 4 * Double(size) / 1e6 / seconds(since: start)
+        return machine
+    }
+}

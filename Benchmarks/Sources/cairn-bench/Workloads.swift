@@ -1,0 +1,462 @@
+import Cairn
+import Dispatch
+import Foundation
+
+final class Row: ManagedObject {
+    @Attribute var a0: Int64 = 0
+    @Attribute(indexed: true) var a1: Int64 = 0
+    @Attribute var a2: Int64 = 0
+    @Attribute var a3: Int64 = 0
+    @Attribute var a4: Int64 = 0
+    @Attribute var a5: Int64 = 0
+    @Attribute var a6: Int64 = 0
+    @Attribute var a7: Int64 = 0
+    @Attribute var a8: Int64 = 0
+    @Attribute var a9: Int64 = 0
+}
+
+final class Mixed: ManagedObject {
+    @Attribute var flag: Bool = false
+    @Attribute var small: Int32 = 0
+    @Attribute var big: Int64 = 0
+    @Attribute var real: Double = 0
+    @Attribute var text: String = ""
+    @Attribute var blob: Data = Data()
+}
+
+final class Parent: ManagedObject {
+    @Attribute var name: String = ""
+    @ToMany(inverse: "parent") var children: [Child]
+}
+
+final class Child: ManagedObject {
+    @Attribute var value: Int64 = 0
+    @ToOne(inverse: "children") var parent: Parent?
+}
+
+/// What one timed run measured.
+struct Measurement: Codable {
+    var seconds: Double
+    var operations: Int
+    var extra: [String: Double] = [:]
+}
+
+enum Engine: String, CaseIterable, Codable { case cairn, sqlite }
+
+/// A deterministic value for row `i`, column `c`, in 0..<1000.
+@inline(__always) func cell(_ i: Int, _ c: Int) -> Int64 { Int64((i &* 2_654_435_761 &+ c &* 40_503) % 1000) }
+
+func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+func seconds(since start: UInt64) -> Double { Double(now() - start) / 1e9 }
+
+/// The Cairn side: the public object API, as users take it.
+struct CairnSide {
+    let path: String
+    let durability: Durability
+    let coordinator: Coordinator
+    let model: Model
+
+    init(path: String, durability: Durability = .durable) throws {
+        self.path = path
+        self.durability = durability
+        model = try Model(Row.self, Mixed.self, Parent.self, Child.self)
+        coordinator = try Coordinator(path: path, schema: model.schema,
+                                      options: StoreOptions(durability: durability, compaction: .default))
+    }
+
+    func context() -> Context {
+        let context = Context(coordinator: coordinator, model: model)
+        context.undoManager.isEnabled = false
+        return context
+    }
+
+    func close() { coordinator.close() }
+
+    func insertRows(_ count: Int, batch: Int = 100_000) throws {
+        var done = 0
+        while done < count {
+            let context = self.context()
+            for i in done..<min(count, done + batch) {
+                let row = Row.create(in: context)
+                row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
+                row.a5 = cell(i, 5); row.a6 = cell(i, 6); row.a7 = cell(i, 7); row.a8 = cell(i, 8); row.a9 = cell(i, 9)
+            }
+            try context.save()
+            done = min(count, done + batch)
+        }
+    }
+}
+
+/// The SQLite side: WAL, prepared statements, one transaction for bulk work.
+struct SQLiteSide {
+    let db: SQLiteDB
+
+    init(path: String, durability: Durability = .durable) throws {
+        db = try SQLiteDB(path: path + ".sqlite", synchronous: durability == .durable ? "FULL" : "NORMAL")
+        try db.exec("""
+            CREATE TABLE IF NOT EXISTS row (id INTEGER PRIMARY KEY, a0 INT, a1 INT, a2 INT, a3 INT, a4 INT, a5 INT, a6 INT, a7 INT, a8 INT, a9 INT);
+            CREATE INDEX IF NOT EXISTS row_a1 ON row(a1);
+            CREATE TABLE IF NOT EXISTS mixed (id INTEGER PRIMARY KEY, flag INT, small INT, big INT, real REAL, text TEXT, blob BLOB);
+            CREATE TABLE IF NOT EXISTS parent (id INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE IF NOT EXISTS child (id INTEGER PRIMARY KEY, value INT, parent INT REFERENCES parent(id));
+            CREATE INDEX IF NOT EXISTS child_parent ON child(parent);
+            """)
+    }
+
+    func insertRows(_ count: Int) throws {
+        try db.exec("BEGIN")
+        let insert = try db.prepare("INSERT INTO row (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) VALUES (?,?,?,?,?,?,?,?,?,?)")
+        for i in 0..<count {
+            for c in 0..<10 { insert.bind(Int32(c + 1), cell(i, c)) }
+            try insert.step()
+            insert.reset()
+        }
+        try db.exec("COMMIT")
+    }
+}
+
+/// Runs one repetition of a workload on one engine, in this process, in `directory`.
+func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) throws -> Measurement {
+    let path = directory + "/store"
+    switch (name, engine) {
+    case ("insert_bulk", .cairn):
+        let side = try CairnSide(path: path)
+        let n = 200_000 / scale
+        let start = now()
+        try side.insertRows(n, batch: n)
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n)
+    case ("insert_bulk", .sqlite):
+        let side = try SQLiteSide(path: path)
+        let n = 200_000 / scale
+        let start = now()
+        try side.insertRows(n)
+        return Measurement(seconds: seconds(since: start), operations: n)
+
+    case ("insert_mixed", .cairn):
+        let side = try CairnSide(path: path)
+        let n = 100_000 / scale
+        let start = now()
+        let context = side.context()
+        for i in 0..<n {
+            let object = Mixed.create(in: context)
+            object.flag = i % 2 == 0
+            object.small = Int32(i % 100_000)
+            object.big = Int64(i) * 1_000_003
+            object.real = Double(i) * 0.5
+            object.text = String(repeating: "x", count: i % 101)
+            object.blob = Data(repeating: UInt8(i % 256), count: i % 100)
+        }
+        try context.save()
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n)
+    case ("insert_mixed", .sqlite):
+        let side = try SQLiteSide(path: path)
+        let n = 100_000 / scale
+        let start = now()
+        try side.db.exec("BEGIN")
+        let insert = try side.db.prepare("INSERT INTO mixed (flag, small, big, real, text, blob) VALUES (?,?,?,?,?,?)")
+        for i in 0..<n {
+            insert.bind(1, Int64(i % 2 == 0 ? 1 : 0)); insert.bind(2, Int64(i % 100_000)); insert.bind(3, Int64(i) * 1_000_003)
+            insert.bind(4, Double(i) * 0.5); insert.bind(5, String(repeating: "x", count: i % 101))
+            insert.bind(6, [UInt8](repeating: UInt8(i % 256), count: i % 100))
+            try insert.step(); insert.reset()
+        }
+        try side.db.exec("COMMIT")
+        return Measurement(seconds: seconds(since: start), operations: n)
+
+    case ("commit_single", .cairn):
+        let side = try CairnSide(path: path)
+        let n = 2_000 / scale
+        let context = side.context()
+        let start = now()
+        for i in 0..<n {
+            let row = Row.create(in: context)
+            row.a0 = Int64(i)
+            try context.save()
+        }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n)
+    case ("commit_single", .sqlite):
+        let side = try SQLiteSide(path: path)
+        let n = 2_000 / scale
+        let insert = try side.db.prepare("INSERT INTO row (a0) VALUES (?)")
+        let start = now()
+        for i in 0..<n {
+            insert.bind(1, Int64(i)); try insert.step(); insert.reset()
+        }
+        return Measurement(seconds: seconds(since: start), operations: n)
+
+    case ("commit_concurrent", .cairn):
+        let side = try CairnSide(path: path)
+        let writers = 8, each = 250 / scale
+        let start = now()
+        let failures = LockedCounter()
+        let group = DispatchGroup()
+        for _ in 0..<writers {
+            group.enter()
+            Thread.detachNewThread {
+                let context = side.context()
+                for i in 0..<each {
+                    let row = Row.create(in: context)
+                    row.a0 = Int64(i)
+                    if (try? context.save()) == nil { failures.add() }
+                }
+                group.leave()
+            }
+        }
+        group.wait()
+        let time = seconds(since: start)
+        side.close()
+        guard failures.value == 0 else { throw BenchError("cairn concurrent saves failed") }
+        return Measurement(seconds: time, operations: writers * each)
+    case ("commit_concurrent", .sqlite):
+        _ = try SQLiteSide(path: path)
+        let writers = 8, each = 250 / scale
+        let start = now()
+        let failures = LockedCounter()
+        let group = DispatchGroup()
+        for _ in 0..<writers {
+            group.enter()
+            Thread.detachNewThread {
+                do {
+                    let db = try SQLiteDB(path: path + ".sqlite", synchronous: "FULL")
+                    let insert = try db.prepare("INSERT INTO row (a0) VALUES (?)")
+                    for i in 0..<each { insert.bind(1, Int64(i)); try insert.step(); insert.reset() }
+                } catch { failures.add() }
+                group.leave()
+            }
+        }
+        group.wait()
+        guard failures.value == 0 else { throw BenchError("sqlite concurrent inserts failed") }
+        return Measurement(seconds: seconds(since: start), operations: writers * each)
+
+    case ("fetch_all", .cairn):
+        let n = 200_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
+        let side = try CairnSide(path: path)
+        let start = now()
+        let context = side.context()
+        var sum: Int64 = 0
+        for row in try context.fetch(FetchRequest(Row.self)) {
+            sum &+= row.a0 &+ row.a1 &+ row.a2 &+ row.a3 &+ row.a4 &+ row.a5 &+ row.a6 &+ row.a7 &+ row.a8 &+ row.a9
+        }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n, extra: ["checksum": Double(sum)])
+    case ("fetch_all", .sqlite):
+        let n = 200_000 / scale
+        let side = try SQLiteSide(path: path)
+        try side.insertRows(n)
+        let start = now()
+        let select = try side.db.prepare("SELECT a0, a1, a2, a3, a4, a5, a6, a7, a8, a9 FROM row")
+        var sum: Int64 = 0
+        while try select.step() { for c in 0..<10 { sum &+= select.int(Int32(c)) } }
+        return Measurement(seconds: seconds(since: start), operations: n, extra: ["checksum": Double(sum)])
+
+    case ("open_cold", .cairn):
+        let n = 1_000_000 / scale
+        do {
+            let side = try CairnSide(path: path)
+            try side.insertRows(n)
+            try side.coordinator.store.compact()
+            let context = side.context()  // a log tail: 1 % of the rows changed
+            for row in try context.fetch(FetchRequest(Row.self, format: "a1 < 10")) { row.a9 = -1 }
+            try context.save()
+            side.close()
+        }
+        let start = now()
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let first = try context.fetch(FetchRequest(Row.self, format: "a1 == 5")).first
+        _ = first?.a2
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: 1)
+    case ("open_cold", .sqlite):
+        let n = 1_000_000 / scale
+        do {
+            let side = try SQLiteSide(path: path)
+            try side.insertRows(n)
+            try side.db.exec("UPDATE row SET a9 = -1 WHERE a1 < 10")
+        }
+        let start = now()
+        let side = try SQLiteSide(path: path)
+        let select = try side.db.prepare("SELECT a2 FROM row WHERE a1 = 5 LIMIT 1")
+        _ = try select.step()
+        return Measurement(seconds: seconds(since: start), operations: 1)
+
+    case ("point_lookup", .cairn):
+        let n = 1_000_000 / scale, lookups = 100_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let ids = side.coordinator.store.ids(entity: side.coordinator.entity(named: "Row")!.number)
+        var random = SplitMix64(seed: 7)
+        let picks = (0..<lookups).map { _ in ids[Int(random.next() % UInt64(ids.count))] }
+        let start = now()
+        var sum: Int64 = 0
+        for id in picks {
+            if let row = try context.existingObject(Row.self, with: ObjectID(recordID: id, entityName: "Row")) { sum &+= row.a3 }
+        }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: lookups, extra: ["checksum": Double(sum)])
+    case ("point_lookup", .sqlite):
+        let n = 1_000_000 / scale, lookups = 100_000 / scale
+        let side = try SQLiteSide(path: path)
+        try side.insertRows(n)
+        var random = SplitMix64(seed: 7)
+        let picks = (0..<lookups).map { _ in Int64(random.next() % UInt64(n)) + 1 }
+        let select = try side.db.prepare("SELECT a3 FROM row WHERE id = ?")
+        let start = now()
+        var sum: Int64 = 0
+        for id in picks { select.bind(1, id); if try select.step() { sum &+= select.int(0) }; select.reset() }
+        return Measurement(seconds: seconds(since: start), operations: lookups, extra: ["checksum": Double(sum)])
+
+    case ("query_unindexed", .cairn), ("query_indexed", .cairn):
+        let n = 200_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        let side = try CairnSide(path: path)
+        let column = name == "query_indexed" ? "a1" : "a3"
+        let context = side.context()
+        if name == "query_indexed" { _ = try context.count(for: FetchRequest(Row.self, format: "a1 == -5")) }  // build the index
+        let start = now()
+        var matched = 0
+        for round in 0..<10 {
+            let rows = try context.fetch(FetchRequest(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
+            for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
+        }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: 10, extra: ["matched": Double(matched)])
+    case ("query_unindexed", .sqlite), ("query_indexed", .sqlite):
+        let n = 200_000 / scale
+        let side = try SQLiteSide(path: path)
+        try side.insertRows(n)
+        let column = name == "query_indexed" ? "a1" : "a3"
+        let select = try side.db.prepare("SELECT a0 FROM row WHERE \(column) >= ? AND \(column) < ?")
+        let start = now()
+        var matched = 0
+        for round in 0..<10 {
+            select.bind(1, Int64(round * 10)); select.bind(2, Int64(round * 10 + 100))
+            while try select.step() { matched += select.int(0) >= 0 ? 1 : 0 }
+            select.reset()
+        }
+        return Measurement(seconds: seconds(since: start), operations: 10, extra: ["matched": Double(matched)])
+
+    case ("update_all", .cairn):
+        let n = 100_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = now()
+        for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1 }
+        try context.save()
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n)
+    case ("update_all", .sqlite):
+        let n = 100_000 / scale
+        let side = try SQLiteSide(path: path)
+        try side.insertRows(n)
+        let start = now()
+        try side.db.exec("BEGIN; UPDATE row SET a5 = a5 + 1; COMMIT")
+        return Measurement(seconds: seconds(since: start), operations: n)
+
+    case ("delete_compact", .cairn):
+        let n = 1_000_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        let before = directoryBytes(path)
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = now()
+        for row in try context.fetch(FetchRequest(Row.self, format: "a0 < 500")) { context.delete(row) }
+        try context.save()
+        try side.coordinator.store.compact()
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n / 2, extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(path))])
+    case ("delete_compact", .sqlite):
+        let n = 1_000_000 / scale
+        do { let side = try SQLiteSide(path: path); try side.insertRows(n); try side.db.exec("PRAGMA wal_checkpoint(TRUNCATE)") }
+        let before = directoryBytes(directory, prefix: "store.sqlite")
+        let side = try SQLiteSide(path: path)
+        let start = now()
+        try side.db.exec("DELETE FROM row WHERE a0 < 500")
+        try side.db.exec("VACUUM")
+        try side.db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+        let time = seconds(since: start)
+        return Measurement(seconds: time, operations: n / 2, extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(directory, prefix: "store.sqlite"))])
+
+    case ("graph", .cairn):
+        let parents = 1_000 / scale, children = 100
+        do {
+            let side = try CairnSide(path: path)
+            let context = side.context()
+            for p in 0..<parents {
+                let parent = Parent.create(in: context)
+                parent.name = "p\(p)"
+                var list: [Child] = []
+                for c in 0..<children { let child = Child.create(in: context); child.value = Int64(c); list.append(child) }
+                parent.children = list
+            }
+            try context.save()
+            side.close()
+        }
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = now()
+        var sum: Int64 = 0
+        for parent in try context.fetch(FetchRequest(Parent.self)) { for child in parent.children { sum &+= child.value } }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: parents * children, extra: ["checksum": Double(sum)])
+    case ("graph", .sqlite):
+        let parents = 1_000 / scale, children = 100
+        let side = try SQLiteSide(path: path)
+        try side.db.exec("BEGIN")
+        let insertParent = try side.db.prepare("INSERT INTO parent (id, name) VALUES (?, ?)")
+        let insertChild = try side.db.prepare("INSERT INTO child (value, parent) VALUES (?, ?)")
+        for p in 0..<parents {
+            insertParent.bind(1, Int64(p + 1)); insertParent.bind(2, "p\(p)"); try insertParent.step(); insertParent.reset()
+            for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(p + 1)); try insertChild.step(); insertChild.reset() }
+        }
+        try side.db.exec("COMMIT")
+        let start = now()
+        var sum: Int64 = 0
+        let all = try side.db.prepare("SELECT id FROM parent")
+        let kids = try side.db.prepare("SELECT value FROM child WHERE parent = ?")
+        while try all.step() {
+            kids.bind(1, all.int(0))
+            while try kids.step() { sum &+= kids.int(0) }
+            kids.reset()
+        }
+        return Measurement(seconds: seconds(since: start), operations: parents * children, extra: ["checksum": Double(sum)])
+
+    default:
+        throw BenchError("unknown workload \(name)")
+    }
+}
+
+let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
+                     "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph"]
+
+func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }
+    return names.filter { prefix.map($0.hasPrefix) ?? true }.reduce(0) { total, name in
+        total + ((try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size] as? Int) ?? 0)
+    }
+}
+
+/// A counter shared by benchmark threads.
+final class LockedCounter: @unchecked Sendable {
+    // Every access holds `lock`.
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}

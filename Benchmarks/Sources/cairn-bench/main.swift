@@ -1,0 +1,145 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// cairn-bench: Cairn and SQLite side by side in one run.
+///
+///     swift run -c release --package-path Benchmarks cairn-bench [--scale small|full] [--only NAME] [--reps N] [--json FILE]
+///
+/// Each repetition of each workload runs in a fresh child process and a fresh directory,
+/// alternating the engines, after one warm-up run of each; the child reports its time and
+/// its peak resident memory.
+let arguments = Array(CommandLine.arguments.dropFirst())
+
+if arguments.first == "--child", arguments.count == 5, let engine = Engine(rawValue: arguments[2]), let scale = Int(arguments[3]) {
+    do {
+        var measurement = try runWorkload(arguments[1], engine: engine, scale: scale, directory: arguments[4])
+        measurement.extra["peakRSS"] = peakResidentBytes()
+        print(String(decoding: try JSONEncoder().encode(measurement), as: UTF8.self))
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("child failed: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+/// This process's peak resident set (VmHWM in /proc/self/status; ru_maxrss would
+/// include the parent's, since Linux keeps it across fork and exec).
+func peakResidentBytes() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+          let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_maxrss) * 1024
+    }
+    return kilobytes * 1024
+}
+
+func option(_ name: String) -> String? {
+    arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+}
+
+let scaleName = option("--scale") ?? "full"
+guard scaleName == "full" || scaleName == "small" else {
+    FileHandle.standardError.write(Data("cairn-bench: --scale is small or full\n".utf8))
+    exit(2)
+}
+let scale = scaleName == "small" ? 10 : 1
+let repetitions = max(1, Int(option("--reps") ?? "") ?? 5)
+let selected = option("--only").map { only in workloadNames.filter { $0.hasPrefix(only) } } ?? workloadNames
+guard !selected.isEmpty else {
+    FileHandle.standardError.write(Data("cairn-bench: no workload named \(option("--only") ?? "")\n".utf8))
+    exit(2)
+}
+let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
+let scratch = NSTemporaryDirectory() + "cairn-bench-\(UUID().uuidString)"
+try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: scratch) }
+
+func runChild(_ workload: String, _ engine: Engine) throws -> Measurement {
+    let directory = scratch + "/\(workload)-\(engine.rawValue)-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = ["--child", workload, engine.rawValue, String(scale), directory]
+    let out = Pipe()
+    process.standardOutput = out
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw BenchError("\(workload) on \(engine) failed") }
+    return try JSONDecoder().decode(Measurement.self, from: data)
+}
+
+// The machine's limits, measured once.
+let machine = Machine.measure(in: scratch)
+print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB; "
+      + String(format: "fdatasync of a 4 KiB append %.3f ms, sequential write %.0f MB/s, memcpy %.0f MB/s",
+               machine.fdatasyncMilliseconds, machine.sequentialWriteMBps, machine.memcpyMBps))
+print("scale: \(scaleName), \(repetitions) repetitions after a warm-up, engines alternating, a fresh process and directory each\n")
+let header = "workload".padding(toLength: 18, withPad: " ", startingAt: 0)
+    + "cairn median (min–max) s      sqlite median (min–max) s     ratio  cairn RSS  sqlite RSS  notes"
+print(header)
+
+struct Summary: Codable {
+    var median: Double
+    var min: Double
+    var max: Double
+    var operationsPerSecond: Double
+    var peakRSSBytes: Double
+    var extra: [String: Double]
+}
+
+var results: [[String: Any]] = []
+var jsonWorkloads: [String] = []
+for workload in selected {
+    do {
+        _ = try runChild(workload, .cairn)
+        _ = try runChild(workload, .sqlite)
+        var runs: [Engine: [Measurement]] = [.cairn: [], .sqlite: []]
+        for repetition in 0..<repetitions {
+            let order: [Engine] = repetition % 2 == 0 ? [.cairn, .sqlite] : [.sqlite, .cairn]
+            for engine in order { runs[engine]!.append(try runChild(workload, engine)) }
+        }
+        func summarize(_ list: [Measurement]) -> Summary {
+            let times = list.map(\.seconds).sorted()
+            let median = times[times.count / 2]
+            var extra: [String: Double] = [:]
+            for key in Set(list.flatMap { $0.extra.keys }) where key != "peakRSS" { extra[key] = list.last?.extra[key] }
+            return Summary(median: median, min: times.first!, max: times.last!,
+                           operationsPerSecond: Double(list[0].operations) / median,
+                           peakRSSBytes: list.compactMap { $0.extra["peakRSS"] }.max() ?? 0, extra: extra)
+        }
+        let cairn = summarize(runs[.cairn]!), sqlite = summarize(runs[.sqlite]!)
+        let ratio = sqlite.median / cairn.median
+        var notes = ""
+        if let before = cairn.extra["bytesBefore"], let after = cairn.extra["bytesAfter"],
+           let sBefore = sqlite.extra["bytesBefore"], let sAfter = sqlite.extra["bytesAfter"] {
+            notes = String(format: "bytes cairn %.1f→%.1f MB, sqlite %.1f→%.1f MB", before / 1e6, after / 1e6, sBefore / 1e6, sAfter / 1e6)
+        }
+        if let a = cairn.extra["checksum"], let b = sqlite.extra["checksum"], a != b { notes += " CHECKSUMS DIFFER" }
+        if let a = cairn.extra["matched"], let b = sqlite.extra["matched"], a != b { notes += " MATCH COUNTS DIFFER" }
+        func range(_ s: Summary) -> String { String(format: "%.4f (%.4f–%.4f)", s.median, s.min, s.max).padding(toLength: 30, withPad: " ", startingAt: 0) }
+        print(workload.padding(toLength: 18, withPad: " ", startingAt: 0) + range(cairn) + range(sqlite)
+              + String(format: "%5.2f  %7.1f MB  %7.1f MB  ", ratio, cairn.peakRSSBytes / 1e6, sqlite.peakRSSBytes / 1e6) + notes)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let c = String(decoding: try encoder.encode(cairn), as: UTF8.self)
+        let s = String(decoding: try encoder.encode(sqlite), as: UTF8.self)
+        jsonWorkloads.append(#"{"name": "\#(workload)", "cairn": \#(c), "sqlite": \#(s), "ratio": \#(ratio)}"#)
+    } catch {
+        print(workload.padding(toLength: 18, withPad: " ", startingAt: 0) + "failed: \(error)")
+    }
+}
+
+if let path = option("--json") {
+    let machineJSON = String(format: #"{"cores": %d, "memoryBytes": %llu, "fdatasyncMilliseconds": %.4f, "sequentialWriteMBps": %.1f, "memcpyMBps": %.1f, "scale": "%@", "repetitions": %d}"#,
+                             ProcessInfo.processInfo.activeProcessorCount, ProcessInfo.processInfo.physicalMemory,
+                             machine.fdatasyncMilliseconds, machine.sequentialWriteMBps, machine.memcpyMBps, scaleName, repetitions)
+    let text = #"{"machine": \#(machineJSON), "workloads": [\#(jsonWorkloads.joined(separator: ", "))]}"#
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    print("\nwrote \(path)")
+}
