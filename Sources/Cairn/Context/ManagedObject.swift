@@ -182,10 +182,11 @@ open class ManagedObject: CustomStringConvertible {
         }
     }
 
-    /// The slot of the property a wrapper declared at `site`.
+    /// The slot of the property a wrapper declared at `site` (a short linear search:
+    /// cheaper than hashing for the handful of properties an entity has).
+    @inline(__always)
     func slot(for site: DeclarationSite) -> Int {
-        guard let slot = layout.slots[site] else { return -1 }
-        return slot
+        layout.slot(for: site)
     }
 
     open var description: String {
@@ -203,10 +204,18 @@ extension ManagedObject: Hashable {
 extension ManagedObject: Sendable {}
 
 /// Where a property wrapper was declared: how a wrapper finds its property's slot.
+/// The file is kept as the address of its static string, so comparing sites is three
+/// integer comparisons.
 struct DeclarationSite: Hashable, Sendable {
-    let file: String
+    let file: UInt
     let line: UInt
     let column: UInt
+
+    init(file: StaticString, line: UInt, column: UInt) {
+        self.file = file.hasPointerRepresentation ? UInt(bitPattern: file.utf8Start) : UInt(file.unicodeScalar.value)
+        self.line = line
+        self.column = column
+    }
 }
 
 /// What a wrapper tells the layout about its property.
@@ -234,10 +243,23 @@ final class PropertyLayout: Sendable {
         defaults = entity.attributes.map { $0.defaultValue ?? .null }
             + entity.relationships.map { $0.isToMany ? .references([]) : .null }
         self.slots = slots
+        var ordered = [DeclarationSite](repeating: DeclarationSite(file: "", line: 0, column: 0), count: slots.count)
+        for (site, index) in slots where index < ordered.count { ordered[index] = site }
+        sites = ordered
         indexByName = Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     func index(of name: String) -> Int? { indexByName[name] }
+
+    /// Sites in slot order, for ``slot(for:)``.
+    private let sites: [DeclarationSite]
+
+    func slot(for site: DeclarationSite) -> Int {
+        sites.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices where buffer[index] == site { return index }
+            return -1
+        }
+    }
 
     /// The layout of a prototype under construction (its wrappers are all that is read).
     static let placeholder = PropertyLayout(entity: EntityDescription(name: "", number: 0))

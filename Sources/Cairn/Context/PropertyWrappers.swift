@@ -16,7 +16,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     let site: DeclarationSite
 
     public init(wrappedValue: T, indexed: Bool = false, renamingIdentifier: String? = nil,
-                file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+                file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         defaultValue = wrappedValue
         self.indexed = indexed
         self.renamingIdentifier = renamingIdentifier
@@ -24,7 +24,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     }
 
     public init(indexed: Bool = false, renamingIdentifier: String? = nil,
-                file: String = #fileID, line: UInt = #line, column: UInt = #column) where T: ExpressibleByNilLiteral {
+                file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) where T: ExpressibleByNilLiteral {
         self.init(wrappedValue: nil, indexed: indexed, renamingIdentifier: renamingIdentifier, file: file, line: line, column: column)
     }
 
@@ -69,7 +69,7 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     let defaultValue: T
     let site: DeclarationSite
 
-    public init(wrappedValue: T, file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+    public init(wrappedValue: T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         defaultValue = wrappedValue
         site = DeclarationSite(file: file, line: line, column: column)
     }
@@ -125,7 +125,7 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
 
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, optional: Bool = true,
                 renamingIdentifier: String? = nil,
-                file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+                file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         self.inverse = inverse
         self.deleteRule = deleteRule
         isOptional = optional
@@ -176,7 +176,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
     let site: DeclarationSite
 
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil,
-                file: String = #fileID, line: UInt = #line, column: UInt = #column) {
+                file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         self.inverse = inverse
         self.deleteRule = deleteRule
         self.renamingIdentifier = renamingIdentifier
