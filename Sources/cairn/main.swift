@@ -72,7 +72,7 @@ case let command?:
         "create": CreateCommand.run, "schema": SchemaCommand.run, "stats": StatsCommand.run,
         "verify": VerifyCommand.run, "compact": CompactCommand.run, "export": ExportCommand.run,
         "import": ImportCommand.run, "query": QueryCommand.run, "history": HistoryCommand.run,
-        "repair": RepairCommand.run,
+        "repair": RepairCommand.run, "_soak-writer": SoakCommand.run,
     ]
     guard let run = commands[command] else { fail("unknown command '\(command)'; see 'cairn --help'", code: 2) }
     do {

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds and runs the libFuzzer targets (see README.md in this folder).
+#
+#   Fuzz/run.sh TARGET [SECONDS]   build and fuzz one target (default 60 s)
+#   Fuzz/run.sh --smoke [SECONDS]  every target briefly (default 25 s each)
+#   Fuzz/run.sh --build            build only
+#
+# Crashes, leaks and timeouts are written to Fuzz/crashes/TARGET/; keep them there: the
+# ordinary test suite replays them (FuzzReplayTests).
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(cd .. && pwd)
+OUT=out
+TARGETS="value schema log snapshot store_open predicate"
+mkdir -p "$OUT"
+
+build() {
+  if [ ! -f "$OUT/Cairn.o" ] || [ -n "$(find "$ROOT/Sources/Cairn" -name '*.swift' -newer "$OUT/Cairn.o")" ]; then
+    echo "== building the library with -sanitize=fuzzer,address"
+    swiftc -parse-as-library -module-name Cairn -emit-module -emit-module-path "$OUT/Cairn.swiftmodule" \
+      -enable-testing -O -wmo -sanitize=fuzzer,address -swift-version 6 \
+      $(find "$ROOT/Sources/Cairn" -name '*.swift' | sort) -c -o "$OUT/Cairn.o"
+  fi
+  for target in $TARGETS; do
+    if [ ! -x "$OUT/$target" ] || [ "targets/$target.swift" -nt "$OUT/$target" ] || [ "$OUT/Cairn.o" -nt "$OUT/$target" ]; then
+      echo "== building $target"
+      swiftc -parse-as-library -O -sanitize=fuzzer,address -swift-version 6 -I "$OUT" \
+        "targets/$target.swift" "$OUT/Cairn.o" -o "$OUT/$target"
+    fi
+  done
+}
+
+fuzz() {
+  local target=$1 seconds=$2
+  mkdir -p "crashes/$target" "$OUT/corpus/$target"
+  local dict=()
+  [ -f "dictionaries/$target.dict" ] && dict=(-dict="dictionaries/$target.dict")
+  echo "== fuzzing $target for ${seconds}s"
+  "$OUT/$target" "$OUT/corpus/$target" "corpus/$target" "${dict[@]}" \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+    -artifact_prefix="crashes/$target/" -print_final_stats=1 2>&1 | tail -n 12
+}
+
+case "${1:-}" in
+  --build) build ;;
+  --smoke) build; for target in $TARGETS; do fuzz "$target" "${2:-25}"; done ;;
+  "" ) echo "usage: Fuzz/run.sh TARGET [SECONDS] | --smoke [SECONDS] | --build" >&2; exit 2 ;;
+  *) build; fuzz "$1" "${2:-60}" ;;
+esac

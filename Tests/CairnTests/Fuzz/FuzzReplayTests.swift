@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// Replays every kept fuzz input (seed corpus and crashes) through the fuzz entry points
+/// without libFuzzer; with CAIRN_WRITE_SEEDS=1 it first (re)writes the seed corpus.
+@Suite struct FuzzReplayTests {
+    static let fuzzDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fuzz").path
+
+    static func seeds() throws -> [FuzzEntry: [[UInt8]]] {
+        var seeds: [FuzzEntry: [[UInt8]]] = [:]
+        var generator = ValueGenerator(random: SplitMix64(seed: 99))
+        seeds[.value] = (0..<8).map { _ in ValueCoding.encode((0..<4).map { _ in generator.value() }) }
+        seeds[.schema] = [SchemaCoding.encode(TestSchemas.people), SchemaCoding.encode(TestSchemas.blobs)]
+        let canonical = try CanonicalStore(smallTransactions(6, seed: 3, maxBlob: 8))
+        let compacted = try CanonicalStore(smallTransactions(6, seed: 4, maxBlob: 8), compactAfter: 4)
+        seeds[.log] = [canonical.logBytes, compacted.logBytes]
+        seeds[.snapshot] = [compacted.fs.contents(of: compacted.snapshotPath)!]
+        seeds[.storeOpen] = try [canonical, compacted].map { store in
+            let manifest = store.fs.contents(of: store.manifestPath)!
+            // The fuzz entry names the files 1 and 2; rewrite the manifest to say so.
+            var decoded = try manifest.withUnsafeBytes { try Manifest.decode($0) }
+            decoded.snapshotNumber = 1
+            decoded.logNumber = 2
+            decoded.nextFileNumber = 3
+            var snapshot = store.fs.contents(of: store.snapshotPath)!
+            var log = store.logBytes
+            // Make the file numbers in their headers match too.
+            for (bytes, number) in [(0, UInt64(1)), (1, UInt64(2))] {
+                var header = try (bytes == 0 ? snapshot : log).withUnsafeBytes { try FileHeader.decode($0, expected: bytes == 0 ? .snapshot : .log) }
+                header.fileNumber = number
+                if bytes == 0 { snapshot.replaceSubrange(0..<64, with: header.encoded()) } else { log.replaceSubrange(0..<64, with: header.encoded()) }
+            }
+            let encoded = decoded.encoded()
+            let lengths: [UInt8] = [UInt8(encoded.count & 0xFF), UInt8(encoded.count >> 8),
+                                    UInt8(snapshot.count & 0xFF), UInt8(snapshot.count >> 8)]
+            return lengths + encoded + snapshot + log
+        }
+        seeds[.predicate] = ["age >= 18 AND name BEGINSWITH[c] 'a'", "ANY dvds.title LIKE[cd] '*x?' OR dvds.@count > 2",
+                             "%K IN {1, 2, 3} AND NOT (x BETWEEN {1, 5})", "TRUEPREDICATE", "a MATCHES '[a-z]+' && b == nil"]
+            .map { Array($0.utf8) }
+        return seeds
+    }
+
+    @Test func seedsOpenAsStores() throws {
+        // The store seeds must be real stores, or the fuzzer starts from nothing useful.
+        for input in try Self.seeds()[.storeOpen]! {
+            let body = Array(input.dropFirst(4))
+            let first = Int(UInt16(input[0]) | UInt16(input[1]) << 8)
+            let second = first + Int(UInt16(input[2]) | UInt16(input[3]) << 8)
+            let fs = MemoryFileSystem()
+            try fs.createDirectory("/s")
+            try fs.setContents(of: "/s/MANIFEST", to: Array(body[0..<first]))
+            try fs.setContents(of: "/s/000001.snapshot", to: Array(body[first..<second]))
+            try fs.setContents(of: "/s/000002.log", to: Array(body[second...]))
+            let store = try Store.open(at: "/s", options: memoryOptions(fs))
+            #expect(store.lastSequence == 6)
+            store.close()
+        }
+    }
+
+    @Test func keptInputsReplayWithoutCrashing() throws {
+        let fm = FileManager.default
+        if ProcessInfo.processInfo.environment["CAIRN_WRITE_SEEDS"] == "1" {
+            for (entry, inputs) in try Self.seeds() {
+                let directory = Self.fuzzDirectory + "/corpus/" + entry.rawValue
+                try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                for (index, input) in inputs.enumerated() {
+                    try Data(input).write(to: URL(fileURLWithPath: directory + "/seed-\(index)"))
+                }
+            }
+        }
+        var replayed = 0
+        for entry in FuzzEntry.allCases {
+            for folder in ["corpus", "crashes"] {
+                let directory = Self.fuzzDirectory + "/\(folder)/" + entry.rawValue
+                for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] where !name.hasPrefix(".") {
+                    guard let data = fm.contents(atPath: directory + "/" + name) else { continue }
+                    entry.run([UInt8](data))
+                    replayed += 1
+                }
+            }
+            // And the generated seeds, whether or not they were written.
+            for input in try Self.seeds()[entry] ?? [] { entry.run(input) }
+        }
+        #expect(replayed >= FuzzEntry.allCases.count, "kept inputs replayed: \(replayed)")
+    }
+}
