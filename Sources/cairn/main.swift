@@ -22,6 +22,7 @@ let usage = """
       query DIR ENTITY [PREDICATE] [--sort K,-K] [--limit N] [--offset N] [--count]
       history DIR [--since SEQ] [--json]            Transactions in the log.
       repair DIR                     Salvage a store that refuses to open.
+      migrate DIR --to FILE [--dry-run]             Migrate to a schema file's model.
 
     Exit status: 0 ok, 1 failure or damage found, 2 usage error.
 
@@ -72,7 +73,7 @@ case let command?:
         "create": CreateCommand.run, "schema": SchemaCommand.run, "stats": StatsCommand.run,
         "verify": VerifyCommand.run, "compact": CompactCommand.run, "export": ExportCommand.run,
         "import": ImportCommand.run, "query": QueryCommand.run, "history": HistoryCommand.run,
-        "repair": RepairCommand.run, "_soak-writer": SoakCommand.run,
+        "repair": RepairCommand.run, "migrate": MigrateCommand.run, "_soak-writer": SoakCommand.run,
     ]
     guard let run = commands[command] else { fail("unknown command '\(command)'; see 'cairn --help'", code: 2) }
     do {

@@ -36,9 +36,11 @@ public final class Container: Sendable {
     /// - Parameters:
     ///   - entities: the model's classes; `dynamicEntities` adds run-time ones.
     ///   - durability: `.durable` (the default) syncs every save to disk.
+    ///   - migration: what to do when the model differs from the store's (lightweight
+    ///     migration by default; see ``MigrationPolicy``).
     public init(name: String = "Cairn", entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],
                 storage: Storage, durability: Durability = .durable, compaction: CompactionPolicy = .default,
-                modelVersion: UInt32 = 1) throws {
+                modelVersion: UInt32 = 1, migration: MigrationPolicy = .lightweight) throws {
         self.name = name
         model = try Model(types: entities, entities: dynamicEntities + [Container.queueEntity], version: modelVersion)
         let options: StoreOptions
@@ -51,7 +53,7 @@ public final class Container: Sendable {
             options = StoreOptions(fileSystem: MemoryFileSystem(), durability: durability, compaction: compaction,
                                    preallocationBytes: 64 << 10)
         }
-        coordinator = try Coordinator(path: path, schema: model.schema, options: options)
+        coordinator = try Coordinator(path: path, schema: model.schema, options: options, migration: migration)
     }
 
     /// The main context, confined to the main actor: the single source of truth for UI.

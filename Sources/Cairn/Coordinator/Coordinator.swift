@@ -14,45 +14,50 @@ public final class Coordinator: Sendable {
     private let observers = Protected<[UUID: @Sendable (ChangeSet) -> Void]>([:])
 
     /// Opens (or creates) the store at `path` for `schema`. Entities keep the numbers the
-    /// store gave them (matched by name); new entities get fresh numbers. A schema whose
-    /// layout differs from the stored one is refused with `.schemaMismatch`.
-    public init(path: String, schema requested: Schema, options: StoreOptions = StoreOptions()) throws {
-        var schema = requested
+    /// store gave them (matched by name or renaming identifier); new entities get fresh
+    /// numbers. If the layout differs from the stored one, `migration` decides: migrate
+    /// (lightweight by default, or through given stages), refuse with `.schemaMismatch`,
+    /// or recreate an empty store.
+    public init(path: String, schema requested: Schema, options: StoreOptions = StoreOptions(),
+                migration: MigrationPolicy = .lightweight) throws {
         var noCreate = options
         noCreate.createIfMissing = false
         let store: Store
         if options.fileSystem.exists(joinPath(path, StoreFileName.manifest)) {
-            let existing = try Store.open(at: path, options: noCreate)
-            schema = Self.align(requested, with: existing.schema)
-            if schema.versionHash != existing.schema.versionHash {
+            var existing = try Store.open(at: path, options: noCreate)
+            let aligned = SchemaMapping.align(requested, with: existing.schema)
+            if aligned.versionHash != existing.schema.versionHash {
                 let stored = existing.schema
                 existing.close()
-                throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: schema))
+                switch migration {
+                case .refuse:
+                    throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: aligned))
+                case .lightweight:
+                    try Store.migrate(at: path, to: [MigrationStage(requested)], options: options)
+                case .stages(let stages):
+                    try Store.migrate(at: path, to: stages, options: options)
+                case .recreate:
+                    for name in try options.fileSystem.listDirectory(path) where name != StoreFileName.lock {
+                        try options.fileSystem.remove(joinPath(path, name))
+                    }
+                    try options.fileSystem.syncDirectory(path)
+                }
+                existing = try Store.open(at: path, schema: migration.isRecreate ? requested : nil, options: options)
+                let reopened = SchemaMapping.align(requested, with: existing.schema)
+                guard reopened.versionHash == existing.schema.versionHash else {
+                    let stored = existing.schema
+                    existing.close()
+                    throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: reopened))
+                }
             }
             store = existing
         } else {
-            store = try Store.open(at: path, schema: schema, options: options)
+            store = try Store.open(at: path, schema: requested, options: options)
         }
         self.store = store
         self.schema = store.schema
         entitiesByName = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.name, $0) })
         entitiesByNumber = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.number, $0) })
-    }
-
-    /// Gives each entity of `schema` the number `stored` has for its name; entities the
-    /// store lacks get numbers after the highest stored one.
-    static func align(_ schema: Schema, with stored: Schema) -> Schema {
-        var result = schema
-        var next = (stored.entities.map(\.number).max() ?? 0) + 1
-        for index in result.entities.indices {
-            if let match = stored.entity(named: result.entities[index].name) {
-                result.entities[index].number = match.number
-            } else {
-                result.entities[index].number = next
-                next += 1
-            }
-        }
-        return result
     }
 
     static func mismatchMessage(path: String, stored: Schema, requested: Schema) -> String {
@@ -204,4 +209,8 @@ final class Inbox: Sendable {
 
 struct WeakInbox: Sendable {
     weak var inbox: Inbox?
+}
+
+extension MigrationPolicy {
+    var isRecreate: Bool { if case .recreate = self { return true } else { return false } }
 }

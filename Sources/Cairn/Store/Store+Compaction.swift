@@ -23,11 +23,32 @@ extension Store {
         return try log.withLock { writer in
             guard let current = writer else { throw closedError() }
             try checkWritable()
-            return try poisonOnFailure { try compact(replacing: &writer, current: current) }
+            return try rewriting { try compact(replacing: &writer, current: current) }
         }
     }
 
-    private func compact(replacing writer: inout LogWriter?, current: LogWriter) throws -> CompactionResult {
+    /// A transform refused a record: the rewrite stops, nothing changes, and the store
+    /// is not poisoned (no I/O failed).
+    struct RewriteAbort: Error {
+        let error: CairnError
+    }
+
+    /// Runs a rewrite: an abort is rethrown as its error; any other failure poisons.
+    func rewriting<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let abort as RewriteAbort {
+            throw abort.error
+        } catch {
+            let failure = error as? CairnError ?? CairnError(.io, "\(error)")
+            poison.withLock { if $0 == nil { $0 = failure } }
+            throw failure
+        }
+    }
+
+    func compact(replacing writer: inout LogWriter?, current: LogWriter, schema newSchema: Schema? = nil,
+                 transform: ((RecordID, UnsafeRawBufferPointer) throws -> [UInt8]?)? = nil,
+                 finish: (() throws -> Void)? = nil) throws -> CompactionResult {
         // Commits are excluded (we hold the log), so this view stays the latest.
         let (snapshot, overlay, lastSequence, nextSerial) = state.withLock {
             ($0.snapshot, $0.overlay, $0.lastSequence, $0.nextSerial)
@@ -44,25 +65,41 @@ extension Store {
 
         let file = try fileSystem.open(temporaryPath, create: true, truncate: true)
         var records = 0
+        let schema = newSchema ?? snapshot.schema
         do {
             defer { file.close() }
             var output = SnapshotWriter(file: file,
                                         header: FileHeader(kind: .snapshot, storeID: storeID, fileNumber: snapshotNumber,
                                                            baseSequence: lastSequence, createdMilliseconds: now),
-                                        schema: snapshot.schema)
+                                        schema: schema)
             try withExtendedLifetime(snapshot) {
-                for entity in snapshot.schema.entities.map(\.number).sorted() {
+                for entity in schema.entities.map(\.number).sorted() where snapshot.schema.entity(number: entity) != nil {
                     output.beginEntity(entity)
                     try Self.merge(snapshot: snapshot, overlay: overlay[entity] ?? [:], entity: entity) { id, source in
-                        records += 1
+                        func emit(_ body: UnsafeRawBufferPointer) throws {
+                            guard let transform else {
+                                records += 1
+                                try output.append(id: id, body: body)
+                                return
+                            }
+                            let changed: [UInt8]?
+                            do { changed = try transform(id, body) } catch let error as CairnError { throw RewriteAbort(error: error) }
+                            guard let changed else { return }
+                            records += 1
+                            try changed.withUnsafeBytes { try output.append(id: id, body: $0) }
+                        }
                         switch source {
-                        case .snapshot(let offset): try output.append(id: id, body: try snapshot.body(at: offset, id: id))
-                        case .overlay(let bytes): try bytes.withUnsafeBytes { try output.append(id: id, body: $0) }
+                        case .snapshot(let offset): try emit(try snapshot.body(at: offset, id: id))
+                        case .overlay(let bytes): try bytes.withUnsafeBytes { try emit($0) }
                         }
                     }
                 }
             }
+            do { try finish?() } catch let error as CairnError { throw RewriteAbort(error: error) }
             _ = try output.finish(lastSequence: lastSequence, nextSerial: nextSerial)
+        } catch let abort as RewriteAbort {
+            try? fileSystem.remove(temporaryPath)
+            throw abort
         }
         let snapshotPath = joinPath(path, snapshotName)
         try fileSystem.rename(temporaryPath, snapshotPath)

@@ -210,3 +210,29 @@ import Testing
         #expect(missing.status == 1 && missing.err.contains("no store at /nonexistent/store"))
     }
 }
+
+@Suite struct MigrateCommandTests {
+    @Test func dryRunThenMigrate() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try CommandTests.schema.write(toFile: dir + "/v1.json", atomically: true, encoding: .utf8)
+        let v2 = CommandTests.schema
+            .replacingOccurrences(of: #"{"version": 1,"#, with: #"{"version": 2,"#)
+            .replacingOccurrences(of: #"{"name": "username", "type": "string"}"#,
+                                  with: #"{"name": "handle", "type": "string", "renamingIdentifier": "username"}, {"name": "email", "type": "string", "optional": true}"#)
+            .replacingOccurrences(of: #""uniqueness": [["username"]]"#, with: #""uniqueness": [["handle"]]"#)
+        try v2.write(toFile: dir + "/v2.json", atomically: true, encoding: .utf8)
+        _ = try CLI.run(["create", dir + "/s", "--schema", dir + "/v1.json"])
+        try #"{"entity": "Person", "username": "ann", "age": 3}"#.write(toFile: dir + "/d.ndjson", atomically: true, encoding: .utf8)
+        _ = try CLI.run(["import", dir + "/s", "--in", dir + "/d.ndjson"])
+        let dry = try CLI.run(["migrate", dir + "/s", "--to", dir + "/v2.json", "--dry-run"])
+        #expect(dry.status == 0 && dry.out.contains("rename Person.username to handle") && dry.out.contains("add optional Person.email"), "\(dry.out)\(dry.err)")
+        #expect(try CLI.run(["schema", dir + "/s"]).out.contains("username"), "a dry run changes nothing")
+        let real = try CLI.run(["migrate", dir + "/s", "--to", dir + "/v2.json"])
+        #expect(real.status == 0, "\(real.err)")
+        let exported = try CLI.run(["export", dir + "/s"]).out
+        #expect(exported.contains(#""handle": "ann", "email": null"#), "\(exported)")
+        #expect(try CLI.run(["verify", dir + "/s"]).status == 0)
+        #expect(try CLI.run(["migrate", dir + "/s"]).status == 2)
+    }
+}

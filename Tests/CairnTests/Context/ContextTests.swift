@@ -23,14 +23,19 @@ import Testing
         stack.coordinator.close()
         var schema = stack.model.schema
         schema.entities[0].attributes.append(AttributeDescription(name: "email", type: .string, isOptional: true))
-        #expect { try Coordinator(path: "/db", schema: schema, options: memoryOptions(stack.fs)) } throws: { error in
+        #expect { try Coordinator(path: "/db", schema: schema, options: memoryOptions(stack.fs), migration: .refuse) } throws: { error in
             guard let error = error as? CairnError else { return false }
             return error.code == .schemaMismatch && error.message.contains("~Person")
         }
         // Reordering classes keeps the stored numbers.
         let reordered = try Model(Box.self, Shelf.self, DVD.self, Person.self)
-        let coordinator = try Coordinator(path: "/db", schema: reordered.schema, options: memoryOptions(stack.fs))
+        let coordinator = try Coordinator(path: "/db", schema: reordered.schema, options: memoryOptions(stack.fs), migration: .refuse)
         #expect(coordinator.entity(named: "Person")?.number == 1)
+        coordinator.close()
+        // By default the same change migrates.
+        let migrated = try Coordinator(path: "/db", schema: schema, options: memoryOptions(stack.fs))
+        #expect(migrated.entity(named: "Person")?.attributes.last?.name == "email")
+        migrated.close()
     }
 }
 
