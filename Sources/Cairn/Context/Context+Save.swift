@@ -268,6 +268,8 @@ extension Context {
         guard parent == nil, inbox.hasPending else { return }
         defer { processPendingChanges() }
         for changes in inbox.drain() {
+            for id in changes.deleted { rowCache[id.recordID] = nil }
+            for id in changes.updated.keys { rowCache[id.recordID] = nil }
             for id in changes.deleted {
                 guard let object = registered[id.recordID], !object.hasChanges else { continue }
                 registered[id.recordID] = nil

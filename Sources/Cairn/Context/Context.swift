@@ -43,6 +43,8 @@ public final class Context {
     var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
+    /// Rows read by fetches for objects still faults: firing one takes its row from here.
+    var rowCache: [RecordID: (values: [Value], version: UInt64)] = [:]
     /// Live results and other observers of this context's changes.
     var changeObservers: [UUID: () -> Void] = [:]
 
@@ -161,7 +163,8 @@ public final class Context {
             }
             object.faultBatch = nil
         }
-        guard let (values, version) = try sourceValues(for: object.objectID.recordID) else {
+        let cached = rowCache.removeValue(forKey: object.objectID.recordID)
+        guard let (values, version) = try cached ?? sourceValues(for: object.objectID.recordID) else {
             object.isFault = false
             object.values = object.layout.defaults
             object.exists = false
@@ -301,6 +304,7 @@ public final class Context {
     public func reset() {
         for object in registered.values { object.context = nil }
         registered = [:]
+        rowCache = [:]
         dirty = [:]
         deferredErrors = []
         undoManager.removeAllActions()
@@ -313,6 +317,7 @@ public final class Context {
         guard object.context === self, object.inStore else { return }
         let local = mergeChanges && !object.isFault ? object.changedKeyIndices.map { ($0, object.values[$0]) } : []
         let wasDeleted = !object.exists
+        rowCache[object.objectID.recordID] = nil
         object.isFault = true
         object.values = []
         object.exists = true

@@ -35,8 +35,9 @@ open class ManagedObject: CustomStringConvertible {
     public internal(set) var entity: EntityDescription
     private(set) var layout: PropertyLayout
 
-    /// Current values, attributes then relationships (empty while a fault).
-    var values: [Value]
+    /// Current values, attributes then relationships (empty while a fault). Only the
+    /// owning context's isolation touches it, so dynamic exclusivity checks are skipped.
+    @exclusivity(unchecked) var values: [Value]
     /// Values as last read from (or saved to) the parent store; nil for a new object.
     var base: [Value]?
     /// The record version `base` was read at (optimistic locking).
@@ -153,11 +154,13 @@ open class ManagedObject: CustomStringConvertible {
 
     // MARK: Slots (used by the property wrappers)
 
+    @usableFromInline
     func read(_ slot: Int) -> Value {
         context?.willRead(self)
         return slot < values.count ? values[slot] : .null
     }
 
+    @usableFromInline
     func write(_ slot: Int, _ value: Value) {
         if let context {
             context.write(self, slot: slot, value: value)
@@ -184,7 +187,7 @@ open class ManagedObject: CustomStringConvertible {
 
     /// The slot of the property a wrapper declared at `site` (a short linear search:
     /// cheaper than hashing for the handful of properties an entity has).
-    @inline(__always)
+    @usableFromInline
     func slot(for site: DeclarationSite) -> Int {
         layout.slot(for: site)
     }
@@ -206,6 +209,7 @@ extension ManagedObject: Sendable {}
 /// Where a property wrapper was declared: how a wrapper finds its property's slot.
 /// The file is kept as the address of its static string, so comparing sites is three
 /// integer comparisons.
+@usableFromInline
 struct DeclarationSite: Hashable, Sendable {
     let file: UInt
     let line: UInt

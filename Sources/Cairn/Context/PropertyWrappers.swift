@@ -10,10 +10,10 @@ import Foundation
 /// The initial value is the attribute's default. An `Optional` type makes it optional.
 @propertyWrapper
 public struct Attribute<T: AttributeValue>: PropertyDeclaration {
-    let defaultValue: T
+    @usableFromInline let defaultValue: T
     let indexed: Bool
     let renamingIdentifier: String?
-    let site: DeclarationSite
+    @usableFromInline let site: DeclarationSite
 
     public init(wrappedValue: T, indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
@@ -35,6 +35,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
                                                renamingIdentifier: renamingIdentifier))
     }
 
+    @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, T>,

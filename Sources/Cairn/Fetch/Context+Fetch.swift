@@ -5,8 +5,14 @@ import Foundation
 /// window, and hand back objects (faults), IDs, counts or aggregates.
 extension Context {
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
-        let ids = try execute(request)
+        var loaded: [RecordID: (values: [Value], version: UInt64)] = [:]
+        let ids = try execute(request, loaded: &loaded)
         var objects = ids.compactMap { object(for: $0) as? T }
+        // Records the scan already decoded wait in the row cache, so a fault fires
+        // without reading the store again (objects stay faults until touched).
+        for object in objects where object.isFault {
+            if let row = loaded[object.objectID.recordID] { rowCache[object.objectID.recordID] = row }
+        }
         if let filter = request.objectFilter {
             objects = try objects.filter { object in
                 willRead(object)
@@ -153,6 +159,19 @@ extension Context {
 
     /// The IDs matching a request, sorted and windowed (before any object filter).
     func execute<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [RecordID] {
+        var unused: [RecordID: (values: [Value], version: UInt64)]?
+        return try execute(request, loaded: &unused)
+    }
+
+    func execute<T: ManagedObject>(_ request: FetchRequest<T>, loaded: inout [RecordID: (values: [Value], version: UInt64)]) throws -> [RecordID] {
+        var collected: [RecordID: (values: [Value], version: UInt64)]? = [:]
+        defer { loaded = collected ?? [:] }
+        return try execute(request, loaded: &collected)
+    }
+
+    /// The IDs matching a request; when `loaded` is non-nil, the store records read along
+    /// the way (values and version) are collected into it.
+    func execute<T: ManagedObject>(_ request: FetchRequest<T>, loaded: inout [RecordID: (values: [Value], version: UInt64)]?) throws -> [RecordID] {
         processExternalChanges()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
@@ -171,12 +190,19 @@ extension Context {
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
                 for id in try store.indexedIDs(entity: entity.number, slot: slot, matching: condition).sorted()
                 where pending[id] == nil {
-                    if let record = try store.get(id) { consider(id, record.values) }
+                    if let (record, version) = try store.getVersioned(id) {
+                        consider(id, record.values)
+                        if loaded != nil && registered[id] == nil { loaded?[id] = (record.values, version) }
+                    }
                 }
             case .fullScan:
-                try store.scan(entity: entity.number) { id, body in
+                let collect = loaded != nil
+                try store.scanVersioned(entity: entity.number) { id, version, body in
                     guard pending[id] == nil else { return }
-                    consider(id, try ValueCoding.decode(body))
+                    let values = try ValueCoding.decode(body)
+                    let before = matches.count
+                    consider(id, values)
+                    if collect && matches.count > before && registered[id] == nil { loaded?[id] = (values, version) }
                 }
             }
         } else if let parent {

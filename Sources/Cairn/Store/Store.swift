@@ -121,12 +121,18 @@ public final class Store: Sendable {
     /// Calls `body` with each record of an entity in ID order — its ID and encoded values
     /// — from one consistent state, without materialising them all.
     public func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
-        let (overlay, snapshot) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot) }
+        try scanVersioned(entity: entity) { id, _, bytes in try body(id, bytes) }
+    }
+
+    /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
+    public func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, $0.versions) }
         try withExtendedLifetime(snapshot) {
             try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
+                let version = versions[id.rawValue] ?? 0
                 switch source {
-                case .snapshot(let offset): try body(id, try snapshot.body(at: offset, id: id))
-                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, $0) }
+                case .snapshot(let offset): try body(id, version, try snapshot.body(at: offset, id: id))
+                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
                 }
             }
         }
