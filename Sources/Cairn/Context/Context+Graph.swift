@@ -50,13 +50,7 @@ extension Context {
         }
     }
 
-    private func ids(in value: Value) -> [UInt64] {
-        switch value {
-        case .reference(let raw): return [raw]
-        case .references(let list): return list
-        default: return []
-        }
-    }
+    private func ids(in value: Value) -> [UInt64] { value.referencedIDs }
 
     /// Sets a relationship to `targets` and updates the inverse of every target gained or lost.
     func setRelationship(of object: ManagedObject, slot: Int, to targets: [ManagedObject]) {

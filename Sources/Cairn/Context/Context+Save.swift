@@ -62,12 +62,7 @@ extension Context {
         }
         for (offset, relationship) in entity.relationships.enumerated() {
             let value = object.values[entity.attributes.count + offset]
-            let raws: [UInt64]
-            switch value {
-            case .reference(let raw): raws = [raw]
-            case .references(let list): raws = list
-            default: raws = []
-            }
+            let raws = value.referencedIDs
             if raws.isEmpty && !relationship.isOptional && !relationship.isToMany {
                 throw CairnError(.validation, "\(label): relationship '\(relationship.name)' is required but empty")
             }

@@ -140,12 +140,7 @@ public final class Coordinator: Sendable {
         }
         for (offset, relationship) in entity.relationships.enumerated() {
             let value = item.values[entity.attributes.count + offset]
-            let targets: [UInt64]
-            switch value {
-            case .reference(let raw): targets = [raw]
-            case .references(let raws): targets = raws
-            default: targets = []
-            }
+            let targets = value.referencedIDs
             for raw in targets {
                 let target = RecordID(rawValue: raw)
                 let exists = !deleted.contains(target) && (inserted.contains(target) || store.contains(target))

@@ -206,13 +206,7 @@ struct CompiledPredicate {
         return result
     }
 
-    static func references(_ value: Value) -> [UInt64] {
-        switch value {
-        case .reference(let raw): return [raw]
-        case .references(let raws): return raws
-        default: return []
-        }
-    }
+    static func references(_ value: Value) -> [UInt64] { value.referencedIDs }
 
     // MARK: Comparing values
 

@@ -34,6 +34,15 @@ public enum Value: Hashable, Sendable {
     }
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
+
+    /// The record IDs a relationship value points at (empty for anything else).
+    public var referencedIDs: [UInt64] {
+        switch self {
+        case .reference(let raw): return [raw]
+        case .references(let raws): return raws
+        default: return []
+        }
+    }
 }
 
 extension Value: CustomStringConvertible {

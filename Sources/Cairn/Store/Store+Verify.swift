@@ -44,12 +44,7 @@ extension Store {
             guard let entity = schema.entity(number: id.entity) else { continue }
             for (offset, relationship) in entity.relationships.enumerated() {
                 let value = values[entity.attributes.count + offset]
-                let targets: [UInt64]
-                switch value {
-                case .reference(let raw): targets = [raw]
-                case .references(let raws): targets = raws
-                default: targets = []
-                }
+                let targets = value.referencedIDs
                 if !relationship.isToMany && !relationship.isOptional && targets.isEmpty {
                     problems.append(Problem(record: id, message: "\(entity.name).\(relationship.name) is required but empty"))
                 }
