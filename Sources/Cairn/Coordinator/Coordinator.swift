@@ -37,12 +37,9 @@ public final class Coordinator: Sendable {
                 case .stages(let stages):
                     try Store.migrate(at: path, to: stages, options: options)
                 case .recreate:
-                    for name in try options.fileSystem.listDirectory(path) where name != StoreFileName.lock {
-                        try options.fileSystem.remove(joinPath(path, name))
-                    }
-                    try options.fileSystem.syncDirectory(path)
+                    try Store.recreate(at: path, schema: requested, options: options)
                 }
-                existing = try Store.open(at: path, schema: migration.isRecreate ? requested : nil, options: options)
+                existing = try Store.open(at: path, options: options)
                 let reopened = SchemaMapping.align(requested, with: existing.schema)
                 guard reopened.versionHash == existing.schema.versionHash else {
                     let stored = existing.schema
@@ -204,8 +201,4 @@ final class Inbox: Sendable {
 
 struct WeakInbox: Sendable {
     weak var inbox: Inbox?
-}
-
-extension MigrationPolicy {
-    var isRecreate: Bool { if case .recreate = self { return true } else { return false } }
 }

@@ -199,7 +199,7 @@ extension Context {
                 let collect = loaded != nil
                 try store.scanVersioned(entity: entity.number) { id, version, body in
                     guard pending[id] == nil else { return }
-                    let values = try ValueCoding.decode(body)
+                    let values = try Store.decodeRecord(body, id: id, entity: entity)
                     let before = matches.count
                     consider(id, values)
                     if collect && matches.count > before && registered[id] == nil { loaded?[id] = (values, version) }

@@ -246,4 +246,12 @@ public enum FormatLimits {
     public static let maxProperties = 65_535
     /// Longest name in a schema.
     public static let maxNameBytes = 1_024
+    /// Longest decimal value text.
+    public static let maxDecimalBytes = 512
+    /// Largest transaction sequence number (and base or last sequence) a file may hold:
+    /// 2^62, so that counting on from any accepted value cannot overflow.
+    public static let maxSequence: UInt64 = 1 << 62
+    /// Largest file number a manifest or header may hold: 2^40 (a million compactions a
+    /// second for twelve days), so that numbering the next files cannot overflow.
+    public static let maxFileNumber: UInt64 = 1 << 40
 }

@@ -88,6 +88,12 @@ public struct FileHeader: Equatable, Sendable {
         let base = try reader.u64()
         let created = try reader.u64()
         try reader.zeros(4, "header reserved field")
+        guard fileNumber <= FormatLimits.maxFileNumber else {
+            throw CairnError.corrupt("\(expected) header file number \(fileNumber) exceeds the maximum \(FormatLimits.maxFileNumber)", offset: 32)
+        }
+        guard base <= FormatLimits.maxSequence else {
+            throw CairnError.corrupt("\(expected) header base sequence \(base) exceeds the maximum \(FormatLimits.maxSequence)", offset: 40)
+        }
         var header = FileHeader(kind: expected, storeID: UUID(uuid: uuid), fileNumber: fileNumber,
                                 baseSequence: base, createdMilliseconds: created)
         header.version = version

@@ -54,6 +54,13 @@ public enum LogFrame {
     }
 
     /// Parses the frame at `offset` of `buffer` (which holds the whole log file).
+    /// The sequence and synced-through fields of the header at `offset`, unchecked (the
+    /// caller has made sure `headerSize` bytes are there).
+    static func sequenceFields(_ buffer: UnsafeRawBufferPointer, at offset: Int) -> (sequence: UInt64, synced: UInt64) {
+        (UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)),
+         UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)))
+    }
+
     public static func parse(_ buffer: UnsafeRawBufferPointer, at offset: Int) -> Parsed {
         let left = buffer.count - offset
         guard left >= headerSize else {
@@ -87,8 +94,10 @@ public enum LogFrame {
         for i in (offset + headerSize + length)..<(offset + size) where buffer[i] != 0 {
             return .invalid(reason: "padding after the payload is not zero")
         }
-        let sequence = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
-        let synced = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self))
+        let (sequence, synced) = sequenceFields(buffer, at: offset)
+        guard sequence <= FormatLimits.maxSequence, synced < sequence else {
+            return .invalid(reason: "sequence \(sequence) with synced-through \(synced) is out of range")
+        }
         return .frame(sequence: sequence, syncedThrough: synced,
                       payload: (offset + headerSize)..<(offset + headerSize + length), next: offset + size)
     }

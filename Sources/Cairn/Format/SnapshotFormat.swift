@@ -125,8 +125,12 @@ public struct SnapshotFooter: Equatable, Sendable {
             throw CairnError.corrupt("snapshot index (offset \(value.indexOffset), length \(value.indexLength)) lies outside the file",
                                      offset: start)
         }
-        guard value.nextSerial <= RecordID.maxSerial + 1 else {
+        guard value.nextSerial >= 1, value.nextSerial <= RecordID.maxSerial + 1 else {
             throw CairnError.corrupt("snapshot next serial \(value.nextSerial) is out of range", offset: start + 40)
+        }
+        guard value.lastSequence <= FormatLimits.maxSequence else {
+            throw CairnError.corrupt("snapshot last sequence \(value.lastSequence) exceeds the maximum \(FormatLimits.maxSequence)",
+                                     offset: start + 32)
         }
         return value
     }
@@ -182,8 +186,15 @@ public struct Manifest: Equatable, Sendable {
                                 nextFileNumber: try reader.u64())
         try reader.zeros(4, "manifest reserved field")
         guard manifest.snapshotNumber < manifest.nextFileNumber, manifest.logNumber < manifest.nextFileNumber,
-              manifest.snapshotNumber != manifest.logNumber else {
+              manifest.snapshotNumber != manifest.logNumber, manifest.snapshotNumber > 0, manifest.logNumber > 0 else {
             throw CairnError.corrupt("manifest file numbers are inconsistent", offset: 64)
+        }
+        guard manifest.nextFileNumber <= FormatLimits.maxFileNumber else {
+            throw CairnError.corrupt("manifest next file number \(manifest.nextFileNumber) exceeds the maximum \(FormatLimits.maxFileNumber)",
+                                     offset: 80)
+        }
+        guard header.fileNumber == 0, header.baseSequence == 0 else {
+            throw CairnError.corrupt("manifest header file number and base sequence must be 0", offset: 32)
         }
         return manifest
     }

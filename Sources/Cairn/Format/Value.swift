@@ -35,6 +35,27 @@ public enum Value: Hashable, Sendable {
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 
+    /// Throws `.tooLarge` if the value exceeds what a reader accepts (``FormatLimits``), so
+    /// that writers never produce a file their own reader refuses.
+    public func checkLimits(_ what: @autoclosure () -> String = "value") throws {
+        let size: Int, limit: Int
+        switch self {
+        case .string(let text): (size, limit) = (text.utf8.count, FormatLimits.maxValueBytes)
+        case .bytes(let data), .archived(let data): (size, limit) = (data.count, FormatLimits.maxValueBytes)
+        case .url(let url): (size, limit) = (url.absoluteString.utf8.count, FormatLimits.maxValueBytes)
+        case .decimal(let decimal): (size, limit) = (decimal.description.utf8.count, FormatLimits.maxDecimalBytes)
+        case .references(let ids):
+            guard ids.count <= FormatLimits.maxReferences else {
+                throw CairnError(.tooLarge, "\(what()) holds \(ids.count) references; the limit is \(FormatLimits.maxReferences)")
+            }
+            return
+        default: return
+        }
+        guard size <= limit else {
+            throw CairnError(.tooLarge, "\(what()) is \(size) bytes; the limit is \(limit)")
+        }
+    }
+
     /// The record IDs a relationship value points at (empty for anything else).
     public var referencedIDs: [UInt64] {
         switch self {
@@ -152,7 +173,7 @@ extension ByteReader {
             guard let url = URL(string: text) else { throw failure("URL value \(String(reflecting: text)) does not parse", at: start) }
             return .url(url)
         case .decimal:
-            let text = try string("decimal value", maximum: 512)
+            let text = try string("decimal value", maximum: FormatLimits.maxDecimalBytes)
             if text == "NaN" { return .decimal(.nan) }
             guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), !decimal.isNaN else {
                 throw failure("decimal value \(String(reflecting: text)) does not parse", at: start)

@@ -51,7 +51,14 @@ public struct POSIXFileSystem: FileSystem {
             prefix += prefix.isEmpty && path.hasPrefix("/") ? "/" : (prefix.isEmpty ? "" : "/")
             prefix += component
             if component.isEmpty || isDirectory(prefix) { continue }
-            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { throw ioError("mkdir", prefix) }
+            if mkdir(prefix, 0o755) != 0 {
+                if errno == EEXIST { continue }
+                throw ioError("mkdir", prefix)
+            }
+            // The new directory's name lives in its parent: make it durable too.
+            let cut = prefix.lastIndex(of: "/")
+            let parent = cut.map { $0 == prefix.startIndex ? "/" : String(prefix[..<$0]) } ?? "."
+            try syncDirectory(parent)
         }
     }
 

@@ -31,31 +31,59 @@ public struct Schema: Hashable, Sendable {
     public func validate() throws {
         func fail(_ message: String) -> CairnError { CairnError(.invalidArgument, "invalid schema: \(message)") }
         guard entities.count <= FormatLimits.maxEntities else { throw fail("too many entities") }
-        var names = Set<String>(), numbers = Set<UInt16>()
+        // Every name is stored length-prefixed, and an empty optional name reads as none.
+        func checkName(_ name: String?, _ what: @autoclosure () -> String) throws {
+            guard let name else { return }
+            guard !name.isEmpty else { throw fail("\(what()) is empty") }
+            guard name.utf8.count <= FormatLimits.maxNameBytes else {
+                throw fail("\(what()) is \(name.utf8.count) bytes long; the limit is \(FormatLimits.maxNameBytes)")
+            }
+        }
+        // Lookups by name are hashed, so validation stays linear in the schema's size.
+        var byName: [String: EntityDescription] = [:]
+        var relationshipsOf: [String: [String: RelationshipDescription]] = [:]
+        var numbers = Set<UInt16>()
         for entity in entities {
             guard !entity.name.isEmpty else { throw fail("an entity has an empty name") }
-            guard names.insert(entity.name).inserted else { throw fail("entity \(entity.name) is declared twice") }
+            try checkName(entity.name, "entity name \(entity.name.prefix(40))")
+            try checkName(entity.renamingIdentifier, "renaming identifier of \(entity.name)")
+            guard byName.updateValue(entity, forKey: entity.name) == nil else { throw fail("entity \(entity.name) is declared twice") }
+            relationshipsOf[entity.name] = Dictionary(entity.relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        for entity in entities {
+            guard entity.attributes.count <= FormatLimits.maxProperties, entity.relationships.count <= FormatLimits.maxProperties,
+                  entity.attributes.count + entity.relationships.count <= FormatLimits.maxValuesPerRecord,
+                  entity.uniqueness.count <= FormatLimits.maxProperties, entity.indexes.count <= FormatLimits.maxProperties else {
+                throw fail("\(entity.name) has more properties, uniqueness groups or indexes than the format allows (\(FormatLimits.maxProperties))")
+            }
             guard entity.number != 0 else { throw fail("entity \(entity.name) has number 0 (numbers start at 1)") }
             guard numbers.insert(entity.number).inserted else { throw fail("entity number \(entity.number) is used twice") }
             var properties = Set<String>()
             for attribute in entity.attributes {
                 guard !attribute.name.isEmpty else { throw fail("\(entity.name) has an attribute with an empty name") }
+                try checkName(attribute.name, "attribute name \(entity.name).\(attribute.name.prefix(40))")
+                try checkName(attribute.renamingIdentifier, "renaming identifier of \(entity.name).\(attribute.name)")
                 guard properties.insert(attribute.name).inserted else {
                     throw fail("\(entity.name).\(attribute.name) is declared twice")
                 }
                 if let value = attribute.defaultValue, !value.isNull, !attribute.type.accepts(value) {
                     throw fail("default \(value) of \(entity.name).\(attribute.name) is not a \(attribute.type)")
                 }
+                try attribute.defaultValue?.checkLimits("default of \(entity.name).\(attribute.name)")
             }
             for relationship in entity.relationships {
+                guard !relationship.name.isEmpty else { throw fail("\(entity.name) has a relationship with an empty name") }
+                try checkName(relationship.name, "relationship name \(entity.name).\(relationship.name.prefix(40))")
+                try checkName(relationship.inverse, "inverse of \(entity.name).\(relationship.name)")
+                try checkName(relationship.renamingIdentifier, "renaming identifier of \(entity.name).\(relationship.name)")
                 guard properties.insert(relationship.name).inserted else {
                     throw fail("\(entity.name).\(relationship.name) is declared twice")
                 }
-                guard let destination = self.entity(named: relationship.destination) else {
+                guard let destination = byName[relationship.destination] else {
                     throw fail("\(entity.name).\(relationship.name) points at unknown entity \(relationship.destination)")
                 }
                 if let inverseName = relationship.inverse {
-                    guard let inverse = destination.relationships.first(where: { $0.name == inverseName }) else {
+                    guard let inverse = relationshipsOf[destination.name]?[inverseName] else {
                         throw fail("inverse \(destination.name).\(inverseName) of \(entity.name).\(relationship.name) does not exist")
                     }
                     guard inverse.destination == entity.name, inverse.inverse == relationship.name else {
@@ -63,9 +91,12 @@ public struct Schema: Hashable, Sendable {
                     }
                 }
             }
+            let attributeNames = Set(entity.attributes.map(\.name))
             for group in entity.uniqueness + entity.indexes {
-                guard !group.isEmpty else { throw fail("\(entity.name) has an empty uniqueness or index group") }
-                for name in group where !entity.attributes.contains(where: { $0.name == name }) {
+                guard !group.isEmpty, group.count <= FormatLimits.maxProperties else {
+                    throw fail("\(entity.name) has an empty or oversized uniqueness or index group")
+                }
+                for name in group where !attributeNames.contains(name) {
                     throw fail("\(entity.name) has no attribute \(name) to index or make unique")
                 }
             }

@@ -13,6 +13,8 @@ final class LogWriter: @unchecked Sendable {
     var lastWritten: UInt64
     /// The highest sequence number known durable (FORMAT.md §4: written into each frame).
     private(set) var syncedThrough: UInt64
+    /// The end of what the last successful sync covered: bytes past it may not be on disk.
+    private(set) var syncedOffset: Int
     let preallocationBytes: Int
     /// Reused commit buffer.
     var buffer = ByteWriter()
@@ -26,6 +28,7 @@ final class LogWriter: @unchecked Sendable {
         self.allocatedEnd = allocatedEnd
         self.lastWritten = lastWritten
         self.syncedThrough = syncedThrough
+        self.syncedOffset = appendOffset
         self.preallocationBytes = preallocationBytes
     }
 
@@ -64,5 +67,23 @@ final class LogWriter: @unchecked Sendable {
         guard syncedThrough < target else { return }
         try file.sync()
         syncedThrough = target
+        syncedOffset = appendOffset
+    }
+
+    /// After a failed write or sync: cuts the file back to what the last successful sync
+    /// covered, so a reopen in the same boot cannot trust frames that the page cache still
+    /// holds but the disk may not (after a failed fsync the kernel may drop the dirty pages'
+    /// error and mark them clean). Best effort: the store is poisoned either way, and
+    /// recovery treats a cut or torn tail as uncommitted.
+    func discardUnsynced() {
+        guard appendOffset > syncedOffset else { return }
+        do {
+            try file.truncate(to: Int64(syncedOffset))
+            try file.sync()
+            appendOffset = syncedOffset
+            allocatedEnd = syncedOffset
+        } catch {
+            // Nothing more to do: the next open cuts whatever tail it cannot trust.
+        }
     }
 }

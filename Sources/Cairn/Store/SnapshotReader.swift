@@ -57,6 +57,22 @@ final class SnapshotReader: Sendable {
                                          offset: bytes.count - SnapshotFooter.size + 24)
             }
             entityPositions = positions
+            // Entries: IDs of their entity, strictly ascending (binary search and merges rely
+            // on it), frame offsets inside the record area. One pass over the index only.
+            for range in index.entities {
+                var previous: UInt64? = nil
+                for i in 0..<range.count {
+                    let (id, offset) = Self.entry(bytes, range, i)
+                    guard RecordID(rawValue: id).entity == range.entity, previous.map({ $0 < id }) ?? true,
+                          offset >= UInt64(recordsStart), offset % 8 == 0,
+                          offset + UInt64(SnapshotRecord.headerSize) <= UInt64(recordsEnd) else {
+                        throw CairnError.corrupt(
+                            "snapshot index entry \(i) of entity \(range.entity) (\(RecordID(rawValue: id)) at \(offset)) is out of order, of another entity, or outside the record area",
+                            offset: range.entriesOffset + i * SnapshotIndex.entrySize)
+                    }
+                    previous = id
+                }
+            }
         } catch let error as CairnError {
             throw error.located(in: file.path)
         }
@@ -69,8 +85,12 @@ final class SnapshotReader: Sendable {
     }
 
     @inline(__always) private func entry(_ range: SnapshotIndex.EntityRange, _ i: Int) -> (id: UInt64, offset: UInt64) {
+        Self.entry(mapping.bytes, range, i)
+    }
+
+    @inline(__always) private static func entry(_ bytes: UnsafeRawBufferPointer, _ range: SnapshotIndex.EntityRange,
+                                                _ i: Int) -> (id: UInt64, offset: UInt64) {
         let at = range.entriesOffset + i * SnapshotIndex.entrySize
-        let bytes = mapping.bytes
         return (UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)),
                 UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self)))
     }

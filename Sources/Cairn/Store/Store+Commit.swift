@@ -47,6 +47,9 @@ extension Store {
     public func commit(_ changes: [Change], expecting expected: [RecordID: UInt64] = [:],
                        durability: Durability? = nil) throws -> UInt64 {
         try checkWritable()
+        guard changes.count <= FormatLimits.maxOperations else {
+            throw CairnError(.tooLarge, "transaction of \(changes.count) changes exceeds the \(FormatLimits.maxOperations)-change limit; split it")
+        }
         let schema = self.schema
         var operations: [Operation] = []
         operations.reserveCapacity(changes.count)
@@ -55,6 +58,7 @@ extension Store {
             switch change {
             case .put(let id, let values):
                 try Self.check(values, of: id, against: schema)
+                for value in values { try value.checkLimits("a value of \(id)") }
                 let body = ValueCoding.encode(values)
                 payloadEstimate += 20 + body.count
                 operations.append(.put(id, body: body))
@@ -78,6 +82,10 @@ extension Store {
         guard let entity = schema.entity(number: id.entity) else {
             throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
         }
+        try check(values, of: id, entity: entity)
+    }
+
+    static func check(_ values: [Value], of id: RecordID, entity: EntityDescription) throws {
         guard values.count == entity.valueCount else {
             throw CairnError(.invalidArgument,
                              "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
@@ -93,6 +101,18 @@ extension Store {
                                  "\(entity.name).\(relationship.name) of \(id) must be \(relationship.isToMany ? "a list of references" : "a reference or nil"), not \(value)")
             }
         }
+    }
+
+    /// Decodes a stored record body and checks it has the shape its entity declares (value
+    /// count, attribute types, reference kinds), so a file whose checksums hold but whose
+    /// records do not fit the schema gives `.corrupt` rather than a trap in the layers above.
+    public static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+        let values = try ValueCoding.decode(body)
+        guard let entity else { throw CairnError.corrupt("stored record \(id) belongs to no entity of the schema") }
+        do { try check(values, of: id, entity: entity) } catch let error as CairnError {
+            throw CairnError.corrupt("stored record does not fit the schema: \(error.message)")
+        }
+        return values
     }
 
     /// Group commit: the first committer to find no leader becomes leader, writes every
@@ -165,6 +185,11 @@ extension Store {
                             "records changed since they were read: \(stale.map(\.description).joined(separator: ", "))"))
                         continue
                     }
+                    guard sequence < FormatLimits.maxSequence else {
+                        outcomes[index] = .failed(CairnError(.invalidArgument,
+                            "store at \(path) has used every transaction sequence number (\(FormatLimits.maxSequence))"))
+                        continue
+                    }
                     sequence += 1
                     for operation in ticket.operations { versions[operation.id.rawValue] = sequence }
                     accepted.append((ticket, sequence))
@@ -174,7 +199,7 @@ extension Store {
                     }
                 }
                 guard !accepted.isEmpty else { return }
-                try poisonOnFailure {
+                try poisonOnFailure(discarding: writer) {
                     try writer.appendBuffer()
                     writer.lastWritten = sequence
                     if accepted.contains(where: \.ticket.durable) { try writer.sync(through: sequence) }

@@ -57,6 +57,10 @@ extension Store {
         let manifest = current.manifest
         let storeID = manifest.header.storeID
         let snapshotNumber = manifest.nextFileNumber
+        guard snapshotNumber + 2 <= FormatLimits.maxFileNumber else {
+            throw RewriteAbort(error: CairnError(.invalidArgument,
+                "store at \(path) has used every file number (\(FormatLimits.maxFileNumber)); export and import it into a new store"))
+        }
         let logNumber = snapshotNumber + 1
         let snapshotName = StoreFileName.snapshot(snapshotNumber)
         let temporaryPath = joinPath(path, snapshotName + StoreFileName.temporarySuffix)

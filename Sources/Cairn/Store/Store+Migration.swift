@@ -112,6 +112,27 @@ extension Store {
         return try store.migrate(stages, progress: progress)
     }
 
+    /// Empties the store at `path` and gives it `schema`, atomically and under the store's
+    /// lock: an empty snapshot with the new schema is written beside the old files and the
+    /// manifest switched to it (the compaction protocol), so a crash leaves the old store
+    /// or the new empty one, never a directory without a store. Serial numbers go on from
+    /// where the old store left off.
+    public static func recreate(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws {
+        var options = options
+        options.createIfMissing = false
+        options.compaction = .manual
+        try schema.validate()
+        let store = try Store.open(at: path, options: options)
+        defer { store.close() }
+        try store.checkWritable()
+        _ = try store.log.withLock { writer in
+            guard let current = writer else { throw store.closedError() }
+            return try store.rewriting {
+                try store.compact(replacing: &writer, current: current, schema: schema, transform: { _, _ in nil })
+            }
+        }
+    }
+
     func migrate(_ stages: [MigrationStage], progress: ((Int, Int) -> Void)?) throws -> MigrationForecast {
         let forecast = try forecast(stages)
         guard forecast.isNeeded else { return forecast }

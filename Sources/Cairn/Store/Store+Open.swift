@@ -73,6 +73,8 @@ extension Store {
                                                           createdMilliseconds: now),
                                        manifest: manifest, preallocationBytes: preallocationBytes)
         log.file.close()
+        // The snapshot's and log's names are durable before the manifest can name them.
+        try fs.syncDirectory(path)
         try writeManifest(manifest, in: path, fileSystem: fs)
     }
 
@@ -183,15 +185,27 @@ extension Store {
                 // Past the last good frame: is there a frame written after the damaged one
                 // was known durable? Then the damage is not a torn write; refuse.
                 var probe = offset + LogFrame.alignment
+                // Checksums are the costly part; a hostile file could put a plausible header
+                // at every offset, so their total is bounded (a real log never comes close).
+                var checksumBudget = 4 * buffer.count + (1 << 20)
                 while probe + LogFrame.headerSize <= buffer.count {
                     // A genuine later frame has a later sequence number and records as durable
-                    // a point at or past the damaged one (and before itself).
-                    if buffer[probe + 24] == LogFrame.typeTransaction,
-                       case .frame(let sequence, let synced, _, _) = LogFrame.parse(buffer, at: probe),
-                       synced >= expected, sequence > synced {
-                        throw CairnError.corrupt(
-                            "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
-                            offset: offset)
+                    // a point at or past the damaged one (and before itself). Those fields are
+                    // checked before the checksum.
+                    let (sequence, synced) = LogFrame.sequenceFields(buffer, at: probe)
+                    if buffer[probe + 24] == LogFrame.typeTransaction, synced >= expected, sequence > synced {
+                        let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
+                        checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
+                        guard checksumBudget >= 0 else {
+                            throw CairnError.corrupt(
+                                "log is damaged at offset \(offset) (\(damage ?? "missing frame")) and too much after it looks like frames to tell a torn write from corruption; run `cairn repair`",
+                                offset: offset)
+                        }
+                        if case .frame = LogFrame.parse(buffer, at: probe) {
+                            throw CairnError.corrupt(
+                                "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
+                                offset: offset)
+                        }
                     }
                     probe += LogFrame.alignment
                 }
@@ -221,9 +235,12 @@ extension Store {
         let stale = try fs.listDirectory(path).filter { name in
             !keep.contains(name) && (name.hasSuffix(StoreFileName.temporarySuffix) || name.hasSuffix(".snapshot") || name.hasSuffix(".log"))
         }.sorted()
-        for name in stale { try fs.remove(joinPath(path, name)) }
-        if !stale.isEmpty { try fs.syncDirectory(path) }
-        return stale
+        // Best effort: a file left behind is harmless (the manifest does not name it) and is
+        // tried again at the next open, so failing to remove it must not keep the store shut.
+        var removed: [String] = []
+        for name in stale where (try? fs.remove(joinPath(path, name))) != nil { removed.append(name) }
+        if !removed.isEmpty { try? fs.syncDirectory(path) }
+        return removed
     }
 }
 

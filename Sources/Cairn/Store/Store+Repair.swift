@@ -32,6 +32,8 @@ extension Store {
             try handle.write(bytes, at: 0)
             try handle.sync()
             handle.close()
+            // The copy must be on disk, name included, before the original is changed.
+            try fs.syncDirectory(path)
             report.keptCopies.append(copy)
         }
 
@@ -57,7 +59,7 @@ extension Store {
             let rebuilt = try salvageSnapshot(snapshotBytes, path: snapshotPath, header: logHeader, manifest: manifest,
                                               in: path, fileSystem: fs, report: &report)
             manifest.snapshotNumber = rebuilt
-            manifest.nextFileNumber = rebuilt + 1
+            manifest.nextFileNumber = max(rebuilt, manifest.logNumber) + 1
             try writeManifest(manifest, in: path, fileSystem: fs)
             report.notes.append("rebuilt the snapshot as \(StoreFileName.snapshot(rebuilt))")
         }
@@ -71,10 +73,20 @@ extension Store {
                 expected += 1
                 offset = next
             }
+            // Count the valid frames past the damage (they are lost). Type and sequence are
+            // checked before the checksum, and the checksum work is bounded.
             var probe = offset + LogFrame.alignment
+            var checksumBudget = 4 * buffer.count + (1 << 20)
             while probe + LogFrame.headerSize <= buffer.count {
-                if case .frame(let sequence, _, _, _) = LogFrame.parse(buffer, at: probe), sequence >= expected {
-                    report.droppedTransactions.append(sequence)
+                let (sequence, _) = LogFrame.sequenceFields(buffer, at: probe)
+                if buffer[probe + 24] == LogFrame.typeTransaction, sequence >= expected {
+                    let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
+                    checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
+                    if checksumBudget < 0 {
+                        report.notes.append("stopped counting lost transactions at offset \(probe): too much damage")
+                        break
+                    }
+                    if case .frame = LogFrame.parse(buffer, at: probe) { report.droppedTransactions.append(sequence) }
                 }
                 probe += LogFrame.alignment
             }
@@ -103,10 +115,18 @@ extension Store {
             var records: [UInt64: [UInt8]] = [:]
             var offset = afterSchema
             var inDamage = false
+            var checksumBudget = 4 * buffer.count + (1 << 20)
             while offset + SnapshotRecord.headerSize <= buffer.count {
                 let raw = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
                 let id = RecordID(rawValue: raw)
-                if schema.entity(number: id.entity) != nil,
+                let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+                let plausible = schema.entity(number: id.entity) != nil && length <= buffer.count - offset - SnapshotRecord.headerSize
+                if plausible { checksumBudget -= length + SnapshotRecord.headerSize }
+                if checksumBudget < 0 {
+                    report.notes.append("stopped salvaging the snapshot at offset \(offset): too much damage")
+                    break
+                }
+                if plausible,
                    let body = try? SnapshotRecord.body(in: buffer, at: offset, limit: buffer.count, expected: id),
                    (try? ValueCoding.decode(body)) != nil {
                     records[raw] = [UInt8](body)
@@ -127,7 +147,10 @@ extension Store {
                                     header: FileHeader(kind: .snapshot, storeID: manifest.header.storeID, fileNumber: number,
                                                        baseSequence: logHeader.baseSequence, createdMilliseconds: nowMilliseconds()),
                                     schema: schema)
+        // Serials already handed out must not be reused: the damaged footer's next serial
+        // counts when it still reads.
         var nextSerial: UInt64 = 1
+        if let footer = bytes.withUnsafeBytes({ try? SnapshotFooter.decode(file: $0) }) { nextSerial = footer.nextSerial }
         for entity in schema.entities.map(\.number).sorted() {
             writer.beginEntity(entity)
             for (raw, body) in records.filter({ RecordID(rawValue: $0.key).entity == entity }).sorted(by: { $0.key < $1.key }) {

@@ -55,7 +55,8 @@ public final class Store: Sendable {
 
     /// The record with `id`, or nil.
     public func get(_ id: RecordID) throws -> Record? {
-        try withBody(of: id) { body in Record(id: id, values: try ValueCoding.decode(body)) }
+        let entity = schema.entity(number: id.entity)
+        return try withBody(of: id) { body in Record(id: id, values: try Self.decodeRecord(body, id: id, entity: entity)) }
     }
 
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
@@ -75,13 +76,14 @@ public final class Store: Sendable {
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
     public func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
         let (entry, snapshot, version) = state.withLock { ($0.overlay[id.entity]?[id.rawValue], $0.snapshot, $0.version(of: id)) }
+        let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
-        case .live(let bytes): return (Record(id: id, values: try ValueCoding.decode(bytes)), version)
+        case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try Self.decodeRecord($0, id: id, entity: entity) }), version)
         case .deleted: return nil
         case nil:
             guard let offset = snapshot.offset(of: id) else { return nil }
             return try withExtendedLifetime(snapshot) {
-                (Record(id: id, values: try ValueCoding.decode(try snapshot.body(at: offset, id: id))), version)
+                (Record(id: id, values: try Self.decodeRecord(try snapshot.body(at: offset, id: id), id: id, entity: entity)), version)
             }
         }
     }
@@ -105,7 +107,8 @@ public final class Store: Sendable {
     /// Every record of an entity, in ID order, from one consistent state.
     public func records(entity: UInt16) throws -> [Record] {
         var result: [Record] = []
-        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try ValueCoding.decode(body))) }
+        let description = schema.entity(number: entity)
+        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try Self.decodeRecord(body, id: id, entity: description))) }
         return result
     }
 
@@ -203,7 +206,7 @@ public final class Store: Sendable {
         try checkWritable()
         try log.withLock { writer in
             guard let writer else { throw closedError() }
-            try poisonOnFailure { try writer.sync(through: state.withLock { $0.lastSequence }) }
+            try poisonOnFailure(discarding: writer) { try writer.sync(through: state.withLock { $0.lastSequence }) }
         }
     }
 
@@ -237,11 +240,13 @@ public final class Store: Sendable {
         }
     }
 
-    /// Runs `body`; if it throws, the store is poisoned with that error first.
-    func poisonOnFailure<T>(_ body: () throws -> T) throws -> T {
+    /// Runs `body`; if it throws, the store is poisoned with that error first, and the
+    /// log `discarding` names is cut back to its last synced offset.
+    func poisonOnFailure<T>(discarding writer: LogWriter? = nil, _ body: () throws -> T) throws -> T {
         do { return try body() } catch {
             let cairnError = error as? CairnError ?? CairnError(.io, "\(error)")
             poison.withLock { if $0 == nil { $0 = cairnError } }
+            writer?.discardUnsynced()
             throw cairnError
         }
     }

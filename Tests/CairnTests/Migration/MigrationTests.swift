@@ -254,6 +254,39 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
         #expect(old > 0 && new > 0 && images.count >= 20, "old \(old), new \(new) of \(images.count)")
     }
 
+    /// `.recreate` goes through the same protocol: at every sync point the store is the
+    /// whole old one or the new, empty one with the new schema — never a missing store.
+    @Test func recreateAtEverySyncPointLeavesTheOldOrAnEmptyStore() throws {
+        let fs = try MigrationSchemas.populated()
+        let oldContents = try contents(of: try Store.open(at: "/m", options: memoryOptions(fs.crashImage(.keepAll))))
+        let box = Locked<[MemoryFileSystem]>([])
+        fs.onSync = { fs, _ in
+            box.withLock { list in
+                for seed in 0..<3 { list.append(fs.crashImage(.random(seed: UInt64(list.count * 5 + seed)))) }
+                list.append(fs.crashImage(.dropAll))
+                list.append(fs.crashImage(.keepAll))
+            }
+        }
+        try Store.recreate(at: "/m", schema: CustomMigrationTests.v3, options: memoryOptions(fs))
+        fs.onSync = nil
+        var old = 0, new = 0
+        for (index, image) in box.value.enumerated() {
+            let store = try Store.open(at: "/m", options: memoryOptions(image))
+            if store.schema.version == 1 {
+                #expect(try contents(of: store) == oldContents, "image \(index)"); old += 1
+            } else {
+                #expect(store.schema.version == 3 && store.count(entity: 1) == 0, "image \(index)"); new += 1
+            }
+            #expect(store.verify().isEmpty, "image \(index)")
+            store.close()
+        }
+        #expect(old > 0 && new > 0, "old \(old), new \(new)")
+        // A recreated store does not reuse the serials of the records it dropped.
+        let store = try Store.open(at: "/m", options: memoryOptions(fs))
+        #expect(try store.allocateID(entity: 1).serial > oldContents.keys.map(\.serial).max() ?? 0)
+        store.close()
+    }
+
     @Test func aFailingCallLeavesTheOldOrTheNewStore() throws {
         var n = 1
         var injected = 0
