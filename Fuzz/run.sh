@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd .. && pwd)
 OUT=out
-TARGETS="value schema log snapshot store_open predicate"
+TARGETS="value schema log snapshot store_open predicate ndjson context_ops"
 mkdir -p "$OUT"
 
 build() {
@@ -36,7 +36,7 @@ fuzz() {
   local dict=()
   [ -f "dictionaries/$target.dict" ] && dict=(-dict="dictionaries/$target.dict")
   echo "== fuzzing $target for ${seconds}s"
-  "$OUT/$target" "$OUT/corpus/$target" "corpus/$target" "${dict[@]}" \
+  SWIFT_BACKTRACE=enable=no "$OUT/$target" "$OUT/corpus/$target" "corpus/$target" "${dict[@]}" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
     -artifact_prefix="crashes/$target/" -print_final_stats=1 2>&1 | tail -n 12
 }

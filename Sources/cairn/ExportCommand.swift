@@ -1,22 +1,6 @@
 import Cairn
 import Foundation
 
-/// The NDJSON line format of export, import and query: `entity`, `id`, then every
-/// attribute and relationship in schema order (relationships as ids).
-enum NDJSON {
-    static func line(entity: EntityDescription, id: RecordID, values: [Value]) -> String {
-        var pairs: [(String, String)] = [("entity", JSONText.string(entity.name)), ("id", JSONText.string(id.description))]
-        for (index, attribute) in entity.attributes.enumerated() {
-            pairs.append((attribute.name, JSONText.value(index < values.count ? values[index] : .null)))
-        }
-        for (offset, relationship) in entity.relationships.enumerated() {
-            let value = entity.attributes.count + offset < values.count ? values[entity.attributes.count + offset] : .null
-            pairs.append((relationship.name, relationship.isToMany && value.isNull ? "[]" : JSONText.value(value)))
-        }
-        return JSONText.object(pairs)
-    }
-}
-
 /// Collects output lines and writes them to a file or standard output in chunks.
 final class LineSink {
     private let handle: FileHandle
@@ -72,7 +56,7 @@ enum ExportCommand {
         var written = 0
         for entity in entities {
             try store.scan(entity: entity.number) { id, body in
-                sink.write(NDJSON.line(entity: entity, id: id, values: try ValueCoding.decode(body)))
+                sink.write(RecordJSON.line(entity: entity, id: id, values: try ValueCoding.decode(body)))
                 written += 1
                 if written % 10_000 == 0 { Console.progress("exported \(written) records", json: json) }
             }
@@ -114,25 +98,23 @@ enum ImportCommand {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
 
         // Pass 1: every line's entity and id, so references (forward ones too) resolve.
-        var parsed: [(number: Int, entity: EntityDescription, object: [String: Any], id: RecordID)] = []
+        var parsed: [(number: Int, line: RecordJSON.ParsedLine, id: RecordID)] = []
         var ids: [String: RecordID] = [:]
         var used = Set<RecordID>()
         // A line that does not parse stops the import there: the lines before it are
         // still imported (and committed), then the error is reported.
         var stop: CairnError?
-        for (index, line) in lines.enumerated() where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+        for (index, text) in lines.enumerated() where !text.trimmingCharacters(in: .whitespaces).isEmpty {
             let number = index + 1
             func bad(_ reason: String) -> CairnError { CairnError(.invalidArgument, "line \(number): \(reason)") }
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
-                stop = bad("not a JSON object")
+            let line: RecordJSON.ParsedLine
+            do { line = try RecordJSON.parse(text, schema: schema) } catch let error as CairnError {
+                stop = bad(error.message)
                 break
             }
-            guard let name = object["entity"] as? String, let entity = schema.entity(named: name) else {
-                stop = bad("missing or unknown \"entity\" \(JSONValue.describe(object["entity"] ?? NSNull()))")
-                break
-            }
+            let entity = line.entity
             var id: RecordID
-            if let given = object["id"] as? String {
+            if let given = line.id {
                 if let literal = RecordID(given), literal.entity == entity.number, !store.contains(literal), !used.contains(literal) {
                     id = literal
                 } else {
@@ -147,47 +129,24 @@ enum ImportCommand {
                 id = try store.allocateID(entity: entity.number)
             }
             used.insert(id)
-            parsed.append((number, entity, object, id))
+            parsed.append((number, line, id))
         }
 
         // Pass 2: values, in batches.
         var changes: [Change] = []
         var committed = 0
-        for (number, entity, object, id) in parsed {
-            func bad(_ reason: String) -> CairnError { CairnError(.invalidArgument, "line \(number): \(reason)") }
-            var values: [Value] = []
-            for attribute in entity.attributes {
-                let raw = object[attribute.name]
-                if raw == nil || raw is NSNull {
-                    if let fallback = attribute.defaultValue { values.append(fallback); continue }
-                    guard attribute.isOptional else { throw report(bad("\(entity.name).\(attribute.name) is required")) }
-                    values.append(.null)
-                    continue
-                }
-                do { values.append(try JSONValue.value(raw!, type: attribute.type)) } catch let error as CairnError {
-                    throw report(bad("\(entity.name).\(attribute.name): \(error.message)"))
-                }
-            }
-            for relationship in entity.relationships {
-                func resolve(_ raw: Any) throws -> UInt64 {
-                    guard let text = raw as? String else { throw bad("\(entity.name).\(relationship.name): expected an id string, found \(JSONValue.describe(raw))") }
+        for (number, line, id) in parsed {
+            let values: [Value]
+            do {
+                values = try RecordJSON.values(of: line) { text in
                     if let mapped = ids[text] { return mapped.rawValue }
                     if let literal = RecordID(text), store.contains(literal) { return literal.rawValue }
-                    throw bad("\(entity.name).\(relationship.name): \(text) is neither in the file nor in the store")
+                    throw CairnError(.invalidArgument, "\(text) is neither in the file nor in the store")
                 }
-                let raw = object[relationship.name]
-                do {
-                    if relationship.isToMany {
-                        guard let list = raw as? [Any] ?? (raw == nil || raw is NSNull ? [] : nil) else {
-                            throw bad("\(entity.name).\(relationship.name): expected a list of ids")
-                        }
-                        values.append(.references(try list.map(resolve)))
-                    } else if raw == nil || raw is NSNull {
-                        values.append(.null)
-                    } else {
-                        values.append(.reference(try resolve(raw!)))
-                    }
-                } catch let error as CairnError { throw report(error) }
+            } catch let error as CairnError {
+                // As for a line that does not parse: the lines before it are imported.
+                stop = CairnError(error.code, "line \(number): \(error.message)")
+                break
             }
             changes.append(.put(id, values))
             if changes.count >= batch {

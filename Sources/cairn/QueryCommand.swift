@@ -45,7 +45,7 @@ enum QueryCommand {
         }
         let sink = try LineSink(path: nil)
         for object in try context.fetch(request) {
-            sink.write(NDJSON.line(entity: object.entity, id: object.objectID.recordID, values: object.entity.attributes.indices.map { object[object.entity.attributes[$0].name] }
+            sink.write(RecordJSON.line(entity: object.entity, id: object.objectID.recordID, values: object.entity.attributes.indices.map { object[object.entity.attributes[$0].name] }
                 + object.entity.relationships.map { object[$0.name] }))
         }
         sink.flush()

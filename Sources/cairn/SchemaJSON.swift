@@ -51,7 +51,7 @@ enum SchemaJSON {
                 }
                 var defaultValue: Value?
                 if let raw = attribute["default"], !(raw is NSNull) {
-                    do { defaultValue = try JSONValue.value(raw, type: type) } catch let error as CairnError {
+                    do { defaultValue = try RecordJSON.value(JSON(raw), type: type) } catch let error as CairnError {
                         throw fail(where_, "default: \(error.message)")
                     }
                 }
@@ -113,74 +113,4 @@ enum SchemaJSON {
         }
         return JSONText.object([("version", String(schema.version)), ("entities", JSONText.array(entities))])
     }
-}
-
-/// JSON values (as JSONSerialization gives them) to store values, by attribute type.
-enum JSONValue {
-    static func value(_ raw: Any, type: AttributeType) throws -> Value {
-        func bad(_ expected: String) -> CairnError {
-            CairnError(.invalidArgument, "expected \(expected), found \(describe(raw))")
-        }
-        if raw is NSNull { return .null }
-        switch type {
-        case .bool:
-            guard let number = raw as? NSNumber, isJSONBool(number) else { throw bad("true or false") }
-            return .bool(number.boolValue)
-        case .int8, .int16, .int32, .int64:
-            guard let number = raw as? NSNumber, !isJSONBool(number), let whole = Int64(exactly: number.doubleValue) ?? (raw as? Int).map(Int64.init) else {
-                throw bad("a whole number")
-            }
-            switch type {
-            case .int8: guard let v = Int8(exactly: whole) else { throw bad("a number in Int8 range") }; return .int8(v)
-            case .int16: guard let v = Int16(exactly: whole) else { throw bad("a number in Int16 range") }; return .int16(v)
-            case .int32: guard let v = Int32(exactly: whole) else { throw bad("a number in Int32 range") }; return .int32(v)
-            default: return .int64((raw as? Int).map(Int64.init) ?? whole)
-            }
-        case .float, .double:
-            if let number = raw as? NSNumber, !isJSONBool(number) {
-                return type == .float ? .float(number.floatValue) : .double(number.doubleValue)
-            }
-            if let text = raw as? String, let special = Double(text), !special.isFinite {
-                return type == .float ? .float(Float(special)) : .double(special)
-            }
-            throw bad("a number")
-        case .string:
-            guard let text = raw as? String else { throw bad("a string") }
-            return .string(text)
-        case .binary, .archived:
-            guard let text = raw as? String, let data = Data(base64Encoded: text) else { throw bad("base64 text") }
-            return type == .binary ? .bytes(data) : .archived(data)
-        case .date:
-            guard let text = raw as? String, let date = try? JSONText.dateStyle.parse(text)
-                    ?? Date.ISO8601FormatStyle().parse(text) else { throw bad("an ISO 8601 date") }
-            return .date(date)
-        case .uuid:
-            guard let text = raw as? String, let uuid = UUID(uuidString: text) else { throw bad("a UUID") }
-            return .uuid(uuid)
-        case .url:
-            guard let text = raw as? String, let url = URL(string: text) else { throw bad("a URL") }
-            return .url(url)
-        case .decimal:
-            if let text = raw as? String, let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) { return .decimal(decimal) }
-            if let number = raw as? NSNumber, !isJSONBool(number) { return .decimal(number.decimalValue) }
-            throw bad("a decimal (as a string)")
-        }
-    }
-
-    static func describe(_ raw: Any) -> String {
-        if let text = raw as? String { return JSONText.string(text) }
-        if let number = raw as? NSNumber { return isJSONBool(number) ? (number.boolValue ? "true" : "false") : "\(number)" }
-        if raw is [Any] { return "an array" }
-        if raw is [String: Any] { return "an object" }
-        return "\(raw)"
-    }
-
-    /// Whether an NSNumber from JSONSerialization is a boolean.
-    static func isBool(_ number: NSNumber) -> Bool { isJSONBool(number) }
-}
-
-/// JSONSerialization gives booleans as NSNumber; tell them from numbers.
-func isJSONBool(_ number: NSNumber) -> Bool {
-    String(cString: number.objCType) == "c" && (number == NSNumber(value: true) || number == NSNumber(value: false))
-        || type(of: number) == type(of: NSNumber(value: true))
 }

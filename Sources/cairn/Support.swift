@@ -83,62 +83,6 @@ enum Console {
     }
 }
 
-/// JSON text with keys in the order given.
-enum JSONText {
-    static func string(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 { result += String(format: "\\u%04x", scalar.value) } else { result.unicodeScalars.append(scalar) }
-            }
-        }
-        return result + "\""
-    }
-
-    static func object(_ pairs: [(String, String)]) -> String {
-        "{" + pairs.map { "\(string($0.0)): \($0.1)" }.joined(separator: ", ") + "}"
-    }
-
-    static func array(_ items: [String]) -> String { "[" + items.joined(separator: ", ") + "]" }
-
-    static func number(_ value: Double) -> String {
-        guard value.isFinite else { return string(value.isNaN ? "NaN" : (value > 0 ? "Infinity" : "-Infinity")) }
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-        return "\(value)"
-    }
-
-    static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-
-    /// A value in the export format: dates ISO 8601, binary base64, decimals as strings,
-    /// references as ids.
-    static func value(_ value: Value) -> String {
-        switch value {
-        case .null: return "null"
-        case .bool(let v): return v ? "true" : "false"
-        case .int8(let v): return String(v)
-        case .int16(let v): return String(v)
-        case .int32(let v): return String(v)
-        case .int64(let v): return String(v)
-        case .float(let v): return number(Double(v))
-        case .double(let v): return number(v)
-        case .string(let v): return string(v)
-        case .bytes(let v), .archived(let v): return string(v.base64EncodedString())
-        case .date(let v): return string(dateStyle.format(v))
-        case .uuid(let v): return string(v.uuidString)
-        case .url(let v): return string(v.absoluteString)
-        case .decimal(let v): return string(v.description)
-        case .reference(let raw): return string(RecordID(rawValue: raw).description)
-        case .references(let raws): return array(raws.map { string(RecordID(rawValue: $0).description) })
-        }
-    }
-}
-
 /// Opens a store for a command, turning failures into a readable line.
 func openStore(_ path: String, command: String) throws -> Store {
     guard FileManager.default.fileExists(atPath: path + "/MANIFEST") else {

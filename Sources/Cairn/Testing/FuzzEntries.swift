@@ -5,7 +5,7 @@ import Foundation
 /// Each takes arbitrary bytes and must return (or throw a `CairnError`) — never trap,
 /// hang, or allocate beyond what the input justifies.
 public enum FuzzEntry: String, CaseIterable, Sendable {
-    case value, schema, log, snapshot, storeOpen = "store_open", predicate
+    case value, schema, log, snapshot, storeOpen = "store_open", predicate, ndjson, contextOps = "context_ops"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -15,6 +15,8 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
         case .snapshot: Self.snapshot(bytes)
         case .storeOpen: Self.storeOpen(bytes)
         case .predicate: Self.predicate(bytes)
+        case .ndjson: Self.ndjson(bytes)
+        case .contextOps: ContextDifferential.run(bytes)
         }
     }
 
@@ -75,6 +77,7 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
         options.createIfMissing = false
         guard let store = try? Store.open(at: "/s", options: options) else { return }
         _ = store.verify()
+        for entity in store.schema.entities { _ = try? store.records(entity: entity.number) }
         store.close()
     }
 
@@ -82,5 +85,47 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
         let text = String(decoding: bytes, as: UTF8.self)
         _ = try? FetchPredicate(format: text, arguments: [.int64(1), .string("name"), .null])
         _ = try? FetchPredicate(format: text)
+    }
+
+    /// A schema with one attribute of every type (a required one with a default) and
+    /// both kinds of relationship, for the interchange target.
+    static let interchangeSchema = Schema(entities: [
+        EntityDescription(name: "Thing", number: 1,
+                          attributes: AttributeType.allCases.map { AttributeDescription(name: "\($0)", type: $0, isOptional: true) }
+                              + [AttributeDescription(name: "count", type: .int64, defaultValue: .int64(7))],
+                          relationships: [RelationshipDescription(name: "parent", destination: "Thing", inverse: "children"),
+                                          RelationshipDescription(name: "children", destination: "Thing", isToMany: true,
+                                                                  inverse: "parent")]),
+    ])
+
+    /// Each input line goes through the import path (parse, values). What it accepts
+    /// must fit the entity, and export → import must reach a fixed point after one
+    /// round (the first may normalise: -0, precision of dates).
+    static func ndjson(_ bytes: [UInt8]) {
+        let schema = interchangeSchema
+        let text = String(decoding: bytes, as: UTF8.self)
+        for line in text.split(separator: "\n", maxSplits: 64, omittingEmptySubsequences: true) {
+            func resolve(_ id: String) throws -> UInt64 {
+                guard let literal = RecordID(id), literal.entity == 1 else { throw CairnError(.invalidArgument, "bad id") }
+                return literal.rawValue
+            }
+            guard let parsed = try? RecordJSON.parse(line, schema: schema),
+                  let values = try? RecordJSON.values(of: parsed, resolve: resolve) else { continue }
+            let id = RecordID(entity: 1, serial: 1)
+            do { try Store.check(values, of: id, against: schema) } catch {
+                preconditionFailure("import accepted values that do not fit the entity: \(error)")
+            }
+            func roundTrip(_ values: [Value]) -> [Value] {
+                let line = RecordJSON.line(entity: parsed.entity, id: id, values: values)
+                do {
+                    return try RecordJSON.values(of: try RecordJSON.parse(line, schema: schema), resolve: resolve)
+                } catch {
+                    preconditionFailure("export wrote a line import refuses: \(error)\n\(line)")
+                }
+            }
+            let once = roundTrip(values), twice = roundTrip(once)
+            precondition(ValueCoding.encode(once) == ValueCoding.encode(twice),
+                         "export/import is not stable: \(once) then \(twice)")
+        }
     }
 }

@@ -41,6 +41,24 @@ import Testing
         seeds[.predicate] = ["age >= 18 AND name BEGINSWITH[c] 'a'", "ANY dvds.title LIKE[cd] '*x?' OR dvds.@count > 2",
                              "%K IN {1, 2, 3} AND NOT (x BETWEEN {1, 5})", "TRUEPREDICATE", "a MATCHES '[a-z]+' && b == nil"]
             .map { Array($0.utf8) }
+        let thing = FuzzEntry.interchangeSchema.entities[0]
+        let id = RecordID(entity: 1, serial: 3)
+        var lines = (0..<4).map { round -> String in
+            let values: [Value] = thing.attributes.map { attribute in
+                guard round > 0 else { return attribute.defaultValue ?? .null }
+                var value = generator.value()
+                while !attribute.type.accepts(value) { value = generator.value() }
+                return value
+            } + [.reference(id.rawValue), .references([id.rawValue, RecordID(entity: 1, serial: 9).rawValue])]
+            return RecordJSON.line(entity: thing, id: id, values: values)
+        }
+        lines.append(#"{"entity": "Thing", "double": "NaN", "float": 1e-50, "date": "2026-11-22T16:13:27.123456Z", "decimal": "3.14159265358979323846264338327950288"}"#)
+        lines.append(#"{"entity": "Thing", "int8": 300}"#)
+        seeds[.ndjson] = lines.map { Array($0.utf8) } + [Array(lines.joined(separator: "\n").utf8)]
+        seeds[.contextOps] = (1...6).map { seed in
+            var random = SplitMix64(seed: UInt64(seed))
+            return (0..<512).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        }
         return seeds
     }
 
@@ -86,5 +104,20 @@ import Testing
             for input in try Self.seeds()[entry] ?? [] { entry.run(input) }
         }
         #expect(replayed >= FuzzEntry.allCases.count, "kept inputs replayed: \(replayed)")
+    }
+
+    /// The differential context target, without libFuzzer: many seeded random operation
+    /// sequences (inserts, updates, re-parenting, cascading deletes, saves, undo, redo,
+    /// rollback, crashes, compactions), each step compared with the reference model.
+    @Test func contextOperationsMatchTheReferenceModel() {
+        for seed in 100..<160 {
+            var random = SplitMix64(seed: UInt64(seed))
+            // Bias towards changes so the graphs grow: opcodes 0–3 twice as often.
+            let bytes = (0..<512).map { index -> UInt8 in
+                let value = UInt8(truncatingIfNeeded: random.next())
+                return index % 2 == 0 && value % 3 != 0 ? value % 4 : value
+            }
+            FuzzEntry.contextOps.run(bytes)
+        }
     }
 }

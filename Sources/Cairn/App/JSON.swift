@@ -1,0 +1,372 @@
+import Foundation
+
+/// A parsed JSON value. Numbers keep their text, so each is converted once, exactly, to
+/// the type it is read as (`JSONSerialization` rounds through `Double` on some
+/// platforms, which loses digits of doubles and of large integers).
+public enum JSON: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    /// The number's text, as it appeared (checked against the JSON grammar).
+    case number(String)
+    case string(String)
+    case array([JSON])
+    /// Members by key; a repeated key keeps its last value.
+    case object([String: JSON])
+
+    /// Deepest nesting accepted: bounded so hostile input cannot exhaust the stack.
+    public static let maxDepth = 128
+
+    /// Parses one JSON text (RFC 8259) from its UTF-8 bytes. Errors are `.invalidArgument`
+    /// naming the byte offset.
+    public init(parsing text: some StringProtocol) throws {
+        var utf8 = Array(text.utf8)
+        self = try utf8.withUnsafeMutableBufferPointer { buffer in
+            var parser = JSONParser(bytes: UnsafeBufferPointer(buffer))
+            let value = try parser.value(depth: 0)
+            parser.skipSpace()
+            guard parser.position == buffer.count else { throw parser.failure("unexpected text after the value") }
+            return value
+        }
+    }
+
+    public subscript(key: String) -> JSON? {
+        if case .object(let members) = self { return members[key] } else { return nil }
+    }
+
+    public var isNull: Bool { self == .null }
+
+    /// A short description for error messages.
+    public var summary: String {
+        switch self {
+        case .null: return "null"
+        case .bool(let value): return value ? "true" : "false"
+        case .number(let text): return text
+        case .string(let text): return JSONText.string(String(text.prefix(80)))
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+}
+
+private struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var position = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    func failure(_ message: String) -> CairnError {
+        CairnError(.invalidArgument, "invalid JSON at byte \(position): \(message)")
+    }
+
+    mutating func skipSpace() {
+        while position < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[position]) { position += 1 }
+    }
+
+    mutating func value(depth: Int) throws -> JSON {
+        guard depth < JSON.maxDepth else { throw failure("nested deeper than \(JSON.maxDepth)") }
+        skipSpace()
+        guard position < bytes.count else { throw failure("unexpected end") }
+        switch bytes[position] {
+        case UInt8(ascii: "{"):
+            position += 1
+            var members: [String: JSON] = [:]
+            skipSpace()
+            if position < bytes.count, bytes[position] == UInt8(ascii: "}") { position += 1; return .object(members) }
+            while true {
+                skipSpace()
+                guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw failure("expected a key") }
+                let key = try string()
+                skipSpace()
+                try expect(UInt8(ascii: ":"))
+                members[key] = try value(depth: depth + 1)
+                skipSpace()
+                guard position < bytes.count else { throw failure("unexpected end in an object") }
+                if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
+                try expect(UInt8(ascii: "}"))
+                return .object(members)
+            }
+        case UInt8(ascii: "["):
+            position += 1
+            var items: [JSON] = []
+            skipSpace()
+            if position < bytes.count, bytes[position] == UInt8(ascii: "]") { position += 1; return .array(items) }
+            while true {
+                items.append(try value(depth: depth + 1))
+                skipSpace()
+                guard position < bytes.count else { throw failure("unexpected end in an array") }
+                if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
+                try expect(UInt8(ascii: "]"))
+                return .array(items)
+            }
+        case UInt8(ascii: "\""):
+            return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        default:
+            return .number(try number())
+        }
+    }
+
+    mutating func expect(_ byte: UInt8) throws {
+        guard position < bytes.count, bytes[position] == byte else {
+            throw failure("expected \"\(Character(Unicode.Scalar(byte)))\"")
+        }
+        position += 1
+    }
+
+    mutating func literal(_ word: StaticString) throws {
+        let count = word.utf8CodeUnitCount
+        guard position + count <= bytes.count,
+              UnsafeBufferPointer(start: word.utf8Start, count: count).elementsEqual(bytes[position..<(position + count)]) else {
+            throw failure("unknown literal")
+        }
+        position += count
+    }
+
+    mutating func number() throws -> String {
+        let start = position
+        func digits() -> Int {
+            let first = position
+            while position < bytes.count, bytes[position] >= 0x30, bytes[position] <= 0x39 { position += 1 }
+            return position - first
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
+        let leadingZero = position < bytes.count && bytes[position] == 0x30
+        let whole = digits()
+        guard whole > 0, !(leadingZero && whole > 1) else { throw failure("not a value") }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            guard digits() > 0 else { throw failure("expected digits after the decimal point") }
+        }
+        if position < bytes.count, bytes[position] | 0x20 == UInt8(ascii: "e") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            guard digits() > 0 else { throw failure("expected digits in the exponent") }
+        }
+        return String(decoding: bytes[start..<position], as: UTF8.self)
+    }
+
+    mutating func hex4() throws -> UInt32 {
+        guard position + 4 <= bytes.count else { throw failure("unfinished \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case 0x30...0x39: digit = byte - 0x30
+            case 0x41...0x46: digit = byte - 0x41 + 10
+            case 0x61...0x66: digit = byte - 0x61 + 10
+            default: throw failure("bad hex digit in a \\u escape")
+            }
+            value = value << 4 | UInt32(digit)
+            position += 1
+        }
+        return value
+    }
+
+    mutating func string() throws -> String {
+        position += 1  // the opening quote
+        var scalars = String.UnicodeScalarView()
+        var runStart = position
+        func flushRun() {
+            if runStart < position {
+                scalars.append(contentsOf: String(decoding: bytes[runStart..<position], as: UTF8.self).unicodeScalars)
+            }
+        }
+        while true {
+            guard position < bytes.count else { throw failure("unterminated string") }
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                flushRun()
+                position += 1
+                return String(scalars)
+            }
+            if byte < 0x20 { throw failure("control character in a string") }
+            if byte != UInt8(ascii: "\\") { position += 1; continue }
+            flushRun()
+            position += 1
+            guard position < bytes.count else { throw failure("unterminated escape") }
+            let escape = bytes[position]
+            position += 1
+            switch escape {
+            case UInt8(ascii: "\""): scalars.append("\"")
+            case UInt8(ascii: "\\"): scalars.append("\\")
+            case UInt8(ascii: "/"): scalars.append("/")
+            case UInt8(ascii: "b"): scalars.append("\u{08}")
+            case UInt8(ascii: "f"): scalars.append("\u{0C}")
+            case UInt8(ascii: "n"): scalars.append("\n")
+            case UInt8(ascii: "r"): scalars.append("\r")
+            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "u"):
+                var code = try hex4()
+                if (0xD800..<0xDC00).contains(code) {
+                    guard position + 2 <= bytes.count, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") else {
+                        throw failure("unpaired surrogate in a \\u escape")
+                    }
+                    position += 2
+                    let low = try hex4()
+                    guard (0xDC00..<0xE000).contains(low) else { throw failure("unpaired surrogate in a \\u escape") }
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                }
+                guard let scalar = Unicode.Scalar(code) else { throw failure("unpaired surrogate in a \\u escape") }
+                scalars.append(scalar)
+            default:
+                throw failure("unknown escape \\\(Character(Unicode.Scalar(escape)))")
+            }
+            runStart = position
+        }
+    }
+}
+
+extension JSON {
+    /// Converts a `JSONSerialization` result (numbers through their description).
+    public init(_ any: Any) {
+        switch any {
+        case is NSNull: self = .null
+        case let text as String: self = .string(text)
+        case let number as NSNumber:
+            self = RecordJSON.isBool(number) ? .bool(number.boolValue) : .number(number.stringValue)
+        case let items as [Any]: self = .array(items.map(JSON.init))
+        case let members as [String: Any]: self = .object(members.mapValues(JSON.init))
+        default: self = .string("\(any)")
+        }
+    }
+}
+
+/// Dates in the interchange format: ISO 8601 in UTC, `YYYY-MM-DDTHH:MM:SS.mmmZ`, with
+/// more fractional digits only when milliseconds do not give back the exact value, so
+/// export → import → export is lossless. Years outside 0…9999 are written expanded,
+/// with a sign (`+12345-…`, `-0044-…`); non-finite dates and those beyond ±2^53 seconds
+/// as a number of seconds since 1970 (or `"NaN"`, `"Infinity"`, `"-Infinity"`).
+public enum ISODate {
+    /// Seconds from 1970 to 2001, the reference date `Date` counts from.
+    static let referenceOffset: Int64 = 978_307_200
+
+    /// The JSON text for `date` (a quoted string, or a number).
+    public static func json(_ date: Date) -> String {
+        let t = date.timeIntervalSinceReferenceDate
+        guard t.isFinite, abs(t) < 9.0e15 else { return JSONText.number(date.timeIntervalSince1970) }
+        let whole = t.rounded(.down)
+        let seconds = Int64(whole)
+        let fraction = t - whole  // exact
+        // The fewest fractional digits (at least 3) that read back as exactly `t`.
+        var digits = 3
+        while true {
+            let scale = pow(10, Double(digits))
+            var scaled = (fraction * scale).rounded()
+            var second = seconds
+            if scaled >= scale { scaled -= scale; second += 1 }
+            let text = String(Int64(scaled))
+            let candidate = String(repeating: "0", count: digits - text.count) + text
+            if Double(decimal(second, candidate)) == t || digits == 18 {
+                return "\"" + civil(second + referenceOffset) + "." + candidate + "Z\""
+            }
+            digits += 1
+        }
+    }
+
+    /// The decimal text of `whole + 0.fraction` (fraction as digits).
+    static func decimal(_ whole: Int64, _ fraction: String) -> String {
+        guard fraction.contains(where: { $0 != "0" }) else { return String(whole) }
+        if whole >= 0 { return "\(whole).\(fraction)" }
+        // whole + f = -((-whole - 1) + (1 - f)); 1 - f in digits is the tens' complement.
+        var complement = Array(fraction.utf8).map { 9 - ($0 - 0x30) }
+        var index = complement.count - 1
+        while index >= 0 {
+            if complement[index] == 9 { complement[index] = 0; index -= 1 } else { complement[index] += 1; break }
+        }
+        return "-\(-(whole + 1)).\(String(decoding: complement.map { $0 + 0x30 }, as: UTF8.self))"
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS` for seconds since 1970 (UTC).
+    static func civil(_ seconds: Int64) -> String {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // Civil from days (H. Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let digits = String(year.magnitude)
+        let padded = String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+        let yearText = (0...9999).contains(year) ? padded : (year < 0 ? "-" : "+") + padded
+        return yearText + "-" + two(month) + "-" + two(day)
+            + "T" + two(secondOfDay / 3600) + ":" + two(secondOfDay / 60 % 60) + ":" + two(secondOfDay % 60)
+    }
+
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// Reads `[±]YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil if it is not one.
+    public static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.count <= 80 else { return nil }
+        var position = 0
+        func number(_ count: Int) -> Int64? {
+            guard position + count <= bytes.count else { return nil }
+            var value: Int64 = 0
+            for byte in bytes[position..<(position + count)] {
+                guard byte >= 0x30, byte <= 0x39 else { return nil }
+                value = value * 10 + Int64(byte - 0x30)
+            }
+            position += count
+            return value
+        }
+        func literal(_ character: UInt8) -> Bool {
+            guard position < bytes.count, bytes[position] == character else { return false }
+            position += 1
+            return true
+        }
+        var sign: Int64 = 0
+        if literal(UInt8(ascii: "+")) { sign = 1 } else if literal(UInt8(ascii: "-")) { sign = -1 }
+        var yearDigits = 4
+        if sign != 0 {
+            while position + yearDigits < bytes.count, bytes[position + yearDigits] != UInt8(ascii: "-") { yearDigits += 1 }
+            guard yearDigits <= 9 else { return nil }
+        }
+        guard let magnitude = number(yearDigits), literal(UInt8(ascii: "-")), let month = number(2), literal(UInt8(ascii: "-")),
+              let day = number(2), literal(UInt8(ascii: "T")) || literal(UInt8(ascii: "t")),
+              let hour = number(2), literal(UInt8(ascii: ":")), let minute = number(2), literal(UInt8(ascii: ":")),
+              let second = number(2) else { return nil }
+        let year = sign < 0 ? -magnitude : magnitude
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...12).contains(month), day >= 1, day <= monthDays[Int(month) - 1], hour < 24, minute < 60, second < 60 else {
+            return nil
+        }
+        var fraction = ""
+        if literal(UInt8(ascii: ".")) {
+            let start = position
+            while position < bytes.count, bytes[position] >= 0x30, bytes[position] <= 0x39 { position += 1 }
+            guard position > start else { return nil }
+            fraction = String(decoding: bytes[start..<position], as: UTF8.self)
+        }
+        var offset: Int64 = 0
+        if !(literal(UInt8(ascii: "Z")) || literal(UInt8(ascii: "z"))) {
+            guard position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") else { return nil }
+            let offsetSign: Int64 = bytes[position] == UInt8(ascii: "+") ? 1 : -1
+            position += 1
+            guard let hours = number(2), literal(UInt8(ascii: ":")), let minutes = number(2), hours < 24, minutes < 60 else { return nil }
+            offset = offsetSign * (hours * 3600 + minutes * 60)
+        }
+        guard position == bytes.count else { return nil }
+        let seconds = daysFromCivil(year: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second - offset
+        // One correctly rounded conversion of the whole "seconds.fraction" text, counted
+        // from the reference date as `Date` stores it.
+        guard let value = Double(decimal(seconds - referenceOffset, fraction)) else { return nil }
+        return Date(timeIntervalSinceReferenceDate: value)
+    }
+}

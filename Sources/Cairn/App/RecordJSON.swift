@@ -1,0 +1,233 @@
+import Foundation
+
+/// The record interchange format of `cairn export`, `import` and `query`: one JSON
+/// object per line (NDJSON) with `entity`, `id`, then every attribute and relationship
+/// in schema order. Dates are ISO 8601, binary and archived values base64, decimals
+/// strings, non-finite floats the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
+/// references record-ID strings (`"E1:42"`).
+public enum RecordJSON {
+    /// One record as a line (without the newline).
+    public static func line(entity: EntityDescription, id: RecordID, values: [Value]) -> String {
+        var pairs: [(String, String)] = [("entity", JSONText.string(entity.name)), ("id", JSONText.string(id.description))]
+        for (index, attribute) in entity.attributes.enumerated() {
+            pairs.append((attribute.name, JSONText.value(index < values.count ? values[index] : .null)))
+        }
+        for (offset, relationship) in entity.relationships.enumerated() {
+            let value = entity.attributes.count + offset < values.count ? values[entity.attributes.count + offset] : .null
+            pairs.append((relationship.name, relationship.isToMany && value.isNull ? "[]" : JSONText.value(value)))
+        }
+        return JSONText.object(pairs)
+    }
+
+    /// A line read but not yet turned into values: its entity, its `id` text if any, and
+    /// the JSON object.
+    public struct ParsedLine: Sendable {
+        public let entity: EntityDescription
+        public let id: String?
+        public let object: JSON
+    }
+
+    /// Reads one line: a JSON object naming an entity of `schema`. Errors are
+    /// `.invalidArgument` with the reason (the caller adds the line number).
+    public static func parse(_ line: some StringProtocol, schema: Schema) throws -> ParsedLine {
+        let object = try JSON(parsing: line)
+        guard case .object = object else { throw CairnError(.invalidArgument, "not a JSON object") }
+        guard case .string(let name)? = object["entity"], let entity = schema.entity(named: name) else {
+            throw CairnError(.invalidArgument, "missing or unknown \"entity\" \(object["entity"]?.summary ?? "null")")
+        }
+        let id = object["id"] ?? .null
+        if case .string(let text) = id { return ParsedLine(entity: entity, id: text, object: object) }
+        guard id.isNull else { throw CairnError(.invalidArgument, "\"id\" must be a string, not \(id.summary)") }
+        return ParsedLine(entity: entity, id: nil, object: object)
+    }
+
+    /// The record values of a parsed line, in schema order. A missing or null attribute
+    /// takes its default, else nil if optional, else is an error; `resolve` turns each
+    /// reference's id text into a raw record ID (or throws).
+    public static func values(of line: ParsedLine, resolve: (String) throws -> UInt64) throws -> [Value] {
+        let entity = line.entity
+        var values: [Value] = []
+        values.reserveCapacity(entity.valueCount)
+        for attribute in entity.attributes {
+            let raw = line.object[attribute.name] ?? .null
+            if raw.isNull {
+                if let fallback = attribute.defaultValue { values.append(fallback); continue }
+                guard attribute.isOptional else {
+                    throw CairnError(.invalidArgument, "\(entity.name).\(attribute.name) is required")
+                }
+                values.append(.null)
+                continue
+            }
+            do {
+                let value = try value(raw, type: attribute.type)
+                try value.checkLimits()
+                values.append(value)
+            } catch let error as CairnError {
+                throw CairnError(error.code, "\(entity.name).\(attribute.name): \(error.message)")
+            }
+        }
+        for relationship in entity.relationships {
+            let label = "\(entity.name).\(relationship.name)"
+            func reference(_ raw: JSON) throws -> UInt64 {
+                guard case .string(let text) = raw else {
+                    throw CairnError(.invalidArgument, "\(label): expected an id string, found \(raw.summary)")
+                }
+                do { return try resolve(text) } catch let error as CairnError {
+                    throw CairnError(error.code, "\(label): \(error.message)")
+                }
+            }
+            let raw = line.object[relationship.name] ?? .null
+            if relationship.isToMany {
+                let list: [JSON]
+                switch raw {
+                case .array(let items): list = items
+                case .null: list = []
+                default: throw CairnError(.invalidArgument, "\(label): expected a list of ids")
+                }
+                guard list.count <= FormatLimits.maxReferences else {
+                    throw CairnError(.tooLarge, "\(label): \(list.count) references; the limit is \(FormatLimits.maxReferences)")
+                }
+                values.append(.references(try list.map(reference)))
+            } else {
+                values.append(raw.isNull ? .null : .reference(try reference(raw)))
+            }
+        }
+        return values
+    }
+
+    /// A JSON value as a store value of `type`. Numbers convert from their text, exactly
+    /// (correctly rounded for floats); integers must be whole and in range.
+    public static func value(_ raw: JSON, type: AttributeType) throws -> Value {
+        func bad(_ expected: String) -> CairnError {
+            CairnError(.invalidArgument, "expected \(expected), found \(raw.summary)")
+        }
+        if raw.isNull { return .null }
+        switch type {
+        case .bool:
+            guard case .bool(let flag) = raw else { throw bad("true or false") }
+            return .bool(flag)
+        case .int8, .int16, .int32, .int64:
+            guard case .number(let text) = raw else { throw bad("a whole number") }
+            // "42" directly; "4.2e1" or "42.0" through Double when that is exact.
+            guard let whole = Int64(text) ?? Double(text).flatMap({ Int64(exactly: $0) }) else {
+                throw bad("a whole number in Int64 range")
+            }
+            switch type {
+            case .int8: guard let v = Int8(exactly: whole) else { throw bad("a number in Int8 range") }; return .int8(v)
+            case .int16: guard let v = Int16(exactly: whole) else { throw bad("a number in Int16 range") }; return .int16(v)
+            case .int32: guard let v = Int32(exactly: whole) else { throw bad("a number in Int32 range") }; return .int32(v)
+            default: return .int64(whole)
+            }
+        case .float, .double:
+            let text: String
+            switch raw {
+            case .number(let number): text = number
+            case .string(let special) where ["NaN", "Infinity", "-Infinity"].contains(special): text = special == "NaN" ? "nan" : special
+            default: throw bad("a number")
+            }
+            if type == .float, let value = Float(text) { return .float(value) }
+            if type == .double, let value = Double(text) { return .double(value) }
+            throw bad("a number")
+        case .string:
+            guard case .string(let text) = raw else { throw bad("a string") }
+            return .string(text)
+        case .binary, .archived:
+            guard case .string(let text) = raw, let data = Data(base64Encoded: text) else { throw bad("base64 text") }
+            return type == .binary ? .bytes(data) : .archived(data)
+        case .date:
+            switch raw {
+            case .string(let text):
+                if let date = ISODate.parse(text) { return .date(date) }
+                if ["NaN", "Infinity", "-Infinity"].contains(text), let seconds = Double(text == "NaN" ? "nan" : text) {
+                    return .date(Date(timeIntervalSince1970: seconds))
+                }
+            case .number(let text):
+                if let seconds = Double(text) { return .date(Date(timeIntervalSince1970: seconds)) }
+            default: break
+            }
+            throw bad("an ISO 8601 date (or seconds since 1970)")
+        case .uuid:
+            guard case .string(let text) = raw, let uuid = UUID(uuidString: text) else { throw bad("a UUID") }
+            return .uuid(uuid)
+        case .url:
+            guard case .string(let text) = raw, let url = URL(string: text) else { throw bad("a URL") }
+            return .url(url)
+        case .decimal:
+            switch raw {
+            case .string(let text), .number(let text):
+                if text.utf8.count <= FormatLimits.maxDecimalBytes,
+                   let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+                    return .decimal(decimal)
+                }
+            default: break
+            }
+            throw bad("a decimal (as a string)")
+        }
+    }
+
+    /// Whether an `NSNumber` from `JSONSerialization` is a boolean.
+    public static func isBool(_ number: NSNumber) -> Bool {
+        String(cString: number.objCType) == "c" && (number == NSNumber(value: true) || number == NSNumber(value: false))
+            || type(of: number) == type(of: NSNumber(value: true))
+    }
+}
+
+/// JSON text built by hand, with keys in the order given.
+public enum JSONText {
+    public static func string(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+
+    public static func object(_ pairs: [(String, String)]) -> String {
+        "{" + pairs.map { "\(string($0.0)): \($0.1)" }.joined(separator: ", ") + "}"
+    }
+
+    public static func array(_ items: [String]) -> String { "[" + items.joined(separator: ", ") + "]" }
+
+    public static func number(_ value: Double) -> String {
+        guard value.isFinite else { return string(value.isNaN ? "NaN" : (value > 0 ? "Infinity" : "-Infinity")) }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return "\(value)"
+    }
+
+    public static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// A value in the interchange format.
+    public static func value(_ value: Value) -> String {
+        switch value {
+        case .null: return "null"
+        case .bool(let v): return v ? "true" : "false"
+        case .int8(let v): return String(v)
+        case .int16(let v): return String(v)
+        case .int32(let v): return String(v)
+        case .int64(let v): return String(v)
+        case .float(let v): return number(Double(v))
+        case .double(let v): return number(v)
+        case .string(let v): return string(v)
+        case .bytes(let v), .archived(let v): return string(v.base64EncodedString())
+        case .date(let v): return ISODate.json(v)
+        case .uuid(let v): return string(v.uuidString)
+        case .url(let v): return string(v.absoluteString)
+        case .decimal(let v): return string(v.description)
+        case .reference(let raw): return string(RecordID(rawValue: raw).description)
+        case .references(let raws): return array(raws.map { string(RecordID(rawValue: $0).description) })
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// The record interchange format (export, import, query): JSON parsing, exact numbers,
+/// lossless dates.
+@Suite struct InterchangeTests {
+    @Test func jsonParsesTheGrammarAndRefusesTheRest() throws {
+        let parsed = try JSON(parsing: #" {"a": [1, -2.5e3, true, null, "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"], "b": {}} "#)
+        #expect(parsed["a"] == .array([.number("1"), .number("-2.5e3"), .bool(true), .null,
+                                        .string("x\"\\/\u{08}\u{0C}\n\r\té😀")]))
+        #expect(parsed["b"] == .object([:]))
+        for bad in ["", "{", "[1,]", "01", "1.", "-", "\"\\ud800\"", "\"\u{01}\"", "tru", "{\"a\" 1}", "[1] 2", "\"\\x\""] {
+            #expect(throws: CairnError.self, "\(bad)") { try JSON(parsing: bad) }
+        }
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect { try JSON(parsing: deep) } throws: { ($0 as? CairnError)?.message.contains("deeper") == true }
+    }
+
+    @Test func numbersConvertExactly() throws {
+        let cases: [(String, AttributeType, Value)] = [
+            ("-5.657169167550999e+99", .double, .double(-5.657169167550999e+99)),
+            ("9007199254740993", .int64, .int64(9_007_199_254_740_993)),
+            ("9223372036854775807", .int64, .int64(.max)),
+            ("4.2e1", .int16, .int16(42)),
+            ("0.1", .float, .float(0.1)),
+            ("3.14159265358979323846264338327950288", .decimal, .decimal(Decimal(string: "3.14159265358979323846264338327950288")!)),
+        ]
+        for (text, type, expected) in cases {
+            #expect(try RecordJSON.value(.number(text), type: type) == expected, "\(text)")
+        }
+        for (text, type) in [("9223372036854775808", AttributeType.int64), ("1.5", .int32), ("128", .int8)] {
+            #expect(throws: CairnError.self, "\(text)") { try RecordJSON.value(.number(text), type: type) }
+        }
+    }
+
+    @Test func datesRoundTripExactly() throws {
+        var random = SplitMix64(seed: 5)
+        var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_795_348_055.076),
+                     Date(timeIntervalSince1970: -1.5), Date(timeIntervalSinceReferenceDate: 0.000_000_1),
+                     Date(timeIntervalSince1970: -62_135_596_800 - 86_400 * 400), Date(timeIntervalSince1970: 253_402_300_800 + 0.25),
+                     Date(timeIntervalSinceReferenceDate: 1e17), Date(timeIntervalSinceReferenceDate: -.infinity),
+                     Date.distantPast, Date.distantFuture]
+        for _ in 0..<2_000 {
+            let bits = random.next()
+            dates.append(Date(timeIntervalSinceReferenceDate: Double(Int64(bitPattern: bits) % 20_000_000_000) / 1000
+                              + Double(bits % 1000) / 1e7))
+        }
+        for date in dates {
+            let text = ISODate.json(date)
+            let value = try RecordJSON.value(try JSON(parsing: text), type: .date)
+            guard case .date(let back) = value else { Issue.record("\(text)"); continue }
+            #expect(back.timeIntervalSinceReferenceDate.bitPattern == date.timeIntervalSinceReferenceDate.bitPattern,
+                    "\(text): \(date.timeIntervalSinceReferenceDate) came back as \(back.timeIntervalSinceReferenceDate)")
+        }
+        #expect(ISODate.json(Date(timeIntervalSince1970: 1_795_348_055.076)) == "\"2026-11-22T11:47:35.076Z\"")
+        #expect(ISODate.json(Date(timeIntervalSince1970: -1.5)) == "\"1969-12-31T23:59:58.500Z\"")
+        #expect(ISODate.parse("2026-11-22T12:47:35.076+01:00") == ISODate.parse("2026-11-22T11:47:35.076Z"))
+        #expect(ISODate.parse("2026-02-29T00:00:00Z") == nil)
+    }
+}
