@@ -31,7 +31,7 @@ extension Context {
     // MARK: Validation
 
     private func validate(_ objects: [ManagedObject]) throws {
-        for object in objects.sorted(by: { $0.objectID < $1.objectID }) {
+        for object in inIDOrder(objects) {
             let label = "\(object.entity.name) \(object.objectID.recordID)"
             do {
                 if object.isDeleted {
@@ -198,7 +198,7 @@ extension Context {
 
     private func push(_ objects: [ManagedObject], into parent: Context) {
         parent.undoManager.withGroup(in: parent) {
-            for object in objects.sorted(by: { $0.objectID < $1.objectID }) {
+            for object in inIDOrder(objects) {
                 let id = object.objectID.recordID
                 if object.isDeleted || (!object.exists) {
                     if let target = parent.registered[id] ?? parent.object(for: id) { parent.delete(target, applyingRules: false) }
@@ -280,5 +280,14 @@ extension Context {
             }
             onExternalChanges?(changes)
         }
+    }
+}
+
+extension Context {
+    /// `objects` in record-ID order (the order saves validate and push in, so errors are
+    /// reproducible), sorted on the raw IDs read once rather than on `objectID`s built
+    /// for every comparison.
+    func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
+        objects.map { ($0.objectID.recordID.rawValue, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
     }
 }

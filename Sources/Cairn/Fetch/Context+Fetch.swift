@@ -120,6 +120,8 @@ extension Context {
         let conjuncts: [FetchPredicate]
         if case .and(let parts) = predicate { conjuncts = parts } else { conjuncts = [predicate] }
         var best: (attribute: String, condition: IndexCondition, rank: Int)?
+        var ranges: [String: (lower: Value?, lowerInclusive: Bool, upper: Value?, upperInclusive: Bool)] = [:]
+        var rangeOrder: [String] = []
         for conjunct in conjuncts {
             guard case .comparison(.keyPath(let parts), let op, let rhs, let options, .direct) = conjunct,
                   parts.count == 1, options.isEmpty,
@@ -142,7 +144,32 @@ extension Context {
                 condition = .range(lower: low, lowerInclusive: true, upper: high, upperInclusive: true); rank = 2
             default: continue
             }
+            if case .range(let lower, let lowerInclusive, let upper, let upperInclusive) = condition {
+                // Bounds on one attribute (`a >= x AND a < y`) narrow one range together.
+                var range = ranges[parts[0]] ?? (nil, false, nil, false)
+                if let lower {
+                    let order = range.lower.flatMap { ValueOrder.order(lower, $0, []) }
+                    if range.lower == nil || order == .orderedDescending { range.lower = lower; range.lowerInclusive = lowerInclusive }
+                    if order == .orderedSame { range.lowerInclusive = range.lowerInclusive && lowerInclusive }
+                }
+                if let upper {
+                    let order = range.upper.flatMap { ValueOrder.order(upper, $0, []) }
+                    if range.upper == nil || order == .orderedAscending { range.upper = upper; range.upperInclusive = upperInclusive }
+                    if order == .orderedSame { range.upperInclusive = range.upperInclusive && upperInclusive }
+                }
+                ranges[parts[0]] = range
+                if !rangeOrder.contains(parts[0]) { rangeOrder.append(parts[0]) }
+                continue
+            }
             if best == nil || rank < best!.rank { best = (parts[0], condition, rank) }
+        }
+        for attribute in rangeOrder {
+            guard let range = ranges[attribute] else { continue }
+            let rank = range.lower != nil && range.upper != nil ? 1 : 2
+            if best == nil || rank < best!.rank {
+                best = (attribute, .range(lower: range.lower, lowerInclusive: range.lowerInclusive,
+                                          upper: range.upper, upperInclusive: range.upperInclusive), rank)
+            }
         }
         if let best { result.access = .index(attribute: best.attribute, condition: best.condition) }
         return result

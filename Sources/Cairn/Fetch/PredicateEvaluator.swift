@@ -144,6 +144,13 @@ struct CompiledPredicate {
         case .and(let parts): return parts.allSatisfy { evaluate($0, values, resolve) }
         case .or(let parts): return parts.contains { evaluate($0, values, resolve) }
         case .compare(let lhs, let op, let rhs, let options, let quantifier, let regex):
+            // The common case — an attribute of the record against a constant — without
+            // building operand lists.
+            if case .path(let path) = lhs, path.hops.isEmpty, path.countOf == nil, !path.isMany, quantifier == .direct,
+               let slot = path.last, case .constant(let constant) = rhs, !op.needsList {
+                let left = slot < values.count ? values[slot] : .null
+                if case .references = left {} else { return Self.compare(left, op, constant, options, regex) }
+            }
             let right = operandValues(rhs, values, resolve)
             if case .path(let path) = lhs, path.isMany || quantifier != .direct {
                 let candidates = operandValues(lhs, values, resolve)
@@ -210,16 +217,30 @@ struct CompiledPredicate {
 
     // MARK: Comparing values
 
-    static func compare(_ left: Value, _ op: ComparisonOperator, _ right: [Value], _ options: ComparisonOptions,
+    /// Comparison against one value, for the operators that take one (see `needsList`).
+    static func compare(_ left: Value, _ op: ComparisonOperator, _ rhs: Value, _ options: ComparisonOptions,
                         _ regex: RegexBox?) -> Bool {
-        let rhs = right.first ?? .null
         switch op {
         case .equal: return ValueOrder.equal(left, rhs, options)
         case .notEqual: return !ValueOrder.equal(left, rhs, options)
         case .less: return ValueOrder.order(left, rhs, options) == .orderedAscending
-        case .lessOrEqual: return [.orderedAscending, .orderedSame].contains(ValueOrder.order(left, rhs, options))
+        case .lessOrEqual:
+            let order = ValueOrder.order(left, rhs, options)
+            return order == .orderedAscending || order == .orderedSame
         case .greater: return ValueOrder.order(left, rhs, options) == .orderedDescending
-        case .greaterOrEqual: return [.orderedDescending, .orderedSame].contains(ValueOrder.order(left, rhs, options))
+        case .greaterOrEqual:
+            let order = ValueOrder.order(left, rhs, options)
+            return order == .orderedDescending || order == .orderedSame
+        default: return compare(left, op, [rhs], options, regex)
+        }
+    }
+
+    static func compare(_ left: Value, _ op: ComparisonOperator, _ right: [Value], _ options: ComparisonOptions,
+                        _ regex: RegexBox?) -> Bool {
+        let rhs = right.first ?? .null
+        switch op {
+        case .equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual:
+            return compare(left, op, rhs, options, regex)
         case .beginsWith, .endsWith, .contains, .like:
             guard case .string(let a) = left, case .string(let b) = rhs else { return false }
             let x = ValueOrder.fold(a, options), y = ValueOrder.fold(b, options)
@@ -262,4 +283,15 @@ struct CompiledPredicate {
         return p == pattern.count
     }
 
+}
+
+extension ComparisonOperator {
+    /// Whether the operator compares against more than one value (or does text matching),
+    /// so it takes the general path of the evaluator.
+    var needsList: Bool {
+        switch self {
+        case .equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual: return false
+        default: return true
+        }
+    }
 }

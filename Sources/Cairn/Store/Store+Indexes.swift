@@ -22,8 +22,49 @@ final class SecondaryIndex: @unchecked Sendable {
 
     init(slot: Int, entries: [(Value, UInt64)]) {
         self.slot = slot
-        sorted = entries.map { ($0.0, $0.1) }
-        sorted.sort(by: Self.less)
+        if let fast = Self.sortedIntegers(entries) {
+            sorted = fast
+        } else {
+            sorted = entries.map { ($0.0, $0.1) }
+            sorted.sort(by: Self.less)
+        }
+    }
+
+    /// The common case, an integer attribute, sorted as plain (Int64, ID) pairs: the
+    /// same order as `less` (nils first, then by value, then by ID) without comparing
+    /// `Value`s. Nil if the entries are not all nil or integers of one width.
+    private static func sortedIntegers(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)]? {
+        var nulls: [UInt64] = []
+        var keyed: [(key: Int64, id: UInt64)] = []
+        keyed.reserveCapacity(entries.count)
+        var width: UInt8 = 0
+        for (value, id) in entries {
+            let key: Int64, kind: UInt8
+            switch value {
+            case .null: nulls.append(id); continue
+            case .int8(let v): (key, kind) = (Int64(v), 1)
+            case .int16(let v): (key, kind) = (Int64(v), 2)
+            case .int32(let v): (key, kind) = (Int64(v), 3)
+            case .int64(let v): (key, kind) = (v, 4)
+            default: return nil
+            }
+            if width == 0 { width = kind } else if width != kind { return nil }
+            keyed.append((key, id))
+        }
+        nulls.sort()
+        keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.id < $1.id }
+        var result: [(value: Value, id: UInt64)] = []
+        result.reserveCapacity(entries.count)
+        for id in nulls { result.append((.null, id)) }
+        for (key, id) in keyed {
+            switch width {
+            case 1: result.append((.int8(Int8(truncatingIfNeeded: key)), id))
+            case 2: result.append((.int16(Int16(truncatingIfNeeded: key)), id))
+            case 3: result.append((.int32(Int32(truncatingIfNeeded: key)), id))
+            default: result.append((.int64(key), id))
+            }
+        }
+        return result
     }
 
     static func less(_ a: (value: Value, id: UInt64), _ b: (value: Value, id: UInt64)) -> Bool {

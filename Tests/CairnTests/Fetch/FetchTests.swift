@@ -176,6 +176,10 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(try access("label IN {'a', 'b'}") == .index(attribute: "label", condition: .equal([.string("a"), .string("b")])))
         #expect(try access("rank >= 3 AND flag == YES") == .index(attribute: "rank", condition: .range(lower: .int64(3), lowerInclusive: true, upper: nil, upperInclusive: false)))
         #expect(try access("flag == YES AND label == 'x'") == .index(attribute: "label", condition: .equal([.string("x")])))
+        // Both bounds on one attribute narrow one range; the tighter bound wins.
+        #expect(try access("rank >= 3 AND rank < 9 AND rank > 1 AND rank <= 9") == .index(attribute: "rank",
+            condition: .range(lower: .int64(3), lowerInclusive: true, upper: .int64(9), upperInclusive: false)))
+        #expect(try access("rank > 3 AND label IN {'a'}") == .index(attribute: "label", condition: .equal([.string("a")])))
         #expect(try access("rankPlain == 3") == .fullScan)
         #expect(try access("label ==[c] 'x'") == .fullScan, "folded comparisons cannot use the index")
         #expect(try access("rank == 3 OR flag == YES") == .fullScan)
