@@ -5,8 +5,9 @@
 #   Fuzz/run.sh --smoke [SECONDS]  every target briefly (default 25 s each)
 #   Fuzz/run.sh --build            build only
 #
-# Crashes, leaks and timeouts are written to Fuzz/crashes/TARGET/; keep them there: the
-# ordinary test suite replays them (FuzzReplayTests).
+# Crashes, leaks and timeouts are written to Fuzz/crashes/TARGET/ (not tracked by git).
+# Fix the bug, then move the input to Fuzz/regressions/TARGET/ and commit it: the ordinary
+# test suite replays that folder (FuzzReplayTests). CI fails when Fuzz/crashes/ holds a file.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd .. && pwd)

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Cairn
 
-/// Replays every kept fuzz input (seed corpus and crashes) through the fuzz entry points
+/// Replays every kept fuzz input (seed corpus and fixed crash inputs under Fuzz/regressions) through the fuzz entry points
 /// without libFuzzer; with CAIRN_WRITE_SEEDS=1 it first (re)writes the seed corpus.
 @Suite struct FuzzReplayTests {
     static let fuzzDirectory = URL(fileURLWithPath: #filePath)
@@ -92,7 +92,7 @@ import Testing
         }
         var replayed = 0
         for entry in FuzzEntry.allCases {
-            for folder in ["corpus", "crashes"] {
+            for folder in ["corpus", "regressions"] {
                 let directory = Self.fuzzDirectory + "/\(folder)/" + entry.rawValue
                 for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] where !name.hasPrefix(".") {
                     guard let data = fm.contents(atPath: directory + "/" + name) else { continue }
