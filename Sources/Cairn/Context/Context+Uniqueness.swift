@@ -8,7 +8,8 @@
 /// object takes the existing record's ID, and references to it follow.
 extension Context {
     func enforceUniqueness() throws {
-        let changed = dirty.values.filter { $0.exists && $0.hasChanges && !$0.entity.uniqueness.isEmpty }
+        guard coordinator.hasUniquenessConstraints else { return }
+        let changed = dirty.values.filter { $0.exists && $0.hasUnsavedChanges && !$0.entity.uniqueness.isEmpty }
             .sorted { $0.objectID < $1.objectID }
         var claimed: [String: ManagedObject] = [:]
         for object in changed where object.exists {

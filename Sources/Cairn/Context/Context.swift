@@ -43,8 +43,6 @@ public final class Context {
     var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
-    /// Rows read by fetches for objects still faults: firing one takes its row from here.
-    var rowCache: [RecordID: (values: [Value], version: UInt64)] = [:]
     /// Live results and other observers of this context's changes.
     var changeObservers: [UUID: () -> Void] = [:]
 
@@ -163,7 +161,8 @@ public final class Context {
             }
             object.faultBatch = nil
         }
-        let cached = rowCache.removeValue(forKey: object.objectID.recordID)
+        let cached = object.prefetched
+        object.prefetched = nil
         guard let (values, version) = try cached ?? sourceValues(for: object.objectID.recordID) else {
             object.isFault = false
             object.values = object.layout.defaults
@@ -302,9 +301,11 @@ public final class Context {
 
     /// Forgets every object (registered objects are detached) and the undo stack.
     public func reset() {
-        for object in registered.values { object.context = nil }
+        for object in registered.values {
+            object.context = nil
+            object.prefetched = nil
+        }
         registered = [:]
-        rowCache = [:]
         dirty = [:]
         deferredErrors = []
         undoManager.removeAllActions()
@@ -317,7 +318,7 @@ public final class Context {
         guard object.context === self, object.inStore else { return }
         let local = mergeChanges && !object.isFault ? object.changedKeyIndices.map { ($0, object.values[$0]) } : []
         let wasDeleted = !object.exists
-        rowCache[object.objectID.recordID] = nil
+        object.prefetched = nil
         object.isFault = true
         object.values = []
         object.exists = true

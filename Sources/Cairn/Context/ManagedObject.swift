@@ -50,13 +50,19 @@ open class ManagedObject: CustomStringConvertible {
     var inStore = false
     /// The fetch batch this fault loads with (see ``FetchRequest/fetchBatchSize``).
     var faultBatch: FaultBatch?
+    /// For a fault: the row (values and version) the fetch that made it already read, so
+    /// firing it needs no second read. Dropped when the record changes elsewhere.
+    var prefetched: (values: [Value], version: UInt64)?
     /// Relationships set before the object was inserted into a context.
     var detachedRelations: [Int: [ManagedObject]] = [:]
 
     /// A new object not yet in any context (insert it, or use ``init(context:)``).
     public required init() {
         let type = type(of: self)
-        let layout = PrototypeBuilder.isBuilding(type) ? PropertyLayout.placeholder : PropertyLayout.of(type)
+        // The cached layout first: the per-thread "prototype under construction" check
+        // (a thread-dictionary lookup, microseconds) is needed only before it exists.
+        let layout = PropertyLayout.cached(type)
+            ?? (PrototypeBuilder.isBuilding(type) ? PropertyLayout.placeholder : PropertyLayout.of(type))
         self.layout = layout
         entity = layout.entity
         values = layout.defaults
@@ -85,7 +91,13 @@ open class ManagedObject: CustomStringConvertible {
     /// Whether the object has unsaved changes in its context.
     public var hasChanges: Bool {
         guard context != nil else { return false }
-        return isInserted || isDeleted || (!isFault && base.map { $0 != values } ?? false)
+        return hasUnsavedChanges
+    }
+
+    /// ``hasChanges`` for an object known to be in a context (its dirty set): no weak load.
+    var hasUnsavedChanges: Bool {
+        if exists != inStore { return true }  // inserted, or deleted
+        return !isFault && base.map { $0 != values } ?? false
     }
 
     /// The names of keys whose values differ from the last saved ones.
@@ -156,7 +168,8 @@ open class ManagedObject: CustomStringConvertible {
 
     @usableFromInline
     func read(_ slot: Int) -> Value {
-        context?.willRead(self)
+        // A loaded object needs no context (and no weak load) to be read.
+        if isFault { context?.willRead(self) }
         return slot < values.count ? values[slot] : .null
     }
 
@@ -211,10 +224,11 @@ extension ManagedObject: Sendable {}
 /// integer comparisons.
 @usableFromInline
 struct DeclarationSite: Hashable, Sendable {
-    let file: UInt
-    let line: UInt
-    let column: UInt
+    @usableFromInline let file: UInt
+    @usableFromInline let line: UInt
+    @usableFromInline let column: UInt
 
+    @inlinable
     init(file: StaticString, line: UInt, column: UInt) {
         self.file = file.hasPointerRepresentation ? UInt(bitPattern: file.utf8Start) : UInt(file.unicodeScalar.value)
         self.line = line
@@ -270,9 +284,15 @@ final class PropertyLayout: Sendable {
 
     private static let cache = Protected<[ObjectIdentifier: PropertyLayout]>([:])
 
+    /// The layout of a class if it was derived already.
+    @inline(__always)
+    static func cached(_ type: ManagedObject.Type) -> PropertyLayout? {
+        cache.withLock { $0[ObjectIdentifier(type)] }
+    }
+
     /// The layout of a class, derived once from a prototype instance's wrappers.
     static func of(_ type: ManagedObject.Type) -> PropertyLayout {
-        if let known = cache.withLock({ $0[ObjectIdentifier(type)] }) { return known }
+        if let known = cached(type) { return known }
         var attributes: [(AttributeDescription, DeclarationSite)] = []
         var relationships: [(RelationshipDescription, DeclarationSite)] = []
         // Walk the wrappers of a bare instance. Its own layout is not needed for this:

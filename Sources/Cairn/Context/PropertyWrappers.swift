@@ -11,10 +11,13 @@ import Foundation
 @propertyWrapper
 public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     @usableFromInline let defaultValue: T
-    let indexed: Bool
-    let renamingIdentifier: String?
+    @usableFromInline let indexed: Bool
+    @usableFromInline let renamingIdentifier: String?
     @usableFromInline let site: DeclarationSite
 
+    // Inlinable so each use is specialized in the client: a generic init asks the runtime
+    // for `Attribute<T>`'s metadata on every object created (most of an init's cost).
+    @inlinable
     public init(wrappedValue: T, indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         defaultValue = wrappedValue
@@ -23,6 +26,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
         site = DeclarationSite(file: file, line: line, column: column)
     }
 
+    @inlinable
     public init(indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) where T: ExpressibleByNilLiteral {
         self.init(wrappedValue: nil, indexed: indexed, renamingIdentifier: renamingIdentifier, file: file, line: line, column: column)
@@ -67,9 +71,10 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
 /// ```
 @propertyWrapper
 public struct Archived<T: Codable>: PropertyDeclaration {
-    let defaultValue: T
-    let site: DeclarationSite
+    @usableFromInline let defaultValue: T
+    @usableFromInline let site: DeclarationSite
 
+    @inlinable
     public init(wrappedValue: T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         defaultValue = wrappedValue
         site = DeclarationSite(file: file, line: line, column: column)
@@ -118,12 +123,13 @@ public struct Archived<T: Codable>: PropertyDeclaration {
 /// ```
 @propertyWrapper
 public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
-    let inverse: String?
-    let deleteRule: DeleteRule
-    let isOptional: Bool
-    let renamingIdentifier: String?
-    let site: DeclarationSite
+    @usableFromInline let inverse: String?
+    @usableFromInline let deleteRule: DeleteRule
+    @usableFromInline let isOptional: Bool
+    @usableFromInline let renamingIdentifier: String?
+    @usableFromInline let site: DeclarationSite
 
+    @inlinable
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, optional: Bool = true,
                 renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
@@ -171,11 +177,12 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
 /// ```
 @propertyWrapper
 public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
-    let inverse: String?
-    let deleteRule: DeleteRule
-    let renamingIdentifier: String?
-    let site: DeclarationSite
+    @usableFromInline let inverse: String?
+    @usableFromInline let deleteRule: DeleteRule
+    @usableFromInline let renamingIdentifier: String?
+    @usableFromInline let site: DeclarationSite
 
+    @inlinable
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         self.inverse = inverse

@@ -10,6 +10,8 @@ public final class Coordinator: Sendable {
     public let schema: Schema
     let entitiesByName: [String: EntityDescription]
     let entitiesByNumber: [UInt16: EntityDescription]
+    /// Whether any entity declares a uniqueness constraint (saves skip the check otherwise).
+    let hasUniquenessConstraints: Bool
     private let subscribers = Protected<[WeakInbox]>([])
     private let observers = Protected<[UUID: @Sendable (ChangeSet) -> Void]>([:])
 
@@ -55,6 +57,7 @@ public final class Coordinator: Sendable {
         self.schema = store.schema
         entitiesByName = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.name, $0) })
         entitiesByNumber = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.number, $0) })
+        hasUniquenessConstraints = self.schema.entities.contains { !$0.uniqueness.isEmpty }
     }
 
     static func mismatchMessage(path: String, stored: Schema, requested: Schema) -> String {

@@ -5,13 +5,15 @@ import Foundation
 /// window, and hand back objects (faults), IDs, counts or aggregates.
 extension Context {
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
-        var loaded: [RecordID: (values: [Value], version: UInt64)] = [:]
-        let ids = try execute(request, loaded: &loaded)
-        var objects = ids.compactMap { object(for: $0) as? T }
-        // Records the scan already decoded wait in the row cache, so a fault fires
-        // without reading the store again (objects stay faults until touched).
-        for object in objects where object.isFault {
-            if let row = loaded[object.objectID.recordID] { rowCache[object.objectID.recordID] = row }
+        let rows = try executeRows(request)
+        var objects: [T] = []
+        objects.reserveCapacity(rows.count)
+        for row in rows {
+            guard let object = object(for: row.id) as? T else { continue }
+            // A record the scan already decoded stays with its fault, so the fault fires
+            // without reading the store again (objects stay faults until touched).
+            if object.isFault, let version = row.version { object.prefetched = (row.values, version) }
+            objects.append(object)
         }
         if let filter = request.objectFilter {
             objects = try objects.filter { object in
@@ -186,29 +188,31 @@ extension Context {
 
     /// The IDs matching a request, sorted and windowed (before any object filter).
     func execute<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [RecordID] {
-        var unused: [RecordID: (values: [Value], version: UInt64)]?
-        return try execute(request, loaded: &unused)
+        try executeRows(request).map(\.id)
     }
 
-    func execute<T: ManagedObject>(_ request: FetchRequest<T>, loaded: inout [RecordID: (values: [Value], version: UInt64)]) throws -> [RecordID] {
-        var collected: [RecordID: (values: [Value], version: UInt64)]? = [:]
-        defer { loaded = collected ?? [:] }
-        return try execute(request, loaded: &collected)
+    /// One match of a request: its ID, its values as this context sees them, and — when
+    /// they were read from the store — the record version they were read at.
+    struct FetchRow {
+        let id: RecordID
+        let values: [Value]
+        let version: UInt64?
     }
 
-    /// The IDs matching a request; when `loaded` is non-nil, the store records read along
-    /// the way (values and version) are collected into it.
-    func execute<T: ManagedObject>(_ request: FetchRequest<T>, loaded: inout [RecordID: (values: [Value], version: UInt64)]?) throws -> [RecordID] {
+    /// The rows matching a request, sorted and windowed (before any object filter).
+    func executeRows<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [FetchRow] {
         processExternalChanges()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
-        let pending: [RecordID: ManagedObject] = request.includesPendingChanges
-            ? dirty.filter { $0.key.entity == entity.number } : [:]
-        var matches: [(id: RecordID, values: [Value])] = []
-        func consider(_ id: RecordID, _ values: [Value]) {
-            if compiled?.evaluate(values, resolve: resolver) ?? true { matches.append((id, values)) }
+        var pending: [RecordID: ManagedObject] = [:]
+        if request.includesPendingChanges {
+            for (id, object) in dirty where id.entity == entity.number { pending[id] = object }
+        }
+        var matches: [FetchRow] = []
+        func consider(_ id: RecordID, _ values: [Value], _ version: UInt64?) {
+            if compiled?.evaluate(values, resolve: resolver) ?? true { matches.append(FetchRow(id: id, values: values, version: version)) }
         }
         let store = coordinator.store
         if parent == nil {
@@ -217,36 +221,30 @@ extension Context {
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
                 for id in try store.indexedIDs(entity: entity.number, slot: slot, matching: condition).sorted()
                 where pending[id] == nil {
-                    if let (record, version) = try store.getVersioned(id) {
-                        consider(id, record.values)
-                        if loaded != nil && registered[id] == nil { loaded?[id] = (record.values, version) }
-                    }
+                    if let (record, version) = try store.getVersioned(id) { consider(id, record.values, version) }
                 }
             case .fullScan:
-                let collect = loaded != nil
+                let filterPending = !pending.isEmpty
                 try store.scanVersioned(entity: entity.number) { id, version, body in
-                    guard pending[id] == nil else { return }
-                    let values = try Store.decodeRecord(body, id: id, entity: entity)
-                    let before = matches.count
-                    consider(id, values)
-                    if collect && matches.count > before && registered[id] == nil { loaded?[id] = (values, version) }
+                    if filterPending && pending[id] != nil { return }
+                    consider(id, try Store.decodeRecord(body, id: id, entity: entity), version)
                 }
             }
         } else if let parent {
             for id in parent.currentIDs(entity: entity.number) where pending[id] == nil {
-                if let values = try parent.currentValues(for: id)?.values { consider(id, values) }
+                if let values = try parent.currentValues(for: id)?.values { consider(id, values, nil) }
             }
         }
         for (id, object) in pending {
             willRead(object)
-            if object.exists && object.context === self { consider(id, object.values) }
+            if object.exists && object.context === self { consider(id, object.values, nil) }
         }
         if !request.sortDescriptors.isEmpty {
             let paths = try request.sortDescriptors.map {
                 try CompiledPredicate.resolve($0.keyPath, entity: entity, schema: coordinator.schema)
             }
-            let keyed = matches.map { match in
-                (match.id, paths.map { CompiledPredicate.follow($0, match.values, resolver).first ?? .null })
+            let keyed = matches.indices.map { index in
+                (index, paths.map { CompiledPredicate.follow($0, matches[index].values, resolver).first ?? .null })
             }
             let sorted = keyed.sorted { a, b in
                 for (index, descriptor) in request.sortDescriptors.enumerated() {
@@ -254,12 +252,15 @@ extension Context {
                     if order == .orderedSame { continue }
                     return (order == .orderedAscending) == descriptor.ascending
                 }
-                return a.0 < b.0
-            }
-            return request.objectFilter == nil ? window(sorted.map(\.0), request) : sorted.map(\.0)
+                return matches[a.0].id < matches[b.0].id
+            }.map { matches[$0.0] }
+            return request.objectFilter == nil ? window(sorted, request) : sorted
         }
-        let ids = matches.map(\.id).sorted()
-        return request.objectFilter == nil ? window(ids, request) : ids
+        // Scans and index lookups yield ID order already; only pending inserts can break it.
+        if !matches.isEmpty, !zip(matches, matches.dropFirst()).allSatisfy({ $0.id < $1.id }) {
+            matches.sort { $0.id < $1.id }
+        }
+        return request.objectFilter == nil ? window(matches, request) : matches
     }
 
     func window<Element, T>(_ items: [Element], _ request: FetchRequest<T>) -> [Element] {

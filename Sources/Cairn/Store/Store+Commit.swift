@@ -173,13 +173,19 @@ extension Store {
             try log.withLock { writer in
                 guard let writer else { throw closedError() }
                 try checkWritable()
-                var (sequence, versions) = state.withLock { ($0.lastSequence, $0.versions) }
+                // Versions change only under the log lock, which this thread holds, so the
+                // store's are read in place; `batchVersions` holds what earlier tickets of
+                // this batch will change (copying the store's table made every commit O(records)).
+                var sequence = state.withLock { $0.lastSequence }
+                var batchVersions: [UInt64: UInt64] = [:]
                 let now = nowMilliseconds()
                 var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
                 writer.buffer.removeAll()
                 for (index, ticket) in batch.enumerated() {
-                    let stale = ticket.expected.filter { versions[$0.key.rawValue] ?? 0 != $0.value }.keys.sorted()
+                    let stale = ticket.expected.isEmpty ? [] : state.withLock { state in
+                        ticket.expected.filter { batchVersions[$0.key.rawValue] ?? state.version(of: $0.key) != $0.value }.keys.sorted()
+                    }
                     if !stale.isEmpty {
                         outcomes[index] = .failed(CairnError(.conflict,
                             "records changed since they were read: \(stale.map(\.description).joined(separator: ", "))"))
@@ -191,7 +197,9 @@ extension Store {
                         continue
                     }
                     sequence += 1
-                    for operation in ticket.operations { versions[operation.id.rawValue] = sequence }
+                    if index < batch.count - 1 {
+                        for operation in ticket.operations { batchVersions[operation.id.rawValue] = sequence }
+                    }
                     accepted.append((ticket, sequence))
                     assigned[index] = sequence
                     LogFrame.append(to: &writer.buffer, sequence: sequence, syncedThrough: writer.syncedThrough) {

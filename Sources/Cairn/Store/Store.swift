@@ -132,7 +132,7 @@ public final class Store: Sendable {
         let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, $0.versions) }
         try withExtendedLifetime(snapshot) {
             try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
-                let version = versions[id.rawValue] ?? 0
+                let version = versions.isEmpty ? 0 : versions[id.rawValue] ?? 0
                 switch source {
                 case .snapshot(let offset): try body(id, version, try snapshot.body(at: offset, id: id))
                 case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
