@@ -36,9 +36,9 @@ public final class Context {
     /// A name for debugging.
     public var name: String?
 
-    var registered: [RecordID: ManagedObject] = [:]
+    var registered = IDMap<RecordID, ManagedObject>()
     /// Objects changed (inserted, updated, deleted) since the last save.
-    var dirty: [RecordID: ManagedObject] = [:]
+    var dirty = IDMap<RecordID, ManagedObject>()
     let inbox = Inbox()
     var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.

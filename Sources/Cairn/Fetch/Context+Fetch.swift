@@ -206,7 +206,7 @@ extension Context {
         let entity = try entityDescription(request.entityName)
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
-        var pending: [RecordID: ManagedObject] = [:]
+        var pending = IDMap<RecordID, ManagedObject>()
         if request.includesPendingChanges {
             for (id, object) in dirty where id.entity == entity.number { pending[id] = object }
         }

@@ -147,7 +147,7 @@ public final class Store: Sendable {
     }
 
     /// Merges an entity's snapshot entries with the log's changes, in ID order.
-    static func merge(snapshot: SnapshotReader, overlay: [UInt64: OverlayEntry], entity: UInt16,
+    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, entity: UInt16,
                       _ body: (RecordID, Source) throws -> Void) rethrows {
         let changed = overlay.keys.sorted()
         var next = 0
@@ -262,14 +262,14 @@ enum OverlayEntry: Sendable {
 struct StoreState: Sendable {
     var snapshot: SnapshotReader
     /// Changes since the snapshot, by entity then raw ID.
-    var overlay: [UInt16: [UInt64: OverlayEntry]] = [:]
+    var overlay: [UInt16: IDMap<UInt64, OverlayEntry>] = [:]
     var counts: [UInt16: Int] = [:]
     var lastSequence: UInt64
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?
     /// Sequence number of the last change to each record changed since the store was
     /// opened (raw ID → sequence). Records absent have version 0. Kept across compaction.
-    var versions: [UInt64: UInt64] = [:]
+    var versions = IDMap<UInt64, UInt64>()
     /// Secondary indexes built so far (in memory only).
     var indexes: [IndexKey: SecondaryIndex] = [:]
 
