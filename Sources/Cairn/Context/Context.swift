@@ -36,11 +36,13 @@ public final class Context {
     /// A name for debugging.
     public var name: String?
 
-    var registered = IDMap<RecordID, ManagedObject>()
+    // A context's tables are touched only on its isolation, by Cairn's own code: no
+    // dynamic exclusivity checks (a runtime call on every access of the hot paths).
+    @exclusivity(unchecked) var registered = IDMap<RecordID, ManagedObject>()
     /// Objects changed (inserted, updated, deleted) since the last save.
-    var dirty = IDMap<RecordID, ManagedObject>()
+    @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>()
     let inbox = Inbox()
-    var deferredErrors: [CairnError] = []
+    @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
     /// Live results and other observers of this context's changes.
@@ -180,8 +182,13 @@ public final class Context {
     /// Before any read of an object's value: fire a fault. External changes are not
     /// merged here, so a read-modify-write of a property never straddles a merge; they
     /// are merged at the context's next fetch, lookup or save.
+    @inline(__always)
     func willRead(_ object: ManagedObject) {
         guard object.isFault else { return }
+        fire(object)
+    }
+
+    private func fire(_ object: ManagedObject) {
         do { try load(object) } catch let error as CairnError { recordError(error) } catch {}
     }
 

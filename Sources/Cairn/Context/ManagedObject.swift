@@ -28,33 +28,36 @@ open class ManagedObject: CustomStringConvertible {
     open class var renamingIdentifier: String? { nil }
 
     /// The object's permanent ID (a placeholder until it is inserted into a context).
-    public internal(set) var objectID: ObjectID
+    @exclusivity(unchecked) public internal(set) var objectID: ObjectID
     /// The context the object belongs to, if any.
     public internal(set) weak var context: Context?
     /// The entity, with its stored number once the object is registered.
-    public internal(set) var entity: EntityDescription
-    private(set) var layout: PropertyLayout
+    @exclusivity(unchecked) public internal(set) var entity: EntityDescription
+    @exclusivity(unchecked) private(set) var layout: PropertyLayout
 
-    /// Current values, attributes then relationships (empty while a fault). Only the
-    /// owning context's isolation touches it, so dynamic exclusivity checks are skipped.
+    // An object's stored state is touched only on its context's isolation, by Cairn's own
+    // code, so the dynamic exclusivity checks (a runtime call per access, a fifth of a
+    // property write) are skipped on it: `@exclusivity(unchecked)` on each stored property.
+
+    /// Current values, attributes then relationships (empty while a fault).
     @exclusivity(unchecked) var values: [Value]
     /// Values as last read from (or saved to) the parent store; nil for a new object.
-    var base: [Value]?
+    @exclusivity(unchecked) var base: [Value]?
     /// The record version `base` was read at (optimistic locking).
-    var baseVersion: UInt64 = 0
+    @exclusivity(unchecked) var baseVersion: UInt64 = 0
     /// True until the values are loaded.
-    public internal(set) var isFault = false
+    @exclusivity(unchecked) public internal(set) var isFault = false
     /// False once deleted in its context.
-    var exists = true
+    @exclusivity(unchecked) var exists = true
     /// Whether the record exists in the parent store (fetched, or saved).
-    var inStore = false
+    @exclusivity(unchecked) var inStore = false
     /// The fetch batch this fault loads with (see ``FetchRequest/fetchBatchSize``).
-    var faultBatch: FaultBatch?
+    @exclusivity(unchecked) var faultBatch: FaultBatch?
     /// For a fault: the row (values and version) the fetch that made it already read, so
     /// firing it needs no second read. Dropped when the record changes elsewhere.
-    var prefetched: (values: [Value], version: UInt64)?
+    @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
     /// Relationships set before the object was inserted into a context.
-    var detachedRelations: [Int: [ManagedObject]] = [:]
+    @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = [:]
 
     /// A new object not yet in any context (insert it, or use ``init(context:)``).
     public required init() {

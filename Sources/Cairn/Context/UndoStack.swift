@@ -25,13 +25,14 @@ public final class UndoStack {
     /// Most groups kept (0: no limit). The oldest are dropped first.
     public var levelsLimit = 0 { didSet { trim() } }
     /// When false, changes are not recorded.
-    public var isEnabled = true
+    @exclusivity(unchecked) public var isEnabled = true
 
-    private(set) var undoStack: [Group] = []
-    private(set) var redoStack: [Group] = []
-    private var open: Group?
-    private var depth = 0
-    private var isReplaying = false
+    // Used only on the owning context's isolation: no dynamic exclusivity checks.
+    @exclusivity(unchecked) private(set) var undoStack: [Group] = []
+    @exclusivity(unchecked) private(set) var redoStack: [Group] = []
+    @exclusivity(unchecked) private var open: Group?
+    @exclusivity(unchecked) private var depth = 0
+    @exclusivity(unchecked) private var isReplaying = false
 
     public init() {}
 
@@ -86,6 +87,7 @@ public final class UndoStack {
     // MARK: Recording (called by the context)
 
     /// Runs `body` inside the open group, or in a group of its own.
+    @inline(__always)
     func withGroup(in context: Context, _ body: () -> Void) {
         if isReplaying || !isEnabled || depth > 0 { body(); return }
         beginGrouping()
@@ -94,8 +96,14 @@ public final class UndoStack {
     }
 
     /// Remembers `object`'s state before the group first changes it.
+    @inline(__always)
     func record(_ object: ManagedObject, in context: Context) {
-        guard isEnabled, !isReplaying, open != nil else { return }
+        guard isEnabled, !isReplaying, depth > 0 else { return }
+        recordState(object, in: context)
+    }
+
+    private func recordState(_ object: ManagedObject, in context: Context) {
+        guard open != nil else { return }
         let key = ObjectIdentifier(object)
         guard open?.states[key] == nil else { return }
         open?.states[key] = Self.state(of: object, in: context)

@@ -72,8 +72,10 @@ struct IDMap<Key: IDMapKey, Value> {
 
     /// The bucket holding `bits`, or nil.
     @inline(__always) private func bucket(of bits: UInt64) -> Int? {
-        bucketKeys.withUnsafeBufferPointer { keys in
-            var index = home(bits)
+        let start = home(bits)
+        // The closure captures two integers, not `self` (which would retain both arrays).
+        return bucketKeys.withUnsafeBufferPointer { keys in
+            var index = start
             let mask = keys.count &- 1
             while true {
                 let key = keys[index]
