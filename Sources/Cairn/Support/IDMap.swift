@@ -17,6 +17,35 @@ extension RecordID: IDMapKey {
     @inline(__always) init(idBits: UInt64) { self.init(rawValue: idBits) }
 }
 
+/// The buckets of an ``IDMap``: key bits (0 = empty) and, for occupied buckets only,
+/// initialized values. Shared between copies of a map until one of them writes.
+final class IDMapBuckets<Value> {
+    let capacity: Int
+    let keys: UnsafeMutablePointer<UInt64>
+    let values: UnsafeMutablePointer<Value>
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        keys = .allocate(capacity: capacity)
+        keys.initialize(repeating: 0, count: capacity)
+        values = .allocate(capacity: capacity)
+    }
+
+    /// A copy with the same capacity and layout (for a write to a shared map).
+    func copy() -> IDMapBuckets {
+        let copy = IDMapBuckets(capacity: capacity)
+        copy.keys.update(from: keys, count: capacity)
+        for index in 0..<capacity where keys[index] != 0 { (copy.values + index).initialize(to: values[index]) }
+        return copy
+    }
+
+    deinit {
+        for index in 0..<capacity where keys[index] != 0 { (values + index).deinitialize(count: 1) }
+        keys.deallocate()
+        values.deallocate()
+    }
+}
+
 /// A hash map keyed by record IDs, for the tables every object and record passes through
 /// (a context's registered and changed objects, the store's log overlay and versions).
 ///
@@ -24,15 +53,15 @@ extension RecordID: IDMapKey {
 /// of the key and a per-table seed picks the bucket: a few multiplications. Open
 /// addressing with linear probing; removal shifts later entries back instead of leaving
 /// tombstones, so lookups never slow down with churn. Iteration order is unspecified.
+/// Buckets live in one raw buffer, copied on write like the standard collections.
 ///
 /// The seed matters: without it, iterating one table (in bucket order, which is hash
 /// order) into another with the same hash sends whole runs of keys to one bucket of the
 /// smaller table, and inserting becomes quadratic. Each table takes its own seed from a
 /// counter, so no two tables share one.
 struct IDMap<Key: IDMapKey, Value> {
-    /// Key bits per bucket; 0 marks an empty bucket (key 0 lives in `zero`).
-    private var bucketKeys: ContiguousArray<UInt64>
-    private var bucketValues: ContiguousArray<Value?>
+    private var buckets: IDMapBuckets<Value>
+    /// The value of key 0 (0 marks an empty bucket).
     private var zero: Value?
     /// 64 − log2(bucket count): the bucket is the top bits of the mixed key.
     private var shift: UInt64
@@ -44,9 +73,14 @@ struct IDMap<Key: IDMapKey, Value> {
             counter &+= 0x9E37_79B9_7F4A_7C15
             return counter
         })
-        bucketKeys = ContiguousArray(repeating: 0, count: 8)
-        bucketValues = ContiguousArray(repeating: nil, count: 8)
+        buckets = IDMapBuckets(capacity: 8)
         shift = 61
+    }
+
+    /// Room for `minimumCapacity` entries without growing.
+    init(minimumCapacity: Int) {
+        self.init()
+        if minimumCapacity > 5 { resize(bucketsFor: minimumCapacity) }
     }
 
     @inline(__always) private static func mix(_ value: UInt64) -> UInt64 {
@@ -56,15 +90,9 @@ struct IDMap<Key: IDMapKey, Value> {
         return z ^ (z >> 31)
     }
 
-    /// Room for `minimumCapacity` entries without growing.
-    init(minimumCapacity: Int) {
-        self.init()
-        if minimumCapacity > 5 { resize(bucketsFor: minimumCapacity) }
-    }
-
     var isEmpty: Bool { count == 0 }
 
-    @inline(__always) private var mask: Int { bucketKeys.count &- 1 }
+    @inline(__always) private var mask: Int { buckets.capacity &- 1 }
 
     @inline(__always) private func home(_ bits: UInt64) -> Int {
         Int(truncatingIfNeeded: Self.mix(bits ^ seed) >> shift)
@@ -72,18 +100,18 @@ struct IDMap<Key: IDMapKey, Value> {
 
     /// The bucket holding `bits`, or nil.
     @inline(__always) private func bucket(of bits: UInt64) -> Int? {
-        let start = home(bits)
-        // The closure captures two integers, not `self` (which would retain both arrays).
-        return bucketKeys.withUnsafeBufferPointer { keys in
-            var index = start
-            let mask = keys.count &- 1
-            while true {
-                let key = keys[index]
-                if key == bits { return index }
-                if key == 0 { return nil }
-                index = (index &+ 1) & mask
-            }
+        let keys = buckets.keys, mask = self.mask
+        var index = home(bits)
+        while true {
+            let key = keys[index]
+            if key == bits { return index }
+            if key == 0 { return nil }
+            index = (index &+ 1) & mask
         }
+    }
+
+    @inline(__always) private mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&buckets) { buckets = buckets.copy() }
     }
 
     subscript(key: Key) -> Value? {
@@ -91,7 +119,7 @@ struct IDMap<Key: IDMapKey, Value> {
             let bits = key.idBits
             if bits == 0 { return zero }
             guard let index = bucket(of: bits) else { return nil }
-            return bucketValues[index]
+            return buckets.values[index]
         }
         set {
             let bits = key.idBits
@@ -126,57 +154,68 @@ struct IDMap<Key: IDMapKey, Value> {
 
     private mutating func insert(_ bits: UInt64, _ value: Value) {
         if let index = bucket(of: bits) {
-            bucketValues[index] = value
+            makeUnique()
+            buckets.values[index] = value
             return
         }
-        if (count + 1) * 10 > bucketKeys.count * 7 { resize(bucketsFor: count + 1) }
+        if (count + 1) * 10 > buckets.capacity * 7 {
+            resize(bucketsFor: count + 1)
+        } else {
+            makeUnique()
+        }
         var index = home(bits)
-        let mask = self.mask
-        while bucketKeys[index] != 0 { index = (index &+ 1) & mask }
-        bucketKeys[index] = bits
-        bucketValues[index] = value
+        let keys = buckets.keys, mask = self.mask
+        while keys[index] != 0 { index = (index &+ 1) & mask }
+        keys[index] = bits
+        (buckets.values + index).initialize(to: value)
         count += 1
     }
 
     private mutating func remove(_ bits: UInt64) -> Value? {
         guard var hole = bucket(of: bits) else { return nil }
-        let removed = bucketValues[hole]
-        let mask = self.mask
+        makeUnique()
+        let keys = buckets.keys, values = buckets.values, mask = self.mask
+        let removed = (values + hole).move()
         // Backward shift: move later members of the probe run into the hole when their
         // home bucket does not lie (cyclically) between the hole and themselves.
         var next = (hole &+ 1) & mask
-        while bucketKeys[next] != 0 {
-            let want = home(bucketKeys[next])
+        while keys[next] != 0 {
             let distanceToHole = (next &- hole) & mask
-            let distanceToHome = (next &- want) & mask
+            let distanceToHome = (next &- home(keys[next])) & mask
             if distanceToHome >= distanceToHole {
-                bucketKeys[hole] = bucketKeys[next]
-                bucketValues[hole] = bucketValues[next]
+                keys[hole] = keys[next]
+                (values + hole).moveInitialize(from: values + next, count: 1)
                 hole = next
             }
             next = (next &+ 1) & mask
         }
-        bucketKeys[hole] = 0
-        bucketValues[hole] = nil
+        keys[hole] = 0
         count -= 1
         return removed
     }
 
     /// Rehashes into a power-of-two bucket count that holds `entries` at most 7/10 full.
     private mutating func resize(bucketsFor entries: Int) {
-        var buckets = 8
+        var capacity = 8
         var log2: UInt64 = 3
-        while entries * 10 > buckets * 7 { buckets <<= 1; log2 += 1 }
-        let oldKeys = bucketKeys, oldSlots = bucketValues
-        bucketKeys = ContiguousArray(repeating: 0, count: buckets)
-        bucketValues = ContiguousArray(repeating: nil, count: buckets)
+        while entries * 10 > capacity * 7 { capacity <<= 1; log2 += 1 }
+        // Values move when the old buckets are this map's alone, and are copied otherwise.
+        let moving = isKnownUniquelyReferenced(&buckets)
+        let old = buckets
+        let fresh = IDMapBuckets<Value>(capacity: capacity)
         shift = 64 - log2
-        let mask = buckets - 1
-        for index in oldKeys.indices where oldKeys[index] != 0 {
-            var target = home(oldKeys[index])
-            while bucketKeys[target] != 0 { target = (target &+ 1) & mask }
-            bucketKeys[target] = oldKeys[index]
-            bucketValues[target] = oldSlots[index]
+        buckets = fresh
+        let mask = capacity - 1
+        for index in 0..<old.capacity where old.keys[index] != 0 {
+            var target = home(old.keys[index])
+            while fresh.keys[target] != 0 { target = (target &+ 1) & mask }
+            fresh.keys[target] = old.keys[index]
+            if moving {
+                (fresh.values + target).moveInitialize(from: old.values + index, count: 1)
+                old.keys[index] = 0
+            } else {
+                (fresh.values + target).initialize(to: old.values[index])
+            }
         }
     }
 
@@ -184,8 +223,8 @@ struct IDMap<Key: IDMapKey, Value> {
     var longestProbe: Int {
         let mask = self.mask
         var longest = 0
-        for index in bucketKeys.indices where bucketKeys[index] != 0 {
-            longest = Swift.max(longest, (index &- home(bucketKeys[index])) & mask)
+        for index in 0..<buckets.capacity where buckets.keys[index] != 0 {
+            longest = Swift.max(longest, (index &- home(buckets.keys[index])) & mask)
         }
         return longest
     }
@@ -209,23 +248,25 @@ struct IDMap<Key: IDMapKey, Value> {
 
 extension IDMap: Sequence {
     struct Iterator: IteratorProtocol {
-        fileprivate let map: IDMap
+        fileprivate let buckets: IDMapBuckets<Value>
+        fileprivate let zero: Value?
         fileprivate var index = -1
 
         mutating func next() -> (key: Key, value: Value)? {
             if index == -1 {
                 index = 0
-                if let zero = map.zero { return (Key(idBits: 0), zero) }
+                if let zero { return (Key(idBits: 0), zero) }
             }
-            while index < map.bucketKeys.count {
+            while index < buckets.capacity {
                 defer { index += 1 }
-                if map.bucketKeys[index] != 0, let value = map.bucketValues[index] { return (Key(idBits: map.bucketKeys[index]), value) }
+                let bits = buckets.keys[index]
+                if bits != 0 { return (Key(idBits: bits), buckets.values[index]) }
             }
             return nil
         }
     }
 
-    func makeIterator() -> Iterator { Iterator(map: self) }
+    func makeIterator() -> Iterator { Iterator(buckets: buckets, zero: zero) }
 
     var underestimatedCount: Int { count }
 }
@@ -237,4 +278,7 @@ extension IDMap: ExpressibleByDictionaryLiteral {
     }
 }
 
-extension IDMap: Sendable where Value: Sendable {}
+// The buckets are a class only for copy-on-write: a map writes to them only when it holds
+// the sole reference (`makeUnique`), so values shared between copies are never mutated,
+// exactly as with the standard library's collections.
+extension IDMap: @unchecked Sendable where Value: Sendable {}

@@ -74,4 +74,29 @@ import Testing
         #expect(copy.count == source.count)
         #expect(source.longestProbe < 200 && longest < 200, "longest probes \(source.longestProbe), \(longest) while copying")
     }
+
+    /// Copies share buckets until one writes (then they part); values are released once,
+    /// whether they were moved by a resize, shifted by a removal or dropped with the map.
+    @Test func copiesAreIndependentAndValuesAreReleasedOnce() {
+        final class Tracked {
+            static let live = Protected(0)
+            let number: Int
+            init(_ number: Int) { self.number = number; Self.live.withLock { $0 += 1 } }
+            deinit { Self.live.withLock { $0 -= 1 } }
+        }
+        do {
+            var original = IDMap<UInt64, Tracked>()
+            for key in 1...1_000 as ClosedRange<UInt64> { original[key] = Tracked(Int(key)) }
+            var copy = original
+            for key in 1...500 as ClosedRange<UInt64> { copy[key] = nil }        // removal on a shared map
+            copy[7] = Tracked(-7)
+            for key in 1_001...3_000 as ClosedRange<UInt64> { copy[key] = Tracked(Int(key)) }  // resize
+            #expect(original.count == 1_000 && (1...1_000 as ClosedRange<UInt64>).allSatisfy { original[$0]?.number == Int($0) })
+            #expect(copy.count == 2_501 && copy[7]?.number == -7 && copy[8] == nil && copy[600]?.number == 600)
+            let snapshot = copy
+            copy.removeAll()
+            #expect(snapshot.count == 2_501 && copy.isEmpty)
+        }
+        #expect(Tracked.live.withLock { $0 } == 0, "every value released once")
+    }
 }
