@@ -288,10 +288,13 @@ extension Context {
 
 extension Context {
     /// `objects` in record-ID order (the order saves validate and push in, so errors are
-    /// reproducible), sorted on the raw IDs read once rather than on `objectID`s built
-    /// for every comparison.
+    /// reproducible).
     func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
-        objects.map { ($0.objectID.recordID.rawValue, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+        // Sorting plain (ID, position) pairs moves no references (no retain and release
+        // per swap), which made this sort several times faster than sorting objects.
+        var order = objects.indices.map { (objects[$0].objectID.recordID.rawValue, $0) }
+        order.sort { $0.0 < $1.0 }
+        return order.map { objects[$0.1] }
     }
 }
 

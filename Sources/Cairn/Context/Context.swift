@@ -74,15 +74,19 @@ public final class Context {
             recordError(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
             return
         }
+        guard let stored = coordinator.entity(named: object.entity.name) else {
+            recordError(CairnError(.invalidArgument, "entity \(object.entity.name) is not in the model"))
+            return
+        }
         do {
-            object.objectID = try coordinator.newObjectID(entity: object.entity.name)
+            object.objectID = ObjectID(recordID: try coordinator.store.allocateID(entity: stored.number), entityName: stored.name)
         } catch let error as CairnError {
             recordError(error)
             return
         } catch {
             return
         }
-        if let stored = coordinator.entity(named: object.entity.name) { object.entity = stored }
+        object.entity = stored
         object.context = self
         object.inStore = false
         object.exists = false
@@ -138,8 +142,18 @@ public final class Context {
     func object(for id: RecordID) -> ManagedObject? {
         if let known = registered[id] { return known }
         guard let entity = coordinator.entity(number: id.entity) else { return nil }
+        return newFault(id, entity: entity, type: model.objectClass(for: entity.name))
+    }
+
+    /// The registered object for `id` of an entity already looked up (many at a time:
+    /// a fetch resolves its entity and class once, not per object), or a new fault.
+    func object(for id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
+        registered[id] ?? newFault(id, entity: entity, type: type)
+    }
+
+    private func newFault(_ id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
         let object: ManagedObject
-        if let type = model.objectClass(for: entity.name) { object = type.init() } else { object = ManagedObject(dynamic: entity) }
+        if let type { object = type.init() } else { object = ManagedObject(dynamic: entity) }
         object.entity = entity
         object.objectID = ObjectID(recordID: id, entityName: entity.name)
         object.context = self

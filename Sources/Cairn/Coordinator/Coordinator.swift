@@ -9,7 +9,7 @@ public final class Coordinator: Sendable {
     /// The schema in force, with entity numbers as stored.
     public let schema: Schema
     let entitiesByName: [String: EntityDescription]
-    let entitiesByNumber: [UInt16: EntityDescription]
+    let entitiesByNumber: EntityMap<EntityDescription>
     /// Whether any entity declares a uniqueness constraint (saves skip the check otherwise).
     let hasUniquenessConstraints: Bool
     private let subscribers = Protected<[WeakInbox]>([])
@@ -56,7 +56,9 @@ public final class Coordinator: Sendable {
         self.store = store
         self.schema = store.schema
         entitiesByName = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.name, $0) })
-        entitiesByNumber = Dictionary(uniqueKeysWithValues: self.schema.entities.map { ($0.number, $0) })
+        var byNumber = EntityMap<EntityDescription>()
+        for entity in self.schema.entities { byNumber[entity.number] = entity }
+        entitiesByNumber = byNumber
         hasUniquenessConstraints = self.schema.entities.contains { !$0.uniqueness.isEmpty }
     }
 

@@ -6,10 +6,12 @@ import Foundation
 extension Context {
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
         let rows = try executeRows(request)
+        let entity = try entityDescription(request.entityName)
+        let type = model.objectClass(for: entity.name)
         var objects: [T] = []
         objects.reserveCapacity(rows.count)
         for row in rows {
-            guard let object = object(for: row.id) as? T else { continue }
+            guard row.id.entity == entity.number, let object = object(for: row.id, entity: entity, type: type) as? T else { continue }
             // A record the scan already decoded stays with its fault, so the fault fires
             // without reading the store again (objects stay faults until touched).
             if object.isFault, let version = row.version { object.prefetched = (row.values, version) }

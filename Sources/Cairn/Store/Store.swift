@@ -171,10 +171,10 @@ public final class Store: Sendable {
 
     /// A new record ID for `entity`, never handed out before in this store.
     public func allocateID(entity: UInt16) throws -> RecordID {
-        guard schema.entity(number: entity) != nil else {
-            throw CairnError(.invalidArgument, "entity number \(entity) is not in the schema")
-        }
-        return try state.withLock { state in
+        try state.withLock { state in
+            guard state.snapshot.schema.entities.contains(where: { $0.number == entity }) else {
+                throw CairnError(.invalidArgument, "entity number \(entity) is not in the schema")
+            }
             guard state.nextSerial <= RecordID.maxSerial else {
                 throw CairnError(.tooLarge, "the store has used all \(RecordID.maxSerial) record serial numbers")
             }
@@ -262,8 +262,8 @@ enum OverlayEntry: Sendable {
 struct StoreState: Sendable {
     var snapshot: SnapshotReader
     /// Changes since the snapshot, by entity then raw ID.
-    var overlay: [UInt16: IDMap<UInt64, OverlayEntry>] = [:]
-    var counts: [UInt16: Int] = [:]
+    var overlay = EntityMap<IDMap<UInt64, OverlayEntry>>()
+    var counts = EntityMap<Int>()
     var lastSequence: UInt64
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?

@@ -100,3 +100,27 @@ import Testing
         #expect(Tracked.live.withLock { $0 } == 0, "every value released once")
     }
 }
+
+/// `EntityMap` against `Dictionary`: reads, writes through optional chaining and the
+/// `default:` subscript (which must modify in place), removal by assigning nil.
+@Suite struct EntityMapTests {
+    @Test(arguments: Seeds.list())
+    func agreesWithDictionary(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var map = EntityMap<[Int]>()
+        var reference: [UInt16: [Int]] = [:]
+        for _ in 0..<5_000 {
+            let number = UInt16(random.next() % 6)
+            let value = Int(random.next() % 100)
+            switch random.next() % 5 {
+            case 0: map[number] = [value]; reference[number] = [value]
+            case 1: map[number, default: []].append(value); reference[number, default: []].append(value)
+            case 2: map[number]?.append(value); reference[number]?.append(value)
+            case 3: map[number] = nil; reference[number] = nil
+            default: #expect(map[number] == reference[number])
+            }
+            #expect(map.count == reference.count)
+        }
+        #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
+    }
+}
