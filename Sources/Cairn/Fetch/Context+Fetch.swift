@@ -227,9 +227,15 @@ extension Context {
                 }
             case .fullScan:
                 let filterPending = !pending.isEmpty
+                // Every record is decoded into one reused buffer, checked against the
+                // entity and tested there; only a match keeps a copy of the buffer, so a
+                // record that does not match costs no allocation.
+                var scratch: [Value] = []
                 try store.scanVersioned(entity: entity.number) { id, version, body in
                     if filterPending && pending[id] != nil { return }
-                    consider(id, try Store.decodeRecord(body, id: id, entity: entity), version)
+                    try ValueCoding.decode(body, into: &scratch)
+                    try Store.checkRecord(scratch, id: id, entity: entity)
+                    consider(id, scratch, version)
                 }
             }
         } else if let parent {

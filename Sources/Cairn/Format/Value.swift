@@ -212,10 +212,20 @@ public enum ValueCoding {
 
     /// Decodes a record body; trailing bytes are corruption.
     public static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> [Value] {
-        var reader = ByteReader(bytes, base: base)
-        let values = try reader.values()
-        guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
+        var values: [Value] = []
+        try decode(bytes, base: base, into: &values)
         return values
+    }
+
+    /// Decodes a record body into `values`, replacing its contents and reusing its storage
+    /// (a scan decodes every record into one buffer and keeps copies of the matches only).
+    public static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0, into values: inout [Value]) throws {
+        var reader = ByteReader(bytes, base: base)
+        let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
+        values.removeAll(keepingCapacity: true)
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append(try reader.value()) }
+        guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
     }
 
     public static func decode(_ bytes: [UInt8]) throws -> [Value] {

@@ -116,11 +116,16 @@ extension Store {
     /// records do not fit the schema gives `.corrupt` rather than a trap in the layers above.
     public static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
         let values = try ValueCoding.decode(body)
+        try checkRecord(values, id: id, entity: entity)
+        return values
+    }
+
+    /// The check of ``decodeRecord(_:id:entity:)`` for values decoded already.
+    static func checkRecord(_ values: [Value], id: RecordID, entity: EntityDescription?) throws {
         guard let entity else { throw CairnError.corrupt("stored record \(id) belongs to no entity of the schema") }
         do { try check(values, of: id, entity: entity) } catch let error as CairnError {
             throw CairnError.corrupt("stored record does not fit the schema: \(error.message)")
         }
-        return values
     }
 
     /// Group commit: the first committer to find no leader becomes leader, writes every
