@@ -16,6 +16,9 @@ TARGETS="value schema log snapshot store_open predicate ndjson context_ops"
 mkdir -p "$OUT"
 
 build() {
+  # Several runs may start at once (one per core): one builds, the others wait for it.
+  exec 9>"$OUT/.build.lock"
+  if command -v flock >/dev/null; then flock 9; fi
   if [ ! -f "$OUT/Cairn.o" ] || [ -n "$(find "$ROOT/Sources/Cairn" -name '*.swift' -newer "$OUT/Cairn.o")" ]; then
     echo "== building the library with -sanitize=fuzzer,address"
     swiftc -parse-as-library -module-name Cairn -emit-module -emit-module-path "$OUT/Cairn.swiftmodule" \
@@ -29,6 +32,7 @@ build() {
         "targets/$target.swift" "$OUT/Cairn.o" -o "$OUT/$target"
     fi
   done
+  exec 9>&-
 }
 
 fuzz() {

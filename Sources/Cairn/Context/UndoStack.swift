@@ -173,7 +173,10 @@ extension Context {
     func restore(_ state: UndoStack.ObjectState) {
         let object = state.object
         let id = object.objectID.recordID
-        if state.isRegistered {
+        // A deleted object whose record is in the store stays registered until the save
+        // that deletes it, even if the state was captured while it was detached (a save
+        // detaches deleted objects; redoing the delete after undo and save must delete again).
+        if state.isRegistered || (!state.exists && object.inStore) {
             object.context = self
             registered[id] = object
         } else if object.context === self {

@@ -67,6 +67,31 @@ import Testing
         #expect(!context.undoManager.canUndo)
     }
 
+    /// Found by the context_ops fuzz target (input kept in Fuzz/regressions/context_ops):
+    /// a cascade delete saved, undone and saved again, then redone and saved, must delete
+    /// the records again. The redo restored the state captured while the saved delete had
+    /// detached the objects, so they left the context and the save wrote them back.
+    @Test func redoingASavedDeleteAfterUndoAndSaveDeletesAgain() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let alice = Person(context: context)
+        alice.username = "alice"
+        let dvd = DVD(context: context)
+        dvd.title = "Alien"
+        dvd.owner = alice
+        try context.save()
+        context.delete(alice)                              // cascades to the DVD
+        try context.save()
+        context.undo()
+        #expect(try state(context) == "alice:0:[Alien] Alien->alice", "undo brings both back")
+        try context.save()
+        context.redo()
+        #expect(try state(context) == "")
+        try context.save()
+        let reopened = try stack.reopened().context()
+        #expect(try state(reopened) == "", "the redone delete reached the store")
+    }
+
     @Test func undoAfterSaveBecomesAnUnsavedChange() throws {
         var stack = try Stack()
         let context = stack.context()
