@@ -10,8 +10,6 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         .executableTarget(name: "cairn-bench", dependencies: [.product(name: "Cairn", package: "Cairn"), "CSQLite"]),
-        // The object layer's phases one at a time, for profiling.
-        .executableTarget(name: "cairn-phases", dependencies: [.product(name: "Cairn", package: "Cairn")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -6,11 +6,22 @@ import Glibc
 /// cairn-bench: Cairn and SQLite side by side in one run.
 ///
 ///     swift run -c release --package-path Benchmarks cairn-bench [--scale small|full] [--only NAME] [--reps N] [--json FILE]
+///     swift run -c release --package-path Benchmarks cairn-bench --phases [N]   (see Phases.swift)
 ///
 /// Each repetition of each workload runs in a fresh child process and a fresh directory,
 /// alternating the engines, after one warm-up run of each; the child reports its time and
 /// its peak resident memory.
 let arguments = Array(CommandLine.arguments.dropFirst())
+
+if arguments.first == "--phases" {
+    do {
+        try runPhases(Int(arguments.dropFirst().first ?? "") ?? 200_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --phases: \(error)\n".utf8))
+        exit(1)
+    }
+}
 
 if arguments.first == "--child", arguments.count == 5, let engine = Engine(rawValue: arguments[2]), let scale = Int(arguments[3]) {
     do {
