@@ -55,17 +55,21 @@ extension Store {
         operations.reserveCapacity(changes.count)
         var payloadEstimate = 16
         // Changes come in runs of one entity: look each run's entity up once.
-        var entity: EntityDescription?
+        var lastEntity: EntityDescription?
         for change in changes {
             switch change {
             case .put(let id, let values):
-                if entity?.number != id.entity {
+                let entity: EntityDescription
+                if let last = lastEntity, last.number == id.entity {
+                    entity = last
+                } else {
                     guard let found = schema.entity(number: id.entity) else {
                         throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
                     }
                     entity = found
+                    lastEntity = found
                 }
-                if let entity { try Self.check(values, of: id, entity: entity) }
+                try Self.check(values, of: id, entity: entity)
                 for value in values { try value.checkLimits("a value of \(id)") }
                 let body = ValueCoding.encode(values)
                 payloadEstimate += 20 + body.count
