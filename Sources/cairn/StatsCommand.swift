@@ -28,7 +28,7 @@ enum StatsCommand {
         if args.flags.contains("--json") {
             let entities = JSONText.object(stats.recordCounts.sorted { $0.key < $1.key }.map { ($0.key, String($0.value)) })
             Console.out(JSONText.object([
-                ("formatVersion", String(FileHeader.currentVersion)), ("schemaVersion", String(store.schema.version)),
+                ("formatVersion", String(stats.snapshotFormatVersion)), ("storedIndexes", String(stats.storedIndexes)), ("schemaVersion", String(store.schema.version)),
                 ("entities", entities), ("snapshotBytes", String(stats.snapshotBytes)), ("logBytes", String(stats.logBytes)),
                 ("garbageRatio", JSONText.number((garbage * 10000).rounded() / 10000)), ("lastSequence", String(stats.lastSequence)),
                 ("lastCommitTime", time.map { JSONText.value(.date($0)) } ?? "null"),
@@ -36,10 +36,11 @@ enum StatsCommand {
             return
         }
         Console.out("store          \(directory)")
-        Console.out("format version \(FileHeader.currentVersion), schema version \(store.schema.version)")
+        Console.out("format version \(stats.snapshotFormatVersion)\(stats.snapshotFormatVersion < FileHeader.currentVersion ? " (compact to write version \(FileHeader.currentVersion))" : ""), schema version \(store.schema.version)")
         for (name, count) in stats.recordCounts.sorted(by: { $0.key < $1.key }) { Console.out("  \(name): \(count) records") }
         Console.out("snapshot       \(stats.snapshotBytes) bytes")
         Console.out("log            \(stats.logBytes) bytes")
+        Console.out("indexes        \(stats.storedIndexes) stored in the snapshot")
         Console.out("garbage ratio  \(String(format: "%.3f", garbage))")
         Console.out("last sequence  \(stats.lastSequence)\(time.map { " at \($0)" } ?? "")")
     }

@@ -16,8 +16,10 @@ public struct FileHeader: Equatable, Sendable {
 
     /// FORMAT.md §1.4: the header is 64 bytes.
     public static let size = 64
-    /// FORMAT.md §1.1: the current format version. Readers refuse any other.
-    public static let currentVersion: UInt32 = 1
+    /// FORMAT.md §1.1: the format version this build writes.
+    public static let currentVersion: UInt32 = 2
+    /// FORMAT.md §1.1, §11: the versions this build reads; any other is refused.
+    public static let readableVersions: ClosedRange<UInt32> = 1...2
 
     public var kind: Kind
     public var version: UInt32 = FileHeader.currentVersion
@@ -67,9 +69,9 @@ public struct FileHeader: Equatable, Sendable {
         var reader = ByteReader(bytes)
         try reader.skip(8)
         let version = try reader.u32()
-        guard version == currentVersion else {
+        guard readableVersions.contains(version) else {
             throw CairnError(.unsupportedVersion,
-                             "\(expected) file has format version \(version); this build reads version \(currentVersion)",
+                             "\(expected) file has format version \(version); this build reads versions \(readableVersions.lowerBound) to \(readableVersions.upperBound)",
                              offset: 8)
         }
         let length = try reader.u32()

@@ -1,10 +1,13 @@
 /// The snapshot index (FORMAT.md §6.3): for each entity, its records' IDs and frame
-/// offsets, sorted by ID, so a record is found by binary search without decoding others.
+/// offsets, sorted by ID, so a record is found by binary search without decoding others;
+/// from format version 2 also a table of the attribute indexes stored before it (§6.6).
 ///
 /// ```
-/// u32 entity count, u32 reserved (0)
+/// u32 entity count E, u32 attribute index count A (version 1: reserved, 0)
 /// per entity, 24 bytes: u16 entity number, u16 reserved, u32 reserved,
 ///                       u64 record count, u64 file offset of its entries
+/// per attribute index, 24 bytes: u16 entity number, u16 attribute position,
+///                       u32 masked CRC of its block, u64 entry count, u64 file offset of its block
 /// entries, 16 bytes each: u64 record ID, u64 file offset of the record frame
 /// ```
 public struct SnapshotIndex: Sendable {
@@ -15,19 +18,38 @@ public struct SnapshotIndex: Sendable {
         public var entriesOffset: Int
     }
 
+    /// One stored attribute index (FORMAT.md §6.6): the positions of an entity's index
+    /// entries, `count` little-endian `u32`s at `blockOffset`, in the attribute's value order.
+    public struct AttributeIndex: Sendable, Equatable {
+        public var entity: UInt16
+        /// The attribute's position in the entity (its value slot).
+        public var attribute: Int
+        public var checksum: UInt32
+        public var count: Int
+        public var blockOffset: Int
+
+        /// Bytes the block takes, with its padding.
+        public var paddedLength: Int { (count * AttributeIndex.entrySize + 7) / 8 * 8 }
+
+        public static let entrySize = 4
+    }
+
     public static let entrySize = 16
     public static let entityHeaderSize = 24
+    public static let attributeIndexHeaderSize = 24
 
     public var entities: [EntityRange]
+    public var attributeIndexes: [AttributeIndex] = []
 
-    /// Encodes an index whose entries follow the entity table directly, entity by entity.
-    /// `entries` maps each entity number to its (ID, frame offset) pairs sorted by ID.
+    /// Encodes an index whose entries follow the tables directly, entity by entity.
+    /// `entries` maps each entity number to its (ID, frame offset) pairs sorted by ID;
+    /// `attributeIndexes` are the blocks already written before `indexOffset`.
     public static func encode(_ entries: [(entity: UInt16, records: [(id: UInt64, offset: UInt64)])],
-                              at indexOffset: Int) -> [UInt8] {
-        var writer = ByteWriter(capacity: 8 + entries.count * entityHeaderSize)
+                              attributeIndexes: [AttributeIndex] = [], at indexOffset: Int) -> [UInt8] {
+        var writer = ByteWriter(capacity: 8 + entries.count * entityHeaderSize + attributeIndexes.count * attributeIndexHeaderSize)
         writer.u32(UInt32(entries.count))
-        writer.u32(0)
-        var next = indexOffset + 8 + entries.count * entityHeaderSize
+        writer.u32(UInt32(attributeIndexes.count))
+        var next = indexOffset + 8 + entries.count * entityHeaderSize + attributeIndexes.count * attributeIndexHeaderSize
         for (entity, records) in entries {
             writer.u16(entity)
             writer.u16(0)
@@ -35,6 +57,13 @@ public struct SnapshotIndex: Sendable {
             writer.u64(UInt64(records.count))
             writer.u64(UInt64(next))
             next += records.count * entrySize
+        }
+        for index in attributeIndexes {
+            writer.u16(index.entity)
+            writer.u16(UInt16(index.attribute))
+            writer.u32(index.checksum)
+            writer.u64(UInt64(index.count))
+            writer.u64(UInt64(index.blockOffset))
         }
         for (_, records) in entries {
             for record in records {
@@ -45,19 +74,33 @@ public struct SnapshotIndex: Sendable {
         return writer.bytes
     }
 
-    /// Decodes the entity table of the index held in `file[indexOffset ..< indexOffset + indexLength]`
-    /// and checks each entity's entries lie inside the index.
-    public static func decode(file: UnsafeRawBufferPointer, indexOffset: Int, indexLength: Int) throws -> SnapshotIndex {
+    /// Decodes the tables of the index held in `file[indexOffset ..< indexOffset + indexLength]`
+    /// and checks each entity's entries lie inside the index. A `version` 1 index has no
+    /// attribute indexes (the field is reserved). Attribute index blocks are checked
+    /// against the file by ``SnapshotReader``.
+    public static func decode(file: UnsafeRawBufferPointer, indexOffset: Int, indexLength: Int,
+                              version: UInt32 = FileHeader.currentVersion) throws -> SnapshotIndex {
         let region = UnsafeRawBufferPointer(rebasing: file[indexOffset..<(indexOffset + indexLength)])
         var reader = ByteReader(region, base: indexOffset)
         let count = Int(try reader.u32("index entity count"))
         guard count <= FormatLimits.maxEntities, count * entityHeaderSize <= reader.remaining - 4 else {
             throw CairnError.corrupt("index entity count \(count) does not fit the index", offset: indexOffset)
         }
-        try reader.zeros(4, "index reserved field")
+        let attributeCount: Int
+        if version < 2 {
+            try reader.zeros(4, "index reserved field")
+            attributeCount = 0
+        } else {
+            attributeCount = Int(try reader.u32("index attribute index count"))
+            guard attributeCount <= reader.remaining / attributeIndexHeaderSize,
+                  count * entityHeaderSize + attributeCount * attributeIndexHeaderSize <= reader.remaining else {
+                throw CairnError.corrupt("index attribute index count \(attributeCount) does not fit the index",
+                                         offset: indexOffset + 4)
+            }
+        }
         var entities: [EntityRange] = []
         entities.reserveCapacity(count)
-        let entriesStart = indexOffset + 8 + count * entityHeaderSize
+        let entriesStart = indexOffset + 8 + count * entityHeaderSize + attributeCount * attributeIndexHeaderSize
         var expected = entriesStart
         var previous: UInt16 = 0
         for _ in 0..<count {
@@ -81,7 +124,33 @@ public struct SnapshotIndex: Sendable {
             throw CairnError.corrupt("index is \(indexLength) bytes but its entries end at \(expected - indexOffset)",
                                      offset: indexOffset)
         }
-        return SnapshotIndex(entities: entities)
+        var attributeIndexes: [AttributeIndex] = []
+        attributeIndexes.reserveCapacity(attributeCount)
+        var previousKey = -1
+        for _ in 0..<attributeCount {
+            let at = indexOffset + reader.position
+            let entity = try reader.u16("attribute index entity")
+            let attribute = try reader.u16("attribute index position")
+            let checksum = try reader.u32("attribute index checksum")
+            let records = try reader.u64("attribute index entry count")
+            let offset = try reader.u64("attribute index block offset")
+            let key = Int(entity) << 16 | Int(attribute)
+            guard key > previousKey else {
+                throw CairnError.corrupt("attribute indexes are not in ascending order (entity \(entity), attribute \(attribute))",
+                                         offset: at)
+            }
+            guard let range = entities.first(where: { $0.entity == entity }), records == UInt64(range.count) else {
+                throw CairnError.corrupt("attribute index of entity \(entity) holds \(records) entries, not one per record of the entity",
+                                         offset: at)
+            }
+            guard offset <= UInt64(indexOffset) else {
+                throw CairnError.corrupt("attribute index block at \(offset) lies outside the file", offset: at)
+            }
+            attributeIndexes.append(AttributeIndex(entity: entity, attribute: Int(attribute), checksum: checksum,
+                                                   count: range.count, blockOffset: Int(offset)))
+            previousKey = key
+        }
+        return SnapshotIndex(entities: entities, attributeIndexes: attributeIndexes)
     }
 }
 

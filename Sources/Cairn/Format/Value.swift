@@ -231,4 +231,14 @@ public enum ValueCoding {
     public static func decode(_ bytes: [UInt8]) throws -> [Value] {
         try bytes.withUnsafeBytes { try decode($0) }
     }
+
+    /// The value at `slot` of a record body, decoding only the values before it; nil if
+    /// the body holds fewer values. (The rest of the body is not checked.)
+    public static func value(at slot: Int, in bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> Value? {
+        var reader = ByteReader(bytes, base: base)
+        let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
+        guard slot >= 0, slot < count else { return nil }
+        for _ in 0..<slot { _ = try reader.value() }
+        return try reader.value()
+    }
 }

@@ -131,6 +131,17 @@ public struct EntityDescription: Hashable, Sendable {
 
     /// The number of values in each record: attributes, then relationships.
     public var valueCount: Int { attributes.count + relationships.count }
+
+    /// The positions of the attributes a snapshot stores an index for (FORMAT.md §6.6),
+    /// ascending: those marked indexed, and the first attribute of each compound index and
+    /// uniqueness group (the ones lookups go through).
+    public var storedIndexSlots: [Int] {
+        var slots = Set(attributes.indices.filter { attributes[$0].isIndexed })
+        for group in indexes + uniqueness {
+            if let first = group.first, let slot = attributes.firstIndex(where: { $0.name == first }) { slots.insert(slot) }
+        }
+        return slots.sorted()
+    }
 }
 
 public enum AttributeType: UInt8, Hashable, Sendable, CaseIterable, CustomStringConvertible {

@@ -37,17 +37,20 @@ final class SnapshotReader: Sendable {
                                          offset: bytes.count - SnapshotFooter.size + 32)
             }
             recordsStart = afterSchema
-            recordsEnd = Int(footer.indexOffset)
-            let indexBytes = UnsafeRawBufferPointer(rebasing: bytes[recordsEnd..<(recordsEnd + Int(footer.indexLength))])
+            let indexOffset = Int(footer.indexOffset)
+            let indexBytes = UnsafeRawBufferPointer(rebasing: bytes[indexOffset..<(indexOffset + Int(footer.indexLength))])
             guard CRC32C.masked(indexBytes) == footer.indexChecksum else {
-                throw CairnError.corrupt("snapshot index checksum mismatch", offset: recordsEnd)
+                throw CairnError.corrupt("snapshot index checksum mismatch", offset: indexOffset)
             }
-            index = try SnapshotIndex.decode(file: bytes, indexOffset: recordsEnd, indexLength: Int(footer.indexLength))
+            index = try SnapshotIndex.decode(file: bytes, indexOffset: indexOffset, indexLength: Int(footer.indexLength),
+                                             version: header.version)
+            recordsEnd = try Self.checkAttributeIndexBlocks(index, schema: schema, file: bytes,
+                                                            recordsStart: recordsStart, indexOffset: indexOffset)
             var positions: [UInt16: Int] = [:]
             var total = 0
             for (position, range) in index.entities.enumerated() {
                 guard schema.entity(number: range.entity) != nil else {
-                    throw CairnError.corrupt("snapshot index names entity \(range.entity), which the schema lacks", offset: recordsEnd)
+                    throw CairnError.corrupt("snapshot index names entity \(range.entity), which the schema lacks", offset: indexOffset)
                 }
                 positions[range.entity] = position
                 total += range.count
@@ -78,7 +81,99 @@ final class SnapshotReader: Sendable {
         }
     }
 
+    /// Checks the attribute index blocks (FORMAT.md §6.6) lie back to back, each at a
+    /// multiple of 8 with zero padding, from the end of the record area to the index, and
+    /// index attributes of their entity. Returns the end of the record area. Their
+    /// entries are checked when used (``checkAttributeIndex(_:)``).
+    private static func checkAttributeIndexBlocks(_ index: SnapshotIndex, schema: Schema, file: UnsafeRawBufferPointer,
+                                                  recordsStart: Int, indexOffset: Int) throws -> Int {
+        guard let first = index.attributeIndexes.first else { return indexOffset }
+        var expected = first.blockOffset
+        guard expected >= recordsStart, expected % 8 == 0 else {
+            throw CairnError.corrupt("attribute index block at \(expected) is not at a multiple of 8 after the schema block",
+                                     offset: indexOffset + 8 + index.entities.count * SnapshotIndex.entityHeaderSize)
+        }
+        for (row, block) in index.attributeIndexes.enumerated() {
+            let at = indexOffset + 8 + index.entities.count * SnapshotIndex.entityHeaderSize + row * SnapshotIndex.attributeIndexHeaderSize
+            guard let entity = schema.entity(number: block.entity), block.attribute < entity.attributes.count else {
+                throw CairnError.corrupt("attribute index names attribute \(block.attribute) of entity \(block.entity), which the schema lacks",
+                                         offset: at)
+            }
+            guard block.blockOffset == expected, block.paddedLength <= indexOffset - expected else {
+                throw CairnError.corrupt("attribute index block of entity \(block.entity), attribute \(block.attribute) (\(block.count) entries at \(block.blockOffset)) does not follow the previous block or runs into the index",
+                                         offset: at)
+            }
+            let end = expected + block.count * SnapshotIndex.AttributeIndex.entrySize
+            expected += block.paddedLength
+            for i in end..<expected where file[i] != 0 {
+                throw CairnError.corrupt("attribute index block padding is not zero", offset: i)
+            }
+        }
+        guard expected == indexOffset else {
+            throw CairnError.corrupt("attribute index blocks end at \(expected), not at the index (\(indexOffset))", offset: expected)
+        }
+        return first.blockOffset
+    }
+
     var fileSize: Int { mapping.bytes.count }
+
+    /// The stored index of `entity`'s attribute at `attribute`, if the snapshot has one.
+    func attributeIndex(entity: UInt16, attribute: Int) -> SnapshotIndex.AttributeIndex? {
+        index.attributeIndexes.first { $0.entity == entity && $0.attribute == attribute }
+    }
+
+    /// Checks an attribute index block's checksum (once, before its entries are trusted).
+    func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
+        let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.count * 4)])
+        guard CRC32C.masked(bytes) == block.checksum else {
+            throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute): checksum mismatch",
+                                     offset: block.blockOffset).located(in: path)
+        }
+    }
+
+    /// Checks all of an attribute index (for `cairn verify`): checksum, every record of the
+    /// entity listed exactly once, in value order (FORMAT.md §6.6).
+    func verifyAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
+        try checkAttributeIndex(block)
+        var seen = [Bool](repeating: false, count: block.count)
+        var previous: (value: Value, id: RecordID)?
+        for i in 0..<block.count {
+            let (id, offset) = try record(in: block, at: i)
+            let at = block.blockOffset + i * SnapshotIndex.AttributeIndex.entrySize
+            let position = Int(UInt32(littleEndian: mapping.bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+            guard !seen[position] else {
+                throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute) lists \(id) twice",
+                                         offset: at).located(in: path)
+            }
+            seen[position] = true
+            let value: Value
+            do {
+                value = try ValueCoding.value(at: block.attribute, in: try body(at: offset, id: id)) ?? .null
+            } catch let error as CairnError {
+                throw error.located(in: path, base: Int64(offset + SnapshotRecord.headerSize))
+            }
+            if let previous {
+                let order = IndexOrder.compare(previous.value, value)
+                guard order == .orderedAscending || (order == .orderedSame && previous.id < id) else {
+                    throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute) is out of order at entry \(i) (\(id) after \(previous.id))",
+                                             offset: at).located(in: path)
+                }
+            }
+            previous = (value, id)
+        }
+    }
+
+    /// The record at place `i` of an attribute index: its ID and frame offset.
+    func record(in block: SnapshotIndex.AttributeIndex, at i: Int) throws -> (id: RecordID, offset: Int) {
+        let at = block.blockOffset + i * SnapshotIndex.AttributeIndex.entrySize
+        let position = Int(UInt32(littleEndian: mapping.bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        guard let range = entityPositions[block.entity].map({ index.entities[$0] }), position < range.count else {
+            throw CairnError.corrupt("attribute index entry \(i) of entity \(block.entity) names position \(position), past its records",
+                                     offset: at).located(in: path)
+        }
+        let (id, offset) = entry(range, position)
+        return (RecordID(rawValue: id), Int(clamping: offset))
+    }
 
     func count(of entity: UInt16) -> Int {
         entityPositions[entity].map { index.entities[$0].count } ?? 0
@@ -96,15 +191,30 @@ final class SnapshotReader: Sendable {
     }
 
     /// The frame offset of `id`, or nil if the snapshot does not hold it.
+    ///
+    /// Serials are handed out in order and rarely skipped, so an entity's IDs are close
+    /// to evenly spread: the first probes interpolate (one or two find the entry in a dense
+    /// run), and binary search takes over if they do not narrow the range fast.
     func offset(of id: RecordID) -> Int? {
         guard let position = entityPositions[id.entity] else { return nil }
         let range = index.entities[position]
-        var low = 0, high = range.count
+        let wanted = id.rawValue
+        var low = 0, high = range.count  // the entry, if present, is in low..<high
+        var probes = 0
         while low < high {
-            let mid = (low + high) / 2
+            let mid: Int
+            if probes < 3 {
+                let first = entry(range, low).id, last = entry(range, high - 1).id
+                guard wanted >= first, wanted <= last else { return nil }
+                let fraction = last == first ? 0 : Double(wanted - first) / Double(last - first)
+                mid = min(high - 1, low + Int(fraction * Double(high - 1 - low)))
+            } else {
+                mid = (low + high) / 2
+            }
+            probes += 1
             let (candidate, offset) = entry(range, mid)
-            if candidate == id.rawValue { return Int(clamping: offset) }
-            if candidate < id.rawValue { low = mid + 1 } else { high = mid }
+            if candidate == wanted { return Int(clamping: offset) }
+            if candidate < wanted { low = mid + 1 } else { high = mid }
         }
         return nil
     }

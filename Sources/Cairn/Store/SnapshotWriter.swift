@@ -1,17 +1,25 @@
 /// Writes a snapshot file front to back, flushing its buffer every megabyte, so that a
-/// snapshot of any size is written in bounded memory (plus 16 bytes of index per record).
+/// snapshot of any size is written in bounded memory (plus 16 bytes of index per record,
+/// and while an entity is written, the values of its indexed attributes).
 struct SnapshotWriter {
     static let flushThreshold = 1 << 20
 
     let file: any StorageFile
+    let schema: Schema
     private var buffer = ByteWriter(capacity: SnapshotWriter.flushThreshold + 4096)
     private var flushed = 0
     private var entities: [(entity: UInt16, records: [(id: UInt64, offset: UInt64)])] = []
     private var recordCount: UInt64 = 0
+    /// The current entity's indexed attributes (FORMAT.md §6.6) and their values so far.
+    private var indexedSlots: [Int] = []
+    private var indexedValues: [[Value]] = []
+    /// Finished entities' attribute indexes: record positions in value order.
+    private var attributeIndexes: [(entity: UInt16, attribute: Int, positions: [Int])] = []
 
     /// Starts the file: header and schema block.
     init(file: any StorageFile, header: FileHeader, schema: Schema) {
         self.file = file
+        self.schema = schema
         buffer.append(header.encoded())
         SchemaBlock.append(to: &buffer, schema: SchemaCoding.encode(schema))
     }
@@ -27,21 +35,53 @@ struct SnapshotWriter {
 
     /// Starts an entity's records; entities must come in ascending number order.
     mutating func beginEntity(_ entity: UInt16) {
+        endEntity()
         entities.append((entity, []))
+        indexedSlots = schema.entity(number: entity)?.storedIndexSlots ?? []
+        indexedValues = indexedSlots.map { _ in [] }
+    }
+
+    /// Sorts the current entity's indexed values into attribute indexes. An entity with no
+    /// records has none (FORMAT.md §6.6), nor one with more than a `u32` can count.
+    private mutating func endEntity() {
+        guard let entity = entities.last?.entity else { return }
+        let count = entities[entities.count - 1].records.count
+        if count > 0, count <= Int(UInt32.max) {
+            for (slot, values) in zip(indexedSlots, indexedValues) {
+                attributeIndexes.append((entity, slot, IndexOrder.sortedPositions(values)))
+            }
+        }
+        indexedSlots = []
+        indexedValues = []
     }
 
     /// Appends one record of the current entity; IDs must ascend.
     mutating func append(id: RecordID, body: UnsafeRawBufferPointer) throws {
         entities[entities.count - 1].records.append((id.rawValue, UInt64(position)))
+        for (k, slot) in indexedSlots.enumerated() {
+            indexedValues[k].append(try ValueCoding.value(at: slot, in: body) ?? .null)
+        }
         SnapshotRecord.append(to: &buffer, id: id, body: body)
         recordCount += 1
         try flushIfNeeded()
     }
 
-    /// Writes index and footer, then syncs the file. Returns the file's size.
+    /// Writes attribute index blocks, index and footer, then syncs the file. Returns the file's size.
     mutating func finish(lastSequence: UInt64, nextSerial: UInt64) throws -> Int {
+        endEntity()
+        var blocks: [SnapshotIndex.AttributeIndex] = []
+        for (entity, attribute, positions) in attributeIndexes {
+            var block = ByteWriter(capacity: positions.count * SnapshotIndex.AttributeIndex.entrySize)
+            for place in positions { block.u32(UInt32(place)) }
+            blocks.append(SnapshotIndex.AttributeIndex(entity: entity, attribute: attribute, checksum: CRC32C.masked(block.bytes),
+                                                       count: positions.count, blockOffset: position))
+            buffer.append(block.bytes)
+            buffer.pad(to: 8)
+            try flushIfNeeded()
+        }
+        attributeIndexes = []
         let indexOffset = position
-        let index = SnapshotIndex.encode(entities.filter { !$0.records.isEmpty }, at: indexOffset)
+        let index = SnapshotIndex.encode(entities.filter { !$0.records.isEmpty }, attributeIndexes: blocks, at: indexOffset)
         entities = []
         buffer.append(index)
         let footer = SnapshotFooter(indexOffset: UInt64(indexOffset), indexLength: UInt64(index.count),

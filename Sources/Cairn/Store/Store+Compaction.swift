@@ -131,10 +131,7 @@ extension Store {
             newLog.file.close()
             throw error
         }
-        state.withLock { state in
-            state.snapshot = reader
-            state.overlay = [:]
-        }
+        state.withLock { $0.replaceSnapshot(with: reader) }
         current.file.close()
         writer = newLog
         // Failing to remove an old file loses nothing: open removes files the manifest does not name.

@@ -8,67 +8,60 @@ public enum IndexCondition: Sendable, Hashable {
     case range(lower: Value?, lowerInclusive: Bool, upper: Value?, upperInclusive: Bool)
 }
 
-/// An in-memory secondary index over one attribute of one entity: a sorted run plus a
-/// small unsorted delta of changes since, folded in when it grows. Built on first use
-/// (one scan of the entity), then kept up to date by every commit. Not stored on disk.
+/// A secondary index over one attribute of one entity, in ``IndexOrder``, in up to
+/// three tiers: the index stored in the snapshot (format version 2, FORMAT.md §6.6),
+/// read in place; a sorted run in memory; and a small unsorted delta of changes since,
+/// folded into the run when it grows. Without a stored index the run is built on first
+/// use (one scan of the entity). Every commit keeps it up to date.
 // Mutated and read only under the store's state lock.
 final class SecondaryIndex: @unchecked Sendable {
     let slot: Int
+    /// The stored index: every record of the snapshot, in value order.
+    private let stored: (snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex)?
+    /// Whether the stored block's checksum has been checked.
+    private var storedChecked = false
+    /// IDs whose stored entry is out of date (changed or deleted since the snapshot).
+    private var storedStale = Set<UInt64>()
     private(set) var sorted: [(value: Value, id: UInt64)] = []
     /// IDs whose entry in `sorted` is out of date.
     private var stale = Set<UInt64>()
     /// Current values of IDs changed since `sorted` was built.
     private var delta: [UInt64: Value] = [:]
 
+    /// An index built from `entries`, one per record in ascending ID order.
     init(slot: Int, entries: [(Value, UInt64)]) {
         self.slot = slot
-        if let fast = Self.sortedIntegers(entries) {
-            sorted = fast
-        } else {
-            sorted = entries.map { ($0.0, $0.1) }
-            sorted.sort(by: Self.less)
-        }
+        stored = nil
+        sorted = IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
     }
 
-    /// The common case, an integer attribute, sorted as plain (Int64, ID) pairs: the
-    /// same order as `less` (nils first, then by value, then by ID) without comparing
-    /// `Value`s. Nil if the entries are not all nil or integers of one width.
-    private static func sortedIntegers(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)]? {
-        var nulls: [UInt64] = []
-        var keyed: [(key: Int64, id: UInt64)] = []
-        keyed.reserveCapacity(entries.count)
-        var width: UInt8 = 0
-        for (value, id) in entries {
-            let key: Int64, kind: UInt8
-            switch value {
-            case .null: nulls.append(id); continue
-            case .int8(let v): (key, kind) = (Int64(v), 1)
-            case .int16(let v): (key, kind) = (Int64(v), 2)
-            case .int32(let v): (key, kind) = (Int64(v), 3)
-            case .int64(let v): (key, kind) = (v, 4)
-            default: return nil
-            }
-            if width == 0 { width = kind } else if width != kind { return nil }
-            keyed.append((key, id))
+    /// The index `snapshot` stores in `block`, brought up to date with the log's changes
+    /// to the entity (`changes`, raw ID → body, nil for a delete) in one sorted run.
+    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: IDMap<UInt64, OverlayEntry>) {
+        slot = block.attribute
+        stored = (snapshot, block)
+        var entries: [(Value, UInt64)] = []
+        storedStale.reserveCapacity(changes.count)
+        for (id, entry) in changes {
+            storedStale.insert(id)
+            if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
         }
-        nulls.sort()
-        keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.id < $1.id }
-        var result: [(value: Value, id: UInt64)] = []
-        result.reserveCapacity(entries.count)
-        for id in nulls { result.append((.null, id)) }
-        for (key, id) in keyed {
-            switch width {
-            case 1: result.append((.int8(Int8(truncatingIfNeeded: key)), id))
-            case 2: result.append((.int16(Int16(truncatingIfNeeded: key)), id))
-            case 3: result.append((.int32(Int32(truncatingIfNeeded: key)), id))
-            default: result.append((.int64(key), id))
-            }
-        }
-        return result
+        entries.sort { $0.1 < $1.1 }
+        sorted = IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
     }
+
+    /// The value a committed body holds at `slot` (bodies are checked before they are
+    /// committed; one that does not decode indexes as nil).
+    static func value(at slot: Int, in body: [UInt8]) -> Value {
+        let value = body.withUnsafeBytes { try? ValueCoding.value(at: slot, in: $0) }
+        return value.flatMap { $0 } ?? .null
+    }
+
+    /// Whether this index reads a snapshot's stored index.
+    var isStored: Bool { stored != nil }
 
     static func less(_ a: (value: Value, id: UInt64), _ b: (value: Value, id: UInt64)) -> Bool {
-        switch ValueOrder.sortOrder(a.value, b.value, localizedCaseInsensitive: false) {
+        switch IndexOrder.compare(a.value, b.value) {
         case .orderedAscending: return true
         case .orderedDescending: return false
         case .orderedSame: return a.id < b.id
@@ -76,6 +69,7 @@ final class SecondaryIndex: @unchecked Sendable {
     }
 
     func update(_ id: UInt64, to value: Value?) {
+        if stored != nil { storedStale.insert(id) }
         stale.insert(id)
         delta[id] = value
         if delta.count + stale.count > max(4096, sorted.count / 8) { fold() }
@@ -83,7 +77,8 @@ final class SecondaryIndex: @unchecked Sendable {
 
     private func fold() {
         var merged = sorted.filter { !stale.contains($0.id) }
-        let added = delta.map { (value: $0.value, id: $0.key) }.sorted(by: Self.less)
+        let changed = delta.sorted { $0.key < $1.key }
+        let added = IndexOrder.sortedPositions(changed.map(\.value)).map { (value: changed[$0].value, id: changed[$0].key) }
         merged.reserveCapacity(merged.count + added.count)
         // Merge two sorted runs.
         var result: [(value: Value, id: UInt64)] = []
@@ -101,61 +96,90 @@ final class SecondaryIndex: @unchecked Sendable {
         delta = [:]
     }
 
-    /// The IDs whose value meets `condition`, in no particular order.
-    func lookup(_ condition: IndexCondition) -> [UInt64] {
+    /// The IDs whose value meets `condition`, in no particular order. Reading the stored
+    /// tier checks its block and the records it reads, and may throw on damage.
+    func lookup(_ condition: IndexCondition) throws -> [UInt64] {
         var result: [UInt64] = []
-        func matches(_ value: Value) -> Bool {
-            switch condition {
-            case .equal(let wanted): return wanted.contains { ValueOrder.equal(value, $0, []) }
-            case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
-                if value.isNull { return false }
-                if let lower {
-                    guard let order = ValueOrder.order(value, lower, []) else { return false }
-                    if order == .orderedAscending || (order == .orderedSame && !lowerInclusive) { return false }
+        if let (snapshot, block) = stored {
+            if !storedChecked {
+                try snapshot.checkAttributeIndex(block)
+                storedChecked = true
+            }
+            try Self.collect(condition, count: block.count, skipping: storedStale, into: &result) { i in
+                let (id, offset) = try snapshot.record(in: block, at: i)
+                let body = try snapshot.body(at: offset, id: id)
+                do {
+                    return (try ValueCoding.value(at: block.attribute, in: body) ?? .null, id.rawValue)
+                } catch let error as CairnError {
+                    throw error.located(in: snapshot.path, base: Int64(offset + SnapshotRecord.headerSize))
                 }
-                if let upper {
-                    guard let order = ValueOrder.order(value, upper, []) else { return false }
-                    if order == .orderedDescending || (order == .orderedSame && !upperInclusive) { return false }
-                }
-                return true
             }
         }
-        // The first position whose value is not below `bound` (nil sorts first).
-        func start(_ bound: Value) -> Int {
-            var low = 0, high = sorted.count
+        let sorted = self.sorted
+        try Self.collect(condition, count: sorted.count, skipping: stale, into: &result) { sorted[$0] }
+        for (id, value) in delta where Self.matches(value, condition) { result.append(id) }
+        if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
+        return result
+    }
+
+    static func matches(_ value: Value, _ condition: IndexCondition) -> Bool {
+        switch condition {
+        case .equal(let wanted): return wanted.contains { ValueOrder.equal(value, $0, []) }
+        case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
+            if value.isNull { return false }
+            if let lower {
+                guard let order = ValueOrder.order(value, lower, []) else { return false }
+                if order == .orderedAscending || (order == .orderedSame && !lowerInclusive) { return false }
+            }
+            if let upper {
+                guard let order = ValueOrder.order(value, upper, []) else { return false }
+                if order == .orderedDescending || (order == .orderedSame && !upperInclusive) { return false }
+            }
+            return true
+        }
+    }
+
+    /// Appends the IDs of a run in index order (`count` entries, read by `entry`) that meet
+    /// `condition`, leaving out `skipping`: binary search for the first candidate, then a
+    /// scan while values can still match.
+    private static func collect(_ condition: IndexCondition, count: Int, skipping: Set<UInt64>, into result: inout [UInt64],
+                                entry: (Int) throws -> (value: Value, id: UInt64)) throws {
+        // The first position whose value is not `before` (every value before it is).
+        func partition(_ before: (Value) -> Bool) throws -> Int {
+            var low = 0, high = count
             while low < high {
                 let mid = (low + high) / 2
-                if ValueOrder.sortOrder(sorted[mid].value, bound, localizedCaseInsensitive: false) == .orderedAscending {
-                    low = mid + 1
-                } else {
-                    high = mid
-                }
+                if before(try entry(mid).value) { low = mid + 1 } else { high = mid }
             }
             return low
         }
-        func scan(from: Int, while condition: (Value) -> Bool) {
-            var index = from
-            while index < sorted.count, condition(sorted[index].value) {
-                if !stale.contains(sorted[index].id) && matches(sorted[index].value) { result.append(sorted[index].id) }
+        func scan(from first: Int, while more: (Value) -> Bool) throws {
+            var index = first
+            while index < count {
+                let (value, id) = try entry(index)
+                guard more(value) else { return }
+                if !skipping.contains(id) && matches(value, condition) { result.append(id) }
                 index += 1
             }
         }
         switch condition {
         case .equal(let wanted):
             for value in wanted {
-                scan(from: start(value)) { ValueOrder.sortOrder($0, value, localizedCaseInsensitive: false) != .orderedDescending }
+                try scan(from: try partition { IndexOrder.compare($0, value) == .orderedAscending }) {
+                    IndexOrder.compare($0, value) != .orderedDescending
+                }
             }
         case .range(let lower, _, let upper, _):
-            // Numbers of other types sort by value, so one run covers the range.
-            let first = lower.map(start) ?? sorted.firstIndex { !$0.value.isNull } ?? sorted.count
-            scan(from: first) { value in
+            // Numbers of other types sort by value, so one run covers the range; nil sorts first.
+            let first = try partition { value in
+                guard let lower else { return value.isNull }
+                return IndexOrder.compare(value, lower) == .orderedAscending
+            }
+            try scan(from: first) { value in
                 guard let upper else { return true }
-                return ValueOrder.sortOrder(value, upper, localizedCaseInsensitive: false) != .orderedDescending
+                return IndexOrder.compare(value, upper) != .orderedDescending
             }
         }
-        for (id, value) in delta where matches(value) { result.append(id) }
-        if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
-        return result
     }
 }
 
@@ -166,15 +190,15 @@ struct IndexKey: Hashable, Sendable {
 
 extension Store {
     /// The IDs of an entity's records whose attribute at `slot` meets `condition`, from
-    /// a secondary index (built on first use).
+    /// a secondary index (the snapshot's stored one, or one built on first use).
     public func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
         guard let description = schema.entity(number: entity), slot >= 0, slot < description.attributes.count else {
             throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
         }
         let key = IndexKey(entity: entity, slot: slot)
         if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
-        return state.withLock { state in
-            (state.indexes[key]?.lookup(condition) ?? []).map { RecordID(rawValue: $0) }
+        return try state.withLock { state in
+            try (state.indexes[key]?.lookup(condition) ?? []).map { RecordID(rawValue: $0) }
         }
     }
 
@@ -188,11 +212,7 @@ extension Store {
         try log.withLock { _ in
             var entries: [(Value, UInt64)] = []
             try scan(entity: key.entity) { id, body in
-                var reader = ByteReader(body)
-                let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
-                guard key.slot < count else { return }
-                for _ in 0..<key.slot { _ = try reader.value() }
-                entries.append((try reader.value(), id.rawValue))
+                if let value = try ValueCoding.value(at: key.slot, in: body) { entries.append((value, id.rawValue)) }
             }
             let index = SecondaryIndex(slot: key.slot, entries: entries)
             state.withLock { $0.indexes[key] = index }
@@ -203,15 +223,31 @@ extension Store {
 extension StoreState {
     /// Keeps the indexes of `id`'s entity in step with a put (`body`) or delete (nil).
     func updateIndexes(_ id: RecordID, body: [UInt8]?) {
-        let affected = indexes.filter { $0.key.entity == id.entity }
-        guard !affected.isEmpty else { return }
-        let values = body.flatMap { try? ValueCoding.decode($0) }
-        for (key, index) in affected {
-            if body == nil {
-                index.update(id.rawValue, to: nil)
-            } else {
-                index.update(id.rawValue, to: values.flatMap { key.slot < $0.count ? $0[key.slot] : nil } ?? .null)
-            }
+        for (key, index) in indexes where key.entity == id.entity {
+            index.update(id.rawValue, to: body.map { SecondaryIndex.value(at: key.slot, in: $0) })
         }
+    }
+
+    /// The indexes the snapshot stores, brought up to date with the overlay: at open
+    /// after the log is replayed (one pass, rather than an update per replayed put), and
+    /// after a compaction or migration.
+    func storedIndexes() -> [IndexKey: SecondaryIndex] {
+        var result: [IndexKey: SecondaryIndex] = [:]
+        for block in snapshot.index.attributeIndexes {
+            result[IndexKey(entity: block.entity, slot: block.attribute)] =
+                SecondaryIndex(snapshot: snapshot, block: block, changes: overlay[block.entity] ?? [:])
+        }
+        return result
+    }
+
+    /// Switches to a new snapshot holding every record (after a compaction or migration):
+    /// its stored indexes replace the ones read from the old snapshot; indexes built in
+    /// memory stay, as they are keyed by record ID and current.
+    mutating func replaceSnapshot(with reader: SnapshotReader) {
+        snapshot = reader
+        overlay = [:]
+        var kept = indexes.filter { !$0.value.isStored }
+        kept.merge(storedIndexes()) { _, stored in stored }
+        indexes = kept
     }
 }

@@ -197,7 +197,8 @@ extension Store {
                 })
             }
         }
-        state.withLock { $0.indexes = [:] }
+        // Slots may have moved: keep only the new snapshot's stored indexes.
+        state.withLock { $0.indexes = $0.storedIndexes() }
         progress?(total, total)
         return forecast
     }

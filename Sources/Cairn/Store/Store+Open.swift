@@ -124,6 +124,7 @@ extension Store {
         let logFile = try fs.open(logPath, create: false, truncate: false)
         do {
             let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
+            state.indexes = state.storedIndexes()
             report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
             return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
         } catch {

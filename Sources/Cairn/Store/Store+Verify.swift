@@ -18,10 +18,21 @@ extension Store {
 
     /// Decodes every record (checking each checksum on the way), and checks values
     /// against the schema, that references point at existing records of the right
-    /// entity, that inverse relationships agree, and that uniqueness holds.
+    /// entity, that inverse relationships agree, that uniqueness holds, and that the
+    /// snapshot's stored attribute indexes list every record in order.
     public func verify() -> [Problem] {
         var problems: [Problem] = []
         let schema = self.schema
+        let snapshot = state.withLock { $0.snapshot }
+        for block in snapshot.index.attributeIndexes {
+            do {
+                try snapshot.verifyAttributeIndex(block)
+            } catch let error as CairnError {
+                problems.append(Problem(record: nil, message: error.message, path: error.path, offset: error.offset))
+            } catch {
+                problems.append(Problem(record: nil, message: "\(error)"))
+            }
+        }
         var records: [RecordID: [Value]] = [:]
         for entity in schema.entities {
             do {

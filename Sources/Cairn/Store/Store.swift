@@ -196,7 +196,8 @@ public final class Store: Sendable {
         let logBytes = log.withLock { $0?.appendOffset ?? 0 }
         return StoreStatistics(recordCounts: named, snapshotBytes: snapshot.fileSize, logBytes: logBytes,
                                lastSequence: sequence, lastCommitMilliseconds: lastCommit,
-                               snapshotRecords: Int(snapshot.footer.recordCount), shadowedSnapshotRecords: shadowed)
+                               snapshotRecords: Int(snapshot.footer.recordCount), shadowedSnapshotRecords: shadowed,
+                               snapshotFormatVersion: snapshot.header.version, storedIndexes: snapshot.index.attributeIndexes.count)
     }
 
     // MARK: Closing
@@ -270,7 +271,8 @@ struct StoreState: Sendable {
     /// Sequence number of the last change to each record changed since the store was
     /// opened (raw ID → sequence). Records absent have version 0. Kept across compaction.
     var versions = IDMap<UInt64, UInt64>()
-    /// Secondary indexes built so far (in memory only).
+    /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
+    /// and those built since on first use.
     var indexes: [IndexKey: SecondaryIndex] = [:]
 
     init(snapshot: SnapshotReader) {

@@ -85,4 +85,10 @@ public struct StoreStatistics: Sendable, Equatable {
     public var snapshotRecords: Int
     /// Snapshot records replaced or deleted by the log.
     public var shadowedSnapshotRecords: Int
+    /// The format version of the current snapshot (FORMAT.md §1.1): older than
+    /// ``FileHeader/currentVersion`` until a compaction rewrites a store written by an
+    /// earlier version.
+    public var snapshotFormatVersion: UInt32 = FileHeader.currentVersion
+    /// Attribute indexes the snapshot stores (FORMAT.md §6.6).
+    public var storedIndexes: Int = 0
 }

@@ -32,7 +32,7 @@ enum CLI {
         #expect(help.out.contains("USAGE: cairn"))
         let version = try CLI.run(["--version"])
         #expect(version.status == 0)
-        #expect(version.out.contains("store format version 1"))
+        #expect(version.out.contains("store format version \(FileHeader.currentVersion)"))
     }
 
     @Test func unknownCommandIsAUsageError() throws {

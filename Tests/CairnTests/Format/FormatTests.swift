@@ -273,9 +273,11 @@ struct SchemaGenerator {
         bytes[0] ^= 1
         #expect(error(bytes)?.message.contains("magic") == true)
         bytes = header.encoded()
-        bytes[8] = 2
+        bytes[8] = 3
         #expect(error(bytes)?.code == .unsupportedVersion)
-        #expect(error(bytes)?.message.contains("version 2") == true)
+        #expect(error(bytes)?.message.contains("version 3") == true)
+        bytes[8] = 0
+        #expect(error(bytes)?.code == .unsupportedVersion)
         bytes = header.encoded()
         bytes[20] ^= 4
         #expect(error(bytes)?.message.contains("checksum") == true)

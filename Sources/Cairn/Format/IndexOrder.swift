@@ -1,0 +1,49 @@
+import Foundation
+
+/// The order of an attribute index (FORMAT.md §6.6), stored or in memory: values by
+/// ``ValueOrder/sortOrder(_:_:localizedCaseInsensitive:)`` (nil first), equal values by
+/// record ID. One definition, so a stored index and a lookup agree.
+enum IndexOrder {
+    static func compare(_ a: Value, _ b: Value) -> ComparisonResult {
+        ValueOrder.sortOrder(a, b, localizedCaseInsensitive: false)
+    }
+
+    /// The positions of `values` (one per record, in ascending ID order) in index order.
+    static func sortedPositions(_ values: [Value]) -> [Int] {
+        if let fast = sortedIntegerPositions(values) { return fast }
+        var positions = Array(values.indices)
+        positions.sort { i, j in
+            switch compare(values[i], values[j]) {
+            case .orderedAscending: return true
+            case .orderedDescending: return false
+            case .orderedSame: return i < j
+            }
+        }
+        return positions
+    }
+
+    /// The common case, an integer attribute, sorted as plain (Int64, position) pairs: the
+    /// same order without comparing `Value`s. Nil unless every value is nil or an integer
+    /// of one width.
+    private static func sortedIntegerPositions(_ values: [Value]) -> [Int]? {
+        var nulls: [Int] = []
+        var keyed: [(key: Int64, position: Int)] = []
+        keyed.reserveCapacity(values.count)
+        var width: UInt8 = 0
+        for (position, value) in values.enumerated() {
+            let key: Int64, kind: UInt8
+            switch value {
+            case .null: nulls.append(position); continue
+            case .int8(let v): (key, kind) = (Int64(v), 1)
+            case .int16(let v): (key, kind) = (Int64(v), 2)
+            case .int32(let v): (key, kind) = (Int64(v), 3)
+            case .int64(let v): (key, kind) = (v, 4)
+            default: return nil
+            }
+            if width == 0 { width = kind } else if width != kind { return nil }
+            keyed.append((key, position))
+        }
+        keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.position < $1.position }
+        return nulls + keyed.map(\.position)
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// Attribute indexes stored in the snapshot (FORMAT.md §6.6): written by compaction, read
+/// in place after open, kept right by later commits, checked, and refused when damaged.
+@Suite struct StoredIndexTests {
+    /// `Item`: an indexed int64, an optional indexed string, an unindexed int64, and a
+    /// uniqueness group whose first attribute (`code`) is indexed through it.
+    static let schema = Schema(entities: [
+        EntityDescription(name: "Item", number: 1,
+                          attributes: [AttributeDescription(name: "rank", type: .int64, isIndexed: true),
+                                       AttributeDescription(name: "label", type: .string, isOptional: true, isIndexed: true),
+                                       AttributeDescription(name: "plain", type: .int64),
+                                       AttributeDescription(name: "code", type: .int32)],
+                          uniqueness: [["code"]]),
+        EntityDescription(name: "Empty", number: 2,
+                          attributes: [AttributeDescription(name: "rank", type: .int64, isIndexed: true)]),
+    ])
+
+    static func values(_ random: inout SplitMix64, serial: UInt64) -> [Value] {
+        let label: Value = random.next() % 5 == 0 ? .null : .string(["ant", "bee", "cat", "Dog", "ému", ""][Int(random.next() % 6)])
+        return [.int64(Int64(random.next() % 41) - 20), label, .int64(Int64(random.next() % 7)), .int32(Int32(serial))]
+    }
+
+    static func conditions(_ random: inout SplitMix64, slot: Int) -> [IndexCondition] {
+        if slot == 1 {
+            return [.equal([.string("bee")]), .equal([.null]), .equal([.string("cat"), .string("ant"), .string("cat")]),
+                    .range(lower: .string("b"), lowerInclusive: true, upper: .string("d"), upperInclusive: false),
+                    .range(lower: nil, lowerInclusive: true, upper: .string("cat"), upperInclusive: true),
+                    .range(lower: .string("Dog"), lowerInclusive: false, upper: nil, upperInclusive: true)]
+        }
+        let a = Int64(random.next() % 50) - 25, b = a + Int64(random.next() % 20)
+        return [.equal([.int64(a)]), .equal([.int64(a), .int64(b), .int32(Int32(a + 1))]), .equal([.double(Double(a))]),
+                .range(lower: .int64(a), lowerInclusive: random.next() % 2 == 0, upper: .int64(b), upperInclusive: random.next() % 2 == 0),
+                .range(lower: nil, lowerInclusive: true, upper: .int64(a), upperInclusive: false),
+                .range(lower: .double(Double(a) + 0.5), lowerInclusive: true, upper: nil, upperInclusive: true)]
+    }
+
+    /// What an index lookup must return, by brute force over the model.
+    static func expected(_ model: Contents, slot: Int, _ condition: IndexCondition) -> Set<RecordID> {
+        Set(model.filter { $0.key.entity == 1 && SecondaryIndex.matches($0.value[slot], condition) }.keys)
+    }
+
+    @Test(arguments: Seeds.list()) func lookupsMatchAScanAcrossCommitsCompactionsAndReopens(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let fs = MemoryFileSystem()
+        var store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
+        defer { store.close() }
+        var model: Contents = [:]
+        var serial: UInt64 = 0
+        for round in 0..<12 {
+            // A transaction or several: inserts, updates and deletes.
+            for _ in 0..<Int(random.next() % 4 + 1) {
+                var changes: [Change] = []
+                for _ in 0..<Int(random.next() % 40) {
+                    let live = model.keys.sorted()
+                    if live.isEmpty || random.next() % 3 == 0 {
+                        serial += 1
+                        let id = try store.allocateID(entity: 1)
+                        changes.append(.put(id, Self.values(&random, serial: UInt64(serial))))
+                    } else if random.next() % 4 == 0 {
+                        changes.append(.delete(live[Int(random.next() % UInt64(live.count))]))
+                    } else {
+                        let id = live[Int(random.next() % UInt64(live.count))]
+                        var values = Self.values(&random, serial: serial)
+                        values[3] = model[id]?[3] ?? values[3]  // keep codes unique
+                        changes.append(.put(id, values))
+                    }
+                    apply([changes.last!], to: &model)
+                }
+                try store.commit(changes)
+            }
+            switch random.next() % 3 {
+            case 0: try store.compact()
+            case 1:
+                store.close()
+                store = try Store.open(at: "/db", options: memoryOptions(fs))
+            default: break
+            }
+            for slot in [0, 1, 3] {
+                for condition in Self.conditions(&random, slot: slot) {
+                    let found = try store.indexedIDs(entity: 1, slot: slot, matching: condition)
+                    #expect(found.count == Set(found).count, "seed \(seed) round \(round) slot \(slot) \(condition): duplicates")
+                    #expect(Set(found) == Self.expected(model, slot: slot, condition), "seed \(seed) round \(round) slot \(slot) \(condition)")
+                }
+            }
+            #expect(store.verify().isEmpty, "seed \(seed) round \(round)")
+        }
+        // Indexes on attributes the schema does not index are built in memory, as before.
+        let found = try store.indexedIDs(entity: 1, slot: 2, matching: .equal([.int64(3)]))
+        #expect(Set(found) == Self.expected(model, slot: 2, .equal([.int64(3)])))
+    }
+
+    /// A store with a snapshot holding `count` items (rank = serial % 10) and its files.
+    static func compactedStore(_ count: Int = 100) throws -> MemoryFileSystem {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(fs))
+        var changes: [Change] = []
+        for i in 0..<count {
+            changes.append(.put(try store.allocateID(entity: 1), [.int64(Int64(i % 10)), .string("l\(i % 3)"), .int64(0), .int32(Int32(i))]))
+        }
+        try store.commit(changes)
+        try store.compact()
+        store.close()
+        return fs
+    }
+
+    static func snapshotPath(_ fs: MemoryFileSystem) throws -> String {
+        "/db/" + StoreFileName.snapshot(try Store.readManifest(in: "/db", fileSystem: fs).snapshotNumber)
+    }
+
+    @Test func compactionStoresTheSchemasIndexesAndOpenReadsThemWithoutAScan() throws {
+        let fs = try Self.compactedStore()
+        let store = try Store.open(at: "/db", options: memoryOptions(fs))
+        defer { store.close() }
+        // rank, label and code (through its uniqueness group); not plain; none for the empty entity.
+        #expect(store.statistics.storedIndexes == 3)
+        #expect(store.statistics.snapshotFormatVersion == FileHeader.currentVersion)
+        #expect(store.hasIndex(entity: 1, slot: 0) && store.hasIndex(entity: 1, slot: 1) && store.hasIndex(entity: 1, slot: 3))
+        #expect(!store.hasIndex(entity: 1, slot: 2) && !store.hasIndex(entity: 2, slot: 0))
+        #expect(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(4)])).count == 10)
+        #expect(try store.indexedIDs(entity: 1, slot: 3, matching: .range(lower: .int32(10), lowerInclusive: true,
+                                                                            upper: .int32(20), upperInclusive: false)).count == 10)
+    }
+
+    /// Overwrites bytes of the snapshot, fixing the checksums above them (block, index,
+    /// footer) when asked, as a buggy writer rather than a bad disk would leave them.
+    static func damage(_ fs: MemoryFileSystem, fixChecksums: Bool, _ edit: (inout [UInt8], SnapshotIndex.AttributeIndex) -> Void) throws {
+        let path = try snapshotPath(fs)
+        var bytes = try #require(fs.contents(of: path))
+        let footer = try bytes.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
+        let index = try bytes.withUnsafeBytes {
+            try SnapshotIndex.decode(file: $0, indexOffset: Int(footer.indexOffset), indexLength: Int(footer.indexLength))
+        }
+        let block = try #require(index.attributeIndexes.first)  // rank
+        edit(&bytes, block)
+        if fixChecksums {
+            let row = Int(footer.indexOffset) + 8 + index.entities.count * SnapshotIndex.entityHeaderSize
+            let crc = CRC32C.masked(bytes[block.blockOffset..<(block.blockOffset + block.count * 4)])
+            withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange((row + 4)..<(row + 8), with: $0) }
+            var fixed = footer
+            fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<Int(footer.indexOffset + footer.indexLength)])
+            bytes.replaceSubrange((bytes.count - SnapshotFooter.size)..., with: fixed.encoded())
+        }
+        try fs.setContents(of: path, to: bytes)
+    }
+
+    @Test func aDamagedBlockIsReportedWhereItIsWhenUsedAndByVerify() throws {
+        let fs = try Self.compactedStore()
+        var blockOffset = 0
+        try Self.damage(fs, fixChecksums: false) { bytes, block in
+            blockOffset = block.blockOffset
+            bytes[block.blockOffset + 5] ^= 0x40
+        }
+        let store = try Store.open(at: "/db", options: memoryOptions(fs))  // blocks are checked on use
+        defer { store.close() }
+        #expect { try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(1)])) } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .corrupt && error.offset == Int64(blockOffset) && error.message.contains("checksum")
+                && error.path?.hasSuffix(".snapshot") == true
+        }
+        // The other indexes still work.
+        #expect(try store.indexedIDs(entity: 1, slot: 1, matching: .equal([.string("l1")])).count == 33)
+        #expect(store.verify().contains { $0.message.contains("attribute index") && $0.offset == Int64(blockOffset) })
+    }
+
+    @Test func anIndexWithGoodChecksumsButWrongEntriesIsCaughtNotTrusted() throws {
+        // A position past the entity's records: an error at lookup, not a crash.
+        let fs = try Self.compactedStore()
+        try Self.damage(fs, fixChecksums: true) { bytes, block in
+            for i in 0..<block.count { bytes.replaceSubrange((block.blockOffset + 4 * i)..<(block.blockOffset + 4 * i + 4), with: [0xFF, 0xFF, 0, 0]) }
+        }
+        var store = try Store.open(at: "/db", options: memoryOptions(fs))
+        #expect { try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(1)])) } throws: {
+            ($0 as? CairnError)?.code == .corrupt && ($0 as? CairnError)?.message.contains("past its records") == true
+        }
+        #expect(store.verify().contains { $0.message.contains("past its records") })
+        store.close()
+
+        // Two entries swapped: out of order, and one listed twice: `verify` names both.
+        let swapped = try Self.compactedStore()
+        try Self.damage(swapped, fixChecksums: true) { bytes, block in
+            let first = Array(bytes[block.blockOffset..<(block.blockOffset + 4)])
+            bytes.replaceSubrange((block.blockOffset + 4 * 50)..<(block.blockOffset + 4 * 51), with: first)
+        }
+        store = try Store.open(at: "/db", options: memoryOptions(swapped))
+        defer { store.close() }
+        #expect(store.verify().contains { $0.message.contains("out of order") || $0.message.contains("twice") })
+    }
+
+    @Test func blocksThatDoNotTileTheSpaceBeforeTheIndexAreRefusedAtOpen() throws {
+        let fs = try Self.compactedStore()
+        let path = try Self.snapshotPath(fs)
+        let good = try #require(fs.contents(of: path))
+        let footer = try good.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
+        let rows = Int(footer.indexOffset) + 8 + 24  // one entity row, then the attribute index rows
+        // Each edit of the first attribute index row, with the index checksum fixed so the
+        // row itself is what open objects to.
+        let edits: [(String, (inout [UInt8]) -> Void)] = [
+            ("block offset", { $0[rows + 16] &+= 8 }),
+            ("entry count", { $0[rows + 8] &+= 1 }),
+            ("attribute", { $0[rows + 2] = 9 }),
+            ("order", { bytes in
+                let second = Array(bytes[(rows + 24)..<(rows + 48)])
+                bytes.replaceSubrange((rows + 24)..<(rows + 48), with: bytes[rows..<(rows + 24)])
+                bytes.replaceSubrange(rows..<(rows + 24), with: second)
+            }),
+        ]
+        for (what, edit) in edits {
+            var bytes = good
+            edit(&bytes)
+            var fixed = footer
+            fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<Int(footer.indexOffset + footer.indexLength)])
+            bytes.replaceSubrange((bytes.count - SnapshotFooter.size)..., with: fixed.encoded())
+            try fs.setContents(of: path, to: bytes)
+            #expect(throws: CairnError.self, "\(what)") { try Store.open(at: "/db", options: memoryOptions(fs)).close() }
+            do { try Store.open(at: "/db", options: memoryOptions(fs)).close() } catch let error as CairnError {
+                #expect(error.code == .corrupt && error.path == path, "\(what): \(error)")
+            }
+        }
+    }
+}
