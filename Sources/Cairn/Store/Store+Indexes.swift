@@ -105,18 +105,19 @@ final class SecondaryIndex: @unchecked Sendable {
                 try snapshot.checkAttributeIndex(block)
                 storedChecked = true
             }
-            try Self.collect(condition, count: block.count, skipping: storedStale, into: &result) { i in
+            try Self.collect(condition, count: block.count, skipping: storedStale, into: &result, value: { i in
                 let (id, offset) = try snapshot.record(in: block, at: i)
                 let body = try snapshot.body(at: offset, id: id)
                 do {
-                    return (try ValueCoding.value(at: block.attribute, in: body) ?? .null, id.rawValue)
+                    return try ValueCoding.value(at: block.attribute, in: body) ?? .null
                 } catch let error as CairnError {
                     throw error.located(in: snapshot.path, base: Int64(offset + SnapshotRecord.headerSize))
                 }
-            }
+            }, id: { try snapshot.record(in: block, at: $0).id.rawValue })
         }
         let sorted = self.sorted
-        try Self.collect(condition, count: sorted.count, skipping: stale, into: &result) { sorted[$0] }
+        try Self.collect(condition, count: sorted.count, skipping: stale, into: &result,
+                         value: { sorted[$0].value }, id: { sorted[$0].id })
         for (id, value) in delta where Self.matches(value, condition) { result.append(id) }
         if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
         return result
@@ -139,46 +140,68 @@ final class SecondaryIndex: @unchecked Sendable {
         }
     }
 
-    /// Appends the IDs of a run in index order (`count` entries, read by `entry`) that meet
-    /// `condition`, leaving out `skipping`: binary search for the first candidate, then a
-    /// scan while values can still match.
+    /// Appends the IDs of a run in index order (`count` entries, read by `value` and `id`)
+    /// that meet `condition`, leaving out `skipping`. Binary search finds where the
+    /// matches start and end. If the first and last entries in between match and their
+    /// values have no unordered members (floating point and decimal have NaN), so does
+    /// everything between, and only IDs are read (for a stored index: no record is read);
+    /// otherwise each entry is tested.
     private static func collect(_ condition: IndexCondition, count: Int, skipping: Set<UInt64>, into result: inout [UInt64],
-                                entry: (Int) throws -> (value: Value, id: UInt64)) throws {
+                                value: (Int) throws -> Value, id: (Int) throws -> UInt64) throws {
         // The first position whose value is not `before` (every value before it is).
         func partition(_ before: (Value) -> Bool) throws -> Int {
             var low = 0, high = count
             while low < high {
                 let mid = (low + high) / 2
-                if before(try entry(mid).value) { low = mid + 1 } else { high = mid }
+                if before(try value(mid)) { low = mid + 1 } else { high = mid }
             }
             return low
         }
-        func scan(from first: Int, while more: (Value) -> Bool) throws {
-            var index = first
-            while index < count {
-                let (value, id) = try entry(index)
-                guard more(value) else { return }
-                if !skipping.contains(id) && matches(value, condition) { result.append(id) }
-                index += 1
+        func emit(_ range: Range<Int>) throws {
+            guard !range.isEmpty else { return }
+            let first = try value(range.lowerBound), last = try value(range.upperBound - 1)
+            if matches(first, condition), matches(last, condition), isTotallyOrdered(first), isTotallyOrdered(last) {
+                for index in range {
+                    let found = try id(index)
+                    if !skipping.contains(found) { result.append(found) }
+                }
+            } else {
+                for index in range {
+                    let found = try id(index)
+                    if !skipping.contains(found), matches(try value(index), condition) { result.append(found) }
+                }
             }
         }
         switch condition {
         case .equal(let wanted):
-            for value in wanted {
-                try scan(from: try partition { IndexOrder.compare($0, value) == .orderedAscending }) {
-                    IndexOrder.compare($0, value) != .orderedDescending
-                }
+            for target in wanted {
+                let start = try partition { IndexOrder.compare($0, target) == .orderedAscending }
+                let end = try partition { IndexOrder.compare($0, target) != .orderedDescending }
+                try emit(start..<max(start, end))
             }
-        case .range(let lower, _, let upper, _):
+        case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
             // Numbers of other types sort by value, so one run covers the range; nil sorts first.
-            let first = try partition { value in
+            let start = try partition { value in
                 guard let lower else { return value.isNull }
-                return IndexOrder.compare(value, lower) == .orderedAscending
+                let order = IndexOrder.compare(value, lower)
+                return order == .orderedAscending || (order == .orderedSame && !lowerInclusive)
             }
-            try scan(from: first) { value in
-                guard let upper else { return true }
-                return IndexOrder.compare(value, upper) != .orderedDescending
-            }
+            let end = try upper.map { upper in
+                try partition { value in
+                    let order = IndexOrder.compare(value, upper)
+                    return order == .orderedAscending || (order == .orderedSame && upperInclusive)
+                }
+            } ?? count
+            try emit(start..<max(start, end))
+        }
+    }
+
+    /// Whether values of this one's type are all ordered (no NaN), so that a run between
+    /// two matching values holds only matches.
+    private static func isTotallyOrdered(_ value: Value) -> Bool {
+        switch value {
+        case .float, .double, .decimal: return false
+        default: return true
         }
     }
 }

@@ -34,7 +34,10 @@ import Testing
         return [.equal([.int64(a)]), .equal([.int64(a), .int64(b), .int32(Int32(a + 1))]), .equal([.double(Double(a))]),
                 .range(lower: .int64(a), lowerInclusive: random.next() % 2 == 0, upper: .int64(b), upperInclusive: random.next() % 2 == 0),
                 .range(lower: nil, lowerInclusive: true, upper: .int64(a), upperInclusive: false),
-                .range(lower: .double(Double(a) + 0.5), lowerInclusive: true, upper: nil, upperInclusive: true)]
+                .range(lower: .double(Double(a) + 0.5), lowerInclusive: true, upper: nil, upperInclusive: true),
+                // Bounds of another type compare with nothing: every candidate is tested, none matches.
+                .range(lower: nil, lowerInclusive: true, upper: .string("z"), upperInclusive: true),
+                .range(lower: nil, lowerInclusive: true, upper: nil, upperInclusive: true)]
     }
 
     /// What an index lookup must return, by brute force over the model.
