@@ -59,6 +59,7 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
                 if let body = try? reader.body(at: offset, id: id) { _ = try? ValueCoding.decode(body) }
             }
         }
+        for block in reader.index.attributeIndexes { _ = try? reader.verifyAttributeIndex(block) }
     }
 
     /// The input becomes the files of a store directory: `MANIFEST`, a snapshot and a
@@ -78,6 +79,14 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
         guard let store = try? Store.open(at: "/s", options: options) else { return }
         _ = store.verify()
         for entity in store.schema.entities { _ = try? store.records(entity: entity.number) }
+        // Lookups through every index the snapshot stores.
+        for block in store.state.withLock({ $0.snapshot.index.attributeIndexes }) {
+            for condition: IndexCondition in [.equal([.null, .int64(1), .string("a")]),
+                                              .range(lower: .int64(-3), lowerInclusive: false, upper: .string("z"), upperInclusive: true),
+                                              .range(lower: nil, lowerInclusive: true, upper: nil, upperInclusive: true)] {
+                _ = try? store.indexedIDs(entity: block.entity, slot: block.attribute, matching: condition)
+            }
+        }
         store.close()
     }
 

@@ -11,9 +11,9 @@ struct CanonicalStore {
     let snapshotPath: String
     let manifestPath = "/db/MANIFEST"
 
-    init(_ transactions: [[Change]], compactAfter: Int? = nil) throws {
+    init(_ transactions: [[Change]], compactAfter: Int? = nil, schema: Schema = TestSchemas.blobs) throws {
         let fs = MemoryFileSystem()
-        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(fs))
         var model: Contents = [:]
         var states = [model]
         for (index, changes) in transactions.enumerated() {

@@ -45,6 +45,44 @@ import Testing
         Set(model.filter { $0.key.entity == 1 && SecondaryIndex.matches($0.value[slot], condition) }.keys)
     }
 
+    /// `count` small transactions on `Item` (inserts, updates, a delete), for canonical stores.
+    static func transactions(_ count: Int) -> [[Change]] {
+        var random = SplitMix64(seed: 5)
+        return (0..<count).map { t in
+            var changes: [Change] = (0..<3).map { k in
+                let serial = UInt64(3 * t + k + 1)
+                return .put(RecordID(entity: 1, serial: serial), values(&random, serial: serial))
+            }
+            if t > 0 { changes.append(.delete(RecordID(entity: 1, serial: UInt64(3 * t - 1)))) }
+            return changes
+        }
+    }
+
+    /// Every bit of a small snapshot with stored indexes: the open, the read of every
+    /// record, or a lookup through each stored index fails with an error naming the file.
+    @Test func everyBitOfASnapshotWithStoredIndexesIsDetected() throws {
+        let canonical = try CanonicalStore(Self.transactions(5), compactAfter: 5, schema: Self.schema)
+        let bytes = try #require(canonical.fs.contents(of: canonical.snapshotPath))
+        for byte in 0..<bytes.count {
+            for bit in 0..<8 {
+                var damaged = bytes
+                damaged[byte] ^= UInt8(1) << UInt8(bit)
+                let fs = try canonical.image(replacing: canonical.snapshotPath, with: damaged)
+                do {
+                    let store = try Store.open(at: "/db", options: memoryOptions(fs))
+                    defer { store.close() }
+                    _ = try contents(of: store)
+                    for slot in [0, 1, 3] {
+                        _ = try store.indexedIDs(entity: 1, slot: slot, matching: .range(lower: nil, lowerInclusive: true, upper: nil, upperInclusive: true))
+                    }
+                    Issue.record("damage at byte \(byte) bit \(bit) not detected")
+                } catch let error as CairnError {
+                    #expect(error.path == canonical.snapshotPath && error.offset != nil, "byte \(byte) bit \(bit): \(error)")
+                }
+            }
+        }
+    }
+
     @Test(arguments: Seeds.list()) func lookupsMatchAScanAcrossCommitsCompactionsAndReopens(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
         let fs = MemoryFileSystem()
