@@ -46,6 +46,20 @@ struct CanonicalStore {
     }
 
     /// A copy of the file system with `path` replaced by `bytes`.
+    /// Calls `body` once for every bit of the file at `path` (within `bytes`, default all),
+    /// with an image of the store in which that one bit is flipped.
+    func withEveryBitFlipped(in path: String, bytes range: Range<Int>? = nil,
+                             _ body: (_ fs: MemoryFileSystem, _ byte: Int, _ bit: Int) throws -> Void) throws {
+        let bytes = fs.contents(of: path) ?? []
+        for byte in range ?? 0..<bytes.count {
+            for bit in 0..<8 {
+                var damaged = bytes
+                damaged[byte] ^= UInt8(1) << UInt8(bit)
+                try body(try image(replacing: path, with: damaged), byte, bit)
+            }
+        }
+    }
+
     func image(replacing path: String, with bytes: [UInt8]) throws -> MemoryFileSystem {
         let copy = fs.crashImage(.keepAll)
         try copy.setContents(of: path, to: bytes)
@@ -124,35 +138,29 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
     /// refused, naming the log and the damaged frame's offset. A flip in the header: refused.
     @Test func everyBitOfASmallLogIsChecked() throws {
         let canonical = try CanonicalStore(smallTransactions(10, seed: 5, maxBlob: 6))
-        let bytes = canonical.logBytes
         let frames = canonical.frames
         let validEnd = frames.last!.end
         var refused = 0, recovered = 0
-        for byte in 0..<(validEnd + 40) {
-            for bit in 0..<8 {
-                var damaged = bytes
-                damaged[byte] ^= UInt8(1) << UInt8(bit)
-                let fs = try canonical.image(replacing: canonical.logPath, with: damaged)
-                let frameIndex = frames.firstIndex { $0.start <= byte && byte < $0.end }
-                let context: Comment = "byte \(byte) bit \(bit)"
-                if byte < FileHeader.size || (frameIndex != nil && frameIndex! < frames.count - 1) {
-                    do {
-                        _ = try Store.open(at: "/db", options: memoryOptions(fs))
-                        Issue.record("damage was not detected: \(context)")
-                    } catch let error as CairnError {
-                        #expect(error.path == canonical.logPath, context)
-                        if let frameIndex { #expect(error.offset == Int64(frames[frameIndex].start), context) }
-                        refused += 1
-                    }
-                } else {
-                    let store = try Store.open(at: "/db", options: memoryOptions(fs))
-                    let kept = frameIndex ?? frames.count
-                    #expect(store.lastSequence == UInt64(kept), context)
-                    #expect(try contents(of: store) == canonical.states[kept], context)
-                    #expect(store.recovery.truncatedBytes > 0, context)
-                    #expect(store.recovery.truncatedAt == Int64(frameIndex.map { frames[$0].start } ?? validEnd), context)
-                    recovered += 1
+        try canonical.withEveryBitFlipped(in: canonical.logPath, bytes: 0..<(validEnd + 40)) { fs, byte, bit in
+            let frameIndex = frames.firstIndex { $0.start <= byte && byte < $0.end }
+            let context: Comment = "byte \(byte) bit \(bit)"
+            if byte < FileHeader.size || (frameIndex != nil && frameIndex! < frames.count - 1) {
+                do {
+                    _ = try Store.open(at: "/db", options: memoryOptions(fs))
+                    Issue.record("damage was not detected: \(context)")
+                } catch let error as CairnError {
+                    #expect(error.path == canonical.logPath, context)
+                    if let frameIndex { #expect(error.offset == Int64(frames[frameIndex].start), context) }
+                    refused += 1
                 }
+            } else {
+                let store = try Store.open(at: "/db", options: memoryOptions(fs))
+                let kept = frameIndex ?? frames.count
+                #expect(store.lastSequence == UInt64(kept), context)
+                #expect(try contents(of: store) == canonical.states[kept], context)
+                #expect(store.recovery.truncatedBytes > 0, context)
+                #expect(store.recovery.truncatedAt == Int64(frameIndex.map { frames[$0].start } ?? validEnd), context)
+                recovered += 1
             }
         }
         #expect(refused > 0 && recovered > 0)
@@ -162,21 +170,15 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
     /// with an error naming the snapshot file.
     @Test func everyBitOfASmallSnapshotIsDetected() throws {
         let canonical = try CanonicalStore(smallTransactions(8, seed: 11, maxBlob: 6), compactAfter: 8)
-        let bytes = canonical.fs.contents(of: canonical.snapshotPath)!
         #expect(canonical.frames.isEmpty)
-        for byte in 0..<bytes.count {
-            for bit in 0..<8 {
-                var damaged = bytes
-                damaged[byte] ^= UInt8(1) << UInt8(bit)
-                let fs = try canonical.image(replacing: canonical.snapshotPath, with: damaged)
-                do {
-                    let store = try Store.open(at: "/db", options: memoryOptions(fs))
-                    let found = try contents(of: store)
-                    Issue.record("damage at byte \(byte) bit \(bit) not detected; read \(found.count) records")
-                } catch let error as CairnError {
-                    #expect(error.path == canonical.snapshotPath, "byte \(byte) bit \(bit): \(error)")
-                    #expect(error.offset != nil, "byte \(byte) bit \(bit)")
-                }
+        try canonical.withEveryBitFlipped(in: canonical.snapshotPath) { fs, byte, bit in
+            do {
+                let store = try Store.open(at: "/db", options: memoryOptions(fs))
+                let found = try contents(of: store)
+                Issue.record("damage at byte \(byte) bit \(bit) not detected; read \(found.count) records")
+            } catch let error as CairnError {
+                #expect(error.path == canonical.snapshotPath, "byte \(byte) bit \(bit): \(error)")
+                #expect(error.offset != nil, "byte \(byte) bit \(bit)")
             }
         }
     }

@@ -62,23 +62,17 @@ import Testing
     /// record, or a lookup through each stored index fails with an error naming the file.
     @Test func everyBitOfASnapshotWithStoredIndexesIsDetected() throws {
         let canonical = try CanonicalStore(Self.transactions(5), compactAfter: 5, schema: Self.schema)
-        let bytes = try #require(canonical.fs.contents(of: canonical.snapshotPath))
-        for byte in 0..<bytes.count {
-            for bit in 0..<8 {
-                var damaged = bytes
-                damaged[byte] ^= UInt8(1) << UInt8(bit)
-                let fs = try canonical.image(replacing: canonical.snapshotPath, with: damaged)
-                do {
-                    let store = try Store.open(at: "/db", options: memoryOptions(fs))
-                    defer { store.close() }
-                    _ = try contents(of: store)
-                    for slot in [0, 1, 3] {
-                        _ = try store.indexedIDs(entity: 1, slot: slot, matching: .range(lower: nil, lowerInclusive: true, upper: nil, upperInclusive: true))
-                    }
-                    Issue.record("damage at byte \(byte) bit \(bit) not detected")
-                } catch let error as CairnError {
-                    #expect(error.path == canonical.snapshotPath && error.offset != nil, "byte \(byte) bit \(bit): \(error)")
+        try canonical.withEveryBitFlipped(in: canonical.snapshotPath) { fs, byte, bit in
+            do {
+                let store = try Store.open(at: "/db", options: memoryOptions(fs))
+                defer { store.close() }
+                _ = try contents(of: store)
+                for slot in [0, 1, 3] {
+                    _ = try store.indexedIDs(entity: 1, slot: slot, matching: .range(lower: nil, lowerInclusive: true, upper: nil, upperInclusive: true))
                 }
+                Issue.record("damage at byte \(byte) bit \(bit) not detected")
+            } catch let error as CairnError {
+                #expect(error.path == canonical.snapshotPath && error.offset != nil, "byte \(byte) bit \(bit): \(error)")
             }
         }
     }
