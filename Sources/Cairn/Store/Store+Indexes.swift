@@ -12,7 +12,9 @@ public enum IndexCondition: Sendable, Hashable {
 /// three tiers: the index stored in the snapshot (format version 2, FORMAT.md §6.6),
 /// read in place; a sorted run in memory; and a small unsorted delta of changes since,
 /// folded into the run when it grows. Without a stored index the run is built on first
-/// use (one scan of the entity). Every commit keeps it up to date.
+/// use (one scan of the entity). A commit only notes the IDs it changed; the next lookup
+/// reads their current values from the store's overlay (so commits to an entity nobody
+/// looks up by value pay one append per record).
 // Mutated and read only under the store's state lock.
 final class SecondaryIndex: @unchecked Sendable {
     let slot: Int
@@ -27,6 +29,8 @@ final class SecondaryIndex: @unchecked Sendable {
     private var stale = Set<UInt64>()
     /// Current values of IDs changed since `sorted` was built.
     private var delta: [UInt64: Value] = [:]
+    /// IDs committed since the last lookup, not yet in `delta` (see ``catchUp(with:)``).
+    private var pending: [UInt64] = []
 
     /// An index built from `entries`, one per record in ascending ID order.
     init(slot: Int, entries: [(Value, UInt64)]) {
@@ -68,7 +72,25 @@ final class SecondaryIndex: @unchecked Sendable {
         }
     }
 
-    func update(_ id: UInt64, to value: Value?) {
+    /// Notes that a commit put or deleted `id`.
+    func noteChange(_ id: UInt64) { pending.append(id) }
+
+    /// Brings the index up to date with the IDs noted since the last call: their current
+    /// values are in `changes`, the overlay of the entity (a put's body; a delete is
+    /// `.deleted`, or absent for a record the snapshot never held).
+    func catchUp(with changes: IDMap<UInt64, OverlayEntry>) {
+        guard !pending.isEmpty else { return }
+        for id in pending {
+            if case .live(let body) = changes[id] {
+                update(id, to: Self.value(at: slot, in: body))
+            } else {
+                update(id, to: nil)
+            }
+        }
+        pending = []
+    }
+
+    private func update(_ id: UInt64, to value: Value?) {
         if stored != nil { storedStale.insert(id) }
         stale.insert(id)
         delta[id] = value
@@ -96,9 +118,11 @@ final class SecondaryIndex: @unchecked Sendable {
         delta = [:]
     }
 
-    /// The IDs whose value meets `condition`, in no particular order. Reading the stored
-    /// tier checks its block and the records it reads, and may throw on damage.
-    func lookup(_ condition: IndexCondition) throws -> [UInt64] {
+    /// The IDs whose value meets `condition`, in no particular order, given the entity's
+    /// current overlay (`changes`). Reading the stored tier checks its block and the
+    /// records it reads, and may throw on damage.
+    func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [UInt64] {
+        catchUp(with: changes)
         var result: [UInt64] = []
         if let (snapshot, block) = stored {
             if !storedChecked {
@@ -221,7 +245,7 @@ extension Store {
         let key = IndexKey(entity: entity, slot: slot)
         if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
         return try state.withLock { state in
-            try (state.indexes[key]?.lookup(condition) ?? []).map { RecordID(rawValue: $0) }
+            try (state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? []).map { RecordID(rawValue: $0) }
         }
     }
 
@@ -244,11 +268,9 @@ extension Store {
 }
 
 extension StoreState {
-    /// Keeps the indexes of `id`'s entity in step with a put (`body`) or delete (nil).
-    func updateIndexes(_ id: RecordID, body: [UInt8]?) {
-        for (key, index) in indexes where key.entity == id.entity {
-            index.update(id.rawValue, to: body.map { SecondaryIndex.value(at: key.slot, in: $0) })
-        }
+    /// Tells the indexes of `id`'s entity that a commit put or deleted it.
+    func noteIndexedChange(_ id: RecordID) {
+        for (key, index) in indexes where key.entity == id.entity { index.noteChange(id.rawValue) }
     }
 
     /// The indexes the snapshot stores, brought up to date with the overlay: at open
@@ -267,9 +289,12 @@ extension StoreState {
     /// its stored indexes replace the ones read from the old snapshot; indexes built in
     /// memory stay, as they are keyed by record ID and current.
     mutating func replaceSnapshot(with reader: SnapshotReader) {
+        // Indexes built in memory stay: bring them up to date while the overlay still
+        // says what changed.
+        var kept = indexes.filter { !$0.value.isStored }
+        for (key, index) in kept { index.catchUp(with: overlay[key.entity] ?? [:]) }
         snapshot = reader
         overlay = [:]
-        var kept = indexes.filter { !$0.value.isStored }
         kept.merge(storedIndexes()) { _, stored in stored }
         indexes = kept
     }

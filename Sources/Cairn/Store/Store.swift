@@ -295,7 +295,7 @@ struct StoreState: Sendable {
     /// Applies one operation (already validated and logged) of transaction `sequence`.
     mutating func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64) {
         versions[id.rawValue] = sequence
-        if !indexes.isEmpty { updateIndexes(id, body: body) }
+        if !indexes.isEmpty { noteIndexedChange(id) }
         let existed = contains(id)
         if let body {
             overlay[id.entity, default: [:]][id.rawValue] = .live(body)
