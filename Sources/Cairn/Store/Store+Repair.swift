@@ -41,7 +41,14 @@ extension Store {
         let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
         let snapshotBytes = try snapshotFile.read(at: 0, count: Int(try snapshotFile.size()))
         var snapshotOK = true
-        do { _ = try SnapshotReader(file: snapshotFile) } catch { snapshotOK = false }
+        do {
+            // Open checks the attribute indexes' placement; their contents are checked here
+            // (a damaged one is rebuilt with the snapshot: indexes are derived data).
+            let reader = try SnapshotReader(file: snapshotFile)
+            for block in reader.index.attributeIndexes { try reader.checkAttributeIndex(block) }
+        } catch {
+            snapshotOK = false
+        }
         snapshotFile.close()
 
         // The log's header tells which sequence the snapshot covered.

@@ -201,6 +201,19 @@ import Testing
         #expect(store.verify().contains { $0.message.contains("attribute index") && $0.offset == Int64(blockOffset) })
     }
 
+    @Test func repairRebuildsADamagedIndexKeepingEveryRecord() throws {
+        let fs = try Self.compactedStore()
+        try Self.damage(fs, fixChecksums: false) { bytes, block in bytes[block.blockOffset + 9] ^= 0x01 }
+        let report = try Store.repair(at: "/db", fileSystem: fs)
+        #expect(report.salvagedRecords == 100)
+        #expect(report.notes.contains { $0.hasPrefix("rebuilt the snapshot") })
+        let store = try Store.open(at: "/db", options: memoryOptions(fs))
+        defer { store.close() }
+        #expect(store.verify().isEmpty)
+        #expect(store.statistics.storedIndexes == 3)
+        #expect(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(7)])).count == 10)
+    }
+
     @Test func anIndexWithGoodChecksumsButWrongEntriesIsCaughtNotTrusted() throws {
         // A position past the entity's records: an error at lookup, not a crash.
         let fs = try Self.compactedStore()
