@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The base class of every persistent object.
 ///
@@ -239,10 +240,33 @@ struct DeclarationSite: Hashable, Sendable {
     }
 }
 
-/// What a wrapper tells the layout about its property.
+/// What a wrapper tells the layout about its property: its site, stored in the wrapper,
+/// and the rest of its declaration, noted while a prototype is built.
 protocol PropertyDeclaration {
     var site: DeclarationSite { get }
-    func describe(name: String) -> PropertyLayout.Property
+    func describe(name: String, note: PropertyNote) -> PropertyLayout.Property
+}
+
+/// The parts of a property's declaration that only the layout needs, so wrappers do not
+/// store them in every object. A wrapper whose declaration differs from these defaults
+/// passes it to ``PrototypeBuilder/note(_:_:)``.
+@usableFromInline
+struct PropertyNote: Sendable {
+    var indexed = false
+    var renamingIdentifier: String?
+    var inverse: String?
+    var deleteRule: DeleteRule = .nullify
+    var isOptional = true
+
+    @usableFromInline
+    init(indexed: Bool = false, renamingIdentifier: String? = nil, inverse: String? = nil,
+         deleteRule: DeleteRule = .nullify, isOptional: Bool = true) {
+        self.indexed = indexed
+        self.renamingIdentifier = renamingIdentifier
+        self.inverse = inverse
+        self.deleteRule = deleteRule
+        self.isOptional = isOptional
+    }
 }
 
 /// A class's properties, in record order, and the slot of each wrapper.
@@ -300,7 +324,7 @@ final class PropertyLayout: Sendable {
         var relationships: [(RelationshipDescription, DeclarationSite)] = []
         // Walk the wrappers of a bare instance. Its own layout is not needed for this:
         // `reflecting` reads stored properties only.
-        let prototype = PrototypeBuilder.instance(of: type)
+        let (prototype, notes) = PrototypeBuilder.instance(of: type)
         var mirrors: [Mirror] = []
         var mirror: Mirror? = Mirror(reflecting: prototype)
         while let current = mirror { mirrors.insert(current, at: 0); mirror = current.superclassMirror }
@@ -308,7 +332,7 @@ final class PropertyLayout: Sendable {
             for child in current.children {
                 guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
                 let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
-                switch declaration.describe(name: name) {
+                switch declaration.describe(name: name, note: notes[declaration.site] ?? PropertyNote()) {
                 case .attribute(let attribute): attributes.append((attribute, declaration.site))
                 case .relationship(let relationship): relationships.append((relationship, declaration.site))
                 }
@@ -326,16 +350,37 @@ final class PropertyLayout: Sendable {
 }
 
 /// Makes prototype instances for layouts. A prototype's own `init` must not ask for the
-/// layout being built, so a per-thread flag marks the class under construction.
+/// layout being built, so a per-thread flag marks the class under construction. While a
+/// prototype is built, its wrappers' inits note their declarations here.
+@usableFromInline
 enum PrototypeBuilder {
     private static let key = "cairn.prototype"
+    /// Prototypes under construction, on any thread: outside of that, noting is one load.
+    private static let building = Atomic<Int>(0)
+    /// Declarations noted while prototypes are built. A site's note is the same whoever
+    /// writes it (it is what the declaration at that site says), so builders on several
+    /// threads can share one table.
+    private static let notes = Protected<[DeclarationSite: PropertyNote]>([:])
 
-    static func instance(of type: ManagedObject.Type) -> ManagedObject {
+    /// A prototype of `type` and the declarations its wrappers noted.
+    static func instance(of type: ManagedObject.Type) -> (ManagedObject, [DeclarationSite: PropertyNote]) {
         let dictionary = Thread.current.threadDictionary
         let previous = dictionary[key]
         dictionary[key] = ObjectIdentifier(type).hashValue
-        defer { dictionary[key] = previous }
-        return type.init()
+        building.add(1, ordering: .sequentiallyConsistent)
+        defer {
+            building.subtract(1, ordering: .sequentiallyConsistent)
+            dictionary[key] = previous
+        }
+        let prototype = type.init()
+        return (prototype, notes.withLock { $0 })
+    }
+
+    /// Called by a wrapper's init with a declaration that differs from the defaults.
+    @usableFromInline
+    static func note(_ site: DeclarationSite, _ note: PropertyNote) {
+        guard building.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        notes.withLock { $0[site] = note }
     }
 
     static func isBuilding(_ type: ManagedObject.Type) -> Bool {

@@ -10,9 +10,10 @@ import Foundation
 /// The initial value is the attribute's default. An `Optional` type makes it optional.
 @propertyWrapper
 public struct Attribute<T: AttributeValue>: PropertyDeclaration {
+    // Only what a property access needs is stored, in every object: the default and the
+    // site (plain integers, so reading a property copies no reference). The rest of the
+    // declaration goes to the layout builder (``PrototypeBuilder/note(_:_:)``).
     @usableFromInline let defaultValue: T
-    @usableFromInline let indexed: Bool
-    @usableFromInline let renamingIdentifier: String?
     @usableFromInline let site: DeclarationSite
 
     // Inlinable so each use is specialized in the client: a generic init asks the runtime
@@ -21,9 +22,10 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     public init(wrappedValue: T, indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         defaultValue = wrappedValue
-        self.indexed = indexed
-        self.renamingIdentifier = renamingIdentifier
         site = DeclarationSite(file: file, line: line, column: column)
+        if indexed || renamingIdentifier != nil {
+            PrototypeBuilder.note(site, PropertyNote(indexed: indexed, renamingIdentifier: renamingIdentifier))
+        }
     }
 
     @inlinable
@@ -32,11 +34,11 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
         self.init(wrappedValue: nil, indexed: indexed, renamingIdentifier: renamingIdentifier, file: file, line: line, column: column)
     }
 
-    func describe(name: String) -> PropertyLayout.Property {
+    func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         let stored = defaultValue.cairnValue
         return .attribute(AttributeDescription(name: name, type: T.attributeType, isOptional: T.isOptionalAttribute,
-                                               defaultValue: stored.isNull ? nil : stored, isIndexed: indexed,
-                                               renamingIdentifier: renamingIdentifier))
+                                               defaultValue: stored.isNull ? nil : stored, isIndexed: note.indexed,
+                                               renamingIdentifier: note.renamingIdentifier))
     }
 
     @inlinable
@@ -80,7 +82,7 @@ public struct Archived<T: Codable>: PropertyDeclaration {
         site = DeclarationSite(file: file, line: line, column: column)
     }
 
-    func describe(name: String) -> PropertyLayout.Property {
+    func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .attribute(AttributeDescription(name: name, type: .archived, isOptional: false,
                                         defaultValue: Self.archive(defaultValue)))
     }
@@ -123,27 +125,24 @@ public struct Archived<T: Codable>: PropertyDeclaration {
 /// ```
 @propertyWrapper
 public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
-    @usableFromInline let inverse: String?
-    @usableFromInline let deleteRule: DeleteRule
-    @usableFromInline let isOptional: Bool
-    @usableFromInline let renamingIdentifier: String?
+    // Only the site is stored per object; the declaration goes to the layout builder.
     @usableFromInline let site: DeclarationSite
 
     @inlinable
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, optional: Bool = true,
                 renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
-        self.inverse = inverse
-        self.deleteRule = deleteRule
-        isOptional = optional
-        self.renamingIdentifier = renamingIdentifier
         site = DeclarationSite(file: file, line: line, column: column)
+        if inverse != nil || deleteRule != .nullify || !optional || renamingIdentifier != nil {
+            PrototypeBuilder.note(site, PropertyNote(renamingIdentifier: renamingIdentifier, inverse: inverse,
+                                                     deleteRule: deleteRule, isOptional: optional))
+        }
     }
 
-    func describe(name: String) -> PropertyLayout.Property {
+    func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .relationship(RelationshipDescription(name: name, destination: Target.entityName, isToMany: false,
-                                              inverse: inverse, deleteRule: deleteRule, isOptional: isOptional,
-                                              renamingIdentifier: renamingIdentifier))
+                                              inverse: note.inverse, deleteRule: note.deleteRule, isOptional: note.isOptional,
+                                              renamingIdentifier: note.renamingIdentifier))
     }
 
     public static subscript<Object: ManagedObject>(
@@ -177,24 +176,23 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
 /// ```
 @propertyWrapper
 public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
-    @usableFromInline let inverse: String?
-    @usableFromInline let deleteRule: DeleteRule
-    @usableFromInline let renamingIdentifier: String?
+    // Only the site is stored per object; the declaration goes to the layout builder.
     @usableFromInline let site: DeclarationSite
 
     @inlinable
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
-        self.inverse = inverse
-        self.deleteRule = deleteRule
-        self.renamingIdentifier = renamingIdentifier
         site = DeclarationSite(file: file, line: line, column: column)
+        if inverse != nil || deleteRule != .nullify || renamingIdentifier != nil {
+            PrototypeBuilder.note(site, PropertyNote(renamingIdentifier: renamingIdentifier, inverse: inverse,
+                                                     deleteRule: deleteRule))
+        }
     }
 
-    func describe(name: String) -> PropertyLayout.Property {
+    func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .relationship(RelationshipDescription(name: name, destination: Target.entityName, isToMany: true,
-                                              inverse: inverse, deleteRule: deleteRule, isOptional: true,
-                                              renamingIdentifier: renamingIdentifier))
+                                              inverse: note.inverse, deleteRule: note.deleteRule, isOptional: true,
+                                              renamingIdentifier: note.renamingIdentifier))
     }
 
     public static subscript<Object: ManagedObject>(

@@ -1,8 +1,44 @@
+import Dispatch
 import Foundation
 import Testing
 @testable import Cairn
 
+/// Every option a wrapper takes, to check that the layout sees each one.
+final class Annotated: ManagedObject {
+    @Attribute(indexed: true, renamingIdentifier: "oldCode") var code: Int64 = 3
+    @Attribute var plain: String = "p"
+    @ToOne(inverse: "annotated", deleteRule: .deny, optional: false, renamingIdentifier: "oldOwner") var owner: AnnotatedOwner?
+    @ToMany(deleteRule: .cascade, renamingIdentifier: "oldParts") var parts: [AnnotatedOwner]
+}
+
+final class AnnotatedOwner: ManagedObject {
+    @ToMany(inverse: "owner") var annotated: [Annotated]
+}
+
 @Suite struct ModelTests {
+    @Test func everyWrapperOptionReachesTheEntityThoughObjectsDoNotStoreIt() throws {
+        // Built on several threads at once: declarations noted by one prototype must not be
+        // lost or mixed up with another's.
+        let results = Locked<[EntityDescription]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            if let model = try? Model(Annotated.self, AnnotatedOwner.self), let entity = model.schema.entity(named: "Annotated") {
+                results.withLock { $0.append(entity) }
+            }
+        }
+        #expect(results.value.count == 4)
+        for entity in results.value {
+            #expect(entity.attributes.map(\.isIndexed) == [true, false])
+            #expect(entity.attributes.map(\.renamingIdentifier) == ["oldCode", nil])
+            #expect(entity.attributes.map(\.defaultValue) == [.int64(3), .string("p")])
+            let owner = entity.relationships[0], parts = entity.relationships[1]
+            #expect(owner.inverse == "annotated" && owner.deleteRule == .deny && !owner.isOptional && owner.renamingIdentifier == "oldOwner")
+            #expect(parts.inverse == nil && parts.deleteRule == .cascade && parts.isToMany && parts.renamingIdentifier == "oldParts")
+        }
+        // What every object carries per property: the default and where it was declared.
+        #expect(MemoryLayout<Attribute<Int64>>.size <= 32)
+        #expect(MemoryLayout<ToOne<AnnotatedOwner>>.size <= 24 && MemoryLayout<ToMany<AnnotatedOwner>>.size <= 24)
+    }
+
     @Test func entitiesAreDerivedFromClasses() throws {
         let model = try Stack.model()
         let person = try #require(model.schema.entity(named: "Person"))
