@@ -249,8 +249,7 @@ protocol PropertyDeclaration {
 
 /// The parts of a property's declaration that only the layout needs, so wrappers do not
 /// store them in every object. A wrapper whose declaration differs from these defaults
-/// passes it to ``PrototypeBuilder/note(_:_:)``.
-@usableFromInline
+/// passes it to ``PrototypeBuilder/note(_:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``.
 struct PropertyNote: Sendable {
     var indexed = false
     var renamingIdentifier: String?
@@ -258,7 +257,6 @@ struct PropertyNote: Sendable {
     var deleteRule: DeleteRule = .nullify
     var isOptional = true
 
-    @usableFromInline
     init(indexed: Bool = false, renamingIdentifier: String? = nil, inverse: String? = nil,
          deleteRule: DeleteRule = .nullify, isOptional: Bool = true) {
         self.indexed = indexed
@@ -376,10 +374,14 @@ enum PrototypeBuilder {
         return (prototype, notes.withLock { $0 })
     }
 
-    /// Called by a wrapper's init with a declaration that differs from the defaults.
+    /// Called by a wrapper's init with a declaration that differs from the defaults
+    /// (the arguments are passed loose, so no note is built unless a prototype is).
     @usableFromInline
-    static func note(_ site: DeclarationSite, _ note: PropertyNote) {
+    static func note(_ site: DeclarationSite, indexed: Bool = false, renamingIdentifier: String? = nil,
+                     inverse: String? = nil, deleteRule: DeleteRule = .nullify, isOptional: Bool = true) {
         guard building.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        let note = PropertyNote(indexed: indexed, renamingIdentifier: renamingIdentifier, inverse: inverse,
+                                deleteRule: deleteRule, isOptional: isOptional)
         notes.withLock { $0[site] = note }
     }
 

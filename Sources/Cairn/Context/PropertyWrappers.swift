@@ -12,7 +12,7 @@ import Foundation
 public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     // Only what a property access needs is stored, in every object: the default and the
     // site (plain integers, so reading a property copies no reference). The rest of the
-    // declaration goes to the layout builder (``PrototypeBuilder/note(_:_:)``).
+    // declaration goes to the layout builder (``PrototypeBuilder/note(_:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``).
     @usableFromInline let defaultValue: T
     @usableFromInline let site: DeclarationSite
 
@@ -24,7 +24,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
         defaultValue = wrappedValue
         site = DeclarationSite(file: file, line: line, column: column)
         if indexed || renamingIdentifier != nil {
-            PrototypeBuilder.note(site, PropertyNote(indexed: indexed, renamingIdentifier: renamingIdentifier))
+            PrototypeBuilder.note(site, indexed: indexed, renamingIdentifier: renamingIdentifier)
         }
     }
 
@@ -134,8 +134,8 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         site = DeclarationSite(file: file, line: line, column: column)
         if inverse != nil || deleteRule != .nullify || !optional || renamingIdentifier != nil {
-            PrototypeBuilder.note(site, PropertyNote(renamingIdentifier: renamingIdentifier, inverse: inverse,
-                                                     deleteRule: deleteRule, isOptional: optional))
+            PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, inverse: inverse,
+                                  deleteRule: deleteRule, isOptional: optional)
         }
     }
 
@@ -184,8 +184,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         site = DeclarationSite(file: file, line: line, column: column)
         if inverse != nil || deleteRule != .nullify || renamingIdentifier != nil {
-            PrototypeBuilder.note(site, PropertyNote(renamingIdentifier: renamingIdentifier, inverse: inverse,
-                                                     deleteRule: deleteRule))
+            PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, inverse: inverse, deleteRule: deleteRule)
         }
     }
 
