@@ -117,11 +117,6 @@ final class SnapshotReader: Sendable {
 
     var fileSize: Int { mapping.bytes.count }
 
-    /// The stored index of `entity`'s attribute at `attribute`, if the snapshot has one.
-    func attributeIndex(entity: UInt16, attribute: Int) -> SnapshotIndex.AttributeIndex? {
-        index.attributeIndexes.first { $0.entity == entity && $0.attribute == attribute }
-    }
-
     /// Checks an attribute index block's checksum (once, before its entries are trusted).
     func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
         let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.count * 4)])
