@@ -127,6 +127,7 @@ public struct SnapshotIndex: Sendable {
         var attributeIndexes: [AttributeIndex] = []
         attributeIndexes.reserveCapacity(attributeCount)
         var previousKey = -1
+        var cursor = 0  // rows ascend in entity as the entity table does: one merge pass, not a search per row
         for _ in 0..<attributeCount {
             let at = indexOffset + reader.position
             let entity = try reader.u16("attribute index entity")
@@ -139,7 +140,11 @@ public struct SnapshotIndex: Sendable {
                 throw CairnError.corrupt("attribute indexes are not in ascending order (entity \(entity), attribute \(attribute))",
                                          offset: at)
             }
-            guard let range = entities.first(where: { $0.entity == entity }), records == UInt64(range.count) else {
+            while cursor < entities.count, entities[cursor].entity < entity { cursor += 1 }
+            guard cursor < entities.count, entities[cursor].entity == entity else {
+                throw CairnError.corrupt("attribute index names entity \(entity), which has no row in the entity table", offset: at)
+            }
+            guard records == UInt64(entities[cursor].count) else {
                 throw CairnError.corrupt("attribute index of entity \(entity) holds \(records) entries, not one per record of the entity",
                                          offset: at)
             }
@@ -147,7 +152,7 @@ public struct SnapshotIndex: Sendable {
                 throw CairnError.corrupt("attribute index block at \(offset) lies outside the file", offset: at)
             }
             attributeIndexes.append(AttributeIndex(entity: entity, attribute: Int(attribute), checksum: checksum,
-                                                   count: range.count, blockOffset: Int(offset)))
+                                                   count: entities[cursor].count, blockOffset: Int(offset)))
             previousKey = key
         }
         return SnapshotIndex(entities: entities, attributeIndexes: attributeIndexes)

@@ -44,12 +44,14 @@ final class SnapshotReader: Sendable {
             }
             index = try SnapshotIndex.decode(file: bytes, indexOffset: indexOffset, indexLength: Int(footer.indexLength),
                                              version: header.version)
-            recordsEnd = try Self.checkAttributeIndexBlocks(index, schema: schema, file: bytes,
+            // Entities by number: the index may name up to 65,535 of them, so no linear search per row.
+            let entities = Dictionary(schema.entities.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
+            recordsEnd = try Self.checkAttributeIndexBlocks(index, entities: entities, file: bytes,
                                                             recordsStart: recordsStart, indexOffset: indexOffset)
             var positions: [UInt16: Int] = [:]
             var total = 0
             for (position, range) in index.entities.enumerated() {
-                guard schema.entity(number: range.entity) != nil else {
+                guard entities[range.entity] != nil else {
                     throw CairnError.corrupt("snapshot index names entity \(range.entity), which the schema lacks", offset: indexOffset)
                 }
                 positions[range.entity] = position
@@ -85,7 +87,8 @@ final class SnapshotReader: Sendable {
     /// multiple of 8 with zero padding, from the end of the record area to the index, and
     /// index attributes of their entity. Returns the end of the record area. Their
     /// entries are checked when used (``checkAttributeIndex(_:)``).
-    private static func checkAttributeIndexBlocks(_ index: SnapshotIndex, schema: Schema, file: UnsafeRawBufferPointer,
+    private static func checkAttributeIndexBlocks(_ index: SnapshotIndex, entities: [UInt16: EntityDescription],
+                                                  file: UnsafeRawBufferPointer,
                                                   recordsStart: Int, indexOffset: Int) throws -> Int {
         guard let first = index.attributeIndexes.first else { return indexOffset }
         var expected = first.blockOffset
@@ -95,7 +98,7 @@ final class SnapshotReader: Sendable {
         }
         for (row, block) in index.attributeIndexes.enumerated() {
             let at = indexOffset + 8 + index.entities.count * SnapshotIndex.entityHeaderSize + row * SnapshotIndex.attributeIndexHeaderSize
-            guard let entity = schema.entity(number: block.entity), block.attribute < entity.attributes.count else {
+            guard let entity = entities[block.entity], block.attribute < entity.attributes.count else {
                 throw CairnError.corrupt("attribute index names attribute \(block.attribute) of entity \(block.entity), which the schema lacks",
                                          offset: at)
             }

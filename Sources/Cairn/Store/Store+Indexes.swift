@@ -36,7 +36,12 @@ final class SecondaryIndex: @unchecked Sendable {
     init(slot: Int, entries: [(Value, UInt64)]) {
         self.slot = slot
         stored = nil
-        sorted = IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
+        sorted = Self.sortedRun(entries)
+    }
+
+    /// `entries`, in ascending ID order, as a run in index order.
+    private static func sortedRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
+        IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
     }
 
     /// The index `snapshot` stores in `block`, brought up to date with the log's changes
@@ -51,7 +56,7 @@ final class SecondaryIndex: @unchecked Sendable {
             if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
         }
         entries.sort { $0.1 < $1.1 }
-        sorted = IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
+        sorted = Self.sortedRun(entries)
     }
 
     /// The value a committed body holds at `slot` (bodies are checked before they are
@@ -99,8 +104,7 @@ final class SecondaryIndex: @unchecked Sendable {
 
     private func fold() {
         var merged = sorted.filter { !stale.contains($0.id) }
-        let changed = delta.sorted { $0.key < $1.key }
-        let added = IndexOrder.sortedPositions(changed.map(\.value)).map { (value: changed[$0].value, id: changed[$0].key) }
+        let added = Self.sortedRun(delta.map { ($0.value, $0.key) }.sorted { $0.1 < $1.1 })
         merged.reserveCapacity(merged.count + added.count)
         // Merge two sorted runs.
         var result: [(value: Value, id: UInt64)] = []

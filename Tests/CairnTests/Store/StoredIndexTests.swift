@@ -238,6 +238,25 @@ import Testing
         #expect(store.verify().contains { $0.message.contains("out of order") || $0.message.contains("twice") })
     }
 
+    /// A table of many entity rows and many attribute index rows is matched in one pass
+    /// (a hostile index of 65,535 of each must not cost a search per row), and a row naming
+    /// an entity the entity table lacks is refused where it is.
+    @Test func attributeIndexRowsAreMatchedToEntitiesInOnePass() throws {
+        let entities = (1...20_000).map { (entity: UInt16($0), records: [(id: UInt64, offset: UInt64)]()) }
+        let rows = (0..<20_000).map { SnapshotIndex.AttributeIndex(entity: 20_000, attribute: $0, checksum: 0, count: 0, blockOffset: 0) }
+        let bytes = SnapshotIndex.encode(entities, attributeIndexes: rows, at: 64)
+        let file = [UInt8](repeating: 0, count: 64) + bytes
+        let decoded = try file.withUnsafeBytes { try SnapshotIndex.decode(file: $0, indexOffset: 64, indexLength: bytes.count) }
+        #expect(decoded.attributeIndexes.count == 20_000 && decoded.attributeIndexes.allSatisfy { $0.entity == 20_000 })
+
+        var missing = rows
+        missing[0].entity = 0  // before every entity, then the rest ascend again past it
+        let bad = [UInt8](repeating: 0, count: 64) + SnapshotIndex.encode(entities, attributeIndexes: Array(missing.prefix(2)), at: 64)
+        #expect { try bad.withUnsafeBytes { try SnapshotIndex.decode(file: $0, indexOffset: 64, indexLength: bad.count - 64) } } throws: {
+            ($0 as? CairnError)?.offset == Int64(64 + 8 + 24 * 20_000) && ($0 as? CairnError)?.message.contains("no row in the entity table") == true
+        }
+    }
+
     @Test func blocksThatDoNotTileTheSpaceBeforeTheIndexAreRefusedAtOpen() throws {
         let fs = try Self.compactedStore()
         let path = try Self.snapshotPath(fs)
