@@ -30,7 +30,10 @@ extension Context {
         guard slot < object.values.count, object.values[slot] != value else { return }
         undoManager.record(object, in: self)
         object.values[slot] = value
-        dirty[object.objectID.recordID] = object
+        // Most writes are to an object changed already: a lookup, not a store (which would
+        // retain the object and release the one it replaces).
+        let id = object.objectID.recordID
+        if dirty.contains(id, identicalTo: object) { changeGeneration &+= 1 } else { dirty[id] = object }
     }
 
     /// The live targets of a relationship slot, as registered objects or faults.

@@ -13,17 +13,20 @@ extension Context {
     public func save(durability: Durability?) throws {
         processExternalChanges()
         try throwDeferredError()
-        let changed = dirty.values.filter(\.hasUnsavedChanges)
+        var changed = dirty.values.filter(\.hasUnsavedChanges)
         guard !changed.isEmpty else {
             dirty = [:]
             return
         }
+        let generation = changeGeneration
         try validate(changed)
+        // A validation hook may have changed objects; what it changed is saved too.
+        if changeGeneration != generation { changed = dirty.values.filter(\.hasUnsavedChanges) }
         if let parent {
             push(changed, into: parent)
             parent.processPendingChanges()
         } else {
-            try saveToStore(durability: durability)
+            try saveToStore(changed, durability: durability)
         }
         processPendingChanges()
     }
@@ -35,13 +38,13 @@ extension Context {
             // Built only for a message: formatting it for every object was a tenth of a save.
             let label = { "\(object.entity.name) \(object.objectID.recordID)" }
             do {
-                if object.isDeleted {
+                if object.isDeletedHere {
                     try validateDelete(object, label)
                     try object.validateForDelete()
                     continue
                 }
                 try validateValues(object, label)
-                if object.isInserted { try object.validateForInsert() } else { try object.validateForUpdate() }
+                if object.isNewHere { try object.validateForInsert() } else { try object.validateForUpdate() }
             } catch let error as CairnError {
                 throw error
             } catch {
@@ -52,13 +55,17 @@ extension Context {
 
     private func validateValues(_ object: ManagedObject, _ label: () -> String) throws {
         let entity = object.entity
-        for (index, attribute) in entity.attributes.enumerated() {
-            let value = object.values[index]
-            if value.isNull && !attribute.isOptional {
-                throw CairnError(.validation, "\(label()): '\(attribute.name)' is required but has no value")
-            }
-            if !value.isNull && !attribute.type.accepts(value) {
-                throw CairnError(.validation, "\(label()): '\(attribute.name)' must be a \(attribute.type), not \(value)")
+        let attributes = entity.attributes, values = object.values
+        // By index, reading the two fields needed: iterating the descriptions copied each
+        // (and retained its strings).
+        for index in attributes.indices {
+            let value = values[index]
+            if value.isNull {
+                if !attributes[index].isOptional {
+                    throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value")
+                }
+            } else if !attributes[index].type.accepts(value) {
+                throw CairnError(.validation, "\(label()): '\(attributes[index].name)' must be a \(attributes[index].type), not \(value)")
             }
         }
         for (offset, relationship) in entity.relationships.enumerated() {
@@ -90,18 +97,22 @@ extension Context {
 
     // MARK: Root save
 
-    private func saveToStore(durability: Durability?) throws {
-        for _ in 0..<16 {
+    /// Commits `validated` (the changed objects) as one store transaction, resolving
+    /// conflicts by the merge policy and retrying.
+    private func saveToStore(_ validated: [ManagedObject], durability: Durability?) throws {
+        var changed = validated
+        for attempt in 0..<16 {
             try enforceUniqueness()
-            let changed = dirty.values.filter(\.hasUnsavedChanges)
+            // Uniqueness (upserts) and conflict resolution change what there is to save.
+            if attempt > 0 || coordinator.hasUniquenessConstraints { changed = dirty.values.filter(\.hasUnsavedChanges) }
             var items: [Coordinator.SaveItem] = []
             items.reserveCapacity(changed.count)
             var keySets = ChangedKeySets()
             for object in changed {
                 let id = object.objectID.recordID
-                if object.isInserted {
+                if object.isNewHere {
                     items.append(.init(id: id, kind: .insert, values: object.values, baseVersion: 0, changedKeys: []))
-                } else if object.isDeleted {
+                } else if object.isDeletedHere {
                     items.append(.init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, changedKeys: []))
                 } else {
                     items.append(.init(id: id, kind: .update, values: object.values, baseVersion: object.baseVersion,
@@ -302,11 +313,9 @@ extension Context {
 /// slots: a save of 100,000 objects that each changed the same key builds one set, not
 /// 100,000.
 struct ChangedKeySets {
-    private struct Pattern: Hashable {
-        let entity: UInt16
-        let mask: UInt64
-    }
-    private var known: [Pattern: Set<String>] = [:]
+    /// The patterns seen so far; a save has few (usually one per entity), so a short list
+    /// searched in order beats hashing each object's pattern.
+    private var known: [(entity: UInt16, mask: UInt64, names: Set<String>)] = []
 
     mutating func changedKeys(of object: ManagedObject) -> Set<String> {
         guard let base = object.base, !object.isFault, object.values.count <= 64, base.count == object.values.count else {
@@ -314,10 +323,10 @@ struct ChangedKeySets {
         }
         var mask: UInt64 = 0
         for index in object.values.indices where base[index] != object.values[index] { mask |= 1 << UInt64(index) }
-        let pattern = Pattern(entity: object.objectID.recordID.entity, mask: mask)
-        if let names = known[pattern] { return names }
+        let entity = object.objectID.recordID.entity
+        if let found = known.first(where: { $0.entity == entity && $0.mask == mask }) { return found.names }
         let names = object.changedKeys
-        known[pattern] = names
+        if known.count < 64 { known.append((entity, mask, names)) }
         return names
     }
 }

@@ -40,7 +40,10 @@ public final class Context {
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
     @exclusivity(unchecked) var registered = IDMap<RecordID, ManagedObject>()
     /// Objects changed (inserted, updated, deleted) since the last save.
-    @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>()
+    @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>() { didSet { changeGeneration &+= 1 } }
+    /// Advances on every change to an object's values or to ``dirty``: a save that ran
+    /// user code (validation hooks) sees whether that code changed anything.
+    @exclusivity(unchecked) var changeGeneration = 0
     let inbox = Inbox()
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.

@@ -98,6 +98,11 @@ open class ManagedObject: CustomStringConvertible {
         return hasUnsavedChanges
     }
 
+    /// ``isInserted`` for an object known to be in a context (its changed set): no weak load.
+    var isNewHere: Bool { exists && !inStore }
+    /// ``isDeleted`` for an object known to be in a context (its changed set): no weak load.
+    var isDeletedHere: Bool { !exists && inStore }
+
     /// ``hasChanges`` for an object known to be in a context (its dirty set): no weak load.
     var hasUnsavedChanges: Bool {
         if exists != inStore { return true }  // inserted, or deleted

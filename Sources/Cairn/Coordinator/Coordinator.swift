@@ -106,16 +106,21 @@ public final class Coordinator: Sendable {
     /// changed since it was read, `.validation` if a reference points nowhere.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil) throws -> ChangeSet {
         var changes: [Change] = []
+        changes.reserveCapacity(items.count)
         var expected: [RecordID: UInt64] = [:]
-        let deleted = Set(items.filter { $0.kind == .delete }.map(\.id))
-        let inserted = Set(items.filter { $0.kind == .insert }.map(\.id))
+        // Built only if a saved entity has relationships to check.
+        var saved: (deleted: Set<RecordID>, inserted: Set<RecordID>)?
         for item in items {
             switch item.kind {
             case .delete:
                 changes.append(.delete(item.id))
                 expected[item.id] = item.baseVersion
             case .insert, .update:
-                try checkReferences(of: item, deleted: deleted, inserted: inserted)
+                if entitiesByNumber[item.id.entity]?.relationships.isEmpty != true {
+                    let sets = saved ?? (Set(items.filter { $0.kind == .delete }.map(\.id)), Set(items.filter { $0.kind == .insert }.map(\.id)))
+                    saved = sets
+                    try checkReferences(of: item, deleted: sets.deleted, inserted: sets.inserted)
+                }
                 changes.append(.put(item.id, item.values))
                 if item.kind == .update { expected[item.id] = item.baseVersion }
             }
@@ -123,6 +128,17 @@ public final class Coordinator: Sendable {
         let sequence = try store.commit(changes, expecting: expected, durability: durability)
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
+        var counts = (inserted: 0, updated: 0, deleted: 0)
+        for item in items {
+            switch item.kind {
+            case .insert: counts.inserted += 1
+            case .update: counts.updated += 1
+            case .delete: counts.deleted += 1
+            }
+        }
+        changeSet.inserted.reserveCapacity(counts.inserted)
+        changeSet.updated.reserveCapacity(counts.updated)
+        changeSet.deleted.reserveCapacity(counts.deleted)
         for item in items {
             guard let id = objectID(for: item.id) else { continue }
             switch item.kind {

@@ -38,9 +38,7 @@ public struct ByteWriter: Sendable {
     }
 
     /// Zigzag then LEB128: 0, -1, 1, -2, … map to 0, 1, 2, 3, ….
-    @inline(__always) public mutating func signedVarint(_ value: Int64) {
-        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
-    }
+    @inline(__always) public mutating func signedVarint(_ value: Int64) { zigzag(value) }
 
     public mutating func append(_ other: [UInt8]) { bytes.append(contentsOf: other) }
     public mutating func append(_ other: UnsafeRawBufferPointer) { bytes.append(contentsOf: other) }
@@ -51,13 +49,8 @@ public struct ByteWriter: Sendable {
         bytes.append(contentsOf: other)
     }
 
-    public mutating func string(_ value: String) {
-        var copy = value
-        copy.withUTF8 { utf8 in
-            varint(UInt64(utf8.count))
-            bytes.append(contentsOf: utf8)
-        }
-    }
+    /// A varint length, then the UTF-8 bytes.
+    public mutating func string(_ value: String) { utf8(value) }
 
     /// Zero bytes up to the next multiple of `alignment`.
     public mutating func pad(to alignment: Int) {

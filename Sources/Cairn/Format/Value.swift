@@ -92,27 +92,38 @@ extension Value: CustomStringConvertible {
 
 // MARK: - Encoding
 
-extension ByteWriter {
+/// Where values are encoded to: a growing array (``ByteWriter``) or the fixed scratch
+/// buffer of a ``RecordEncoder``. The encoding itself is written once, here.
+protocol ValueSink {
+    mutating func u8(_ value: UInt8)
+    mutating func u32(_ value: UInt32)
+    mutating func u64(_ value: UInt64)
+    mutating func varint(_ value: UInt64)
+    mutating func append(_ bytes: UnsafeRawBufferPointer)
+}
+
+extension ValueSink {
     /// Appends one value: its tag, then its payload (FORMAT.md §2).
-    public mutating func value(_ value: Value) {
+    @inline(__always)
+    mutating func encode(_ value: Value) {
         switch value {
         case .null: u8(Value.Tag.null.rawValue)
         case .bool(let v): u8(v ? Value.Tag.boolTrue.rawValue : Value.Tag.boolFalse.rawValue)
         case .int8(let v): u8(Value.Tag.int8.rawValue); u8(UInt8(bitPattern: v))
-        case .int16(let v): u8(Value.Tag.int16.rawValue); signedVarint(Int64(v))
-        case .int32(let v): u8(Value.Tag.int32.rawValue); signedVarint(Int64(v))
-        case .int64(let v): u8(Value.Tag.int64.rawValue); signedVarint(v)
+        case .int16(let v): u8(Value.Tag.int16.rawValue); zigzag(Int64(v))
+        case .int32(let v): u8(Value.Tag.int32.rawValue); zigzag(Int64(v))
+        case .int64(let v): u8(Value.Tag.int64.rawValue); zigzag(v)
         case .float(let v): u8(Value.Tag.float.rawValue); u32(v.bitPattern)
         case .double(let v): u8(Value.Tag.double.rawValue); u64(v.bitPattern)
-        case .string(let v): u8(Value.Tag.string.rawValue); string(v)
-        case .bytes(let v): u8(Value.Tag.bytes.rawValue); varint(UInt64(v.count)); append(v)
+        case .string(let v): u8(Value.Tag.string.rawValue); utf8(v)
+        case .bytes(let v): u8(Value.Tag.bytes.rawValue); varint(UInt64(v.count)); v.withUnsafeBytes { append($0) }
         case .date(let v): u8(Value.Tag.date.rawValue); u64(v.timeIntervalSinceReferenceDate.bitPattern)
         case .uuid(let v):
             u8(Value.Tag.uuid.rawValue)
             withUnsafeBytes(of: v.uuid) { append($0) }
-        case .url(let v): u8(Value.Tag.url.rawValue); string(v.absoluteString)
-        case .decimal(let v): u8(Value.Tag.decimal.rawValue); string(v.isNaN ? "NaN" : v.description)
-        case .archived(let v): u8(Value.Tag.archived.rawValue); varint(UInt64(v.count)); append(v)
+        case .url(let v): u8(Value.Tag.url.rawValue); utf8(v.absoluteString)
+        case .decimal(let v): u8(Value.Tag.decimal.rawValue); utf8(v.isNaN ? "NaN" : v.description)
+        case .archived(let v): u8(Value.Tag.archived.rawValue); varint(UInt64(v.count)); v.withUnsafeBytes { append($0) }
         case .reference(let v): u8(Value.Tag.reference.rawValue); u64(v)
         case .references(let v):
             u8(Value.Tag.references.rawValue)
@@ -121,6 +132,27 @@ extension ByteWriter {
         }
     }
 
+    /// Zigzag then LEB128: 0, -1, 1, -2, … map to 0, 1, 2, 3, ….
+    @inline(__always)
+    mutating func zigzag(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// A varint length, then the UTF-8 bytes.
+    @inline(__always)
+    mutating func utf8(_ value: String) {
+        var copy = value
+        copy.withUTF8 { bytes in
+            varint(UInt64(bytes.count))
+            append(UnsafeRawBufferPointer(bytes))
+        }
+    }
+}
+
+extension ByteWriter: ValueSink {
+    /// Appends one value: its tag, then its payload (FORMAT.md §2).
+    public mutating func value(_ value: Value) { encode(value) }
+
     mutating func append(_ data: Data) {
         data.withUnsafeBytes { append($0) }
     }
@@ -128,7 +160,93 @@ extension ByteWriter {
     /// A record body: the number of values, then each value (FORMAT.md §2.2).
     public mutating func values(_ values: [Value]) {
         varint(UInt64(values.count))
-        for v in values { value(v) }
+        for v in values { encode(v) }
+    }
+}
+
+/// Encodes record bodies through one reusable scratch buffer and copies each out at its
+/// exact size: one allocation per body, and no per-byte growth checks of an array.
+/// For one committer's use (not shared between threads).
+final class RecordEncoder {
+    private var buffer: UnsafeMutableRawPointer
+    private var capacity: Int
+
+    init(capacity: Int = 4096) {
+        self.capacity = capacity
+        buffer = .allocate(byteCount: capacity, alignment: 8)
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// The body of a record with `values` (FORMAT.md §2.2), as ``ValueCoding/encode(_:)``.
+    func encode(_ values: [Value]) -> [UInt8] {
+        while true {
+            var sink = Sink(base: buffer, capacity: capacity)
+            sink.varint(UInt64(values.count))
+            for value in values { sink.encode(value) }
+            if !sink.overflowed {
+                // (Reserve and append are specialized for bytes; `init(unsafeUninitializedCapacity:)`
+                // and `init(_:)` of a buffer went through the generic runtime, a third of the cost.)
+                var body: [UInt8] = []
+                body.reserveCapacity(sink.position)
+                body.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: sink.position))
+                return body
+            }
+            buffer.deallocate()
+            capacity *= 2
+            buffer = .allocate(byteCount: capacity, alignment: 8)
+        }
+    }
+
+    /// Writes into the scratch buffer; a write that would not fit sets `overflowed` (the
+    /// body is then encoded again into a larger buffer).
+    private struct Sink: ValueSink {
+        let base: UnsafeMutableRawPointer
+        let capacity: Int
+        var position = 0
+        var overflowed = false
+
+        @inline(__always) private mutating func fits(_ count: Int) -> Bool {
+            if capacity &- position >= count { return true }
+            overflowed = true
+            return false
+        }
+
+        @inline(__always) mutating func u8(_ value: UInt8) {
+            guard fits(1) else { return }
+            base.storeBytes(of: value, toByteOffset: position, as: UInt8.self)
+            position &+= 1
+        }
+
+        @inline(__always) mutating func u32(_ value: UInt32) {
+            guard fits(4) else { return }
+            base.storeBytes(of: value.littleEndian, toByteOffset: position, as: UInt32.self)
+            position &+= 4
+        }
+
+        @inline(__always) mutating func u64(_ value: UInt64) {
+            guard fits(8) else { return }
+            base.storeBytes(of: value.littleEndian, toByteOffset: position, as: UInt64.self)
+            position &+= 8
+        }
+
+        @inline(__always) mutating func varint(_ value: UInt64) {
+            guard fits(10) else { return }
+            var v = value
+            while v >= 0x80 {
+                base.storeBytes(of: UInt8(truncatingIfNeeded: v) | 0x80, toByteOffset: position, as: UInt8.self)
+                position &+= 1
+                v >>= 7
+            }
+            base.storeBytes(of: UInt8(v), toByteOffset: position, as: UInt8.self)
+            position &+= 1
+        }
+
+        @inline(__always) mutating func append(_ bytes: UnsafeRawBufferPointer) {
+            guard fits(bytes.count) else { return }
+            if let source = bytes.baseAddress { (base + position).copyMemory(from: source, byteCount: bytes.count) }
+            position &+= bytes.count
+        }
     }
 }
 

@@ -104,29 +104,102 @@ public struct Schema: Hashable, Sendable {
     }
 }
 
+/// An entity of the schema: its name, number, attributes and relationships.
+///
+/// A value type whose fields live in one shared, copy-on-write box: every managed
+/// object, save item and lookup holds an entity, and copying one is a single retain
+/// rather than one per field.
 public struct EntityDescription: Hashable, Sendable {
-    public var name: String
+    /// The fields. Mutated only through ``unique()``, i.e. while this struct holds the
+    /// only reference, so no other thread can observe a write.
+    private final class Box: @unchecked Sendable {
+        var name: String
+        var number: UInt16
+        var attributes: [AttributeDescription]
+        var relationships: [RelationshipDescription]
+        var uniqueness: [[String]]
+        var indexes: [[String]]
+        var renamingIdentifier: String?
+
+        init(name: String, number: UInt16, attributes: [AttributeDescription], relationships: [RelationshipDescription],
+             uniqueness: [[String]], indexes: [[String]], renamingIdentifier: String?) {
+            self.name = name
+            self.number = number
+            self.attributes = attributes
+            self.relationships = relationships
+            self.uniqueness = uniqueness
+            self.indexes = indexes
+            self.renamingIdentifier = renamingIdentifier
+        }
+
+        func copy() -> Box {
+            Box(name: name, number: number, attributes: attributes, relationships: relationships,
+                uniqueness: uniqueness, indexes: indexes, renamingIdentifier: renamingIdentifier)
+        }
+    }
+
+    private var box: Box
+
+    private mutating func unique() -> Box {
+        if !isKnownUniquelyReferenced(&box) { box = box.copy() }
+        return box
+    }
+
+    public var name: String {
+        get { box.name }
+        set { unique().name = newValue }
+    }
     /// The entity's number in record IDs (FORMAT.md §2.3); unique in the schema, from 1.
-    public var number: UInt16
-    public var attributes: [AttributeDescription]
-    public var relationships: [RelationshipDescription]
+    public var number: UInt16 {
+        get { box.number }
+        set { unique().number = newValue }
+    }
+    public var attributes: [AttributeDescription] {
+        get { box.attributes }
+        set { unique().attributes = newValue }
+    }
+    public var relationships: [RelationshipDescription] {
+        get { box.relationships }
+        set { unique().relationships = newValue }
+    }
     /// Groups of attribute names whose combined values must be unique.
-    public var uniqueness: [[String]]
+    public var uniqueness: [[String]] {
+        get { box.uniqueness }
+        set { unique().uniqueness = newValue }
+    }
     /// Compound indexes (single-attribute indexes are flagged on the attribute).
-    public var indexes: [[String]]
+    public var indexes: [[String]] {
+        get { box.indexes }
+        set { unique().indexes = newValue }
+    }
     /// The name this entity had in an earlier model version, for migration.
-    public var renamingIdentifier: String?
+    public var renamingIdentifier: String? {
+        get { box.renamingIdentifier }
+        set { unique().renamingIdentifier = newValue }
+    }
 
     public init(name: String, number: UInt16, attributes: [AttributeDescription] = [],
                 relationships: [RelationshipDescription] = [], uniqueness: [[String]] = [],
                 indexes: [[String]] = [], renamingIdentifier: String? = nil) {
-        self.name = name
-        self.number = number
-        self.attributes = attributes
-        self.relationships = relationships
-        self.uniqueness = uniqueness
-        self.indexes = indexes
-        self.renamingIdentifier = renamingIdentifier
+        box = Box(name: name, number: number, attributes: attributes, relationships: relationships,
+                  uniqueness: uniqueness, indexes: indexes, renamingIdentifier: renamingIdentifier)
+    }
+
+    public static func == (lhs: EntityDescription, rhs: EntityDescription) -> Bool {
+        if lhs.box === rhs.box { return true }
+        return lhs.name == rhs.name && lhs.number == rhs.number && lhs.attributes == rhs.attributes
+            && lhs.relationships == rhs.relationships && lhs.uniqueness == rhs.uniqueness
+            && lhs.indexes == rhs.indexes && lhs.renamingIdentifier == rhs.renamingIdentifier
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(number)
+        hasher.combine(attributes)
+        hasher.combine(relationships)
+        hasher.combine(uniqueness)
+        hasher.combine(indexes)
+        hasher.combine(renamingIdentifier)
     }
 
     /// The number of values in each record: attributes, then relationships.

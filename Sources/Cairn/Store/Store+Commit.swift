@@ -56,6 +56,7 @@ extension Store {
         var payloadEstimate = 16
         // Changes come in runs of one entity: look each run's entity up once.
         var lastEntity: EntityDescription?
+        let encoder = RecordEncoder()
         for change in changes {
             switch change {
             case .put(let id, let values):
@@ -71,7 +72,7 @@ extension Store {
                 }
                 try Self.check(values, of: id, entity: entity)
                 for value in values { try value.checkLimits("a value of \(id)") }
-                let body = ValueCoding.encode(values)
+                let body = encoder.encode(values)
                 payloadEstimate += 20 + body.count
                 operations.append(.put(id, body: body))
             case .delete(let id):
@@ -102,8 +103,9 @@ extension Store {
             throw CairnError(.invalidArgument,
                              "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
         }
-        for (attribute, value) in zip(entity.attributes, values) where !value.isNull && !attribute.type.accepts(value) {
-            throw CairnError(.invalidArgument, "\(entity.name).\(attribute.name) of \(id) is a \(attribute.type), not \(value)")
+        let attributes = entity.attributes
+        for index in attributes.indices where !values[index].isNull && !attributes[index].type.accepts(values[index]) {
+            throw CairnError(.invalidArgument, "\(entity.name).\(attributes[index].name) of \(id) is a \(attributes[index].type), not \(values[index])")
         }
         for (relationship, value) in zip(entity.relationships, values[entity.attributes.count...]) {
             switch (relationship.isToMany, value) {

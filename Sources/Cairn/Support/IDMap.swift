@@ -110,6 +110,20 @@ struct IDMap<Key: IDMapKey, Value> {
         }
     }
 
+    /// Whether `key` has a value (a lookup that copies and retains nothing).
+    @inline(__always) func contains(_ key: Key) -> Bool {
+        let bits = key.idBits
+        return bits == 0 ? zero != nil : bucket(of: bits) != nil
+    }
+
+    /// Whether `key` maps to `object` itself.
+    @inline(__always) func contains(_ key: Key, identicalTo object: AnyObject) -> Bool where Value: AnyObject {
+        let bits = key.idBits
+        if bits == 0 { return zero === object }
+        guard let index = bucket(of: bits) else { return false }
+        return buckets.values[index] === object
+    }
+
     @inline(__always) private mutating func makeUnique() {
         if !isKnownUniquelyReferenced(&buckets) { buckets = buckets.copy() }
     }

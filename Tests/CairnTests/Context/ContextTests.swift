@@ -266,6 +266,23 @@ final class AnnotatedOwner: ManagedObject {
         #expect(stack.coordinator.store.lastSequence == 1)
     }
 
+    /// A validation hook that changes another, unchanged object: that change is saved in
+    /// the same transaction, not dropped when the save clears the changed set.
+    @Test func changesMadeByValidationHooksAreSaved() throws {
+        let model = try Model(Relay.self)
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let leader = Relay(context: context), follower = Relay(context: context)
+        leader.follower = follower
+        try context.save()
+        leader.count = 7  // its validateForUpdate copies the count to the (unchanged) follower
+        try context.save()
+        #expect(!context.hasChanges)
+        let fresh = stack.context()
+        let stored = try fresh.fetch(FetchRequest(Relay.self)).map(\.count).sorted()
+        #expect(stored == [7, 7])
+    }
+
     @Test func relationshipsAcrossContextsAreRefused() throws {
         let stack = try Stack()
         let one = stack.context(), two = stack.context()
@@ -326,5 +343,15 @@ final class AnnotatedOwner: ManagedObject {
         }
         main.processExternalChanges()
         #expect(person.age == 12)
+    }
+}
+
+/// Copies its count to its follower when validated for an update.
+final class Relay: ManagedObject {
+    @Attribute var count: Int = 0
+    @ToOne(inverse: nil) var follower: Relay?
+
+    override func validateForUpdate() throws {
+        if let follower, follower.count != count { follower.count = count }
     }
 }
