@@ -304,7 +304,7 @@ extension Context {
         // Sorting plain (ID, position) pairs moves no references (no retain and release
         // per swap), which made this sort several times faster than sorting objects.
         var order = objects.indices.map { (objects[$0].objectID.recordID.rawValue, $0) }
-        order.sort { $0.0 < $1.0 }
+        RadixSort.sort(&order) { $0.0 }
         return order.map { objects[$0.1] }
     }
 }

@@ -31,7 +31,7 @@ open class ManagedObject: CustomStringConvertible {
     /// The object's permanent ID (a placeholder until it is inserted into a context).
     @exclusivity(unchecked) public internal(set) var objectID: ObjectID
     /// The context the object belongs to, if any.
-    public internal(set) weak var context: Context?
+    @exclusivity(unchecked) public internal(set) weak var context: Context?
     /// The entity, with its stored number once the object is registered.
     @exclusivity(unchecked) public internal(set) var entity: EntityDescription
     @exclusivity(unchecked) private(set) var layout: PropertyLayout
@@ -313,11 +313,13 @@ final class PropertyLayout: Sendable {
     static let placeholder = PropertyLayout(entity: EntityDescription(name: "", number: 0))
 
     private static let cache = Protected<[ObjectIdentifier: PropertyLayout]>([:])
+    /// The same layouts, read without a lock (every object creation reads one).
+    private static let published = ClassTable<PropertyLayout>()
 
     /// The layout of a class if it was derived already.
     @inline(__always)
     static func cached(_ type: ManagedObject.Type) -> PropertyLayout? {
-        cache.withLock { $0[ObjectIdentifier(type)] }
+        published.value(for: type) ?? cache.withLock { $0[ObjectIdentifier(type)] }
     }
 
     /// The layout of a class, derived once from a prototype instance's wrappers.
@@ -348,6 +350,7 @@ final class PropertyLayout: Sendable {
         for (index, site) in (attributes.map(\.1) + relationships.map(\.1)).enumerated() { slots[site] = index }
         let layout = PropertyLayout(entity: entity, slots: slots)
         cache.withLock { $0[ObjectIdentifier(type)] = layout }
+        published.insert(layout, for: type)
         return layout
     }
 }

@@ -149,7 +149,7 @@ public final class Store: Sendable {
     /// Merges an entity's snapshot entries with the log's changes, in ID order.
     static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, entity: UInt16,
                       _ body: (RecordID, Source) throws -> Void) rethrows {
-        let changed = overlay.keys.sorted()
+        let changed = RadixSort.sorted(overlay.keys)
         var next = 0
         try snapshot.forEach(entity: entity) { id, offset in
             while next < changed.count && changed[next] < id.rawValue {

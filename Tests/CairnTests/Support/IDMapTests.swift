@@ -124,3 +124,79 @@ import Testing
         #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
     }
 }
+
+/// `RadixSort` against the standard library's stable sort: sizes on both sides of the
+/// threshold, keys that share high bytes (record IDs of one entity), keys spread over all
+/// 64 bits, many duplicates (stability is checked through a payload), and all-equal keys.
+@Suite struct RadixSortTests {
+    @Test(arguments: Seeds.list())
+    func agreesWithTheStandardSort(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        for round in 0..<60 {
+            let count = [0, 1, 7, RadixSort.threshold - 1, RadixSort.threshold, 1000, 20_000][round % 7]
+            let shape = round / 7 % 4
+            let keys: [UInt64] = (0..<count).map { _ in
+                switch shape {
+                case 0: return 7 << 48 | random.next() % 300_000        // one entity's record IDs
+                case 1: return random.next()                            // every bit varies
+                case 2: return (random.next() % 5) << 56 | random.next() % 3  // few distinct, high and low bytes
+                default: return 42                                      // all equal
+                }
+            }
+            var pairs = keys.enumerated().map { (key: $0.element, position: $0.offset) }
+            let expected = pairs.sorted { $0.key < $1.key }  // stable
+            RadixSort.sort(&pairs) { $0.key }
+            // Compared as booleans: a failure would otherwise print two arrays of 20,000.
+            let ordered = pairs.map(\.key) == expected.map(\.key)
+            let stable = pairs.map(\.position) == expected.map(\.position)
+            let plain = RadixSort.sorted(keys) == keys.sorted()
+            #expect(ordered, "seed \(seed) round \(round) (\(count) keys, shape \(shape))")
+            #expect(stable, "stable: seed \(seed) round \(round)")
+            #expect(plain, "seed \(seed) round \(round)")
+        }
+    }
+}
+
+/// `ClassTable`: values are found by class, a full table drops new classes (its callers
+/// keep a locked table for those), and concurrent inserts and lookups of the same classes
+/// agree.
+@Suite struct ClassTableTests {
+    final class Tag: Sendable {
+        let name: String
+        init(_ name: String) { self.name = name }
+    }
+
+    static let classes: [AnyClass] = [Person.self, DVD.self, Shelf.self, Box.self, Relay.self, ManagedObject.self]
+
+    @Test func findsWhatWasInsertedAndDropsWhatDoesNotFit() {
+        let table = ClassTable<Tag>(capacity: 4)
+        #expect(table.capacity == 4)
+        for type in Self.classes { #expect(table.value(for: type) == nil) }
+        for type in Self.classes { table.insert(Tag(String(describing: type)), for: type) }
+        let found = Self.classes.filter { table.value(for: $0) != nil }
+        #expect(found.count == 4, "a table of 4 slots holds 4 classes")
+        for type in found { #expect(table.value(for: type)?.name == String(describing: type)) }
+    }
+
+    @Test func concurrentInsertsAndLookupsAgree() async {
+        let table = ClassTable<Tag>()
+        await withTaskGroup(of: Bool.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var consistent = true
+                    for round in 0..<2_000 {
+                        let type: AnyClass = Self.classes[(worker + round) % Self.classes.count]
+                        if let tag = table.value(for: type) {
+                            consistent = consistent && tag.name == String(describing: type)
+                        } else {
+                            table.insert(Tag(String(describing: type)), for: type)
+                        }
+                    }
+                    return consistent
+                }
+            }
+            for await consistent in group { #expect(consistent) }
+        }
+        for type in Self.classes { #expect(table.value(for: type)?.name == String(describing: type)) }
+    }
+}
