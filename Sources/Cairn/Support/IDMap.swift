@@ -110,13 +110,7 @@ struct IDMap<Key: IDMapKey, Value> {
         }
     }
 
-    /// Whether `key` has a value (a lookup that copies and retains nothing).
-    @inline(__always) func contains(_ key: Key) -> Bool {
-        let bits = key.idBits
-        return bits == 0 ? zero != nil : bucket(of: bits) != nil
-    }
-
-    /// Whether `key` maps to `object` itself.
+    /// Whether `key` maps to `object` itself (a lookup that retains nothing).
     @inline(__always) func contains(_ key: Key, identicalTo object: AnyObject) -> Bool where Value: AnyObject {
         let bits = key.idBits
         if bits == 0 { return zero === object }
