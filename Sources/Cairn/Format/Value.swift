@@ -153,10 +153,6 @@ extension ByteWriter: ValueSink {
     /// Appends one value: its tag, then its payload (FORMAT.md §2).
     public mutating func value(_ value: Value) { encode(value) }
 
-    mutating func append(_ data: Data) {
-        data.withUnsafeBytes { append($0) }
-    }
-
     /// A record body: the number of values, then each value (FORMAT.md §2.2).
     public mutating func values(_ values: [Value]) {
         varint(UInt64(values.count))
@@ -166,7 +162,7 @@ extension ByteWriter: ValueSink {
 
 /// Encodes record bodies through one reusable scratch buffer and copies each out at its
 /// exact size: one allocation per body, and no per-byte growth checks of an array.
-/// For one committer's use (not shared between threads).
+/// For one committer's use: it is not `Sendable` (its buffer is reused by every call).
 final class RecordEncoder {
     private var buffer: UnsafeMutableRawPointer
     private var capacity: Int
@@ -249,6 +245,9 @@ final class RecordEncoder {
         }
     }
 }
+
+@available(*, unavailable)
+extension RecordEncoder: Sendable {}
 
 // MARK: - Decoding
 
