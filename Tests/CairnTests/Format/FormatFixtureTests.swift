@@ -15,20 +15,21 @@ final class V1Book: ManagedObject {
     @ToOne(inverse: "books") var author: V1Author?
 }
 
-/// A store written by format version 1 (Tests/Fixtures/format-v1, see its README) opens,
-/// reads, queries through its indexes, takes new commits and compacts into the current
-/// version, with the same contents before and after.
-@Suite struct FormatV1Tests {
-    static let fixture = URL(fileURLWithPath: #filePath)
+/// Stores written by earlier format versions (Tests/Fixtures/format-vN, see each README)
+/// open, read, query through their indexes, take new commits and compact into the
+/// current version, with the same contents before and after. All fixtures hold the same
+/// contents, written by `writeFixture` with the Cairn of their version.
+@Suite struct FormatFixtureTests {
+    static let fixtures = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/format-v1").path
+        .appendingPathComponent("Fixtures").path
 
-    /// A copy of the fixture (opening a store may write to it).
-    static func copy() throws -> String {
-        let directory = NSTemporaryDirectory() + "cairn-v1-\(UUID().uuidString)"
+    /// A copy of the fixture of `version` (opening a store may write to it).
+    static func copy(version: Int) throws -> String {
+        let directory = NSTemporaryDirectory() + "cairn-v\(version)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for name in ["MANIFEST", "000003.snapshot", "000004.log"] {
-            try FileManager.default.copyItem(atPath: fixture + "/" + name, toPath: directory + "/" + name)
+            try FileManager.default.copyItem(atPath: fixtures + "/format-v\(version)/" + name, toPath: directory + "/" + name)
         }
         return directory
     }
@@ -38,6 +39,49 @@ final class V1Book: ManagedObject {
         return bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) }
     }
 
+    /// Writes the fixture contents (the READMEs' recipe) with this build's format, into
+    /// `Tests/Fixtures/format-vN` for the current N. Run it once, before the format
+    /// version is bumped, and keep its files: `CAIRN_WRITE_FIXTURE=1 swift test --filter FormatFixtureTests`.
+    @Test func writeFixture() throws {
+        guard ProcessInfo.processInfo.environment["CAIRN_WRITE_FIXTURE"] == "1" else { return }
+        let path = Self.fixtures + "/format-v\(FileHeader.currentVersion)"
+        try? FileManager.default.removeItem(atPath: path)
+        let model = try Model(V1Author.self, V1Book.self)
+        let coordinator = try Coordinator(path: path, schema: model.schema,
+                                          options: StoreOptions(compaction: .manual, preallocationBytes: 4096))
+        defer { coordinator.close() }
+        let context = Context(coordinator: coordinator, model: model)
+        var authors: [V1Author] = []
+        for i in 0..<50 {
+            let author = V1Author.create(in: context)
+            author.name = "author-\(i)"
+            author.born = Int64(1900 + i % 40)
+            author.note = i % 2 == 0 ? "even" : nil
+            author.books = (0..<3).map { j in
+                let book = V1Book.create(in: context)
+                book.title = "book-\(i)-\(j)"
+                book.year = Int32(1950 + (3 * i + j) % 60)
+                return book
+            }
+            authors.append(author)
+        }
+        try context.save()
+        try coordinator.store.compact()
+        for (i, author) in authors.enumerated() where i % 10 == 0 {
+            author.name = "renamed-\(i)"
+            author.born = 2000
+        }
+        context.delete(authors[7])
+        try context.save()
+        let late = V1Author.create(in: context)
+        late.name = "author-100"
+        late.born = 1999
+        let book = V1Book.create(in: context)
+        book.title = "book-100-0"
+        book.year = 2024
+        late.books = [book]
+        try context.save()
+    }
     /// Checks what the fixture's README says the store holds.
     static func check(_ context: Context) throws {
         let authors = try context.fetch(FetchRequest(V1Author.self))
@@ -75,10 +119,11 @@ final class V1Book: ManagedObject {
         #expect(years.count == expected)
     }
 
-    @Test func aVersion1StoreOpensReadsAndCompactsIntoTheCurrentVersion() throws {
-        let path = try Self.copy()
+    @Test(arguments: [1, 2])
+    func anOlderStoreOpensReadsAndCompactsIntoTheCurrentVersion(version: Int) throws {
+        let path = try Self.copy(version: version)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        #expect(try Self.version(of: path + "/000003.snapshot") == 1)
+        #expect(try Self.version(of: path + "/000003.snapshot") == UInt32(version))
         let model = try Model(V1Author.self, V1Book.self)
         let options = StoreOptions(compaction: .manual)
         do {
