@@ -76,6 +76,20 @@ func runPhases(_ n: Int) throws {
     phases.lap("save updates", n)
     try coordinator.store.compact()
     phases.lap("compact", n)
+
+    coordinator.close()
+    coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
+    context = Context(coordinator: coordinator, model: model)
+    context.undoManager.isEnabled = false
+    phases = Phases()
+    let half = try context.fetch(FetchRequest(Row.self, format: "a0 < %@", .int64(Int64(n / 2))))
+    phases.lap("fetch half (scan)", n)
+    for row in half { context.delete(row) }
+    phases.lap("delete", half.count)
+    try context.save()
+    phases.lap("save deletes", half.count)
+    try coordinator.store.compact()
+    phases.lap("compact after delete", n - half.count)
     coordinator.close()
     print("checksum \(sum)")
 }
