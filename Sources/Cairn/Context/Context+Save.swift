@@ -322,11 +322,28 @@ struct ChangedKeySets {
             return object.changedKeys
         }
         var mask: UInt64 = 0
-        for index in object.values.indices where base[index] != object.values[index] { mask |= 1 << UInt64(index) }
+        let values = object.values
+        for index in values.indices where !Value.same(base[index], values[index]) { mask |= 1 << UInt64(index) }
         let entity = object.objectID.recordID.entity
         if let found = known.first(where: { $0.entity == entity && $0.mask == mask }) { return found.names }
         let names = object.changedKeys
         if known.count < 64 { known.append((entity, mask, names)) }
         return names
+    }
+}
+
+extension Value {
+    /// `==`, with integers, booleans and references compared without copying either
+    /// value first (the synthesized `==` copies both through outlined value witnesses).
+    /// Same answers as `==`.
+    @inline(__always) static func same(_ a: Value, _ b: Value) -> Bool {
+        switch a {
+        case .int64(let x): if case .int64(let y) = b { return x == y } else { return false }
+        case .int32(let x): if case .int32(let y) = b { return x == y } else { return false }
+        case .bool(let x): if case .bool(let y) = b { return x == y } else { return false }
+        case .reference(let x): if case .reference(let y) = b { return x == y } else { return false }
+        case .null: return b.isNull
+        default: return a == b
+        }
     }
 }

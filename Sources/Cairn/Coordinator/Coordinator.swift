@@ -108,6 +108,7 @@ public final class Coordinator: Sendable {
         var changes: [Change] = []
         changes.reserveCapacity(items.count)
         var expected: [RecordID: UInt64] = [:]
+        expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
         // Built only if a saved entity has relationships to check.
         var saved: (deleted: Set<RecordID>, inserted: Set<RecordID>)?
         for item in items {

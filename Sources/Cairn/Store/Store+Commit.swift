@@ -232,14 +232,7 @@ extension Store {
                     if accepted.contains(where: \.ticket.durable) { try writer.sync(through: sequence) }
                 }
                 state.withLock { state in
-                    for (ticket, sequence) in accepted {
-                        for operation in ticket.operations {
-                            switch operation {
-                            case .put(let id, let body): state.apply(id, body: body, sequence: sequence)
-                            case .delete(let id): state.apply(id, body: nil, sequence: sequence)
-                            }
-                        }
-                    }
+                    for (ticket, sequence) in accepted { state.apply(ticket.operations, sequence: sequence) }
                     state.lastSequence = sequence
                     state.lastCommitMilliseconds = now
                 }

@@ -273,8 +273,9 @@ extension Store {
 
 extension StoreState {
     /// Tells the indexes of `id`'s entity that a commit put or deleted it.
-    func noteIndexedChange(_ id: RecordID) {
-        for (key, index) in indexes where key.entity == id.entity { index.noteChange(id.rawValue) }
+    /// The secondary indexes of `entity`, which note every change to its records.
+    func indexes(of entity: UInt16) -> [SecondaryIndex] {
+        indexes.compactMap { $0.key.entity == entity ? $0.value : nil }
     }
 
     /// The indexes the snapshot stores, brought up to date with the overlay: at open

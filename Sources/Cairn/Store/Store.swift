@@ -294,19 +294,74 @@ struct StoreState: Sendable {
 
     /// Applies one operation (already validated and logged) of transaction `sequence`.
     mutating func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64) {
-        versions[id.rawValue] = sequence
-        if !indexes.isEmpty { noteIndexedChange(id) }
-        let existed = contains(id)
+        let watching = indexes.isEmpty ? [] : indexes(of: id.entity)
+        var count = counts[id.entity] ?? 0
+        Self.apply(id, body: body, sequence: sequence, snapshot: snapshot, watching: watching,
+                   changes: &overlay[id.entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
+        counts[id.entity] = count
+    }
+
+    /// Applies the operations (already validated and logged) of transaction `sequence`.
+    /// Operations come in runs of one entity: each run looks its entity's overlay, count
+    /// and indexes up once, not once per record.
+    mutating func apply(_ operations: [Operation], sequence: UInt64) {
+        var start = 0
+        while start < operations.count {
+            let entity = operations[start].id.entity
+            var end = start + 1
+            while end < operations.count, operations[end].id.entity == entity { end += 1 }
+            let watching = indexes.isEmpty ? [] : indexes(of: entity)
+            var count = counts[entity] ?? 0
+            Self.apply(operations[start..<end], sequence: sequence, snapshot: snapshot, watching: watching,
+                       changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
+            counts[entity] = count
+            start = end
+        }
+    }
+
+    private static func apply(_ run: ArraySlice<Operation>, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
+                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
+                              versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+        for operation in run {
+            let body: [UInt8]?
+            switch operation {
+            case .put(_, let bytes): body = bytes
+            case .delete: body = nil
+            }
+            apply(operation.id, body: body, sequence: sequence, snapshot: snapshot, watching: watching,
+                  changes: &changes, count: &count, versions: &versions, nextSerial: &nextSerial)
+        }
+    }
+
+    /// One record's change, into its entity's overlay `changes` and record `count`. The
+    /// snapshot is searched only if the overlay does not know the record.
+    @inline(__always)
+    private static func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
+                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
+                              versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+        let raw = id.rawValue
+        versions[raw] = sequence
+        for index in watching { index.noteChange(raw) }
+        let prior = changes[raw]
         if let body {
-            overlay[id.entity, default: [:]][id.rawValue] = .live(body)
-            if !existed { counts[id.entity, default: 0] += 1 }
+            switch prior {
+            case .live?: break
+            case .deleted?: count += 1
+            case nil: if !snapshot.contains(id) { count += 1 }
+            }
+            changes[raw] = .live(body)
             if id.serial >= nextSerial { nextSerial = id.serial + 1 }
-        } else if existed {
-            counts[id.entity, default: 0] -= 1
-            if snapshot.contains(id) {
-                overlay[id.entity, default: [:]][id.rawValue] = .deleted
-            } else {
-                overlay[id.entity]?[id.rawValue] = nil
+        } else {
+            switch prior {
+            case .live?:
+                count -= 1
+                if snapshot.contains(id) { changes[raw] = .deleted } else { _ = changes.removeValue(forKey: raw) }
+            case .deleted?: break
+            case nil:
+                if snapshot.contains(id) {
+                    count -= 1
+                    changes[raw] = .deleted
+                }
             }
         }
     }

@@ -4,6 +4,51 @@ import Testing
 @testable import Cairn
 
 @Suite struct LockTests {
+    /// Record counts and existence follow every kind of change — put new, put again,
+    /// delete, delete twice, delete a record never stored, put a deleted one back — with
+    /// records in the snapshot and in the log, several to a transaction, across compactions
+    /// and a reopen (a commit applies its operations entity run by entity run).
+    @Test func countsFollowEveryKindOfChange() throws {
+        let fs = MemoryFileSystem()
+        let options = memoryOptions(fs)
+        var store = try Store.open(at: "/db", schema: TestSchemas.people, options: options)
+        var random = SplitMix64(seed: 41)
+        var ids: [RecordID] = []
+        var live = Set<RecordID>()
+        for round in 0..<40 {
+            var changes: [Change] = []
+            for _ in 0..<Int(random.next() % 6) {
+                let pick = random.next() % 4
+                if pick == 0 || ids.isEmpty {
+                    let id = try store.allocateID(entity: 1)
+                    ids.append(id)
+                    changes.append(.put(id, [.string("p\(round)"), .int64(Int64(round)), .references([])]))
+                } else {
+                    let id = ids[Int(random.next() % UInt64(ids.count))]
+                    changes.append(pick == 1 ? .put(id, [.string("again"), .int64(1), .references([])]) : .delete(id))
+                }
+            }
+            if round % 7 == 3 { changes.append(.delete(RecordID(entity: 1, serial: 900_000 + UInt64(round)))) }
+            try store.commit(changes)
+            for change in changes {
+                switch change {
+                case .put(let id, _): live.insert(id)
+                case .delete(let id): live.remove(id)
+                }
+            }
+            #expect(store.count(entity: 1) == live.count, "round \(round)")
+            for id in ids { #expect(store.contains(id) == live.contains(id), "round \(round), \(id)") }
+            if round % 10 == 9 { try store.compact() }
+            if round % 13 == 12 {
+                store.close()
+                store = try Store.open(at: "/db", options: options)
+                #expect(store.count(entity: 1) == live.count, "reopened after round \(round)")
+            }
+        }
+        #expect(try Set(store.records(entity: 1).map(\.id)) == live)
+        store.close()
+    }
+
     @Test func aSecondOpenerInTheSameProcessIsRefused() throws {
         let fs = MemoryFileSystem()
         let first = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
