@@ -74,7 +74,7 @@ public struct ByteWriter: Sendable {
 /// what was being read.
 public struct ByteReader {
     public let buffer: UnsafeRawBufferPointer
-    public private(set) var position: Int
+    public internal(set) var position: Int
     /// Added to positions in error offsets, so errors name the place in the file.
     public let base: Int
 

@@ -51,6 +51,39 @@ import Testing
         }
     }
 
+    /// The decoder's fast path for common values (`ByteReader.commonValue`) agrees with the
+    /// general one on every input: random bytes led by the tags it handles — values, short
+    /// and overlong varints, 9- and 10-byte varints, truncated payloads — give the same
+    /// value and the same position, or it declines and the general path decides.
+    @Test func commonValueFastPathAgreesWithTheGeneralDecoder() throws {
+        var random = SplitMix64(seed: 5)
+        var decoded = 0
+        for _ in 0..<20_000 {
+            let tags: [UInt8] = [0, 1, 2, 6, 8, 5, 9]
+            var bytes = [tags[Int(random.next() % UInt64(tags.count))]]
+            let length = Int(random.next() % 12)
+            for _ in 0..<length {
+                // Mostly continuation bytes, so long varints come up often.
+                bytes.append(random.next() % 3 == 0 ? UInt8(truncatingIfNeeded: random.next() & 0x7F) : UInt8(truncatingIfNeeded: random.next()) | 0x80)
+            }
+            if random.next() % 2 == 0 { bytes.append(0x01) }
+            try bytes.withUnsafeBytes { buffer in
+                var reader = ByteReader(buffer)
+                let expected = Result { try reader.value() }
+                var fast = ByteReader(buffer)
+                if let value = fast.commonValue() {
+                    decoded += 1
+                    let general = try expected.get()
+                    #expect(general == value || (value.isNaN && general.isNaN), "\(bytes)")
+                    #expect(fast.position == reader.position, "\(bytes)")
+                } else {
+                    #expect(fast.position == 0, "\(bytes)")
+                }
+            }
+        }
+        #expect(decoded > 5_000)
+    }
+
     @Test func countsAreCheckedBeforeAllocating() {
         var writer = ByteWriter()
         writer.u8(Value.Tag.references.rawValue)
@@ -297,4 +330,8 @@ struct SchemaGenerator {
         #expect(error(bytes)?.message.contains("checksum") == true)
         #expect(error(Array(header.encoded().prefix(10)))?.message.contains("too short") == true)
     }
+}
+
+private extension Value {
+    var isNaN: Bool { if case .double(let x) = self { return x.isNaN } else { return false } }
 }
