@@ -10,6 +10,7 @@ extension Context {
         let type = model.objectClass(for: entity.name)
         var objects: [T] = []
         objects.reserveCapacity(rows.count)
+        registered.reserveCapacity(max(registered.count, rows.count))
         for row in rows {
             guard row.id.entity == entity.number, let object = object(for: row.id, entity: entity, type: type) as? T else { continue }
             // A record the scan already decoded stays with its fault, so the fault fires

@@ -202,6 +202,15 @@ struct IDMap<Key: IDMapKey, Value> {
         return removed
     }
 
+    /// Buckets in the table (for tests of growth).
+    var bucketCount: Int { buckets.capacity }
+
+    /// Room for `minimumCapacity` entries in all, so that inserting up to that many grows
+    /// the table at most once, here.
+    mutating func reserveCapacity(_ minimumCapacity: Int) {
+        if minimumCapacity * 10 > buckets.capacity * 7 { resize(bucketsFor: minimumCapacity) }
+    }
+
     /// Rehashes into a power-of-two bucket count that holds `entries` at most 7/10 full.
     private mutating func resize(bucketsFor entries: Int) {
         var capacity = 8

@@ -99,6 +99,25 @@ import Testing
         }
         #expect(Tracked.live.withLock { $0 } == 0, "every value released once")
     }
+
+    /// Reserving room grows the table once, up front: the inserts after it do not move
+    /// the buckets, every entry stays reachable, and a copy sharing the buckets is not
+    /// changed by the reserve.
+    @Test func reservingRoomKeepsEntriesAndCopies() {
+        var map = IDMap<UInt64, Int>()
+        for key in 1...100 as ClosedRange<UInt64> { map[key] = Int(key) }
+        let shared = map
+        map.reserveCapacity(10_000)
+        let buckets = map.bucketCount
+        #expect(buckets >= 10_000 * 10 / 7)
+        for key in 101...10_000 as ClosedRange<UInt64> { map[key] = Int(key) }
+        #expect(map.count == 10_000)
+        #expect((1...10_000 as ClosedRange<UInt64>).allSatisfy { map[$0] == Int($0) })
+        #expect(shared.count == 100 && (1...100 as ClosedRange<UInt64>).allSatisfy { shared[$0] == Int($0) } && shared[101] == nil)
+        #expect(map.bucketCount == buckets, "the inserts did not grow the table again")
+        map.reserveCapacity(5)  // never shrinks
+        #expect(map.bucketCount == buckets && map[9_999] == 9_999)
+    }
 }
 
 /// `EntityMap` against `Dictionary`: reads, writes through optional chaining and the
