@@ -386,6 +386,19 @@ public enum ValueCoding {
         guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
     }
 
+    /// Decodes the first `prefix` values of a record body into `values` (replacing its
+    /// contents), for testing a predicate that reads no later value before decoding the
+    /// rest. Returns the body's value count; the values after the prefix are not checked.
+    /// `values` should be uniquely referenced (a scan's own buffer), or emptying it copies it.
+    static func decode(_ bytes: UnsafeRawBufferPointer, prefix: Int, into values: inout [Value]) throws -> Int {
+        var reader = ByteReader(bytes)
+        let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
+        // A few values: removing them one by one beats `removeAll(keepingCapacity:)`.
+        while !values.isEmpty { values.removeLast() }
+        for _ in 0..<min(prefix, count) { values.append(try reader.commonValue() ?? reader.value()) }
+        return count
+    }
+
     public static func decode(_ bytes: [UInt8]) throws -> [Value] {
         try bytes.withUnsafeBytes { try decode($0) }
     }
