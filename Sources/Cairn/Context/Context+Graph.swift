@@ -20,14 +20,14 @@ extension Context {
             setRelationship(of: object, slot: slot, to: ids.compactMap { self.object(for: RecordID(rawValue: $0)) })
             return
         }
-        guard slot < object.values.count, object.values[slot] != value else { return }
+        guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
         undoManager.withGroup(in: self) { setPrimitive(object, slot, value) }
     }
 
     /// Sets a value with no inverse handling (must run inside an undo group).
     func setPrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
         willRead(object)
-        guard slot < object.values.count, object.values[slot] != value else { return }
+        guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
         undoManager.record(object, in: self)
         object.values[slot] = value
         // Most writes are to an object changed already: a lookup, not a store (which would

@@ -331,19 +331,3 @@ struct ChangedKeySets {
         return names
     }
 }
-
-extension Value {
-    /// `==`, with integers, booleans and references compared without copying either
-    /// value first (the synthesized `==` copies both through outlined value witnesses).
-    /// Same answers as `==`.
-    @inline(__always) static func same(_ a: Value, _ b: Value) -> Bool {
-        switch a {
-        case .int64(let x): if case .int64(let y) = b { return x == y } else { return false }
-        case .int32(let x): if case .int32(let y) = b { return x == y } else { return false }
-        case .bool(let x): if case .bool(let y) = b { return x == y } else { return false }
-        case .reference(let x): if case .reference(let y) = b { return x == y } else { return false }
-        case .null: return b.isNull
-        default: return a == b
-        }
-    }
-}

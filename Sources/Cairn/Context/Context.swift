@@ -94,6 +94,9 @@ public final class Context {
         object.inStore = false
         object.exists = false
         object.isFault = false
+        // The object's own values now, copied value by value: its first write would
+        // otherwise copy the shared defaults through the generic value witnesses.
+        object.values = Value.uniqueCopy(of: object.values)
         registered[object.objectID.recordID] = object
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)

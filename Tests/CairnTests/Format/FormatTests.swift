@@ -84,6 +84,22 @@ import Testing
         #expect(decoded > 5_000)
     }
 
+    /// `Value.same`, the copy-free equality of writes and changed keys, answers as `==`
+    /// does: random pairs of every kind, equal pairs, and NaN, -0 and 0.
+    @Test func sameAnswersAsEquals() {
+        var generator = ValueGenerator(random: SplitMix64(seed: 17))
+        var pairs: [(Value, Value)] = [(.double(.nan), .double(.nan)), (.double(-0.0), .double(0)), (.null, .null),
+                                       (.int64(1), .int32(1)), (.reference(3), .references([3])), (.bool(true), .int8(1))]
+        for _ in 0..<5_000 {
+            let a = generator.value(), b = generator.value()
+            pairs.append((a, b))
+            pairs.append((a, a))
+        }
+        for (a, b) in pairs {
+            #expect(Value.same(a, b) == (a == b), "\(a) vs \(b)")
+        }
+    }
+
     @Test func countsAreCheckedBeforeAllocating() {
         var writer = ByteWriter()
         writer.u8(Value.Tag.references.rawValue)
