@@ -272,7 +272,6 @@ extension Store {
 }
 
 extension StoreState {
-    /// Tells the indexes of `id`'s entity that a commit put or deleted it.
     /// The secondary indexes of `entity`, which note every change to its records.
     func indexes(of entity: UInt16) -> [SecondaryIndex] {
         indexes.compactMap { $0.key.entity == entity ? $0.value : nil }

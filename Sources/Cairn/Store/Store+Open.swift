@@ -169,13 +169,15 @@ extension Store {
                         }
                         // A frame whose checksum holds but whose contents do not parse was
                         // written that way: that is corruption, not a torn write.
+                        var operations: [Operation] = []
                         let timestamp = try TransactionCoding.decode(
                             UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
                             guard state.snapshot.schema.entity(number: id.entity) != nil else {
                                 throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: payload.lowerBound)
                             }
-                            state.apply(id, body: body.map { [UInt8]($0) }, sequence: sequence)
+                            operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
                         }
+                        state.apply(operations, sequence: sequence)
                         state.lastSequence = sequence
                         state.lastCommitMilliseconds = timestamp
                         report.replayedTransactions += 1

@@ -292,18 +292,9 @@ struct StoreState: Sendable {
 
     func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? 0 }
 
-    /// Applies one operation (already validated and logged) of transaction `sequence`.
-    mutating func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64) {
-        let watching = indexes.isEmpty ? [] : indexes(of: id.entity)
-        var count = counts[id.entity] ?? 0
-        Self.apply(id, body: body, sequence: sequence, snapshot: snapshot, watching: watching,
-                   changes: &overlay[id.entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
-        counts[id.entity] = count
-    }
-
-    /// Applies the operations (already validated and logged) of transaction `sequence`.
-    /// Operations come in runs of one entity: each run looks its entity's overlay, count
-    /// and indexes up once, not once per record.
+    /// Applies the operations (already validated and logged) of transaction `sequence`,
+    /// from a commit or from log replay. Operations come in runs of one entity: each run
+    /// looks its entity's overlay, count and indexes up once, not once per record.
     mutating func apply(_ operations: [Operation], sequence: UInt64) {
         var start = 0
         while start < operations.count {
@@ -319,6 +310,8 @@ struct StoreState: Sendable {
         }
     }
 
+    /// One run of one entity's operations, into that entity's overlay `changes` (taken
+    /// from the overlay once for the run) and record `count`.
     private static func apply(_ run: ArraySlice<Operation>, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
                               changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
                               versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
