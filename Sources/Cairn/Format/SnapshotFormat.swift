@@ -1,36 +1,74 @@
 /// Snapshot files and the manifest (FORMAT.md §6 "Snapshot files", §7 "Manifest").
 
-/// A snapshot's record frame: `u32 body length, u32 masked CRC-32C of (id, body),
+/// A snapshot's record frame (FORMAT.md §6.1). Version 3 frames are compact,
+/// `u32 masked CRC-32C of the rest | varint body length | varint entity | varint serial | body`,
+/// back to back; versions 1 and 2 used `u32 body length, u32 masked CRC-32C of (id, body),
 /// u64 record ID, body`, zero-padded to 8 bytes.
 public enum SnapshotRecord {
-    public static let headerSize = 16
+    /// Header size of a version 1–2 frame.
+    public static let fixedHeaderSize = 16
+    /// The smallest version-3 frame: checksum and three one-byte varints.
+    public static let minimumCompactSize = 7
 
-    public static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) {
+    /// Appends a version-3 frame and returns its size in bytes.
+    @discardableResult
+    public static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {
         let start = writer.count
-        writer.u32(UInt32(body.count))
         writer.u32(0)
-        writer.u64(id.rawValue)
+        writer.varint(UInt64(body.count))
+        writer.varint(UInt64(id.entity))
+        writer.varint(id.serial)
         writer.append(body)
         let crc = writer.bytes.withUnsafeBytes {
-            CRC32C.masked(UnsafeRawBufferPointer(rebasing: $0[(start + 8)..<writer.count]))
+            CRC32C.masked(UnsafeRawBufferPointer(rebasing: $0[(start + 4)..<writer.count]))
         }
-        writer.patch(u32: crc, at: start + 4)
-        writer.pad(to: 8)
+        writer.patch(u32: crc, at: start)
+        return writer.count - start
     }
 
-    /// The body of the record frame at `offset`, checked: frame within `limit`, the ID
-    /// as expected, checksum, zero padding.
+    /// A version-3 frame's header at `offset`, read but not checked against its checksum:
+    /// the record ID, where the body starts and the frame's size. Nil when the varints do
+    /// not read or the frame would pass `limit`.
+    public static func compactHeader(in buffer: UnsafeRawBufferPointer, at offset: Int,
+                                     limit: Int) -> (id: RecordID, bodyStart: Int, size: Int)? {
+        guard offset >= 0, limit <= buffer.count, offset <= limit - minimumCompactSize else { return nil }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[(offset + 4)..<limit]))
+        guard let length = try? reader.varint(), let entity = try? reader.varint(), let serial = try? reader.varint(),
+              entity >= 1, entity <= UInt64(UInt16.max), serial >= 1, serial <= RecordID.maxSerial,
+              length <= UInt64(reader.remaining) else { return nil }
+        let bodyStart = offset + 4 + reader.position
+        return (RecordID(entity: UInt16(entity), serial: serial), bodyStart, bodyStart - offset + Int(length))
+    }
+
+    /// The body of the record frame at `offset`, checked: frame within `limit`, checksum,
+    /// the ID as expected, and for versions 1–2 alignment and zero padding.
     public static func body(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
-                            expected id: RecordID) throws -> UnsafeRawBufferPointer {
-        guard offset >= 0, offset % 8 == 0, limit <= buffer.count, offset <= limit - headerSize else {
+                            expected id: RecordID, version: UInt32) throws -> UnsafeRawBufferPointer {
+        guard version >= 3 else { return try fixedBody(in: buffer, at: offset, limit: limit, expected: id) }
+        guard let (storedID, bodyStart, size) = compactHeader(in: buffer, at: offset, limit: limit) else {
+            throw CairnError.corrupt("record frame header at \(offset) does not read or runs past the record area", offset: offset)
+        }
+        let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        guard CRC32C.masked(UnsafeRawBufferPointer(rebasing: buffer[(offset + 4)..<(offset + size)])) == stored else {
+            throw CairnError.corrupt("record frame checksum mismatch", offset: offset)
+        }
+        guard storedID == id else {
+            throw CairnError.corrupt("record frame holds \(storedID) where the index says \(id)", offset: offset + 4)
+        }
+        return UnsafeRawBufferPointer(rebasing: buffer[bodyStart..<(offset + size)])
+    }
+
+    private static func fixedBody(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
+                                  expected id: RecordID) throws -> UnsafeRawBufferPointer {
+        guard offset >= 0, offset % 8 == 0, limit <= buffer.count, offset <= limit - fixedHeaderSize else {
             throw CairnError.corrupt("record frame offset \(offset) lies outside the record area", offset: offset)
         }
         let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
-        guard length <= limit - offset - headerSize else {
+        guard length <= limit - offset - fixedHeaderSize else {
             throw CairnError.corrupt("record frame length \(length) runs past the record area", offset: offset)
         }
         let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
-        let covered = UnsafeRawBufferPointer(rebasing: buffer[(offset + 8)..<(offset + headerSize + length)])
+        let covered = UnsafeRawBufferPointer(rebasing: buffer[(offset + 8)..<(offset + fixedHeaderSize + length)])
         guard CRC32C.masked(covered) == stored else {
             throw CairnError.corrupt("record frame checksum mismatch", offset: offset)
         }
@@ -39,12 +77,40 @@ public enum SnapshotRecord {
             throw CairnError.corrupt("record frame holds \(RecordID(rawValue: storedID)) where the index says \(id)",
                                      offset: offset)
         }
-        let end = offset + headerSize + length
+        let end = offset + fixedHeaderSize + length
         let padded = min(limit, (end + 7) / 8 * 8)
         for i in end..<padded where buffer[i] != 0 {
             throw CairnError.corrupt("record frame padding is not zero", offset: i)
         }
-        return UnsafeRawBufferPointer(rebasing: buffer[(offset + headerSize)..<end])
+        return UnsafeRawBufferPointer(rebasing: buffer[(offset + fixedHeaderSize)..<end])
+    }
+
+    /// The record frame at `offset` whatever its ID, if it reads and its checksum holds
+    /// (for salvage: `cairn repair` walks frames without an index). Returns its ID, body
+    /// and the offset where the next frame would start.
+    public static func frame(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
+                             version: UInt32) -> (id: RecordID, body: UnsafeRawBufferPointer, next: Int)? {
+        if version >= 3 {
+            guard let (id, _, size) = compactHeader(in: buffer, at: offset, limit: limit),
+                  let body = try? body(in: buffer, at: offset, limit: limit, expected: id, version: version) else { return nil }
+            return (id, body, offset + size)
+        }
+        guard offset >= 0, offset <= limit - fixedHeaderSize, limit <= buffer.count else { return nil }
+        let id = RecordID(rawValue: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
+        guard let body = try? fixedBody(in: buffer, at: offset, limit: limit, expected: id) else { return nil }
+        return (id, body, offset + (fixedHeaderSize + body.count + 7) / 8 * 8)
+    }
+
+    /// The ID and size a frame of `version` at `offset` claims, if its header reads and the
+    /// frame fits before `limit`; nothing is checked against the checksum (for salvage
+    /// budgets: `cairn repair` limits the bytes it checksums).
+    public static func header(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
+                              version: UInt32) -> (id: RecordID, size: Int)? {
+        if version >= 3 { return compactHeader(in: buffer, at: offset, limit: limit).map { ($0.id, $0.size) } }
+        guard offset >= 0, limit <= buffer.count, offset <= limit - fixedHeaderSize else { return nil }
+        let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        let id = RecordID(rawValue: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
+        return length <= limit - offset - fixedHeaderSize ? (id, fixedHeaderSize + length) : nil
     }
 }
 

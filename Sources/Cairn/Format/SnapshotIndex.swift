@@ -1,6 +1,6 @@
 /// The snapshot index (FORMAT.md §6.3): for each entity, its records' IDs and frame
-/// offsets, sorted by ID, so a record is found by binary search without decoding others;
-/// from format version 2 also a table of the attribute indexes stored before it (§6.6).
+/// offsets, sorted by ID, so a record is found by search without decoding others; from
+/// format version 2 also a table of the attribute indexes stored before it (§6.6).
 ///
 /// ```
 /// u32 entity count E, u32 attribute index count A (version 1: reserved, 0)
@@ -8,18 +8,30 @@
 ///                       u64 record count, u64 file offset of its entries
 /// per attribute index, 24 bytes: u16 entity number, u16 attribute position,
 ///                       u32 masked CRC of its block, u64 entry count, u64 file offset of its block
-/// entries, 16 bytes each: u64 record ID, u64 file offset of the record frame
+/// entries, entity by entity:
+///   versions 1–2: 16 bytes each: u64 record ID, u64 file offset of the record frame
+///   version 3: one 20-byte anchor per group of 16 records (u64 first record ID,
+///              u64 frame offset, u32 start of the group in the entry bytes), then the
+///              entry bytes: per record, a varint ID delta (not for a group's first)
+///              and a varint frame size
 /// ```
 public struct SnapshotIndex: Sendable {
     public struct EntityRange: Sendable, Equatable {
         public var entity: UInt16
         public var count: Int
-        /// File offset of the first 16-byte entry.
+        /// File offset of the first 16-byte entry (versions 1–2) or of the first anchor (3).
         public var entriesOffset: Int
+        /// Version 3: file offset and length of the entry bytes after the anchors.
+        public var entryBytesOffset: Int = 0
+        public var entryBytesLength: Int = 0
+
+        /// Version 3: the number of groups, and so of anchors.
+        public var groups: Int { (count + SnapshotIndex.groupSize - 1) / SnapshotIndex.groupSize }
     }
 
     /// One stored attribute index (FORMAT.md §6.6): the positions of an entity's index
-    /// entries, `count` little-endian `u32`s at `blockOffset`, in the attribute's value order.
+    /// entries, `count` little-endian integers of `entryWidth` bytes at `blockOffset`, in
+    /// the attribute's value order.
     public struct AttributeIndex: Sendable, Equatable {
         public var entity: UInt16
         /// The attribute's position in the entity (its value slot).
@@ -27,13 +39,44 @@ public struct SnapshotIndex: Sendable {
         public var checksum: UInt32
         public var count: Int
         public var blockOffset: Int
+        /// Bytes per entry: 4 in versions 1–2; in version 3 the fewest that hold `count − 1`.
+        public var entryWidth: Int
 
+        public init(entity: UInt16, attribute: Int, checksum: UInt32, count: Int, blockOffset: Int, entryWidth: Int) {
+            self.entity = entity
+            self.attribute = attribute
+            self.checksum = checksum
+            self.count = count
+            self.blockOffset = blockOffset
+            self.entryWidth = entryWidth
+        }
+
+        /// Bytes the entries take, without padding.
+        public var length: Int { count * entryWidth }
         /// Bytes the block takes, with its padding.
-        public var paddedLength: Int { (count * AttributeIndex.entrySize + 7) / 8 * 8 }
+        public var paddedLength: Int { (length + 7) / 8 * 8 }
 
-        public static let entrySize = 4
+        /// The entry width of a block of `count` entries in `version`.
+        public static func entryWidth(count: Int, version: UInt32) -> Int {
+            guard version >= 3 else { return 4 }
+            switch count {
+            case ...(1 << 8): return 1
+            case ...(1 << 16): return 2
+            case ...(1 << 24): return 3
+            default: return 4
+            }
+        }
+
+        /// Appends `position` in `width` little-endian bytes.
+        public static func append(_ position: Int, width: Int, to writer: inout ByteWriter) {
+            for k in 0..<width { writer.u8(UInt8(truncatingIfNeeded: position >> (8 * k))) }
+        }
     }
 
+    /// Version 3: records per anchor.
+    public static let groupSize = 16
+    public static let anchorSize = 20
+    /// Versions 1–2: bytes per entry.
     public static let entrySize = 16
     public static let entityHeaderSize = 24
     public static let attributeIndexHeaderSize = 24
@@ -41,22 +84,52 @@ public struct SnapshotIndex: Sendable {
     public var entities: [EntityRange]
     public var attributeIndexes: [AttributeIndex] = []
 
-    /// Encodes an index whose entries follow the tables directly, entity by entity.
-    /// `entries` maps each entity number to its (ID, frame offset) pairs sorted by ID;
-    /// `attributeIndexes` are the blocks already written before `indexOffset`.
-    public static func encode(_ entries: [(entity: UInt16, records: [(id: UInt64, offset: UInt64)])],
+    /// The version-3 entries of one entity, built record by record in ascending ID order.
+    public struct Entries: Sendable {
+        public private(set) var count = 0
+        var anchors = ByteWriter()
+        var bytes = ByteWriter()
+        private var previous: UInt64 = 0
+
+        public init() {}
+
+        /// Adds the next record: its ID (above the previous one), frame offset and size.
+        public mutating func add(id: UInt64, offset: Int, size: Int) throws {
+            if count % SnapshotIndex.groupSize == 0 {
+                guard bytes.count <= Int(UInt32.max) else {
+                    throw CairnError(.tooLarge, "an entity's snapshot index entries exceed 4 GiB")
+                }
+                anchors.u64(id)
+                anchors.u64(UInt64(offset))
+                anchors.u32(UInt32(bytes.count))
+            } else {
+                bytes.varint(id &- previous)
+            }
+            bytes.varint(UInt64(size))
+            previous = id
+            count += 1
+        }
+
+        var encodedCount: Int { anchors.count + bytes.count }
+    }
+
+    /// Encodes a version-3 index whose entries follow the tables directly, entity by entity
+    /// in ascending number; `attributeIndexes` are the blocks already written before
+    /// `indexOffset`.
+    public static func encode(_ entities: [(entity: UInt16, entries: Entries)],
                               attributeIndexes: [AttributeIndex] = [], at indexOffset: Int) -> [UInt8] {
-        var writer = ByteWriter(capacity: 8 + entries.count * entityHeaderSize + attributeIndexes.count * attributeIndexHeaderSize)
-        writer.u32(UInt32(entries.count))
+        let tables = 8 + entities.count * entityHeaderSize + attributeIndexes.count * attributeIndexHeaderSize
+        var writer = ByteWriter(capacity: tables + entities.reduce(0) { $0 + $1.entries.encodedCount })
+        writer.u32(UInt32(entities.count))
         writer.u32(UInt32(attributeIndexes.count))
-        var next = indexOffset + 8 + entries.count * entityHeaderSize + attributeIndexes.count * attributeIndexHeaderSize
-        for (entity, records) in entries {
+        var next = indexOffset + tables
+        for (entity, entries) in entities {
             writer.u16(entity)
             writer.u16(0)
             writer.u32(0)
-            writer.u64(UInt64(records.count))
+            writer.u64(UInt64(entries.count))
             writer.u64(UInt64(next))
-            next += records.count * entrySize
+            next += entries.encodedCount
         }
         for index in attributeIndexes {
             writer.u16(index.entity)
@@ -65,19 +138,17 @@ public struct SnapshotIndex: Sendable {
             writer.u64(UInt64(index.count))
             writer.u64(UInt64(index.blockOffset))
         }
-        for (_, records) in entries {
-            for record in records {
-                writer.u64(record.id)
-                writer.u64(record.offset)
-            }
+        for (_, entries) in entities {
+            writer.append(entries.anchors.bytes)
+            writer.append(entries.bytes.bytes)
         }
         return writer.bytes
     }
 
     /// Decodes the tables of the index held in `file[indexOffset ..< indexOffset + indexLength]`
-    /// and checks each entity's entries lie inside the index. A `version` 1 index has no
-    /// attribute indexes (the field is reserved). Attribute index blocks are checked
-    /// against the file by ``SnapshotReader``.
+    /// and checks each entity's entries lie inside the index, back to back. A `version` 1
+    /// index has no attribute indexes (the field is reserved). The entries themselves are
+    /// checked by ``SnapshotReader``, and attribute index blocks against the file.
     public static func decode(file: UnsafeRawBufferPointer, indexOffset: Int, indexLength: Int,
                               version: UInt32 = FileHeader.currentVersion) throws -> SnapshotIndex {
         let region = UnsafeRawBufferPointer(rebasing: file[indexOffset..<(indexOffset + indexLength)])
@@ -100,6 +171,7 @@ public struct SnapshotIndex: Sendable {
         }
         var entities: [EntityRange] = []
         entities.reserveCapacity(count)
+        let indexEnd = indexOffset + indexLength
         let entriesStart = indexOffset + 8 + count * entityHeaderSize + attributeCount * attributeIndexHeaderSize
         var expected = entriesStart
         var previous: UInt16 = 0
@@ -112,15 +184,39 @@ public struct SnapshotIndex: Sendable {
             guard entity > previous else {
                 throw CairnError.corrupt("index entities are not in ascending order (\(entity) after \(previous))", offset: at)
             }
-            guard offset == UInt64(expected), records <= UInt64(indexOffset + indexLength - expected) / UInt64(entrySize) else {
+            // Version 3 entries take more than two bytes a record (an anchor per 16 records
+            // and at least one entry byte each); their entry bytes end where the next
+            // entity's entries start (checked below), so a row's offset may only not go back.
+            let placed = version >= 3 && !entities.isEmpty
+                ? offset >= UInt64(expected) && offset <= UInt64(indexEnd) : offset == UInt64(expected)
+            let room = UInt64(indexEnd) - min(offset, UInt64(indexEnd))
+            guard placed, records <= room / UInt64(version >= 3 ? 2 : entrySize) else {
                 throw CairnError.corrupt("index entries of entity \(entity) (\(records) at \(offset)) lie outside the index",
                                          offset: at)
             }
-            entities.append(EntityRange(entity: entity, count: Int(records), entriesOffset: Int(offset)))
-            expected += Int(records) * entrySize
+            var range = EntityRange(entity: entity, count: Int(records), entriesOffset: Int(offset))
+            if version >= 3 {
+                range.entryBytesOffset = range.entriesOffset + range.groups * anchorSize
+                expected = range.entryBytesOffset
+            } else {
+                expected += range.count * entrySize
+            }
+            entities.append(range)
             previous = entity
         }
-        guard expected == indexOffset + indexLength else {
+        if version >= 3 {
+            // Each entity's entry bytes run to the next entity's entries, the last to the
+            // index end; the offsets above were only required not to go backwards.
+            for k in entities.indices {
+                let end = k + 1 < entities.count ? entities[k + 1].entriesOffset : indexEnd
+                guard end >= entities[k].entryBytesOffset, entities[k].count <= end - entities[k].entryBytesOffset else {
+                    throw CairnError.corrupt("index entries of entity \(entities[k].entity) overlap the next entity's",
+                                             offset: indexOffset + 8 + k * entityHeaderSize)
+                }
+                entities[k].entryBytesLength = end - entities[k].entryBytesOffset
+            }
+        }
+        if version < 3 || entities.isEmpty, expected != indexEnd {
             throw CairnError.corrupt("index is \(indexLength) bytes but its entries end at \(expected - indexOffset)",
                                      offset: indexOffset)
         }
@@ -152,7 +248,8 @@ public struct SnapshotIndex: Sendable {
                 throw CairnError.corrupt("attribute index block at \(offset) lies outside the file", offset: at)
             }
             attributeIndexes.append(AttributeIndex(entity: entity, attribute: Int(attribute), checksum: checksum,
-                                                   count: entities[cursor].count, blockOffset: Int(offset)))
+                                                   count: entities[cursor].count, blockOffset: Int(offset),
+                                                   entryWidth: AttributeIndex.entryWidth(count: entities[cursor].count, version: version)))
             previousKey = key
         }
         return SnapshotIndex(entities: entities, attributeIndexes: attributeIndexes)

@@ -62,24 +62,101 @@ final class SnapshotReader: Sendable {
                                          offset: bytes.count - SnapshotFooter.size + 24)
             }
             entityPositions = positions
-            // Entries: IDs of their entity, strictly ascending (binary search and merges rely
-            // on it), frame offsets inside the record area. One pass over the index only.
-            for range in index.entities {
-                var previous: UInt64? = nil
-                for i in 0..<range.count {
-                    let (id, offset) = Self.entry(bytes, range, i)
-                    guard RecordID(rawValue: id).entity == range.entity, previous.map({ $0 < id }) ?? true,
-                          offset >= UInt64(recordsStart), offset % 8 == 0,
-                          offset + UInt64(SnapshotRecord.headerSize) <= UInt64(recordsEnd) else {
-                        throw CairnError.corrupt(
-                            "snapshot index entry \(i) of entity \(range.entity) (\(RecordID(rawValue: id)) at \(offset)) is out of order, of another entity, or outside the record area",
-                            offset: range.entriesOffset + i * SnapshotIndex.entrySize)
-                    }
-                    previous = id
-                }
+            if header.version >= 3 {
+                try Self.checkCompactEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
+            } else {
+                try Self.checkFixedEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             }
         } catch let error as CairnError {
             throw error.located(in: file.path)
+        }
+    }
+
+    /// Versions 1–2: every entry's ID is of its row's entity, IDs strictly ascend within a
+    /// row, and the frame offset is a multiple of 8 with the frame header inside the
+    /// record area. One pass over the index only.
+    private static func checkFixedEntries(_ bytes: UnsafeRawBufferPointer, _ index: SnapshotIndex,
+                                          recordsStart: Int, recordsEnd: Int) throws {
+        for range in index.entities {
+            var previous: UInt64? = nil
+            for i in 0..<range.count {
+                let at = range.entriesOffset + i * SnapshotIndex.entrySize
+                let id = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+                let offset = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self))
+                guard RecordID(rawValue: id).entity == range.entity, previous.map({ $0 < id }) ?? true,
+                      offset >= UInt64(recordsStart), offset % 8 == 0,
+                      offset + UInt64(SnapshotRecord.fixedHeaderSize) <= UInt64(recordsEnd) else {
+                    throw CairnError.corrupt(
+                        "snapshot index entry \(i) of entity \(range.entity) (\(RecordID(rawValue: id)) at \(offset)) is out of order, of another entity, or outside the record area",
+                        offset: at)
+                }
+                previous = id
+            }
+        }
+    }
+
+    /// Version 3: walks every entity's anchors and entry bytes once. IDs are of the row's
+    /// entity, serial ≥ 1, strictly ascending; each group's entry bytes start where the
+    /// previous group's end and the last end with the entity's; frames follow one another
+    /// from the start of the record area, each at least 7 bytes, the last ending inside
+    /// it, followed by fewer than 8 bytes of zero padding. The record frames themselves
+    /// are not read.
+    private static func checkCompactEntries(_ bytes: UnsafeRawBufferPointer, _ index: SnapshotIndex,
+                                            recordsStart: Int, recordsEnd: Int) throws {
+        var frameEnd = recordsStart
+        for range in index.entities {
+            let lowest = UInt64(range.entity) << RecordID.serialBits, highest = lowest | RecordID.maxSerial
+            var previous = lowest
+            var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[range.entryBytesOffset..<(range.entryBytesOffset + range.entryBytesLength)]),
+                                    base: range.entryBytesOffset)
+            for group in 0..<range.groups {
+                let at = range.entriesOffset + group * SnapshotIndex.anchorSize
+                var id = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+                let offset = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self))
+                let start = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 16, as: UInt32.self)))
+                guard id > previous, id <= highest else {
+                    throw CairnError.corrupt("snapshot index anchor \(group) of entity \(range.entity) names \(RecordID(rawValue: id)), out of order or of another entity",
+                                             offset: at)
+                }
+                guard offset == UInt64(frameEnd) else {
+                    throw CairnError.corrupt("snapshot index anchor \(group) of entity \(range.entity) puts its first frame at \(offset), not at \(frameEnd) where the previous frame ends",
+                                             offset: at + 8)
+                }
+                guard start == reader.position else {
+                    throw CairnError.corrupt("snapshot index anchor \(group) of entity \(range.entity) starts its entries at \(start), not at \(reader.position) where the previous group's end",
+                                             offset: at + 16)
+                }
+                for member in 0..<min(SnapshotIndex.groupSize, range.count - group * SnapshotIndex.groupSize) {
+                    if member > 0 {
+                        let deltaAt = reader.base + reader.position
+                        let delta = try reader.varint("snapshot index ID delta")
+                        guard delta >= 1, delta <= highest - id else {
+                            throw CairnError.corrupt("snapshot index ID delta \(delta) after \(RecordID(rawValue: id)) is zero or leaves entity \(range.entity)",
+                                                     offset: deltaAt)
+                        }
+                        id += delta
+                    }
+                    let sizeAt = reader.base + reader.position
+                    let size = try reader.varint("snapshot index frame size")
+                    guard size >= UInt64(SnapshotRecord.minimumCompactSize), size <= UInt64(recordsEnd - frameEnd) else {
+                        throw CairnError.corrupt("snapshot index frame size \(size) of \(RecordID(rawValue: id)) is too small or runs past the record area",
+                                                 offset: sizeAt)
+                    }
+                    frameEnd += Int(size)
+                }
+                previous = id
+            }
+            guard reader.isAtEnd else {
+                throw CairnError.corrupt("snapshot index entries of entity \(range.entity) end \(reader.remaining) bytes before the next entity's",
+                                         offset: reader.base + reader.position)
+            }
+        }
+        guard recordsEnd - frameEnd < 8 else {
+            throw CairnError.corrupt("record frames end at \(frameEnd), \(recordsEnd - frameEnd) bytes before the record area does",
+                                     offset: frameEnd)
+        }
+        for i in frameEnd..<recordsEnd where bytes[i] != 0 {
+            throw CairnError.corrupt("record area padding is not zero", offset: i)
         }
     }
 
@@ -106,7 +183,7 @@ final class SnapshotReader: Sendable {
                 throw CairnError.corrupt("attribute index block of entity \(block.entity), attribute \(block.attribute) (\(block.count) entries at \(block.blockOffset)) does not follow the previous block or runs into the index",
                                          offset: at)
             }
-            let end = expected + block.count * SnapshotIndex.AttributeIndex.entrySize
+            let end = expected + block.length
             expected += block.paddedLength
             for i in end..<expected where file[i] != 0 {
                 throw CairnError.corrupt("attribute index block padding is not zero", offset: i)
@@ -122,7 +199,7 @@ final class SnapshotReader: Sendable {
 
     /// Checks an attribute index block's checksum (once, before its entries are trusted).
     func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
-        let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.count * 4)])
+        let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.length)])
         guard CRC32C.masked(bytes) == block.checksum else {
             throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute): checksum mismatch",
                                      offset: block.blockOffset).located(in: path)
@@ -137,18 +214,19 @@ final class SnapshotReader: Sendable {
         var previous: (value: Value, id: RecordID)?
         for i in 0..<block.count {
             let (id, offset) = try record(in: block, at: i)
-            let at = block.blockOffset + i * SnapshotIndex.AttributeIndex.entrySize
-            let position = Int(UInt32(littleEndian: mapping.bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+            let at = block.blockOffset + i * block.entryWidth
+            let position = self.position(in: block, at: i)
             guard !seen[position] else {
                 throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute) lists \(id) twice",
                                          offset: at).located(in: path)
             }
             seen[position] = true
+            let record = try body(at: offset, id: id)
             let value: Value
             do {
-                value = try ValueCoding.value(at: block.attribute, in: try body(at: offset, id: id)) ?? .null
+                value = try ValueCoding.value(at: block.attribute, in: record) ?? .null
             } catch let error as CairnError {
-                throw error.located(in: path, base: Int64(offset + SnapshotRecord.headerSize))
+                throw error.located(in: path, base: Int64(fileOffset(of: record)))
             }
             if let previous {
                 let order = IndexOrder.compare(previous.value, value)
@@ -161,13 +239,21 @@ final class SnapshotReader: Sendable {
         }
     }
 
+    /// The record position stored at place `i` of an attribute index.
+    @inline(__always) private func position(in block: SnapshotIndex.AttributeIndex, at i: Int) -> Int {
+        let at = block.blockOffset + i * block.entryWidth
+        if block.entryWidth == 4 { return Int(UInt32(littleEndian: mapping.bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self))) }
+        var position = 0
+        for k in 0..<block.entryWidth { position |= Int(mapping.bytes[at + k]) << (8 * k) }
+        return position
+    }
+
     /// The record at place `i` of an attribute index: its ID and frame offset.
     func record(in block: SnapshotIndex.AttributeIndex, at i: Int) throws -> (id: RecordID, offset: Int) {
-        let at = block.blockOffset + i * SnapshotIndex.AttributeIndex.entrySize
-        let position = Int(UInt32(littleEndian: mapping.bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        let position = self.position(in: block, at: i)
         guard let range = entityPositions[block.entity].map({ index.entities[$0] }), position < range.count else {
             throw CairnError.corrupt("attribute index entry \(i) of entity \(block.entity) names position \(position), past its records",
-                                     offset: at).located(in: path)
+                                     offset: block.blockOffset + i * block.entryWidth).located(in: path)
         }
         let (id, offset) = entry(range, position)
         return (RecordID(rawValue: id), Int(clamping: offset))
@@ -177,32 +263,107 @@ final class SnapshotReader: Sendable {
         entityPositions[entity].map { index.entities[$0].count } ?? 0
     }
 
+    /// The ID and frame offset of place `i` of an entity's entries.
     @inline(__always) private func entry(_ range: SnapshotIndex.EntityRange, _ i: Int) -> (id: UInt64, offset: UInt64) {
-        Self.entry(mapping.bytes, range, i)
+        let bytes = mapping.bytes
+        guard header.version >= 3 else {
+            let at = range.entriesOffset + i * SnapshotIndex.entrySize
+            return (UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)),
+                    UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self)))
+        }
+        var walk = GroupWalk(bytes, range, group: i / SnapshotIndex.groupSize)
+        for _ in 0..<(i % SnapshotIndex.groupSize) { walk.advance(bytes) }
+        return (walk.id, walk.offset)
     }
 
-    @inline(__always) private static func entry(_ bytes: UnsafeRawBufferPointer, _ range: SnapshotIndex.EntityRange,
-                                                _ i: Int) -> (id: UInt64, offset: UInt64) {
-        let at = range.entriesOffset + i * SnapshotIndex.entrySize
-        return (UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)),
-                UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self)))
+    /// Version 3: the entries of one group, one by one, from its anchor. The entries were
+    /// checked at open, so reads here need no errors; they stay inside the mapping
+    /// whatever the bytes say.
+    private struct GroupWalk {
+        var id: UInt64
+        var offset: UInt64
+        var size: UInt64
+        var at: Int
+
+        @inline(__always) init(_ bytes: UnsafeRawBufferPointer, _ range: SnapshotIndex.EntityRange, group: Int) {
+            let anchor = range.entriesOffset + group * SnapshotIndex.anchorSize
+            id = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: anchor, as: UInt64.self))
+            offset = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: anchor + 8, as: UInt64.self))
+            at = range.entryBytesOffset + Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: anchor + 16, as: UInt32.self)))
+            size = 0
+            size = Self.varint(bytes, &at)
+        }
+
+        /// Moves to the group's next entry (the caller knows there is one).
+        @inline(__always) mutating func advance(_ bytes: UnsafeRawBufferPointer) {
+            offset &+= size
+            id &+= Self.varint(bytes, &at)
+            size = Self.varint(bytes, &at)
+        }
+
+        @inline(__always) static func varint(_ bytes: UnsafeRawBufferPointer, _ at: inout Int) -> UInt64 {
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            while at < bytes.count, shift < 64 {
+                let byte = bytes[at]
+                at += 1
+                result |= UInt64(byte & 0x7F) << shift
+                if byte < 0x80 { break }
+                shift += 7
+            }
+            return result
+        }
     }
 
     /// The frame offset of `id`, or nil if the snapshot does not hold it.
     ///
     /// Serials are handed out in order and rarely skipped, so an entity's IDs are close
-    /// to evenly spread: the first probes interpolate (one or two find the entry in a dense
-    /// run), and binary search takes over if they do not narrow the range fast.
+    /// to evenly spread: the first probes interpolate (one or two find the place in a dense
+    /// run), and binary search takes over if they do not narrow the range fast. Version 3
+    /// searches the anchors, then walks one group.
     func offset(of id: RecordID) -> Int? {
         guard let position = entityPositions[id.entity] else { return nil }
         let range = index.entities[position]
         let wanted = id.rawValue
+        let bytes = mapping.bytes
+        if header.version >= 3 {
+            // The last group whose first ID is ≤ wanted: it is in low..<high.
+            let anchor = { (group: Int) in
+                UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: range.entriesOffset + group * SnapshotIndex.anchorSize,
+                                                         as: UInt64.self))
+            }
+            guard range.count > 0, wanted >= anchor(0) else { return nil }
+            var low = 0, high = range.groups
+            var probes = 0
+            while high - low > 1 {
+                let mid: Int
+                if probes < 3 {
+                    let first = anchor(low), last = anchor(high - 1)
+                    if wanted >= last { low = high - 1; break }
+                    let fraction = Double(wanted - first) / Double(last - first)
+                    mid = min(high - 1, max(low + 1, low + Int(fraction * Double(high - 1 - low))))
+                } else {
+                    mid = (low + high) / 2
+                }
+                probes += 1
+                if anchor(mid) <= wanted { low = mid } else { high = mid }
+            }
+            var walk = GroupWalk(bytes, range, group: low)
+            let members = min(SnapshotIndex.groupSize, range.count - low * SnapshotIndex.groupSize)
+            for member in 0..<members {
+                if walk.id == wanted { return Int(clamping: walk.offset) }
+                if walk.id > wanted || member == members - 1 { return nil }
+                walk.advance(bytes)
+            }
+            return nil
+        }
+        let entry = { (i: Int) in self.entry(range, i) }
         var low = 0, high = range.count  // the entry, if present, is in low..<high
         var probes = 0
         while low < high {
             let mid: Int
             if probes < 3 {
-                let first = entry(range, low).id, last = entry(range, high - 1).id
+                let first = entry(low).id, last = entry(high - 1).id
                 guard wanted >= first, wanted <= last else { return nil }
                 let fraction = last == first ? 0 : Double(wanted - first) / Double(last - first)
                 mid = min(high - 1, low + Int(fraction * Double(high - 1 - low)))
@@ -210,7 +371,7 @@ final class SnapshotReader: Sendable {
                 mid = (low + high) / 2
             }
             probes += 1
-            let (candidate, offset) = entry(range, mid)
+            let (candidate, offset) = entry(mid)
             if candidate == wanted { return Int(clamping: offset) }
             if candidate < wanted { low = mid + 1 } else { high = mid }
         }
@@ -222,19 +383,36 @@ final class SnapshotReader: Sendable {
     /// The checked body of the record frame at `offset` (valid while `self` is alive).
     func body(at offset: Int, id: RecordID) throws -> UnsafeRawBufferPointer {
         do {
-            return try SnapshotRecord.body(in: mapping.bytes, at: offset, limit: recordsEnd, expected: id)
+            return try SnapshotRecord.body(in: mapping.bytes, at: offset, limit: recordsEnd, expected: id, version: header.version)
         } catch let error as CairnError {
             throw error.located(in: path)
         }
+    }
+
+    /// Where `body`, a body returned by ``body(at:id:)``, starts in the file.
+    func fileOffset(of body: UnsafeRawBufferPointer) -> Int {
+        Int(bitPattern: body.baseAddress) - Int(bitPattern: mapping.bytes.baseAddress)
     }
 
     /// Calls `body` for each record of `entity` in ID order.
     func forEach(entity: UInt16, _ body: (RecordID, Int) throws -> Void) rethrows {
         guard let position = entityPositions[entity] else { return }
         let range = index.entities[position]
-        for i in 0..<range.count {
-            let (id, offset) = entry(range, i)
-            try body(RecordID(rawValue: id), Int(clamping: offset))
+        guard header.version >= 3 else {
+            for i in 0..<range.count {
+                let (id, offset) = entry(range, i)
+                try body(RecordID(rawValue: id), Int(clamping: offset))
+            }
+            return
+        }
+        let bytes = mapping.bytes
+        for group in 0..<range.groups {
+            var walk = GroupWalk(bytes, range, group: group)
+            let members = min(SnapshotIndex.groupSize, range.count - group * SnapshotIndex.groupSize)
+            for member in 0..<members {
+                if member > 0 { walk.advance(bytes) }
+                try body(RecordID(rawValue: walk.id), Int(clamping: walk.offset))
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 /// Writes a snapshot file front to back, flushing its buffer every megabyte, so that a
-/// snapshot of any size is written in bounded memory (plus 16 bytes of index per record,
-/// and while an entity is written, the values of its indexed attributes).
+/// snapshot of any size is written in bounded memory (plus its index, about 3 bytes a
+/// record, and while an entity is written, the values of its indexed attributes).
 struct SnapshotWriter {
     static let flushThreshold = 1 << 20
 
@@ -8,7 +8,7 @@ struct SnapshotWriter {
     let schema: Schema
     private var buffer = ByteWriter(capacity: SnapshotWriter.flushThreshold + 4096)
     private var flushed = 0
-    private var entities: [(entity: UInt16, records: [(id: UInt64, offset: UInt64)])] = []
+    private var entities: [(entity: UInt16, entries: SnapshotIndex.Entries)] = []
     private var recordCount: UInt64 = 0
     /// The current entity's indexed attributes (FORMAT.md §6.6) and their values so far.
     private var indexedSlots: [Int] = []
@@ -33,10 +33,15 @@ struct SnapshotWriter {
         buffer.removeAll()
     }
 
+    /// Zero bytes up to the next multiple of 8 in the file (flushes leave the buffer at any offset).
+    private mutating func padToEight() {
+        for _ in 0..<((8 - position % 8) % 8) { buffer.u8(0) }
+    }
+
     /// Starts an entity's records; entities must come in ascending number order.
     mutating func beginEntity(_ entity: UInt16) {
         endEntity()
-        entities.append((entity, []))
+        entities.append((entity, SnapshotIndex.Entries()))
         indexedSlots = schema.entity(number: entity)?.storedIndexSlots ?? []
         indexedValues = indexedSlots.map { _ in [] }
     }
@@ -45,7 +50,7 @@ struct SnapshotWriter {
     /// records has none (FORMAT.md §6.6), nor one with more than a `u32` can count.
     private mutating func endEntity() {
         guard let entity = entities.last?.entity else { return }
-        let count = entities[entities.count - 1].records.count
+        let count = entities[entities.count - 1].entries.count
         if count > 0, count <= Int(UInt32.max) {
             for (slot, values) in zip(indexedSlots, indexedValues) {
                 attributeIndexes.append((entity, slot, IndexOrder.sortedPositions(values)))
@@ -57,11 +62,12 @@ struct SnapshotWriter {
 
     /// Appends one record of the current entity; IDs must ascend.
     mutating func append(id: RecordID, body: UnsafeRawBufferPointer) throws {
-        entities[entities.count - 1].records.append((id.rawValue, UInt64(position)))
         for (k, slot) in indexedSlots.enumerated() {
             indexedValues[k].append(try ValueCoding.value(at: slot, in: body) ?? .null)
         }
-        SnapshotRecord.append(to: &buffer, id: id, body: body)
+        let offset = position
+        let size = SnapshotRecord.append(to: &buffer, id: id, body: body)
+        try entities[entities.count - 1].entries.add(id: id.rawValue, offset: offset, size: size)
         recordCount += 1
         try flushIfNeeded()
     }
@@ -69,19 +75,21 @@ struct SnapshotWriter {
     /// Writes attribute index blocks, index and footer, then syncs the file. Returns the file's size.
     mutating func finish(lastSequence: UInt64, nextSerial: UInt64) throws -> Int {
         endEntity()
+        padToEight()  // the record area ends with zero padding; blocks and index start at multiples of 8
         var blocks: [SnapshotIndex.AttributeIndex] = []
         for (entity, attribute, positions) in attributeIndexes {
-            var block = ByteWriter(capacity: positions.count * SnapshotIndex.AttributeIndex.entrySize)
-            for place in positions { block.u32(UInt32(place)) }
+            let width = SnapshotIndex.AttributeIndex.entryWidth(count: positions.count, version: FileHeader.currentVersion)
+            var block = ByteWriter(capacity: positions.count * width)
+            for place in positions { SnapshotIndex.AttributeIndex.append(place, width: width, to: &block) }
             blocks.append(SnapshotIndex.AttributeIndex(entity: entity, attribute: attribute, checksum: CRC32C.masked(block.bytes),
-                                                       count: positions.count, blockOffset: position))
+                                                       count: positions.count, blockOffset: position, entryWidth: width))
             buffer.append(block.bytes)
-            buffer.pad(to: 8)
+            padToEight()
             try flushIfNeeded()
         }
         attributeIndexes = []
         let indexOffset = position
-        let index = SnapshotIndex.encode(entities.filter { !$0.records.isEmpty }, attributeIndexes: blocks, at: indexOffset)
+        let index = SnapshotIndex.encode(entities.filter { $0.entries.count > 0 }, attributeIndexes: blocks, at: indexOffset)
         entities = []
         buffer.append(index)
         let footer = SnapshotFooter(indexOffset: UInt64(indexOffset), indexLength: UInt64(index.count),

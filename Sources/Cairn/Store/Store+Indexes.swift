@@ -139,7 +139,7 @@ final class SecondaryIndex: @unchecked Sendable {
                 do {
                     return try ValueCoding.value(at: block.attribute, in: body) ?? .null
                 } catch let error as CairnError {
-                    throw error.located(in: snapshot.path, base: Int64(offset + SnapshotRecord.headerSize))
+                    throw error.located(in: snapshot.path, base: Int64(snapshot.fileOffset(of: body)))
                 }
             }, id: { try snapshot.record(in: block, at: $0).id.rawValue })
         }

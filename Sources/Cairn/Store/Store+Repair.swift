@@ -116,33 +116,49 @@ extension Store {
             do { header = try FileHeader.decode(buffer, expected: .snapshot) } catch let error as CairnError {
                 throw error.located(in: snapshotPath)
             }
-            _ = header
             let (schemaBytes, afterSchema) = try SchemaBlock.read(file: buffer, at: FileHeader.size, limit: buffer.count)
             let schema = try SchemaCoding.decode(schemaBytes, base: FileHeader.size + 8)
+            // Frames lie in the record area: when the footer still reads, the walk stops at the
+            // index, and when the index's checksum holds too, at the first attribute index block.
+            var limit = buffer.count
+            if let footer = try? SnapshotFooter.decode(file: buffer) {
+                limit = Int(footer.indexOffset)
+                let index = UnsafeRawBufferPointer(rebasing: buffer[limit..<(limit + Int(footer.indexLength))])
+                if CRC32C.masked(index) == footer.indexChecksum,
+                   let first = (try? SnapshotIndex.decode(file: buffer, indexOffset: limit, indexLength: Int(footer.indexLength),
+                                                          version: header.version))?.attributeIndexes.first,
+                   first.blockOffset >= afterSchema, first.blockOffset <= limit {
+                    limit = first.blockOffset
+                }
+            }
+            // Frames of versions 1–2 start at multiples of 8; version 3 frames at any byte.
+            let step = header.version >= 3 ? 1 : 8
             var records: [UInt64: [UInt8]] = [:]
             var offset = afterSchema
             var inDamage = false
             var checksumBudget = 4 * buffer.count + (1 << 20)
-            while offset + SnapshotRecord.headerSize <= buffer.count {
-                let raw = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
-                let id = RecordID(rawValue: raw)
-                let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
-                let plausible = schema.entity(number: id.entity) != nil && length <= buffer.count - offset - SnapshotRecord.headerSize
-                if plausible { checksumBudget -= length + SnapshotRecord.headerSize }
+            while offset < limit {
+                let claimed = SnapshotRecord.header(in: buffer, at: offset, limit: limit, version: header.version)
+                let plausible = claimed.map { schema.entity(number: $0.id.entity) != nil } ?? false
+                if plausible, let claimed { checksumBudget -= claimed.size }
                 if checksumBudget < 0 {
                     report.notes.append("stopped salvaging the snapshot at offset \(offset): too much damage")
                     break
                 }
                 if plausible,
-                   let body = try? SnapshotRecord.body(in: buffer, at: offset, limit: buffer.count, expected: id),
-                   (try? ValueCoding.decode(body)) != nil {
-                    records[raw] = [UInt8](body)
+                   let frame = SnapshotRecord.frame(in: buffer, at: offset, limit: limit, version: header.version),
+                   (try? ValueCoding.decode(frame.body)) != nil {
+                    records[frame.id.rawValue] = [UInt8](frame.body)
                     inDamage = false
-                    offset += (SnapshotRecord.headerSize + body.count + 7) / 8 * 8
+                    offset = frame.next
                 } else {
-                    if !inDamage { report.damagedSnapshotRegions += 1 }
+                    if !inDamage {
+                        // Zero bytes to the end are the record area's padding, not damage.
+                        if buffer[offset..<limit].allSatisfy({ $0 == 0 }) { break }
+                        report.damagedSnapshotRegions += 1
+                    }
                     inDamage = true
-                    offset += 8
+                    offset += step
                 }
             }
             return (schema, records)

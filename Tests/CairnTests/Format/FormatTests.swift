@@ -336,9 +336,9 @@ struct SchemaGenerator {
         bytes[0] ^= 1
         #expect(error(bytes)?.message.contains("magic") == true)
         bytes = header.encoded()
-        bytes[8] = 3
+        bytes[8] = UInt8(FileHeader.readableVersions.upperBound + 1)
         #expect(error(bytes)?.code == .unsupportedVersion)
-        #expect(error(bytes)?.message.contains("version 3") == true)
+        #expect(error(bytes)?.message.contains("version \(FileHeader.readableVersions.upperBound + 1)") == true)
         bytes[8] = 0
         #expect(error(bytes)?.code == .unsupportedVersion)
         bytes = header.encoded()

@@ -17,7 +17,7 @@ import Testing
         let canonical = try CanonicalStore(smallTransactions(6, seed: 3, maxBlob: 8))
         let compacted = try CanonicalStore(smallTransactions(6, seed: 4, maxBlob: 8), compactAfter: 4)
         seeds[.log] = [canonical.logBytes, compacted.logBytes]
-        // Format version 2, with attribute indexes stored in the snapshot (FORMAT.md §6.6).
+        // With attribute indexes stored in the snapshot (FORMAT.md §6.6).
         let indexed = try CanonicalStore(StoredIndexTests.transactions(6), compactAfter: 4, schema: StoredIndexTests.schema)
         seeds[.snapshot] = [compacted.fs.contents(of: compacted.snapshotPath)!, indexed.fs.contents(of: indexed.snapshotPath)!]
         seeds[.storeOpen] = try [canonical, compacted, indexed].map { store in

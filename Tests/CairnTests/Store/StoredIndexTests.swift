@@ -173,7 +173,7 @@ import Testing
         edit(&bytes, block)
         if fixChecksums {
             let row = Int(footer.indexOffset) + 8 + index.entities.count * SnapshotIndex.entityHeaderSize
-            let crc = CRC32C.masked(bytes[block.blockOffset..<(block.blockOffset + block.count * 4)])
+            let crc = CRC32C.masked(bytes[block.blockOffset..<(block.blockOffset + block.length)])
             withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange((row + 4)..<(row + 8), with: $0) }
             var fixed = footer
             fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<Int(footer.indexOffset + footer.indexLength)])
@@ -218,7 +218,8 @@ import Testing
         // A position past the entity's records: an error at lookup, not a crash.
         let fs = try Self.compactedStore()
         try Self.damage(fs, fixChecksums: true) { bytes, block in
-            for i in 0..<block.count { bytes.replaceSubrange((block.blockOffset + 4 * i)..<(block.blockOffset + 4 * i + 4), with: [0xFF, 0xFF, 0, 0]) }
+            // Every position all ones: 255 or more, past the entity's 100 records.
+            for i in 0..<block.length { bytes[block.blockOffset + i] = 0xFF }
         }
         var store = try Store.open(at: "/db", options: memoryOptions(fs))
         #expect { try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(1)])) } throws: {
@@ -230,8 +231,9 @@ import Testing
         // Two entries swapped: out of order, and one listed twice: `verify` names both.
         let swapped = try Self.compactedStore()
         try Self.damage(swapped, fixChecksums: true) { bytes, block in
-            let first = Array(bytes[block.blockOffset..<(block.blockOffset + 4)])
-            bytes.replaceSubrange((block.blockOffset + 4 * 50)..<(block.blockOffset + 4 * 51), with: first)
+            let w = block.entryWidth
+            let first = Array(bytes[block.blockOffset..<(block.blockOffset + w)])
+            bytes.replaceSubrange((block.blockOffset + w * 50)..<(block.blockOffset + w * 51), with: first)
         }
         store = try Store.open(at: "/db", options: memoryOptions(swapped))
         defer { store.close() }
@@ -242,8 +244,9 @@ import Testing
     /// (a hostile index of 65,535 of each must not cost a search per row), and a row naming
     /// an entity the entity table lacks is refused where it is.
     @Test func attributeIndexRowsAreMatchedToEntitiesInOnePass() throws {
-        let entities = (1...20_000).map { (entity: UInt16($0), records: [(id: UInt64, offset: UInt64)]()) }
-        let rows = (0..<20_000).map { SnapshotIndex.AttributeIndex(entity: 20_000, attribute: $0, checksum: 0, count: 0, blockOffset: 0) }
+        let entities = (1...20_000).map { (entity: UInt16($0), entries: SnapshotIndex.Entries()) }
+        let rows = (0..<20_000).map { SnapshotIndex.AttributeIndex(entity: 20_000, attribute: $0, checksum: 0, count: 0, blockOffset: 0,
+                                                                  entryWidth: 1) }
         let bytes = SnapshotIndex.encode(entities, attributeIndexes: rows, at: 64)
         let file = [UInt8](repeating: 0, count: 64) + bytes
         let decoded = try file.withUnsafeBytes { try SnapshotIndex.decode(file: $0, indexOffset: 64, indexLength: bytes.count) }
