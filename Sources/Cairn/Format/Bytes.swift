@@ -69,6 +69,23 @@ public struct ByteWriter: Sendable {
     public mutating func removeAll(keepingCapacity: Bool = true) { bytes.removeAll(keepingCapacity: keepingCapacity) }
 }
 
+extension UnsafeRawBufferPointer {
+    /// Whether every byte is zero (preallocated or padding space), eight bytes at a time:
+    /// a log's unused tail is megabytes long.
+    public var isAllZero: Bool {
+        var i = 0
+        while i + 8 <= count {
+            if loadUnaligned(fromByteOffset: i, as: UInt64.self) != 0 { return false }
+            i += 8
+        }
+        while i < count {
+            if self[i] != 0 { return false }
+            i += 1
+        }
+        return true
+    }
+}
+
 /// Reads encoded values from a buffer, checking every length against the bytes left.
 /// Every failure is a `CairnError(.corrupt)` carrying the offset (relative to `base`) and
 /// what was being read.
@@ -135,6 +152,16 @@ public struct ByteReader {
             if byte & 0x80 == 0 { return result }
             shift += 7
         }
+    }
+
+    /// `varint()` with the one-byte case (values under 128) read in place; for loops over
+    /// many small varints (a snapshot index's entry bytes).
+    @inline(__always) public mutating func smallVarint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
+        if position < buffer.count, buffer[position] < 0x80 {
+            position += 1
+            return UInt64(buffer[position - 1])
+        }
+        return try varint(what())
     }
 
     @inline(__always) public mutating func signedVarint(_ what: @autoclosure () -> String = "varint") throws -> Int64 {

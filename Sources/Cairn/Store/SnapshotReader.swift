@@ -10,8 +10,9 @@ final class SnapshotReader: Sendable {
     /// Records lie in `recordsStart ..< recordsEnd`.
     let recordsStart: Int
     let recordsEnd: Int
-    /// Entity number → position in `index.entities`.
-    private let entityPositions: [UInt16: Int]
+    /// Entity number → position in `index.entities`, or −1: a table, not a dictionary,
+    /// since every lookup starts here (at most 65,536 entries, sized by the highest entity).
+    private let entityPositions: [Int32]
 
     /// Opens and validates (in order: header, footer, schema, index) the snapshot `file`.
     init(file: any StorageFile, expectedStore: FileHeader? = nil) throws {
@@ -48,13 +49,13 @@ final class SnapshotReader: Sendable {
             let entities = Dictionary(schema.entities.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
             recordsEnd = try Self.checkAttributeIndexBlocks(index, entities: entities, file: bytes,
                                                             recordsStart: recordsStart, indexOffset: indexOffset)
-            var positions: [UInt16: Int] = [:]
+            var positions = [Int32](repeating: -1, count: Int(index.entities.last?.entity ?? 0) + 1)
             var total = 0
             for (position, range) in index.entities.enumerated() {
                 guard entities[range.entity] != nil else {
                     throw CairnError.corrupt("snapshot index names entity \(range.entity), which the schema lacks", offset: indexOffset)
                 }
-                positions[range.entity] = position
+                positions[Int(range.entity)] = Int32(position)
                 total += range.count
             }
             guard UInt64(total) == footer.recordCount else {
@@ -129,7 +130,7 @@ final class SnapshotReader: Sendable {
                 for member in 0..<min(SnapshotIndex.groupSize, range.count - group * SnapshotIndex.groupSize) {
                     if member > 0 {
                         let deltaAt = reader.base + reader.position
-                        let delta = try reader.varint("snapshot index ID delta")
+                        let delta = try reader.smallVarint("snapshot index ID delta")
                         guard delta >= 1, delta <= highest - id else {
                             throw CairnError.corrupt("snapshot index ID delta \(delta) after \(RecordID(rawValue: id)) is zero or leaves entity \(range.entity)",
                                                      offset: deltaAt)
@@ -137,7 +138,7 @@ final class SnapshotReader: Sendable {
                         id += delta
                     }
                     let sizeAt = reader.base + reader.position
-                    let size = try reader.varint("snapshot index frame size")
+                    let size = try reader.smallVarint("snapshot index frame size")
                     guard size >= UInt64(SnapshotRecord.minimumCompactSize), size <= UInt64(recordsEnd - frameEnd) else {
                         throw CairnError.corrupt("snapshot index frame size \(size) of \(RecordID(rawValue: id)) is too small or runs past the record area",
                                                  offset: sizeAt)
@@ -251,7 +252,7 @@ final class SnapshotReader: Sendable {
     /// The record at place `i` of an attribute index: its ID and frame offset.
     func record(in block: SnapshotIndex.AttributeIndex, at i: Int) throws -> (id: RecordID, offset: Int) {
         let position = self.position(in: block, at: i)
-        guard let range = entityPositions[block.entity].map({ index.entities[$0] }), position < range.count else {
+        guard let range = range(of: block.entity), position < range.count else {
             throw CairnError.corrupt("attribute index entry \(i) of entity \(block.entity) names position \(position), past its records",
                                      offset: block.blockOffset + i * block.entryWidth).located(in: path)
         }
@@ -260,7 +261,12 @@ final class SnapshotReader: Sendable {
     }
 
     func count(of entity: UInt16) -> Int {
-        entityPositions[entity].map { index.entities[$0].count } ?? 0
+        range(of: entity)?.count ?? 0
+    }
+
+    @inline(__always) private func range(of entity: UInt16) -> SnapshotIndex.EntityRange? {
+        let position = Int(entity) < entityPositions.count ? Int(entityPositions[Int(entity)]) : -1
+        return position >= 0 ? index.entities[position] : nil
     }
 
     /// The ID and frame offset of place `i` of an entity's entries.
@@ -302,6 +308,10 @@ final class SnapshotReader: Sendable {
         }
 
         @inline(__always) static func varint(_ bytes: UnsafeRawBufferPointer, _ at: inout Int) -> UInt64 {
+            if at < bytes.count, bytes[at] < 0x80 {  // deltas and sizes under 128: most of them
+                at += 1
+                return UInt64(bytes[at - 1])
+            }
             var result: UInt64 = 0
             var shift: UInt64 = 0
             while at < bytes.count, shift < 64 {
@@ -322,8 +332,7 @@ final class SnapshotReader: Sendable {
     /// run), and binary search takes over if they do not narrow the range fast. Version 3
     /// searches the anchors, then walks one group.
     func offset(of id: RecordID) -> Int? {
-        guard let position = entityPositions[id.entity] else { return nil }
-        let range = index.entities[position]
+        guard let range = range(of: id.entity) else { return nil }
         let wanted = id.rawValue
         let bytes = mapping.bytes
         if header.version >= 3 {
@@ -396,8 +405,7 @@ final class SnapshotReader: Sendable {
 
     /// Calls `body` for each record of `entity` in ID order.
     func forEach(entity: UInt16, _ body: (RecordID, Int) throws -> Void) rethrows {
-        guard let position = entityPositions[entity] else { return }
-        let range = index.entities[position]
+        guard let range = range(of: entity) else { return }
         guard header.version >= 3 else {
             for i in 0..<range.count {
                 let (id, offset) = entry(range, i)

@@ -98,7 +98,7 @@ extension Store {
                 probe += LogFrame.alignment
             }
         }
-        if !logBytes[offset...].allSatisfy({ $0 == 0 }) {
+        if !logBytes.withUnsafeBytes({ UnsafeRawBufferPointer(rebasing: $0[offset...]).isAllZero }) {
             try keepCopy(logPath, logBytes)
             try logFile.truncate(to: Int64(offset))
             try logFile.sync()
@@ -154,7 +154,7 @@ extension Store {
                 } else {
                     if !inDamage {
                         // Zero bytes to the end are the record area's padding, not damage.
-                        if buffer[offset..<limit].allSatisfy({ $0 == 0 }) { break }
+                        if UnsafeRawBufferPointer(rebasing: buffer[offset..<limit]).isAllZero { break }
                         report.damagedSnapshotRegions += 1
                     }
                     inDamage = true

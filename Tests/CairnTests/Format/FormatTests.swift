@@ -3,6 +3,35 @@ import Testing
 @testable import Cairn
 
 @Suite struct CRCAndVarintTests {
+    /// The word-at-a-time zero check finds a non-zero byte at every place, at every
+    /// length and start (unaligned starts included).
+    @Test func isAllZeroFindsEveryNonZeroByte() {
+        for length in 0..<40 {
+            for start in 0..<3 {
+                var bytes = [UInt8](repeating: 0, count: start + length)
+                #expect(bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start...]).isAllZero })
+                for i in start..<(start + length) {
+                    bytes[i] = 0x40
+                    #expect(!bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[start...]).isAllZero }, "\(length) \(start) \(i)")
+                    bytes[i] = 0
+                }
+            }
+        }
+    }
+
+    /// `smallVarint` reads what `varint` reads, and fails where it fails.
+    @Test func smallVarintAgreesWithVarint() {
+        var random = SplitMix64(seed: 11)
+        for _ in 0..<5_000 {
+            let bytes = (0..<Int(random.next() % 4)).map { _ in UInt8(truncatingIfNeeded: random.next() >> (random.next() % 2 == 0 ? 0 : 57)) }
+            bytes.withUnsafeBytes { buffer in
+                var a = ByteReader(buffer), b = ByteReader(buffer)
+                let x = try? a.varint(), y = try? b.smallVarint()
+                #expect(x == y && a.position == b.position, "\(bytes)")
+            }
+        }
+    }
+
     @Test func crc32cKnownVectors() {
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
         #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
