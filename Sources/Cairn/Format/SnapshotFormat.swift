@@ -85,32 +85,18 @@ public enum SnapshotRecord {
         return UnsafeRawBufferPointer(rebasing: buffer[(offset + fixedHeaderSize)..<end])
     }
 
-    /// The record frame at `offset` whatever its ID, if it reads and its checksum holds
-    /// (for salvage: `cairn repair` walks frames without an index). Returns its ID, body
-    /// and the offset where the next frame would start.
-    public static func frame(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
-                             version: UInt32) -> (id: RecordID, body: UnsafeRawBufferPointer, next: Int)? {
-        if version >= 3 {
-            guard let (id, _, size) = compactHeader(in: buffer, at: offset, limit: limit),
-                  let body = try? body(in: buffer, at: offset, limit: limit, expected: id, version: version) else { return nil }
-            return (id, body, offset + size)
-        }
-        guard offset >= 0, offset <= limit - fixedHeaderSize, limit <= buffer.count else { return nil }
-        let id = RecordID(rawValue: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
-        guard let body = try? fixedBody(in: buffer, at: offset, limit: limit, expected: id) else { return nil }
-        return (id, body, offset + (fixedHeaderSize + body.count + 7) / 8 * 8)
-    }
-
-    /// The ID and size a frame of `version` at `offset` claims, if its header reads and the
-    /// frame fits before `limit`; nothing is checked against the checksum (for salvage
-    /// budgets: `cairn repair` limits the bytes it checksums).
+    /// The ID a frame of `version` at `offset` claims, its size and where the next frame
+    /// would start, if its header reads and the frame fits before `limit`; nothing is
+    /// checked against the checksum (for salvage: `cairn repair` walks frames without an
+    /// index, budgets the bytes it checksums, then checks the frame with ``body(in:at:limit:expected:version:)``).
     public static func header(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
-                              version: UInt32) -> (id: RecordID, size: Int)? {
-        if version >= 3 { return compactHeader(in: buffer, at: offset, limit: limit).map { ($0.id, $0.size) } }
+                              version: UInt32) -> (id: RecordID, size: Int, next: Int)? {
+        if version >= 3 { return compactHeader(in: buffer, at: offset, limit: limit).map { ($0.id, $0.size, offset + $0.size) } }
         guard offset >= 0, limit <= buffer.count, offset <= limit - fixedHeaderSize else { return nil }
         let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
         let id = RecordID(rawValue: UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
-        return length <= limit - offset - fixedHeaderSize ? (id, fixedHeaderSize + length) : nil
+        guard length <= limit - offset - fixedHeaderSize else { return nil }
+        return (id, fixedHeaderSize + length, offset + (fixedHeaderSize + length + 7) / 8 * 8)
     }
 }
 

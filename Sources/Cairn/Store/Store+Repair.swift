@@ -85,8 +85,8 @@ extension Store {
             var probe = offset + LogFrame.alignment
             var checksumBudget = 4 * buffer.count + (1 << 20)
             while probe + LogFrame.headerSize <= buffer.count {
-                let (sequence, _) = LogFrame.sequenceFields(buffer, at: probe)
-                if buffer[probe + 24] == LogFrame.typeTransaction, sequence >= expected {
+                if buffer[probe + 24] == LogFrame.typeTransaction,  // first: unused space costs one load a probe
+                   case let (sequence, _) = LogFrame.sequenceFields(buffer, at: probe), sequence >= expected {
                     let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
                     checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
                     if checksumBudget < 0 {
@@ -145,12 +145,12 @@ extension Store {
                     report.notes.append("stopped salvaging the snapshot at offset \(offset): too much damage")
                     break
                 }
-                if plausible,
-                   let frame = SnapshotRecord.frame(in: buffer, at: offset, limit: limit, version: header.version),
-                   (try? ValueCoding.decode(frame.body)) != nil {
-                    records[frame.id.rawValue] = [UInt8](frame.body)
+                if plausible, let claimed,
+                   let body = try? SnapshotRecord.body(in: buffer, at: offset, limit: limit, expected: claimed.id, version: header.version),
+                   (try? ValueCoding.decode(body)) != nil {
+                    records[claimed.id.rawValue] = [UInt8](body)
                     inDamage = false
-                    offset = frame.next
+                    offset = claimed.next
                 } else {
                     if !inDamage {
                         // Zero bytes to the end are the record area's padding, not damage.
