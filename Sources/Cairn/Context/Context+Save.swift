@@ -107,16 +107,15 @@ extension Context {
             if attempt > 0 || coordinator.hasUniquenessConstraints { changed = dirty.values.filter(\.hasUnsavedChanges) }
             var items: [Coordinator.SaveItem] = []
             items.reserveCapacity(changed.count)
-            var keySets = ChangedKeySets()
             for object in changed {
                 let id = object.objectID.recordID
                 if object.isNewHere {
-                    items.append(.init(id: id, kind: .insert, values: object.values, baseVersion: 0, changedKeys: []))
+                    items.append(.init(id: id, kind: .insert, values: object.values, baseVersion: 0))
                 } else if object.isDeletedHere {
-                    items.append(.init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, changedKeys: []))
+                    items.append(.init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion))
                 } else {
                     items.append(.init(id: id, kind: .update, values: object.values, baseVersion: object.baseVersion,
-                                       changedKeys: keySets.changedKeys(of: object)))
+                                       changedKeys: Self.changedKeys(of: object)))
                 }
             }
             do {
@@ -128,6 +127,18 @@ extension Context {
             }
         }
         throw CairnError(.conflict, "save kept conflicting with concurrent saves; try again")
+    }
+
+    /// The keys an update changed, as a mask over its values (names only when the
+    /// object has more than 64 properties, or no saved values to compare with).
+    private static func changedKeys(of object: ManagedObject) -> Coordinator.ChangedKeys {
+        guard let base = object.base, !object.isFault, object.values.count <= 64, base.count == object.values.count else {
+            return .names(object.changedKeys)
+        }
+        var mask: UInt64 = 0
+        let values = object.values
+        for index in values.indices where !Value.same(base[index], values[index]) { mask |= 1 << UInt64(index) }
+        return .mask(mask, names: object.layout.names)
     }
 
     private func didSave(_ objects: [ManagedObject], sequence: UInt64) {
@@ -306,28 +317,5 @@ extension Context {
         var order = objects.indices.map { (objects[$0].objectID.recordID.rawValue, $0) }
         RadixSort.sort(&order) { $0.0 }
         return order.map { objects[$0.1] }
-    }
-}
-
-/// The changed keys of saved objects, one shared set per entity and pattern of changed
-/// slots: a save of 100,000 objects that each changed the same key builds one set, not
-/// 100,000.
-struct ChangedKeySets {
-    /// The patterns seen so far; a save has few (usually one per entity), so a short list
-    /// searched in order beats hashing each object's pattern.
-    private var known: [(entity: UInt16, mask: UInt64, names: Set<String>)] = []
-
-    mutating func changedKeys(of object: ManagedObject) -> Set<String> {
-        guard let base = object.base, !object.isFault, object.values.count <= 64, base.count == object.values.count else {
-            return object.changedKeys
-        }
-        var mask: UInt64 = 0
-        let values = object.values
-        for index in values.indices where !Value.same(base[index], values[index]) { mask |= 1 << UInt64(index) }
-        let entity = object.objectID.recordID.entity
-        if let found = known.first(where: { $0.entity == entity && $0.mask == mask }) { return found.names }
-        let names = object.changedKeys
-        if known.count < 64 { known.append((entity, mask, names)) }
-        return names
     }
 }

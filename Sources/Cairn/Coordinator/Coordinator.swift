@@ -99,7 +99,33 @@ public final class Coordinator: Sendable {
         var values: [Value]
         /// The version the context read (updates and deletes).
         var baseVersion: UInt64
-        var changedKeys: Set<String>
+        /// Which keys an update changed (turned into names only if a listener hears of it).
+        var changedKeys: ChangedKeys = .names([])
+    }
+
+    /// The keys an update changed: bit `i` of a mask for the value at `i`, named by
+    /// `names` (the record's property names in value order), or the names themselves.
+    enum ChangedKeys: Sendable {
+        case mask(UInt64, names: [String])
+        case names(Set<String>)
+    }
+
+    /// Changed-key sets by entity and mask: a save has few patterns (usually one per
+    /// entity), so a short list searched in order beats building a set for each object.
+    private struct ChangedKeyNames {
+        private var known: [(entity: UInt16, mask: UInt64, names: Set<String>)] = []
+
+        mutating func names(_ keys: ChangedKeys, entity: UInt16) -> Set<String> {
+            switch keys {
+            case .names(let names): return names
+            case .mask(let mask, let all):
+                if let found = known.first(where: { $0.entity == entity && $0.mask == mask }) { return found.names }
+                var names = Set<String>()
+                for index in all.indices where index < 64 && mask & (1 << UInt64(index)) != 0 { names.insert(all[index]) }
+                if known.count < 64 { known.append((entity, mask, names)) }
+                return names
+            }
+        }
     }
 
     /// Commits a context's changes as one transaction. Throws `.conflict` if a record
@@ -107,7 +133,7 @@ public final class Coordinator: Sendable {
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil) throws -> ChangeSet {
         var changes: [Change] = []
         changes.reserveCapacity(items.count)
-        var expected: [RecordID: UInt64] = [:]
+        var expected: [ExpectedVersion] = []
         expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
         // Built only if a saved entity has relationships to check.
         var saved: (deleted: Set<RecordID>, inserted: Set<RecordID>)?
@@ -115,7 +141,7 @@ public final class Coordinator: Sendable {
             switch item.kind {
             case .delete:
                 changes.append(.delete(item.id))
-                expected[item.id] = item.baseVersion
+                expected.append(ExpectedVersion(id: item.id, version: item.baseVersion))
             case .insert, .update:
                 if entitiesByNumber[item.id.entity]?.relationships.isEmpty != true {
                     let sets = saved ?? (Set(items.filter { $0.kind == .delete }.map(\.id)), Set(items.filter { $0.kind == .insert }.map(\.id)))
@@ -123,12 +149,15 @@ public final class Coordinator: Sendable {
                     try checkReferences(of: item, deleted: sets.deleted, inserted: sets.inserted)
                 }
                 changes.append(.put(item.id, item.values))
-                if item.kind == .update { expected[item.id] = item.baseVersion }
+                if item.kind == .update { expected.append(ExpectedVersion(id: item.id, version: item.baseVersion)) }
             }
         }
         let sequence = try store.commit(changes, expecting: expected, durability: durability)
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
+        // The sets are built only for someone to give them to (most saves have nobody).
+        let (inboxes, callbacks) = listeners(except: source)
+        guard !inboxes.isEmpty || !callbacks.isEmpty else { return changeSet }
         var counts = (inserted: 0, updated: 0, deleted: 0)
         for item in items {
             switch item.kind {
@@ -140,15 +169,18 @@ public final class Coordinator: Sendable {
         changeSet.inserted.reserveCapacity(counts.inserted)
         changeSet.updated.reserveCapacity(counts.updated)
         changeSet.deleted.reserveCapacity(counts.deleted)
+        var names = ChangedKeyNames()
         for item in items {
-            guard let id = objectID(for: item.id) else { continue }
+            guard let entity = entitiesByNumber[item.id.entity] else { continue }
+            let id = ObjectID(recordID: item.id, entityName: entity.name)
             switch item.kind {
             case .insert: changeSet.inserted.insert(id)
-            case .update: changeSet.updated[id] = item.changedKeys
+            case .update: changeSet.updated[id] = names.names(item.changedKeys, entity: item.id.entity)
             case .delete: changeSet.deleted.insert(id)
             }
         }
-        broadcast(changeSet, except: source)
+        for inbox in inboxes { inbox.post(changeSet) }
+        for callback in callbacks { callback(changeSet) }
         return changeSet
     }
 
@@ -180,10 +212,10 @@ public final class Coordinator: Sendable {
         }
     }
 
-    private func broadcast(_ changes: ChangeSet, except source: Inbox?) {
-        let inboxes = subscribers.withLock { $0.compactMap(\.inbox) }
-        for inbox in inboxes where inbox !== source { inbox.post(changes) }
-        for observer in observers.withLock({ Array($0.values) }) { observer(changes) }
+    /// Who hears of a save made from `source`: the other contexts' inboxes and the observers.
+    private func listeners(except source: Inbox?) -> (inboxes: [Inbox], observers: [@Sendable (ChangeSet) -> Void]) {
+        let inboxes = subscribers.withLock { list in list.compactMap { $0.inbox === source ? nil : $0.inbox } }
+        return (inboxes, observers.withLock { Array($0.values) })
     }
 
     /// Calls `observer` (on the saving thread) after every committed save. Returns a

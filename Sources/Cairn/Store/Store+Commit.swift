@@ -12,18 +12,24 @@ final class CommitTicket: Sendable {
 
     let operations: [Operation]
     let durable: Bool
-    /// Record ID → the version the committer expects it to have (optimistic locking).
-    let expected: [RecordID: UInt64]
+    /// The versions the committer expects records to have (optimistic locking).
+    let expected: [ExpectedVersion]
     let semaphore = DispatchSemaphore(value: 0)
     let outcome = Protected<Outcome?>(nil)
 
-    init(operations: [Operation], durable: Bool, expected: [RecordID: UInt64]) {
+    init(operations: [Operation], durable: Bool, expected: [ExpectedVersion]) {
         self.operations = operations
         self.durable = durable
         self.expected = expected
     }
 
     func take() -> Outcome? { outcome.withLock { value in defer { value = nil }; return value } }
+}
+
+/// A version a committer expects a record to still have (see ``Store/version(of:)``).
+struct ExpectedVersion: Sendable {
+    var id: RecordID
+    var version: UInt64
 }
 
 struct CommitQueue {
@@ -46,6 +52,12 @@ extension Store {
     @discardableResult
     public func commit(_ changes: [Change], expecting expected: [RecordID: UInt64] = [:],
                        durability: Durability? = nil) throws -> UInt64 {
+        try commit(changes, expecting: expected.map { ExpectedVersion(id: $0.key, version: $0.value) }, durability: durability)
+    }
+
+    /// ``commit(_:expecting:durability:)`` with the expected versions as a list (one
+    /// entry per record), as a context's save builds them.
+    func commit(_ changes: [Change], expecting expected: [ExpectedVersion], durability: Durability?) throws -> UInt64 {
         try checkWritable()
         guard changes.count <= FormatLimits.maxOperations else {
             throw CairnError(.tooLarge, "transaction of \(changes.count) changes exceeds the \(FormatLimits.maxOperations)-change limit; split it")
@@ -145,7 +157,7 @@ extension Store {
     /// Group commit: the first committer to find no leader becomes leader, writes every
     /// waiting transaction with one write and at most one sync, publishes them, and hands
     /// leadership to the next waiter.
-    func commit(operations: [Operation], durable: Bool, expected: [RecordID: UInt64] = [:]) throws -> UInt64 {
+    func commit(operations: [Operation], durable: Bool, expected: [ExpectedVersion] = []) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
         let leads = queue.withLock { queue -> Bool in
             queue.pending.append(ticket)
@@ -210,8 +222,14 @@ extension Store {
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
                 writer.buffer.removeAll()
                 for (index, ticket) in batch.enumerated() {
-                    let stale = ticket.expected.isEmpty ? [] : state.withLock { state in
-                        ticket.expected.filter { batchVersions[$0.key.rawValue] ?? state.version(of: $0.key) != $0.value }.keys.sorted()
+                    let stale: [RecordID] = ticket.expected.isEmpty ? [] : state.withLock { state in
+                        var stale: [RecordID] = []
+                        for expected in ticket.expected {
+                            let current = batchVersions.isEmpty ? state.version(of: expected.id)
+                                : batchVersions[expected.id.rawValue] ?? state.version(of: expected.id)
+                            if current != expected.version { stale.append(expected.id) }
+                        }
+                        return stale.sorted()
                     }
                     if !stale.isEmpty {
                         outcomes[index] = .failed(CairnError(.conflict,
