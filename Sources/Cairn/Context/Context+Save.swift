@@ -56,17 +56,26 @@ extension Context {
     private func validateValues(_ object: ManagedObject, _ label: () -> String) throws {
         let entity = object.entity
         let attributes = entity.attributes, values = object.values
-        // By index, reading the two fields needed: iterating the descriptions copied each
-        // (and retained its strings).
-        for index in attributes.indices {
+        // By index, reading the two fields needed (iterating the descriptions copied each
+        // and retained its strings), and kinds compared as bits with the values borrowed
+        // in place (no value is copied).
+        let invalid = values.withUnsafeBufferPointer { values -> Int? in
+            attributes.withUnsafeBufferPointer { attributes in
+                for index in 0..<min(attributes.count, values.count) {
+                    let kind = values[index].kindBit
+                    if kind == Value.nullKindBit ? !attributes[index].isOptional : kind & attributes[index].type.acceptedKinds == 0 {
+                        return index
+                    }
+                }
+                return nil
+            }
+        }
+        if let index = invalid {
             let value = values[index]
             if value.isNull {
-                if !attributes[index].isOptional {
-                    throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value")
-                }
-            } else if !attributes[index].type.accepts(value) {
-                throw CairnError(.validation, "\(label()): '\(attributes[index].name)' must be a \(attributes[index].type), not \(value)")
+                throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value")
             }
+            throw CairnError(.validation, "\(label()): '\(attributes[index].name)' must be a \(attributes[index].type), not \(value)")
         }
         for (offset, relationship) in entity.relationships.enumerated() {
             let value = object.values[entity.attributes.count + offset]

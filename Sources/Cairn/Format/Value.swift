@@ -35,6 +35,35 @@ public enum Value: Hashable, Sendable {
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 
+    /// One bit for the value's kind (`1 << tag`, both booleans as `boolFalse`), read
+    /// without copying the payload: schema checks compare it with
+    /// ``AttributeType/acceptedKinds``.
+    @inline(__always) var kindBit: UInt32 {
+        let tag: Tag
+        switch self {
+        case .null: tag = .null
+        case .bool: tag = .boolFalse
+        case .int8: tag = .int8
+        case .int16: tag = .int16
+        case .int32: tag = .int32
+        case .int64: tag = .int64
+        case .float: tag = .float
+        case .double: tag = .double
+        case .string: tag = .string
+        case .bytes: tag = .bytes
+        case .date: tag = .date
+        case .uuid: tag = .uuid
+        case .url: tag = .url
+        case .decimal: tag = .decimal
+        case .archived: tag = .archived
+        case .reference: tag = .reference
+        case .references: tag = .references
+        }
+        return 1 << UInt32(tag.rawValue)
+    }
+
+    static let nullKindBit: UInt32 = 1 << UInt32(Tag.null.rawValue)
+
     /// A copy of `values` in storage of its own (the loop copies each value with code
     /// specialized for `Value`; copying a shared array on write goes through the generic
     /// value witnesses, several times slower).

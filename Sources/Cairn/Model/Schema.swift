@@ -242,6 +242,28 @@ public enum AttributeType: UInt8, Hashable, Sendable, CaseIterable, CustomString
         }
     }
 
+    /// The ``Value/kindBit`` of the values this type accepts (null aside).
+    var acceptedKinds: UInt32 {
+        let tag: Value.Tag
+        switch self {
+        case .bool: tag = .boolFalse
+        case .int8: tag = .int8
+        case .int16: tag = .int16
+        case .int32: tag = .int32
+        case .int64: tag = .int64
+        case .float: tag = .float
+        case .double: tag = .double
+        case .string: tag = .string
+        case .binary: tag = .bytes
+        case .date: tag = .date
+        case .uuid: tag = .uuid
+        case .url: tag = .url
+        case .decimal: tag = .decimal
+        case .archived: tag = .archived
+        }
+        return 1 << UInt32(tag.rawValue)
+    }
+
     /// Whether a (non-null) value is of this type.
     public func accepts(_ value: Value) -> Bool {
         switch (self, value) {

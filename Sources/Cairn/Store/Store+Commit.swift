@@ -122,7 +122,17 @@ extension Store {
                              "\(entity.name) \(id) has \(count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
         }
         let attributes = entity.attributes
-        for index in 0..<min(attributes.count, values.count) where !values[index].isNull && !attributes[index].type.accepts(values[index]) {
+        // Kinds compared as bits, values borrowed in place: no value is copied.
+        let mismatch = values.withUnsafeBufferPointer { buffer -> Int? in
+            attributes.withUnsafeBufferPointer { attributes in
+                for index in 0..<min(attributes.count, buffer.count) {
+                    let kind = buffer[index].kindBit
+                    if kind != Value.nullKindBit && kind & attributes[index].type.acceptedKinds == 0 { return index }
+                }
+                return nil
+            }
+        }
+        if let index = mismatch {
             throw CairnError(.invalidArgument, "\(entity.name).\(attributes[index].name) of \(id) is a \(attributes[index].type), not \(values[index])")
         }
         guard values.count > attributes.count else { return }

@@ -129,6 +129,20 @@ import Testing
         }
     }
 
+    /// The schema check's kind bits agree with `AttributeType.accepts` for every type and
+    /// random values of every kind, and null is its own kind.
+    @Test func kindBitsAnswerAsAccepts() {
+        var generator = ValueGenerator(random: SplitMix64(seed: 23))
+        var values: [Value] = [.null, .bool(false), .bool(true), .reference(1), .references([])]
+        for _ in 0..<2_000 { values.append(generator.value()) }
+        for value in values {
+            #expect((value.kindBit == Value.nullKindBit) == value.isNull, "\(value)")
+            for type in AttributeType.allCases {
+                #expect((value.kindBit & type.acceptedKinds != 0) == type.accepts(value), "\(type) \(value)")
+            }
+        }
+    }
+
     @Test func countsAreCheckedBeforeAllocating() {
         var writer = ByteWriter()
         writer.u8(Value.Tag.references.rawValue)
