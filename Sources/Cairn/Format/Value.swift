@@ -462,7 +462,7 @@ public enum ValueCoding {
         var reader = ByteReader(bytes, base: base)
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         guard slot >= 0, slot < count else { return nil }
-        for _ in 0..<slot { _ = try reader.value() }
-        return try reader.value()
+        for _ in 0..<slot { _ = try reader.commonValue() ?? reader.value() }
+        return try reader.commonValue() ?? reader.value()
     }
 }

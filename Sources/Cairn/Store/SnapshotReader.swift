@@ -398,6 +398,16 @@ final class SnapshotReader: Sendable {
         }
     }
 
+    /// The checked record frame at `offset` as it is in the file, with its body, if this
+    /// file is of the current format version (whose frames a writer may copy as they are);
+    /// nil for older versions.
+    func currentFrame(at offset: Int, id: RecordID) throws -> (frame: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer)? {
+        guard header.version == FileHeader.currentVersion else { return nil }
+        let body = try body(at: offset, id: id)
+        let end = fileOffset(of: body) + body.count
+        return (UnsafeRawBufferPointer(rebasing: mapping.bytes[offset..<end]), body)
+    }
+
     /// Where `body`, a body returned by ``body(at:id:)``, starts in the file.
     func fileOffset(of body: UnsafeRawBufferPointer) -> Int {
         Int(bitPattern: body.baseAddress) - Int(bitPattern: mapping.bytes.baseAddress)

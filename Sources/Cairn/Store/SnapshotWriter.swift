@@ -72,6 +72,20 @@ struct SnapshotWriter {
         try flushIfNeeded()
     }
 
+    /// Appends one record of the current entity as a whole frame, checked already, of a
+    /// snapshot of the current format version (``SnapshotReader/currentFrame(at:id:)``):
+    /// the same bytes ``append(id:body:)`` would write, without computing the checksum again.
+    mutating func append(id: RecordID, frame: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) throws {
+        for (k, slot) in indexedSlots.enumerated() {
+            indexedValues[k].append(try ValueCoding.value(at: slot, in: body) ?? .null)
+        }
+        let offset = position
+        buffer.append(frame)
+        try entities[entities.count - 1].entries.add(id: id.rawValue, offset: offset, size: frame.count)
+        recordCount += 1
+        try flushIfNeeded()
+    }
+
     /// Writes attribute index blocks, index and footer, then syncs the file. Returns the file's size.
     mutating func finish(lastSequence: UInt64, nextSerial: UInt64) throws -> Int {
         endEntity()

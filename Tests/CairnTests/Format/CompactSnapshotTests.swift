@@ -192,4 +192,59 @@ import Testing
         #expect(try contents(of: repaired) == expected)
         #expect(repaired.verify().isEmpty)
     }
+
+    /// Compaction copies a current-version frame as it is (its checksum checked once, not
+    /// computed again): a second compaction writes the same record area, a record changed
+    /// in the log between them is written anew, and a damaged frame stops the compaction
+    /// with `.corrupt` rather than being copied.
+    @Test func compactionCopiesCheckedFramesAsTheyAre() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
+        var expected: Contents = [:]
+        let ids = try (0..<40).map { _ in try store.allocateID(entity: 1) }
+        try store.commit(ids.map { id in
+            let values: [Value] = [.string("p\(id.serial)"), .int64(Int64(id.serial % 7)), .references([])]
+            expected[id] = values
+            return .put(id, values)
+        })
+        func snapshotBytes() throws -> (path: String, bytes: [UInt8], reader: SnapshotReader) {
+            let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
+            let path = "/db/" + StoreFileName.snapshot(manifest.snapshotNumber)
+            let bytes = try #require(fs.contents(of: path))
+            return (path, bytes, try SnapshotReader(file: try fs.open(path, create: false, truncate: false)))
+        }
+        try store.compact()
+        let first = try snapshotBytes()
+        try store.compact()
+        let second = try snapshotBytes()
+        #expect(first.path != second.path)
+        for id in ids {
+            let offsets = (try #require(first.reader.offset(of: id)), try #require(second.reader.offset(of: id)))
+            let a = try #require(try first.reader.currentFrame(at: offsets.0, id: id))
+            let b = try #require(try second.reader.currentFrame(at: offsets.1, id: id))
+            #expect(Array(a.frame) == Array(b.frame))
+        }
+
+        let changed: [Value] = [.string("changed"), .int64(99), .references([])]
+        try store.commit([.put(ids[5], changed)])
+        expected[ids[5]] = changed
+        try store.compact()
+        #expect(try contents(of: store) == expected)
+        #expect(store.verify().isEmpty)
+        store.close()
+
+        let third = try snapshotBytes()
+        var bytes = third.bytes
+        let victim = ids[17]
+        let body = try third.reader.body(at: try #require(third.reader.offset(of: victim)), id: victim)
+        bytes[third.reader.fileOffset(of: body)] ^= 0x04
+        try fs.setContents(of: third.path, to: bytes)
+        let damaged = try Store.open(at: "/db", options: memoryOptions(fs))
+        defer { damaged.close() }
+        #expect {
+            try damaged.compact()
+        } throws: { error in
+            (error as? CairnError)?.code == .corrupt
+        }
+    }
 }
