@@ -9,7 +9,7 @@ struct SnapshotWriter {
     private var buffer = ByteWriter(capacity: SnapshotWriter.flushThreshold + 4096)
     private var flushed = 0
     private var entities: [(entity: UInt16, entries: SnapshotIndex.Entries)] = []
-    private var recordCount: UInt64 = 0
+    private(set) var recordCount: UInt64 = 0
     /// The current entity's indexed attributes (FORMAT.md §6.6) and their values so far.
     private var indexedSlots: [Int] = []
     private var indexedValues: [[Value]] = []

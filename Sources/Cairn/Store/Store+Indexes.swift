@@ -55,7 +55,7 @@ final class SecondaryIndex: @unchecked Sendable {
             storedStale.insert(id)
             if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
         }
-        entries.sort { $0.1 < $1.1 }
+        RadixSort.sort(&entries) { $0.1 }
         sorted = Self.sortedRun(entries)
     }
 
@@ -104,7 +104,9 @@ final class SecondaryIndex: @unchecked Sendable {
 
     private func fold() {
         var merged = sorted.filter { !stale.contains($0.id) }
-        let added = Self.sortedRun(delta.map { ($0.value, $0.key) }.sorted { $0.1 < $1.1 })
+        var changed = delta.map { ($0.value, $0.key) }
+        RadixSort.sort(&changed) { $0.1 }
+        let added = Self.sortedRun(changed)
         merged.reserveCapacity(merged.count + added.count)
         // Merge two sorted runs.
         var result: [(value: Value, id: UInt64)] = []

@@ -5,6 +5,36 @@ import Testing
 /// Attribute indexes stored in the snapshot (FORMAT.md §6.6): written by compaction, read
 /// in place after open, kept right by later commits, checked, and refused when damaged.
 @Suite struct StoredIndexTests {
+    /// Index order (values by `ValueOrder`, nil first, equal values by position) from the
+    /// integer fast path, radix-sorted from 256 values up, is the order the general
+    /// comparison gives: negative and positive keys, many duplicates, nils, every width.
+    @Test(arguments: [0, 1, 255, 256, 257, 3_000])
+    func integerIndexOrderIsTheGeneralOrder(count: Int) {
+        var random = SplitMix64(seed: UInt64(count) + 5)
+        for width in 0..<4 {
+            let values: [Value] = (0..<count).map { _ in
+                let r = random.next()
+                if r % 11 == 0 { return .null }
+                let key = Int64(bitPattern: r >> 8) >> Int64(r % 60)  // some huge, most small, negatives too
+                switch width {
+                case 0: return .int8(Int8(truncatingIfNeeded: key % 7))
+                case 1: return .int16(Int16(truncatingIfNeeded: key))
+                case 2: return .int32(Int32(truncatingIfNeeded: key % 1_000))
+                default: return .int64(key)
+                }
+            }
+            let reference = values.indices.sorted { i, j in
+                switch IndexOrder.compare(values[i], values[j]) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: return i < j
+                }
+            }
+            let same = IndexOrder.sortedPositions(values) == reference  // (not the arrays: thousands of numbers)
+            #expect(same, "width \(width)")
+        }
+    }
+
     /// `Item`: an indexed int64, an optional indexed string, an unindexed int64, and a
     /// uniqueness group whose first attribute (`code`) is indexed through it.
     static let schema = Schema(entities: [
