@@ -171,7 +171,22 @@ public struct ByteReader {
 
     /// A varint count or length, checked against `maximum` and, when each item takes at
     /// least `minimumItemSize` bytes, against the bytes left — before anything is allocated.
+    @inline(__always)
     public mutating func count(_ what: @autoclosure () -> String, maximum: Int, minimumItemSize: Int = 1) throws -> Int {
+        // A one-byte count that passes both checks, in place (every record body starts
+        // with one); anything else takes the general path, which says what is wrong.
+        if position < buffer.count, buffer[position] < 0x80 {
+            let value = Int(buffer[position])
+            if value <= maximum, value &* max(minimumItemSize, 0) <= buffer.count &- position &- 1 {
+                position += 1
+                return value
+            }
+        }
+        return try generalCount(what(), maximum: maximum, minimumItemSize: minimumItemSize)
+    }
+
+    /// `count` without its one-byte fast path (tests hold the two to the same answers).
+    mutating func generalCount(_ what: @autoclosure () -> String, maximum: Int, minimumItemSize: Int) throws -> Int {
         let start = position
         let raw = try varint(what())
         guard raw <= UInt64(maximum) else {

@@ -20,29 +20,35 @@ public enum CRC32C {
         return tables
     }()
 
-    /// Flattened copy of ``tables`` for the hot loop.
-    static let flat: [UInt32] = tables.flatMap { $0 }
+    /// Flattened copy of ``tables`` for the hot loop, in memory of its own that lives as
+    /// long as the process (reading an array retained and released it on every call, a
+    /// large part of a checksum of a short record). `nonisolated(unsafe)`: filled once by
+    /// the lazy initializer, before any reader can see it, and never written again.
+    nonisolated(unsafe) private static let flat: UnsafeBufferPointer<UInt32> = {
+        let memory = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 8 * 256)
+        _ = memory.initialize(from: tables.joined())
+        return UnsafeBufferPointer(memory)
+    }()
 
     /// Extends `crc` (the value returned for the bytes before) with `bytes`.
     public static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var c = ~crc
         var index = 0
         let count = bytes.count
-        flat.withUnsafeBufferPointer { t in
-            while count - index >= 8 {
-                let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                let low = UInt32(truncatingIfNeeded: word) ^ c
-                let high = UInt32(truncatingIfNeeded: word >> 32)
-                c = t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
-                    ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
-                    ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
-                    ^ t[1 * 256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
-                index += 8
-            }
-            while index < count {
-                c = t[Int((c ^ UInt32(bytes[index])) & 0xFF)] ^ (c >> 8)
-                index += 1
-            }
+        let t = flat
+        while count - index >= 8 {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let low = UInt32(truncatingIfNeeded: word) ^ c
+            let high = UInt32(truncatingIfNeeded: word >> 32)
+            c = t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
+                ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
+                ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
+                ^ t[1 * 256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
+            index += 8
+        }
+        while index < count {
+            c = t[Int((c ^ UInt32(bytes[index])) & 0xFF)] ^ (c >> 8)
+            index += 1
         }
         return ~c
     }

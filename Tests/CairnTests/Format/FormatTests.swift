@@ -32,6 +32,22 @@ import Testing
         }
     }
 
+    /// `count`'s one-byte fast path answers as the general path: the same count, position
+    /// and refusals, for counts near each maximum and item sizes 0, 1 and 8.
+    @Test func countFastPathAgreesWithTheGeneralPath() {
+        var random = SplitMix64(seed: 13)
+        for _ in 0..<5_000 {
+            let bytes = (0..<Int(random.next() % 12)).map { _ in UInt8(truncatingIfNeeded: random.next() >> (random.next() % 2 == 0 ? 0 : 57)) }
+            let maximum = Int(random.next() % 140), itemSize = [0, 1, 8][Int(random.next() % 3)]
+            bytes.withUnsafeBytes { buffer in
+                var a = ByteReader(buffer), b = ByteReader(buffer)
+                let x = try? a.count("count", maximum: maximum, minimumItemSize: itemSize)
+                let y = try? b.generalCount("count", maximum: maximum, minimumItemSize: itemSize)
+                #expect(x == y && a.position == b.position, "\(bytes) max \(maximum) size \(itemSize)")
+            }
+        }
+    }
+
     @Test func crc32cKnownVectors() {
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
         #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
