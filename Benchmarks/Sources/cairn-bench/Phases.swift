@@ -42,7 +42,7 @@ func runPhases(_ n: Int) throws {
     var rows: [Row] = []
     rows.reserveCapacity(n)
     phases = Phases()
-    for _ in 0..<n { rows.append(Row.create(in: context)) }
+    createRows(n, in: context, into: &rows)
     phases.lap("create(in:)", n)
     for (i, row) in rows.enumerated() { row.a0 = Int64(i) }
     phases.lap("first set", n)
@@ -53,7 +53,7 @@ func runPhases(_ n: Int) throws {
     var sum: Int64 = 0
     for row in rows { sum &+= row.a0 }
     phases.lap("get (loaded)", n)
-    try context.save()
+    try saveInserts(context)
     phases.lap("save inserts", n)
     rows = []
     context = Context(coordinator: coordinator, model: model)
@@ -100,6 +100,10 @@ func runPhases(_ n: Int) throws {
 @inline(never) func fetchHalf(_ context: Context, _ n: Int) throws -> [Row] {
     try context.fetch(FetchRequest(Row.self, format: "a0 < %@", .int64(Int64(n / 2))))
 }
+@inline(never) func createRows(_ n: Int, in context: Context, into rows: inout [Row]) {
+    for _ in 0..<n { rows.append(Row.create(in: context)) }
+}
+@inline(never) func saveInserts(_ context: Context) throws { try context.save(durability: nil) }
 @inline(never) func saveUpdates(_ context: Context) throws { try context.save(durability: .durable) }
 @inline(never) func saveDeletes(_ context: Context) throws { try context.save() }
 @inline(never) func compactAfterDelete(_ coordinator: Coordinator) throws { try coordinator.store.compact() }

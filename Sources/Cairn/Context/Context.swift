@@ -44,6 +44,8 @@ public final class Context {
     /// Advances on every change to an object's values or to ``dirty``: a save that ran
     /// user code (validation hooks) sees whether that code changed anything.
     @exclusivity(unchecked) var changeGeneration = 0
+    /// The class last inserted and its entity as the coordinator describes it.
+    @exclusivity(unchecked) private var lastInserted: (layout: PropertyLayout, entity: EntityDescription)?
     let inbox = Inbox()
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.
@@ -77,7 +79,7 @@ public final class Context {
             recordError(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
             return
         }
-        guard let stored = coordinator.entity(named: object.entity.name) else {
+        guard let stored = storedEntity(for: object) else {
             recordError(CairnError(.invalidArgument, "entity \(object.entity.name) is not in the model"))
             return
         }
@@ -103,9 +105,19 @@ public final class Context {
             object.exists = true
             dirty[object.objectID.recordID] = object
         }
+        guard !object.detachedRelations.isEmpty else { return }
         let detached = object.detachedRelations
         object.detachedRelations = [:]
         for (slot, targets) in detached.sorted(by: { $0.key < $1.key }) { setRelationship(of: object, slot: slot, to: targets) }
+    }
+
+    /// The coordinator's description of an object's entity; the last class inserted is
+    /// remembered (a run of inserts of one class looks its entity up by name once).
+    private func storedEntity(for object: ManagedObject) -> EntityDescription? {
+        if let last = lastInserted, last.layout === object.layout, last.entity.name == object.entity.name { return last.entity }
+        guard let stored = coordinator.entity(named: object.entity.name) else { return nil }
+        lastInserted = (object.layout, stored)
+        return stored
     }
 
     /// Inserts a new object of an entity by name: an instance of its class, or a plain

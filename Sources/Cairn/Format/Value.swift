@@ -64,10 +64,36 @@ public enum Value: Hashable, Sendable {
 
     static let nullKindBit: UInt32 = 1 << UInt32(Tag.null.rawValue)
 
+    /// The kinds whose payload holds no reference (plain bits: copying one is copying
+    /// its bytes).
+    static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]
+        .reduce(0) { $0 | 1 << UInt32($1.rawValue) }
+
     /// A copy of `values` in storage of its own (the loop copies each value with code
     /// specialized for `Value`; copying a shared array on write goes through the generic
     /// value witnesses, several times slower).
     static func uniqueCopy(of values: [Value]) -> [Value] {
+        let count = values.count
+        let trivial = values.withUnsafeBufferPointer { buffer in
+            buffer.indices.allSatisfy { buffer[$0].kindBit & Value.trivialKinds != 0 }
+        }
+        if trivial && count > 0 {
+            // No value holds a reference (numbers, booleans, dates, nil, to-one IDs): a
+            // copy of such a value is a copy of its bytes, the whole array in one move.
+            // (Storage made by reserve and append, which are specialized for `Value`;
+            // `init(repeating:count:)` asked the runtime for the array's metadata.)
+            var copy: [Value] = []
+            copy.reserveCapacity(count)
+            for _ in 0..<count { copy.append(.null) }
+            copy.withUnsafeMutableBufferPointer { target in
+                values.withUnsafeBufferPointer { source in
+                    if let to = target.baseAddress, let from = source.baseAddress {
+                        UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: count * MemoryLayout<Value>.stride)
+                    }
+                }
+            }
+            return copy
+        }
         var copy: [Value] = []
         copy.reserveCapacity(values.count)
         for value in values { copy.append(value) }

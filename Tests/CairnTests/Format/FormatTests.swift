@@ -145,6 +145,32 @@ import Testing
         }
     }
 
+    /// `Value.uniqueCopy` (bytes moved at once when no value holds a reference, value by
+    /// value otherwise) gives equal values in storage of its own, for arrays of only
+    /// plain kinds, of mixed kinds, and empty ones.
+    @Test func uniqueCopiesAreEqualAndOwnTheirStorage() {
+        var generator = ValueGenerator(random: SplitMix64(seed: 29))
+        var random = SplitMix64(seed: 31)
+        let plain: [Value] = [.null, .bool(true), .int8(-3), .int16(300), .int32(-70_000), .int64(.min), .float(1.5),
+                              .double(-0.0), .date(Date(timeIntervalSinceReferenceDate: 12.5)), .reference(99)]
+        var arrays: [[Value]] = [[], plain]
+        for _ in 0..<300 {
+            let count = Int(random.next() % 12)
+            arrays.append((0..<count).map { _ in random.next() % 2 == 0 ? plain[Int(random.next() % 10)] : generator.value() })
+            arrays.append((0..<count).map { _ in plain[Int(random.next() % 10)] })
+        }
+        for values in arrays {
+            var copy = Value.uniqueCopy(of: values)
+            #expect(copy == values)
+            let shared = copy.withUnsafeBufferPointer { a in values.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
+            #expect(!shared || values.isEmpty)
+            if !copy.isEmpty {
+                copy[0] = .string("changed")
+                #expect(values.first != .string("changed"))
+            }
+        }
+    }
+
     /// The schema check's kind bits agree with `AttributeType.accepts` for every type and
     /// random values of every kind, and null is its own kind.
     @Test func kindBitsAnswerAsAccepts() {
