@@ -129,7 +129,9 @@ public final class Coordinator: Sendable {
     }
 
     /// Commits a context's changes as one transaction. Throws `.conflict` if a record
-    /// changed since it was read, `.validation` if a reference points nowhere.
+    /// changed since it was read, `.validation` if a reference points nowhere. Returns
+    /// the change set delivered to the other contexts and observers; when there are
+    /// none, only its sequence number is filled in.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil) throws -> ChangeSet {
         var changes: [Change] = []
         changes.reserveCapacity(items.count)
