@@ -62,26 +62,28 @@ struct SnapshotWriter {
 
     /// Appends one record of the current entity; IDs must ascend.
     mutating func append(id: RecordID, body: UnsafeRawBufferPointer) throws {
-        for (k, slot) in indexedSlots.enumerated() {
-            indexedValues[k].append(try ValueCoding.value(at: slot, in: body) ?? .null)
-        }
-        let offset = position
-        let size = SnapshotRecord.append(to: &buffer, id: id, body: body)
-        try entities[entities.count - 1].entries.add(id: id.rawValue, offset: offset, size: size)
-        recordCount += 1
-        try flushIfNeeded()
+        try append(id: id, body: body) { SnapshotRecord.append(to: &$0, id: id, body: body) }
     }
 
     /// Appends one record of the current entity as a whole frame, checked already, of a
     /// snapshot of the current format version (``SnapshotReader/currentFrame(at:id:)``):
     /// the same bytes ``append(id:body:)`` would write, without computing the checksum again.
     mutating func append(id: RecordID, frame: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) throws {
+        try append(id: id, body: body) { buffer in
+            buffer.append(frame)
+            return frame.count
+        }
+    }
+
+    /// One record: its index keys from `body`, its frame written by `write` (which
+    /// returns the frame's size), its index entry.
+    private mutating func append(id: RecordID, body: UnsafeRawBufferPointer, write: (inout ByteWriter) -> Int) throws {
         for (k, slot) in indexedSlots.enumerated() {
             indexedValues[k].append(try ValueCoding.value(at: slot, in: body) ?? .null)
         }
         let offset = position
-        buffer.append(frame)
-        try entities[entities.count - 1].entries.add(id: id.rawValue, offset: offset, size: frame.count)
+        let size = write(&buffer)
+        try entities[entities.count - 1].entries.add(id: id.rawValue, offset: offset, size: size)
         recordCount += 1
         try flushIfNeeded()
     }
