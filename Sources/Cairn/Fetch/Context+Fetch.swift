@@ -222,9 +222,14 @@ extension Context {
             switch plan(request.predicate, entity: entity).access {
             case .index(let attribute, let condition):
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
-                for id in try store.indexedIDs(entity: entity.number, slot: slot, matching: condition).sorted()
-                where pending[id] == nil {
-                    if let (record, version) = try store.getVersioned(id) { consider(id, record.values, version) }
+                var (found, snapshot) = try store.indexedRecords(entity: entity.number, slot: slot, matching: condition)
+                RadixSort.sort(&found) { $0.id }
+                for match in found {
+                    let id = RecordID(rawValue: match.id)
+                    guard pending[id] == nil else { continue }
+                    if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotOffset)) {
+                        consider(id, record.values, version)
+                    }
                 }
             case .fullScan:
                 let filterPending = !pending.isEmpty

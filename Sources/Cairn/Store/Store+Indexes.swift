@@ -124,12 +124,13 @@ final class SecondaryIndex: @unchecked Sendable {
         delta = [:]
     }
 
-    /// The IDs whose value meets `condition`, in no particular order, given the entity's
-    /// current overlay (`changes`). Reading the stored tier checks its block and the
-    /// records it reads, and may throw on damage.
-    func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [UInt64] {
+    /// The records whose value meets `condition`, in no particular order, given the
+    /// entity's current overlay (`changes`): each one's ID and, for a match from the
+    /// stored tier, where its frame is in the snapshot (-1 otherwise). Reading the stored
+    /// tier checks its block and the records it reads, and may throw on damage.
+    func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [IndexMatch] {
         catchUp(with: changes)
-        var result: [UInt64] = []
+        var result: [IndexMatch] = []
         if let (snapshot, block) = stored {
             if !storedChecked {
                 try snapshot.checkAttributeIndex(block)
@@ -143,12 +144,15 @@ final class SecondaryIndex: @unchecked Sendable {
                 } catch let error as CairnError {
                     throw error.located(in: snapshot.path, base: Int64(snapshot.fileOffset(of: body)))
                 }
-            }, id: { try snapshot.record(in: block, at: $0).id.rawValue })
+            }, match: { i in
+                let (id, offset) = try snapshot.record(in: block, at: i)
+                return IndexMatch(id: id.rawValue, snapshotOffset: offset)
+            })
         }
         let sorted = self.sorted
         try Self.collect(condition, count: sorted.count, skipping: stale, into: &result,
-                         value: { sorted[$0].value }, id: { sorted[$0].id })
-        for (id, value) in delta where Self.matches(value, condition) { result.append(id) }
+                         value: { sorted[$0].value }, match: { IndexMatch(id: sorted[$0].id, snapshotOffset: -1) })
+        for (id, value) in delta where Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotOffset: -1)) }
         if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
         return result
     }
@@ -170,14 +174,14 @@ final class SecondaryIndex: @unchecked Sendable {
         }
     }
 
-    /// Appends the IDs of a run in index order (`count` entries, read by `value` and `id`)
+    /// Appends the matches of a run in index order (`count` entries, read by `value` and `match`)
     /// that meet `condition`, leaving out `skipping`. Binary search finds where the
     /// matches start and end. If the first and last entries in between match and their
     /// values have no unordered members (floating point and decimal have NaN), so does
     /// everything between, and only IDs are read (for a stored index: no record is read);
     /// otherwise each entry is tested.
-    private static func collect(_ condition: IndexCondition, count: Int, skipping: Set<UInt64>, into result: inout [UInt64],
-                                value: (Int) throws -> Value, id: (Int) throws -> UInt64) throws {
+    private static func collect(_ condition: IndexCondition, count: Int, skipping: Set<UInt64>, into result: inout [IndexMatch],
+                                value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws {
         // The first position whose value is not `before` (every value before it is).
         func partition(_ before: (Value) -> Bool) throws -> Int {
             var low = 0, high = count
@@ -192,13 +196,13 @@ final class SecondaryIndex: @unchecked Sendable {
             let first = try value(range.lowerBound), last = try value(range.upperBound - 1)
             if matches(first, condition), matches(last, condition), isTotallyOrdered(first), isTotallyOrdered(last) {
                 for index in range {
-                    let found = try id(index)
-                    if !skipping.contains(found) { result.append(found) }
+                    let found = try match(index)
+                    if !skipping.contains(found.id) { result.append(found) }
                 }
             } else {
                 for index in range {
-                    let found = try id(index)
-                    if !skipping.contains(found), matches(try value(index), condition) { result.append(found) }
+                    let found = try match(index)
+                    if !skipping.contains(found.id), matches(try value(index), condition) { result.append(found) }
                 }
             }
         }
@@ -236,6 +240,14 @@ final class SecondaryIndex: @unchecked Sendable {
     }
 }
 
+/// One record an index lookup found: its raw ID and, when the snapshot's stored index
+/// found it, its frame's offset in that snapshot (else -1), so the read that follows
+/// need not search the snapshot's index for it again.
+struct IndexMatch: Hashable, Sendable {
+    let id: UInt64
+    let snapshotOffset: Int
+}
+
 struct IndexKey: Hashable, Sendable {
     let entity: UInt16
     let slot: Int
@@ -245,13 +257,20 @@ extension Store {
     /// The IDs of an entity's records whose attribute at `slot` meets `condition`, from
     /// a secondary index (the snapshot's stored one, or one built on first use).
     public func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
+        try indexedRecords(entity: entity, slot: slot, matching: condition).matches.map { RecordID(rawValue: $0.id) }
+    }
+
+    /// ``indexedIDs(entity:slot:matching:)`` with where the stored index found each
+    /// record, in the snapshot the lookup read (a hint for ``getVersioned(_:hint:)``).
+    func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
+        -> (matches: [IndexMatch], snapshot: SnapshotReader) {
         guard let description = schema.entity(number: entity), slot >= 0, slot < description.attributes.count else {
             throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
         }
         let key = IndexKey(entity: entity, slot: slot)
         if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
         return try state.withLock { state in
-            try (state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? []).map { RecordID(rawValue: $0) }
+            (try state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? [], state.snapshot)
         }
     }
 

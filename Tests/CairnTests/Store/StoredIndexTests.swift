@@ -88,6 +88,41 @@ import Testing
         }
     }
 
+    /// A stored-index lookup says where each match's frame is, and a read told so returns
+    /// what a plain read does; after a compaction moved every frame, the old lookup's
+    /// offsets are ignored (they name another snapshot), and after a change in the log the
+    /// log's version is read.
+    @Test func lookupOffsetsAreUsedOnlyForTheirOwnSnapshot() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
+        defer { store.close() }
+        var random = SplitMix64(seed: 41)
+        let ids = try (0..<300).map { _ in try store.allocateID(entity: 1) }
+        try store.commit(ids.map { .put($0, Self.values(&random, serial: $0.serial)) })
+        try store.compact()
+        let condition = IndexCondition.range(lower: .int64(-5), lowerInclusive: true, upper: .int64(5), upperInclusive: true)
+        let (matches, snapshot) = try store.indexedRecords(entity: 1, slot: 0, matching: condition)
+        #expect(matches.count > 20 && matches.allSatisfy { $0.snapshotOffset >= 0 })
+        for match in matches {
+            let id = RecordID(rawValue: match.id)
+            let hinted = try store.getVersioned(id, hint: (snapshot, match.snapshotOffset))
+            #expect(hinted?.record == (try store.getVersioned(id))?.record)
+        }
+        // Shift every frame: delete the first records, change one, compact.
+        try store.commit(ids.prefix(7).map { .delete($0) })
+        try store.compact()
+        let changed = RecordID(rawValue: matches[matches.count / 2].id)
+        let newValues: [Value] = [.int64(1_000), .null, .int64(0), .int32(0)]
+        try store.commit([.put(changed, newValues)])
+        for match in matches {
+            let id = RecordID(rawValue: match.id)
+            let stale = try store.getVersioned(id, hint: (snapshot, match.snapshotOffset))
+            #expect(stale?.record == (try store.getVersioned(id))?.record)
+            if id == changed { #expect(stale?.record.values == newValues) }
+            if ids.prefix(7).contains(id) { #expect(stale == nil) }
+        }
+    }
+
     /// Every bit of a small snapshot with stored indexes: the open, the read of every
     /// record, or a lookup through each stored index fails with an error naming the file.
     @Test func everyBitOfASnapshotWithStoredIndexesIsDetected() throws {
