@@ -160,20 +160,14 @@ import Testing
     /// but the damaged one comes back, and nothing is made up from the index's bytes.
     @Test func repairSalvagesCompactFramesWithoutTheIndex() throws {
         let fs = MemoryFileSystem()
-        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        var expected: Contents = [:]
-        let ids = try (0..<60).map { _ in try store.allocateID(entity: 1) }
-        try store.commit(ids.map { id in
-            let values: [Value] = [.string(String(repeating: "x", count: Int(id.serial % 9) * 20)), .int64(Int64(id.serial)), .references([])]
-            expected[id] = values
-            return .put(id, values)
-        })
+        let (store, ids, initial) = try Self.people(60, in: fs) { id in
+            [.string(String(repeating: "x", count: Int(id.serial % 9) * 20)), .int64(Int64(id.serial)), .references([])]
+        }
+        var expected = initial
         try store.compact()
         store.close()
-        let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
-        let path = "/db/" + StoreFileName.snapshot(manifest.snapshotNumber)
-        var bytes = try #require(fs.contents(of: path))
-        let reader = try SnapshotReader(file: try fs.open(path, create: false, truncate: false))
+        let (path, original, reader) = try Self.currentSnapshot(fs)
+        var bytes = original
         let victim = ids[23]
         let victimBody = try reader.body(at: try #require(reader.offset(of: victim)), id: victim)
         let victimAt = reader.fileOffset(of: victimBody)
@@ -194,29 +188,19 @@ import Testing
     }
 
     /// Compaction copies a current-version frame as it is (its checksum checked once, not
-    /// computed again): a second compaction writes the same record area, a record changed
+    /// computed again): a second compaction writes the same frames, a record changed
     /// in the log between them is written anew, and a damaged frame stops the compaction
     /// with `.corrupt` rather than being copied.
     @Test func compactionCopiesCheckedFramesAsTheyAre() throws {
         let fs = MemoryFileSystem()
-        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        var expected: Contents = [:]
-        let ids = try (0..<40).map { _ in try store.allocateID(entity: 1) }
-        try store.commit(ids.map { id in
-            let values: [Value] = [.string("p\(id.serial)"), .int64(Int64(id.serial % 7)), .references([])]
-            expected[id] = values
-            return .put(id, values)
-        })
-        func snapshotBytes() throws -> (path: String, bytes: [UInt8], reader: SnapshotReader) {
-            let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
-            let path = "/db/" + StoreFileName.snapshot(manifest.snapshotNumber)
-            let bytes = try #require(fs.contents(of: path))
-            return (path, bytes, try SnapshotReader(file: try fs.open(path, create: false, truncate: false)))
+        let (store, ids, initial) = try Self.people(40, in: fs) { id in
+            [.string("p\(id.serial)"), .int64(Int64(id.serial % 7)), .references([])]
         }
+        var expected = initial
         try store.compact()
-        let first = try snapshotBytes()
+        let first = try Self.currentSnapshot(fs)
         try store.compact()
-        let second = try snapshotBytes()
+        let second = try Self.currentSnapshot(fs)
         #expect(first.path != second.path)
         for id in ids {
             let offsets = (try #require(first.reader.offset(of: id)), try #require(second.reader.offset(of: id)))
@@ -233,7 +217,7 @@ import Testing
         #expect(store.verify().isEmpty)
         store.close()
 
-        let third = try snapshotBytes()
+        let third = try Self.currentSnapshot(fs)
         var bytes = third.bytes
         let victim = ids[17]
         let body = try third.reader.body(at: try #require(third.reader.offset(of: victim)), id: victim)
@@ -246,5 +230,27 @@ import Testing
         } throws: { error in
             (error as? CairnError)?.code == .corrupt
         }
+    }
+
+    /// A store at "/db" in `fs` with `count` people whose values `values` gives, in one
+    /// commit (not compacted); the store, the IDs and the contents.
+    static func people(_ count: Int, in fs: MemoryFileSystem,
+                       values: (RecordID) -> [Value]) throws -> (store: Store, ids: [RecordID], contents: Contents) {
+        let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(fs))
+        var contents: Contents = [:]
+        let ids = try (0..<count).map { _ in try store.allocateID(entity: 1) }
+        try store.commit(ids.map { id in
+            contents[id] = values(id)
+            return .put(id, values(id))
+        })
+        return (store, ids, contents)
+    }
+
+    /// The snapshot the manifest at "/db" in `fs` names: its path, bytes and a reader.
+    static func currentSnapshot(_ fs: MemoryFileSystem) throws -> (path: String, bytes: [UInt8], reader: SnapshotReader) {
+        let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
+        let path = "/db/" + StoreFileName.snapshot(manifest.snapshotNumber)
+        let bytes = try #require(fs.contents(of: path))
+        return (path, bytes, try SnapshotReader(file: try fs.open(path, create: false, truncate: false)))
     }
 }
