@@ -233,21 +233,17 @@ extension Context {
                 }
             case .fullScan:
                 let filterPending = !pending.isEmpty
-                // Every record is decoded into one reused buffer, checked against the
-                // entity and tested there; only a match keeps a copy of the buffer, so a
-                // record that does not match costs no allocation. A predicate that reads
-                // only the first values of a record is tested on those alone, decoded and
-                // checked, and the rest are decoded (and checked) only for a match.
+                // A predicate that reads only values of the record itself is tested on the
+                // stored body in place (RecordFilter); only a match is decoded, checked and
+                // kept. Any other predicate is tested on each record decoded into one
+                // reused buffer, and only a match keeps a copy of it.
+                let filter = compiled.flatMap(RecordFilter.init)
                 var scratch: [Value] = []
-                let prefix = compiled?.highestSlot.map { $0 + 1 }.flatMap { $0 < entity.valueCount ? $0 : nil }
                 try store.scanVersioned(entity: entity.number) { id, version, body in
                     if filterPending && pending[id] != nil { return }
-                    if let prefix, let compiled {
-                        let count = try ValueCoding.decode(body, prefix: prefix, into: &scratch)
-                        try Store.checkRecord(scratch, count: count, id: id, entity: entity)
-                        guard compiled.evaluate(scratch, resolve: resolver) else { return }
-                        let values = try ValueCoding.decode(body)  // its own array: `scratch` stays unshared
-                        try Store.checkRecord(values, id: id, entity: entity)
+                    if let filter {
+                        guard try filter.matches(body, id: id) else { return }
+                        let values = try Store.decodeRecord(body, id: id, entity: entity)
                         matches.append(FetchRow(id: id, values: values, version: version))
                         return
                     }

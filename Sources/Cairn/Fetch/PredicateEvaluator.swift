@@ -38,27 +38,9 @@ struct CompiledPredicate {
     /// Resolves a record ID to its values (in the context's view).
     typealias Resolver = (RecordID) -> [Value]?
 
-    /// The highest value slot of the record itself that evaluation reads (nil if none):
-    /// a scan decodes the values up to it, tests, and decodes the rest only on a match.
-    let highestSlot: Int?
-
     init(_ predicate: FetchPredicate, entity: EntityDescription, schema: Schema) throws {
         self.entity = entity
         root = try Self.compile(predicate, entity: entity, schema: schema)
-        highestSlot = Self.highestSlot(in: root)
-    }
-
-    private static func highestSlot(in node: Node) -> Int? {
-        switch node {
-        case .constant: return nil
-        case .not(let inner): return highestSlot(in: inner)
-        case .and(let parts), .or(let parts): return parts.compactMap { highestSlot(in: $0) }.max()
-        case .compare(let lhs, _, let rhs, _, _, _):
-            return [lhs, rhs].compactMap { operand -> Int? in
-                guard case .path(let path) = operand else { return nil }
-                return path.hops.first ?? path.countOf ?? path.last  // the slot read in this record
-            }.max()
-        }
     }
 
     private static func compile(_ predicate: FetchPredicate, entity: EntityDescription, schema: Schema) throws -> Node {

@@ -429,6 +429,51 @@ extension ByteReader {
         }
     }
 
+    /// Steps over one value without decoding it: its tag must be known and its payload
+    /// must fit, as for ``value()``, but the payload itself is not checked (UTF-8, integer
+    /// ranges, whether a URL or decimal parses). For a scan that reads some values of a
+    /// record to test it, and decodes the whole record (checking everything) on a match.
+    @inline(__always) mutating func skipValue() throws {
+        let start = position
+        if start < buffer.count {
+            switch buffer[start] {
+            case Value.Tag.null.rawValue, Value.Tag.boolFalse.rawValue, Value.Tag.boolTrue.rawValue:
+                position = start + 1
+                return
+            case Value.Tag.int64.rawValue:
+                var next = start + 1
+                while next < buffer.count, next - start <= 9 {  // up to 9 bytes, as commonValue
+                    if buffer[next] < 0x80 { position = next + 1; return }
+                    next += 1
+                }
+            case Value.Tag.double.rawValue:
+                if buffer.count - start >= 9 { position = start + 9; return }
+            default: break
+            }
+        }
+        try skipGeneralValue()
+    }
+
+    private mutating func skipGeneralValue() throws {
+        let start = position
+        let raw = try u8("value tag")
+        guard let tag = Value.Tag(rawValue: raw) else {
+            throw failure("unknown value tag \(raw)", at: start)
+        }
+        switch tag {
+        case .null, .boolFalse, .boolTrue: return
+        case .int8: try skip(1, "int8 value")
+        case .int16, .int32, .int64: _ = try varint("integer value")
+        case .float: try skip(4, "float value")
+        case .double, .date, .reference: try skip(8, "\(tag) value")
+        case .uuid: try skip(16, "UUID value")
+        case .string, .bytes, .url, .decimal, .archived:
+            try skip(try count("\(tag) value length", maximum: FormatLimits.maxValueBytes), "\(tag) value")
+        case .references:
+            try skip(8 * (try count("reference count", maximum: FormatLimits.maxReferences, minimumItemSize: 8)), "references")
+        }
+    }
+
     /// Reads a record body written by ``ByteWriter/values(_:)``.
     public mutating func values() throws -> [Value] {
         let count = try count("value count", maximum: FormatLimits.maxValuesPerRecord)
@@ -463,19 +508,6 @@ public enum ValueCoding {
         values.reserveCapacity(count)
         for _ in 0..<count { values.append(try reader.commonValue() ?? reader.value()) }
         guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
-    }
-
-    /// Decodes the first `prefix` values of a record body into `values` (replacing its
-    /// contents), for testing a predicate that reads no later value before decoding the
-    /// rest. Returns the body's value count; the values after the prefix are not checked.
-    /// `values` should be uniquely referenced (a scan's own buffer), or emptying it copies it.
-    static func decode(_ bytes: UnsafeRawBufferPointer, prefix: Int, into values: inout [Value]) throws -> Int {
-        var reader = ByteReader(bytes)
-        let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
-        // A few values: removing them one by one beats `removeAll(keepingCapacity:)`.
-        while !values.isEmpty { values.removeLast() }
-        for _ in 0..<min(prefix, count) { values.append(try reader.commonValue() ?? reader.value()) }
-        return count
     }
 
     public static func decode(_ bytes: [UInt8]) throws -> [Value] {

@@ -111,15 +111,9 @@ extension Store {
     }
 
     static func check(_ values: [Value], of id: RecordID, entity: EntityDescription) throws {
-        try check(values, count: values.count, of: id, entity: entity)
-    }
-
-    /// Checks a record of `count` values of which `values` are the first (all of them, or
-    /// the prefix a scan decoded to test a predicate).
-    static func check(_ values: [Value], count: Int, of id: RecordID, entity: EntityDescription) throws {
-        guard count == entity.valueCount, values.count <= count else {
+        guard values.count == entity.valueCount else {
             throw CairnError(.invalidArgument,
-                             "\(entity.name) \(id) has \(count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
+                             "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
         }
         let attributes = entity.attributes
         // Kinds compared as bits, values borrowed in place: no value is copied.
@@ -155,11 +149,10 @@ extension Store {
         return values
     }
 
-    /// The check of ``decodeRecord(_:id:entity:)`` for values decoded already: all of a
-    /// record of `count` values, or its first `values.count`.
-    static func checkRecord(_ values: [Value], count: Int? = nil, id: RecordID, entity: EntityDescription?) throws {
+    /// The check of ``decodeRecord(_:id:entity:)`` for values decoded already.
+    static func checkRecord(_ values: [Value], id: RecordID, entity: EntityDescription?) throws {
         guard let entity else { throw CairnError.corrupt("stored record \(id) belongs to no entity of the schema") }
-        do { try check(values, count: count ?? values.count, of: id, entity: entity) } catch let error as CairnError {
+        do { try check(values, of: id, entity: entity) } catch let error as CairnError {
             throw CairnError.corrupt("stored record does not fit the schema: \(error.message)")
         }
     }

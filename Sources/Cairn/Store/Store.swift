@@ -138,10 +138,10 @@ public final class Store: Sendable {
 
     /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
     public func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, $0.versions) }
+        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
         try withExtendedLifetime(snapshot) {
             try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
-                let version = versions.isEmpty ? 0 : versions[id.rawValue] ?? 0
+                let version = versions.version(of: id)
                 switch source {
                 case .snapshot(let offset): try body(id, version, try snapshot.body(at: offset, id: id))
                 case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
@@ -153,6 +153,19 @@ public final class Store: Sendable {
     enum Source {
         case snapshot(Int)
         case overlay([UInt8])
+    }
+
+    /// The log's record versions as a scan reads them, by reference: a scan's per-record
+    /// closure that captured the map itself copied it, through its generic value witnesses,
+    /// for every record (about 200 instructions each).
+    final class VersionTable {
+        private let versions: IDMap<UInt64, UInt64>
+        private let isEmpty: Bool
+        init(_ versions: IDMap<UInt64, UInt64>) {
+            self.versions = versions
+            isEmpty = versions.isEmpty
+        }
+        @inline(__always) func version(of id: RecordID) -> UInt64 { isEmpty ? 0 : versions[id.rawValue] ?? 0 }
     }
 
     /// Merges an entity's snapshot entries with the log's changes, in ID order.

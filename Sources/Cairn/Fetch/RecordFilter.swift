@@ -1,0 +1,275 @@
+import Foundation
+
+/// A predicate compiled for a scan: it tests a stored record body in place, decoding only
+/// the values the predicate reads, stepping over the others, and comparing numbers with
+/// numbers directly. Built only when every comparison reads a value of the record itself
+/// (an attribute or a to-one relationship, no hops, no `@count`, no ANY/ALL) against a
+/// constant or a list; for any other predicate ``init(_:)`` answers nil and the scan
+/// evaluates ``CompiledPredicate`` on the decoded record instead.
+///
+/// Gives the same answer as `CompiledPredicate.evaluate` on the decoded record (tests hold
+/// the two together). The values it reads are checked against the schema as a full decode
+/// would check them; the values it steps over are checked only for framing, and a record
+/// that matches is decoded and checked whole by the caller.
+///
+/// One fetch builds one and uses it on its own thread: the buffers are its own.
+final class RecordFilter {
+    private enum Kind: UInt8 { case alwaysFalse, alwaysTrue, not, and, or, leaf }
+
+    /// A node of the predicate tree, flattened: the children of `and`/`or` are the
+    /// `count` nodes from `first`; `not` has one at `first`; a leaf's comparison is
+    /// `leaves[first]`.
+    private struct Node {
+        var kind: Kind
+        var first: Int32
+        var count: Int32
+    }
+
+    /// A constant as a number, when a comparison of one number can skip `ValueOrder`.
+    private enum Number { case none, integer(Int64), real(Double) }
+
+    private struct Leaf {
+        var position: Int           // where the value it reads is kept in `values`
+        var op: ComparisonOperator
+        var number: Number          // the constant, for the six comparisons of one number
+        var right: [Value]          // the constant (one) or the list
+        var options: ComparisonOptions
+        var regex: CompiledPredicate.RegexBox?
+    }
+
+    private let entity: EntityDescription
+    private let nodes: UnsafeMutableBufferPointer<Node>
+    private let leaves: UnsafeMutableBufferPointer<Leaf>
+    /// For each slot up to the highest read: its place in `values`, or -1 to step over it.
+    private let positions: UnsafeMutableBufferPointer<Int32>
+    /// For each place in `values`: the kind bits its slot accepts (nil included).
+    private let accepted: UnsafeMutableBufferPointer<UInt32>
+    /// The values read from the record under test: as a number when it is an int64 or a
+    /// double (not NaN), else in `values`.
+    private let numbers: UnsafeMutableBufferPointer<Number>
+    private let values: UnsafeMutableBufferPointer<Value>
+    /// The entity's value count, which every record body must have.
+    private let valueCount: Int
+    /// Whether the predicate is one comparison or an AND of comparisons: tested in a loop.
+    private let isConjunction: Bool
+
+    init?(_ predicate: CompiledPredicate) {
+        let entity = predicate.entity
+        var slots: [Int] = []
+        guard Self.collectSlots(predicate.root, entity: entity, into: &slots), let highest = slots.max() else { return nil }
+        let read = Array(Set(slots)).sorted()
+        var positions = [Int32](repeating: -1, count: highest + 1)
+        for (place, slot) in read.enumerated() { positions[slot] = Int32(place) }
+        let accepted = read.map { slot -> UInt32 in
+            let kinds = slot < entity.attributes.count
+                ? entity.attributes[slot].type.acceptedKinds
+                : UInt32(1) << UInt32(Value.Tag.reference.rawValue)  // a to-one relationship
+            return kinds | Value.nullKindBit
+        }
+        var nodes: [Node] = [Node(kind: .alwaysTrue, first: 0, count: 0)]
+        var leaves: [Leaf] = []
+        Self.place(predicate.root, at: 0, nodes: &nodes, leaves: &leaves, positions: positions)
+
+        self.entity = entity
+        self.nodes = .allocate(capacity: nodes.count)
+        _ = self.nodes.initialize(from: nodes)
+        self.leaves = .allocate(capacity: leaves.count)
+        _ = self.leaves.initialize(from: leaves)
+        self.positions = .allocate(capacity: positions.count)
+        _ = self.positions.initialize(from: positions)
+        self.accepted = .allocate(capacity: accepted.count)
+        _ = self.accepted.initialize(from: accepted)
+        numbers = .allocate(capacity: read.count)
+        numbers.initialize(repeating: .none)
+        values = .allocate(capacity: read.count)
+        values.initialize(repeating: .null)
+        valueCount = entity.valueCount
+        isConjunction = nodes.dropFirst().allSatisfy { $0.kind == .leaf }
+            && (nodes[0].kind == .leaf || nodes[0].kind == .and)
+    }
+
+    deinit {
+        nodes.deallocate()
+        leaves.deinitialize().deallocate()
+        positions.deallocate()
+        accepted.deallocate()
+        numbers.deallocate()
+        values.deinitialize().deallocate()
+    }
+
+    /// The slots of the record the predicate reads; false if it reads anything else.
+    private static func collectSlots(_ node: CompiledPredicate.Node, entity: EntityDescription, into slots: inout [Int]) -> Bool {
+        switch node {
+        case .constant: return true
+        case .not(let inner): return collectSlots(inner, entity: entity, into: &slots)
+        case .and(let parts), .or(let parts): return parts.allSatisfy { collectSlots($0, entity: entity, into: &slots) }
+        case .compare(let lhs, _, let rhs, _, let quantifier, _):
+            guard case .path(let path) = lhs, path.hops.isEmpty, path.countOf == nil, !path.isMany,
+                  quantifier == .direct, let slot = path.last, slot < entity.valueCount else { return false }
+            switch rhs {
+            case .constant, .list: slots.append(slot); return true
+            case .path: return false
+            }
+        }
+    }
+
+    /// Writes `node` at `index`; the children of `and`/`or` go in a run after the nodes so far.
+    private static func place(_ node: CompiledPredicate.Node, at index: Int, nodes: inout [Node], leaves: inout [Leaf],
+                              positions: [Int32]) {
+        switch node {
+        case .constant(let value):
+            nodes[index] = Node(kind: value ? .alwaysTrue : .alwaysFalse, first: 0, count: 0)
+        case .not(let inner):
+            let child = nodes.count
+            nodes.append(Node(kind: .alwaysTrue, first: 0, count: 0))
+            nodes[index] = Node(kind: .not, first: Int32(child), count: 1)
+            place(inner, at: child, nodes: &nodes, leaves: &leaves, positions: positions)
+        case .and(let parts), .or(let parts):
+            let first = nodes.count
+            nodes.append(contentsOf: repeatElement(Node(kind: .alwaysTrue, first: 0, count: 0), count: parts.count))
+            if case .and = node {
+                nodes[index] = Node(kind: .and, first: Int32(first), count: Int32(parts.count))
+            } else {
+                nodes[index] = Node(kind: .or, first: Int32(first), count: Int32(parts.count))
+            }
+            for (offset, part) in parts.enumerated() {
+                place(part, at: first + offset, nodes: &nodes, leaves: &leaves, positions: positions)
+            }
+        case .compare(let lhs, let op, let rhs, let options, _, let regex):
+            // `collectSlots` admitted only a path of the record against a constant or a list.
+            guard case .path(let path) = lhs, let slot = path.last else { return }
+            var right: [Value] = []
+            var number = Number.none
+            switch rhs {
+            case .constant(let value):
+                right = [value]
+                if !op.needsList { number = Self.number(value) }
+            case .list(let items): right = items
+            case .path: return
+            }
+            nodes[index] = Node(kind: .leaf, first: Int32(leaves.count), count: 0)
+            leaves.append(Leaf(position: Int(positions[slot]), op: op, number: number, right: right,
+                               options: options, regex: regex))
+        }
+    }
+
+    /// An integer or a real that is not NaN (NaN and decimals take `ValueOrder`'s path).
+    @inline(__always) private static func number(_ value: Value) -> Number {
+        switch value {
+        case .int64(let v): return .integer(v)
+        case .int32(let v): return .integer(Int64(v))
+        case .int16(let v): return .integer(Int64(v))
+        case .int8(let v): return .integer(Int64(v))
+        case .double(let v): return v.isNaN ? .none : .real(v)
+        case .float(let v): return v.isNaN ? .none : .real(Double(v))
+        default: return .none
+        }
+    }
+
+    private static let int64Bit = UInt32(1) << UInt32(Value.Tag.int64.rawValue)
+    private static let doubleBit = UInt32(1) << UInt32(Value.Tag.double.rawValue)
+
+    /// Whether the record `body` (of record `id`) matches. Throws `.corrupt` if the values
+    /// it reads do not decode or do not fit the schema.
+    func matches(_ body: UnsafeRawBufferPointer, id: RecordID) throws -> Bool {
+        var reader = ByteReader(body)
+        let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
+        guard count == valueCount else { throw misfit(body, id) }
+        for slot in 0..<positions.count {
+            let place = Int(positions[slot])
+            if place < 0 {
+                try reader.skipValue()
+                continue
+            }
+            let decoded = reader.commonValue()
+            // An int64 or a double (not NaN) is kept as a number: no value is stored.
+            switch decoded {
+            case .int64(let x)?:
+                guard accepted[place] & Self.int64Bit != 0 else { throw misfit(body, id) }
+                numbers[place] = .integer(x)
+                continue
+            case .double(let x)? where !x.isNaN:
+                guard accepted[place] & Self.doubleBit != 0 else { throw misfit(body, id) }
+                numbers[place] = .real(x)
+                continue
+            default: break
+            }
+            let value = try decoded ?? reader.value()
+            guard value.kindBit & accepted[place] != 0 else { throw misfit(body, id) }
+            numbers[place] = .none
+            values[place] = value
+        }
+        if isConjunction {
+            for leaf in 0..<leaves.count where !test(leaf) { return false }
+            return true
+        }
+        return evaluate(0)
+    }
+
+    /// The error a full decode and check of the record gives.
+    private func misfit(_ body: UnsafeRawBufferPointer, _ id: RecordID) -> Error {
+        do {
+            try Store.checkRecord(try ValueCoding.decode(body), id: id, entity: entity)
+        } catch {
+            return error
+        }
+        return CairnError.corrupt("stored record \(id) does not fit the schema")
+    }
+
+    private func evaluate(_ index: Int) -> Bool {
+        let node = nodes[index]
+        switch node.kind {
+        case .alwaysFalse: return false
+        case .alwaysTrue: return true
+        case .not: return !evaluate(Int(node.first))
+        case .and:
+            for child in Int(node.first)..<Int(node.first + node.count) where !evaluate(child) { return false }
+            return true
+        case .or:
+            for child in Int(node.first)..<Int(node.first + node.count) where evaluate(child) { return true }
+            return false
+        case .leaf: return test(Int(node.first))
+        }
+    }
+
+    @inline(__always) private func test(_ index: Int) -> Bool {
+        // Fields are read in place through the buffers: no leaf or value is copied whole.
+        let place = leaves[index].position, op = leaves[index].op
+        var number = numbers[place]
+        if case .none = number { number = Self.number(values[place]) }
+        switch (leaves[index].number, number) {
+        case (.integer(let c), .integer(let x)): return Self.holds(op, less: x < c, greater: x > c)
+        case (.integer(let c), .real(let x)): return Self.holds(op, less: x < Double(c), greater: x > Double(c))
+        case (.real(let c), .integer(let i)):
+            let x = Double(i)
+            return Self.holds(op, less: x < c, greater: x > c)
+        case (.real(let c), .real(let x)): return Self.holds(op, less: x < c, greater: x > c)
+        default:
+            // A value kept as a number compares as any value of that number would
+            // (`ValueOrder` orders numbers by value, whatever their width).
+            let value: Value
+            switch numbers[place] {
+            case .integer(let x): value = .int64(x)
+            case .real(let x): value = .double(x)
+            case .none: value = values[place]
+            }
+            return CompiledPredicate.compare(value, op, leaves[index].right, leaves[index].options, leaves[index].regex)
+        }
+    }
+
+    /// One of the six comparisons, given how two numbers (neither NaN) order.
+    @inline(__always) private static func holds(_ op: ComparisonOperator, less: Bool, greater: Bool) -> Bool {
+        switch op {
+        case .equal: return !less && !greater
+        case .notEqual: return less || greater
+        case .less: return less
+        case .lessOrEqual: return !greater
+        case .greater: return greater
+        case .greaterOrEqual: return !less
+        default: return false  // not reached: `number` is .none for every other operator
+        }
+    }
+}
+
+@available(*, unavailable)
+extension RecordFilter: Sendable {}
