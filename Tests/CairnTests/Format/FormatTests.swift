@@ -48,6 +48,40 @@ import Testing
         }
     }
 
+    /// Where `value()` reads a value, `skipValue()` steps over the same bytes; where
+    /// `skipValue()` fails, so does `value()` (it checks more: UTF-8, ranges, parses).
+    @Test func skipValueStepsOverWhatValueReads() {
+        var random = SplitMix64(seed: 17)
+        let samples: [Value] = [.null, .bool(true), .bool(false), .int8(-3), .int16(300), .int32(-70_000), .int64(0),
+                                .int64(.max), .int64(.min), .int64(-1), .float(1.5), .double(.nan), .double(-2), .string(""),
+                                .string("héllo"), .bytes(Data([1, 2, 3])), .date(Date(timeIntervalSinceReferenceDate: 5)),
+                                .uuid(UUID()), .url(URL(string: "https://example.com/a")!), .decimal(Decimal(string: "1.25")!),
+                                .archived(Data([9])), .reference(42), .references([1, 2, 3])]
+        for round in 0..<3_000 {
+            var bytes = ValueCoding.encode((0..<Int(random.next() % 4 + 1)).map { _ in samples[Int(random.next() % UInt64(samples.count))] })
+            bytes.removeFirst()  // the value count: the rest is one value after another
+            if round % 2 == 1, !bytes.isEmpty {  // damage: a changed byte, or a cut
+                if random.next() % 2 == 0 {
+                    bytes[Int(random.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: random.next())
+                } else {
+                    bytes.removeLast(Int(random.next() % UInt64(bytes.count)) + 1)
+                }
+            }
+            bytes.withUnsafeBytes { buffer in
+                var reading = ByteReader(buffer), skipping = ByteReader(buffer)
+                while !reading.isAtEnd {
+                    let read = (try? reading.value()) != nil
+                    let skipped = (try? skipping.skipValue()) != nil
+                    if read {
+                        #expect(skipped && skipping.position == reading.position, "\(bytes)")
+                    }
+                    if !skipped { #expect(!read, "\(bytes)") }
+                    if !read || !skipped { break }
+                }
+            }
+        }
+    }
+
     @Test func crc32cKnownVectors() {
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
         #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
