@@ -233,14 +233,20 @@ extension Context {
                 }
             case .fullScan:
                 let filterPending = !pending.isEmpty
-                // A predicate that reads only values of the record itself is tested on the
+                // Without a predicate, every record is decoded into an array of its own. A
+                // predicate that reads only values of the record itself is tested on the
                 // stored body in place (RecordFilter); only a match is decoded, checked and
                 // kept. Any other predicate is tested on each record decoded into one
                 // reused buffer, and only a match keeps a copy of it.
                 let filter = compiled.flatMap(RecordFilter.init)
+                let takesAll = compiled == nil
                 var scratch: [Value] = []
                 try store.scanVersioned(entity: entity.number) { id, version, body in
                     if filterPending && pending[id] != nil { return }
+                    if takesAll {
+                        matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
+                        return
+                    }
                     if let filter {
                         guard try filter.matches(body, id: id) else { return }
                         let values = try Store.decodeRecord(body, id: id, entity: entity)
