@@ -25,7 +25,8 @@ final class RecordFilter {
         var count: Int32
     }
 
-    /// A constant as a number, when a comparison of one number can skip `ValueOrder`.
+    /// A constant or a read value as a number, when comparing it can skip `ValueOrder`'s
+    /// general path (see ``number(_:)``); `.none` otherwise.
     private enum Number { case none, integer(Int64), real(Double) }
 
     private struct Leaf {
@@ -40,9 +41,10 @@ final class RecordFilter {
     private let entity: EntityDescription
     private let nodes: UnsafeMutableBufferPointer<Node>
     private let leaves: UnsafeMutableBufferPointer<Leaf>
-    /// For each slot up to the highest read: its place in `values`, or -1 to step over it.
+    /// For each slot up to the highest read: its place in `numbers` and `values`, or -1 to
+    /// step over it.
     private let positions: UnsafeMutableBufferPointer<Int32>
-    /// For each place in `values`: the kind bits its slot accepts (nil included).
+    /// For each place: the kind bits its slot accepts (nil included).
     private let accepted: UnsafeMutableBufferPointer<UInt32>
     /// The values read from the record under test: as a number when it is an int64 or a
     /// double (not NaN), else in `values`.
@@ -153,15 +155,12 @@ final class RecordFilter {
         }
     }
 
-    /// An integer or a real that is not NaN (NaN and decimals take `ValueOrder`'s path).
+    /// The value as `ValueOrder` takes it for comparing, when that is an integer (booleans
+    /// as 0 and 1) or a real that is not NaN; NaN and decimals take `ValueOrder`'s own path.
     @inline(__always) private static func number(_ value: Value) -> Number {
-        switch value {
-        case .int64(let v): return .integer(v)
-        case .int32(let v): return .integer(Int64(v))
-        case .int16(let v): return .integer(Int64(v))
-        case .int8(let v): return .integer(Int64(v))
-        case .double(let v): return v.isNaN ? .none : .real(v)
-        case .float(let v): return v.isNaN ? .none : .real(Double(v))
+        switch ValueOrder.number(value) {
+        case .integer(let v)?: return .integer(v)
+        case .real(let v)? where !v.isNaN: return .real(v)
         default: return .none
         }
     }

@@ -32,29 +32,12 @@ public enum SnapshotRecord {
     public static func compactHeader(in buffer: UnsafeRawBufferPointer, at offset: Int,
                                      limit: Int) -> (id: RecordID, bodyStart: Int, size: Int)? {
         guard offset >= 0, limit <= buffer.count, offset <= limit - minimumCompactSize else { return nil }
-        var position = offset + 4
-        guard let length = varint(buffer, &position, limit), let entity = varint(buffer, &position, limit),
-              let serial = varint(buffer, &position, limit),
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[(offset + 4)..<limit]))
+        guard let length = try? reader.varint(), let entity = try? reader.varint(), let serial = try? reader.varint(),
               entity >= 1, entity <= UInt64(UInt16.max), serial >= 1, serial <= RecordID.maxSerial,
-              length <= UInt64(limit - position) else { return nil }
-        return (RecordID(entity: UInt16(entity), serial: serial), position, position - offset + Int(length))
-    }
-
-    /// A varint as ``ByteReader/varint(_:)`` reads it (at most 10 bytes, no overflow), from
-    /// `position` to before `limit`; nil where that would throw. Every scan reads three per
-    /// record: this costs no reader and no error.
-    @inline(__always) private static func varint(_ buffer: UnsafeRawBufferPointer, _ position: inout Int, _ limit: Int) -> UInt64? {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while position < limit {
-            let byte = buffer[position]
-            position += 1
-            if shift == 63 && byte > 1 { return nil }
-            result |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return result }
-            shift += 7
-        }
-        return nil
+              length <= UInt64(reader.remaining) else { return nil }
+        let bodyStart = offset + 4 + reader.position
+        return (RecordID(entity: UInt16(entity), serial: serial), bodyStart, bodyStart - offset + Int(length))
     }
 
     /// The body of the record frame at `offset`, checked: frame within `limit`, checksum,
