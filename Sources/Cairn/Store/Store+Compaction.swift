@@ -91,14 +91,13 @@ extension Store {
                             try changed.withUnsafeBytes { try output.writer.append(id: id, body: $0) }
                         }
                         switch source {
-                        case .snapshot(let offset) where transform == nil:
-                            // A frame of the current version is copied as it is, checked once.
-                            if let (frame, body) = try snapshot.currentFrame(at: offset, id: id) {
+                        case .snapshot(let offset):
+                            // Untransformed, a frame of the current version is copied as it is, checked once.
+                            if transform == nil, let (frame, body) = try snapshot.currentFrame(at: offset, id: id) {
                                 try output.writer.append(id: id, frame: frame, body: body)
                             } else {
                                 try emit(try snapshot.body(at: offset, id: id))
                             }
-                        case .snapshot(let offset): try emit(try snapshot.body(at: offset, id: id))
                         case .overlay(let bytes): try bytes.withUnsafeBytes { try emit($0) }
                         }
                     }
