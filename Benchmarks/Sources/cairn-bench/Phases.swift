@@ -70,7 +70,7 @@ func runPhases(_ n: Int) throws {
     phases.lap("get (fires fault)", n)
     for row in fetched { sum &+= row.a1 &+ row.a2 &+ row.a3 &+ row.a4 &+ row.a5 &+ row.a6 &+ row.a7 &+ row.a8 &+ row.a9 }
     phases.lap("get a1…a9", n * 9)
-    for row in fetched { row.a5 = row.a5 &+ 1 }
+    updateRows(fetched)
     phases.lap("update a5", n)
     try saveUpdates(context)
     phases.lap("save updates", n)
@@ -107,6 +107,7 @@ nonisolated(unsafe) var phaseMarks = 0
 @inline(never) func createRows(_ n: Int, in context: Context, into rows: inout [Row]) {
     for _ in 0..<n { rows.append(Row.create(in: context)) }
 }
+@inline(never) func updateRows(_ rows: [Row]) { for row in rows { row.a5 = row.a5 &+ 1 } }
 @inline(never) func saveInserts(_ context: Context) throws { phaseMark(1); try context.save() }
 @inline(never) func saveUpdates(_ context: Context) throws { phaseMark(2); try context.save() }
 @inline(never) func saveDeletes(_ context: Context) throws { phaseMark(3); try context.save() }
