@@ -254,3 +254,75 @@ import Testing
         return (path, bytes, try SnapshotReader(file: try fs.open(path, create: false, truncate: false)))
     }
 }
+
+/// The fast walk of a version-3 index group at open against the walk that says what is
+/// wrong: it may give up on a group, but what it accepts the careful walk accepts too,
+/// with the same last ID, frame end and entry end, and it accepts every group whose
+/// varints are of one or two bytes and whose checks pass.
+@Suite struct QuickGroupTests {
+    @Test func quickGroupAgreesWithCheckGroup() throws {
+        var random = SplitMix64(seed: 11)
+        var accepted = 0, givenUp = 0, acceptedUsual = 0
+        for round in 0..<20_000 {
+            // A third of the rounds: full groups of one-byte varints, the usual group (read
+            // 8 bytes at a time), with a delta of 0 or a size under the minimum now and then.
+            let usual = round % 3 == 0
+            let members = usual ? 16 : Int(random.next() % 16) + 1
+            var bytes: [UInt8] = []
+            var short = true  // every varint written in one or two bytes
+            func varint(_ value: UInt64) {
+                var v = value
+                // Sometimes padded with a redundant continuation byte (still a valid varint).
+                let padded = random.next() % 16 == 0
+                var written = 0
+                while v >= 0x80 || (padded && written == 0) {
+                    bytes.append(UInt8(truncatingIfNeeded: v) | 0x80); v >>= 7; written += 1
+                }
+                bytes.append(UInt8(v)); written += 1
+                if written > 2 { short = false }
+            }
+            for member in 0..<members {
+                if usual {
+                    if member > 0 { bytes.append(random.next() % 64 == 0 ? 0 : UInt8(1 + random.next() % 127)) }
+                    bytes.append(random.next() % 64 == 0 ? UInt8(random.next() % 7) : UInt8(7 + random.next() % 121))
+                    continue
+                }
+                if member > 0 { varint(random.next() % 8 == 0 ? random.next() % 20_000 : random.next() % 200) }
+                varint(random.next() % 8 == 0 ? random.next() % 40_000 : random.next() % 300)
+            }
+            if round % 5 == 0, !bytes.isEmpty {
+                bytes[Int(random.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: random.next())
+                short = false  // the changed byte may make a longer varint
+            }
+            if round % 7 == 0, !bytes.isEmpty { bytes.removeLast(Int(random.next() % UInt64(bytes.count))) }
+            let entity = UInt16(random.next() % 3 == 0 ? 65_535 : 1 + random.next() % 100)
+            let highest = UInt64(entity) << RecordID.serialBits | RecordID.maxSerial
+            let id = highest - (random.next() % 2 == 0 ? random.next() % 3_000 : random.next() % RecordID.maxSerial)
+            let frameEnd = 64 + Int(random.next() % 1_000)
+            let recordsEnd = frameEnd + Int(random.next() % 2 == 0 ? random.next() % 5_000 : random.next() % 1_000_000)
+
+            let quick = bytes.withUnsafeBytes {
+                SnapshotReader.quickGroup($0, from: 0, to: $0.count, members: members, id: id, highest: highest,
+                                          frameEnd: frameEnd, recordsEnd: recordsEnd)
+            }
+            let careful = bytes.withUnsafeBytes { buffer -> (id: UInt64, frameEnd: Int, end: Int)? in
+                var reader = ByteReader(buffer)
+                guard let walked = try? SnapshotReader.checkGroup(&reader, members: members, id: id, highest: highest,
+                                                                  frameEnd: frameEnd, recordsEnd: recordsEnd, entity: entity) else { return nil }
+                return (walked.id, walked.frameEnd, reader.position)
+            }
+            if let quick {
+                accepted += 1
+                if usual && bytes.count == 31 { acceptedUsual += 1 }
+                let careful = try #require(careful, "round \(round): accepted by the quick walk only")
+                #expect(quick.id == careful.id && quick.frameEnd == careful.frameEnd && quick.end == careful.end, "round \(round)")
+            } else if careful != nil {
+                givenUp += 1
+                #expect(!short, "round \(round): a group of short varints whose checks pass was given up")
+            }
+        }
+        #expect(accepted > 1_000 && givenUp > 100 && acceptedUsual > 1_000,
+                "accepted \(accepted) (full groups of one-byte varints \(acceptedUsual)), given up \(givenUp)")
+    }
+}
+
