@@ -91,9 +91,14 @@ public struct POSIXFileSystem: FileSystem {
             }
             throw CairnError(.io, "flock failed: \(errorString(code))", path: path, errno: code)
         }
-        let pid = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        // The holder's ID, padded with spaces to a fixed width so that each open overwrites
+        // the last one in place. Truncating the file first (to write a shorter ID) took
+        // about 1.5 ms an open on ext4 after heavy writes, a tenth of opening a large store.
+        var record = Array("\(getpid())".utf8)
+        record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, lockRecordSize - 1 - record.count)) + [UInt8(ascii: "\n")]
+        var info = stat()
+        if fstat(fd, &info) != 0 || Int(info.st_size) > record.count { _ = ftruncate(fd, off_t(record.count)) }
+        _ = record.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         return POSIXLock(fd: fd)
     }
 }
@@ -256,6 +261,10 @@ extension String {
         return String(s)
     }
 }
+
+/// The size of what an opener writes in `LOCK`: its process ID in decimal, spaces, `\n`
+/// (FORMAT.md §8 "Lock"); wide enough for any `Int32`.
+let lockRecordSize = 12
 
 /// This process's id (`getpid(2)`).
 func currentProcessID() -> Int32 { getpid() }

@@ -73,6 +73,20 @@ import Testing
         try Store.open(at: path).close()
     }
 
+    /// The holder's pid is written padded to 12 bytes, in place; a longer file is cut to it.
+    @Test func theLockHoldsThePidPaddedToTwelveBytes() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Store.open(at: path, schema: TestSchemas.blobs).close()
+        let lock = URL(fileURLWithPath: path + "/LOCK")
+        let expected = "\(getpid())".padding(toLength: 11, withPad: " ", startingAt: 0) + "\n"
+        #expect(String(decoding: try Data(contentsOf: lock), as: UTF8.self) == expected)
+        try Data(repeating: UInt8(ascii: "9"), count: 40).write(to: lock)
+        let store = try Store.open(at: path)
+        #expect(String(decoding: try Data(contentsOf: lock), as: UTF8.self) == expected)
+        store.close()
+    }
+
     /// Another process holds the lock (flock(1), as a second Cairn process would).
     @Test func anotherProcessHoldingTheLockIsNamed() throws {
         let path = temporaryDirectory()
