@@ -271,7 +271,10 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let start = now()
         let side = try CairnSide(path: path)
         let context = side.context()
-        let first = try context.fetch(FetchRequest(Row.self, format: "a1 == 5")).first
+        // One object, as SQLite's LIMIT 1.
+        var request = try FetchRequest(Row.self, format: "a1 == 5")
+        request.fetchLimit = 1
+        let first = try context.fetch(request).first
         _ = first?.a2
         let time = seconds(since: start)
         side.close()
