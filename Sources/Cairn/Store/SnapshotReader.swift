@@ -194,6 +194,8 @@ final class SnapshotReader: Sendable {
     static func quickGroup(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, members: Int,
                            id firstID: UInt64, highest: UInt64, frameEnd firstFrame: Int,
                            recordsEnd: Int) -> (id: UInt64, frameEnd: Int, end: Int)? {
+        // (The caller's ranges hold these; they are checked so no input can make a read stray.)
+        guard start >= 0, start <= end, end <= bytes.count, firstFrame <= recordsEnd else { return nil }
         if members == SnapshotIndex.groupSize, let full = fullGroupOfSingleBytes(bytes, from: start, to: end),
            full.deltas <= highest &- firstID, full.sizes <= UInt64(recordsEnd &- firstFrame) {
             return (firstID &+ full.deltas, firstFrame &+ Int(full.sizes), start &+ 2 * SnapshotIndex.groupSize &- 1)
@@ -224,12 +226,13 @@ final class SnapshotReader: Sendable {
     /// places) is ≥ 1 and every frame size (even places) ≥ the minimum, returns the sum
     /// of the deltas and the sum of the sizes; otherwise nil. (A byte under 0x80 plus
     /// 0x7F, or plus 0x80 − the minimum, sets its top bit exactly when it is ≥ 1, or ≥
-    /// the minimum, and never carries into the next byte.)
+    /// the minimum, and never carries into the next byte.) `quickGroup` has checked that
+    /// `start...end` lies in `bytes`.
     @inline(__always)
     private static func fullGroupOfSingleBytes(_ bytes: UnsafeRawBufferPointer, from start: Int,
                                                to end: Int) -> (deltas: UInt64, sizes: UInt64)? {
         let count = 2 * SnapshotIndex.groupSize - 1  // 31 bytes: 16 sizes, 15 deltas
-        guard start >= 0, end <= bytes.count, count <= end &- start else { return nil }
+        guard count <= end &- start else { return nil }
         @inline(__always) func word(_ offset: Int) -> UInt64 {
             UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start &+ offset, as: UInt64.self))
         }
