@@ -52,13 +52,34 @@ func option(_ name: String) -> String? {
     arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
 }
 
+let usage = "usage: cairn-bench [--scale small|full] [--only NAME] [--reps N] [--json FILE]\n       cairn-bench --phases [N]\n"
+if arguments.first == "--help" || arguments.first == "-h" {
+    print(usage, terminator: "")
+    exit(0)
+}
+// Every argument is a known option and its value: a mistyped one must not start a
+// 13-minute run with defaults.
+for index in stride(from: 0, to: arguments.count, by: 2) {
+    let name = arguments[index]
+    let problem = !["--scale", "--only", "--reps", "--json"].contains(name) ? "unknown option \(name)"
+        : index + 1 >= arguments.count ? "no value for \(name)" : nil
+    if let problem {
+        FileHandle.standardError.write(Data("cairn-bench: \(problem)\n\(usage)".utf8))
+        exit(2)
+    }
+}
+if let reps = option("--reps"), (Int(reps) ?? 0) < 1 {
+    FileHandle.standardError.write(Data("cairn-bench: --reps is a number of at least 1, not \(reps)\n".utf8))
+    exit(2)
+}
+
 let scaleName = option("--scale") ?? "full"
 guard scaleName == "full" || scaleName == "small" else {
     FileHandle.standardError.write(Data("cairn-bench: --scale is small or full\n".utf8))
     exit(2)
 }
 let scale = scaleName == "small" ? 10 : 1
-let repetitions = max(1, Int(option("--reps") ?? "") ?? 5)
+let repetitions = Int(option("--reps") ?? "") ?? 5
 let selected = option("--only").map { only in workloadNames.filter { $0.hasPrefix(only) } } ?? workloadNames
 guard !selected.isEmpty else {
     FileHandle.standardError.write(Data("cairn-bench: no workload named \(option("--only") ?? "")\n".utf8))
