@@ -303,7 +303,9 @@ public final class Context {
     public var insertedObjects: Set<ManagedObject> { Set(dirty.values.filter(\.isInserted)) }
     public var deletedObjects: Set<ManagedObject> { Set(dirty.values.filter(\.isDeleted)) }
     public var updatedObjects: Set<ManagedObject> {
-        Set(dirty.values.filter { $0.exists && $0.inStore && !$0.isFault && $0.base != $0.values })
+        Set(dirty.values.filter { object in
+            object.exists && object.inStore && !object.isFault && (object.base.map { !Value.sameValues($0, object.values) } ?? true)
+        })
     }
     public var registeredObjects: Set<ManagedObject> { Set(registered.values) }
 

@@ -106,7 +106,7 @@ open class ManagedObject: CustomStringConvertible {
     /// ``hasChanges`` for an object known to be in a context (its dirty set): no weak load.
     var hasUnsavedChanges: Bool {
         if exists != inStore { return true }  // inserted, or deleted
-        return !isFault && base.map { $0 != values } ?? false
+        return !isFault && base.map { !Value.sameValues($0, values) } ?? false
     }
 
     /// The names of keys whose values differ from the last saved ones.

@@ -114,6 +114,20 @@ public enum Value: Hashable, Sendable {
         }
     }
 
+    /// `a == b` for two records' values, each pair compared by ``same(_:_:)`` in place (the
+    /// arrays' `==` copied every value it compared through outlined value witnesses). Arrays
+    /// sharing storage are equal without a look at their values, as with `==`.
+    static func sameValues(_ a: [Value], _ b: [Value]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBufferPointer { x in
+            b.withUnsafeBufferPointer { y in
+                if x.baseAddress == y.baseAddress { return true }
+                for index in x.indices where !same(x[index], y[index]) { return false }
+                return true
+            }
+        }
+    }
+
     /// Throws `.tooLarge` if the value exceeds what a reader accepts (``FormatLimits``), so
     /// that writers never produce a file their own reader refuses.
     public func checkLimits(_ what: @autoclosure () -> String = "value") throws {

@@ -179,6 +179,29 @@ import Testing
         }
     }
 
+    /// `Value.sameValues`, how a save tells a changed object from an unchanged one, answers
+    /// as the arrays' `==`: equal arrays, arrays one value apart (each kind, NaN included),
+    /// different lengths, and arrays sharing storage.
+    @Test func sameValuesAnswersAsEquals() {
+        var generator = ValueGenerator(random: SplitMix64(seed: 23))
+        var random = SplitMix64(seed: 37)
+        var pairs: [([Value], [Value])] = [([], []), ([.null], []), ([.double(.nan)], [.double(.nan)])]
+        for _ in 0..<2_000 {
+            let a = (0..<Int(random.next() % 8)).map { _ in generator.value() }
+            var b = Value.uniqueCopy(of: a)
+            pairs.append((a, b))
+            pairs.append((a, a))
+            if !b.isEmpty {
+                b[Int(random.next() % UInt64(b.count))] = generator.value()
+                pairs.append((a, b))
+            }
+            pairs.append((a, a + [generator.value()]))
+        }
+        for (a, b) in pairs {
+            #expect(Value.sameValues(a, b) == (a == b), "\(a) vs \(b)")
+        }
+    }
+
     /// `Value.uniqueCopy` (bytes moved at once when no value holds a reference, value by
     /// value otherwise) gives equal values in storage of its own, for arrays of only
     /// plain kinds, of mixed kinds, and empty ones.
