@@ -13,43 +13,77 @@ extension Context {
     public func save(durability: Durability?) throws {
         processExternalChanges()
         try throwDeferredError()
-        var changed = dirty.values.filter(\.hasUnsavedChanges)
+        let generation = changeGeneration
+        var (changed, items) = try validateChanges(preparing: parent == nil)
         guard !changed.isEmpty else {
             dirty = [:]
             return
         }
-        let generation = changeGeneration
-        try validate(changed)
         // A validation hook may have changed objects; what it changed is saved too.
-        if changeGeneration != generation { changed = dirty.values.filter(\.hasUnsavedChanges) }
+        if changeGeneration != generation {
+            changed = objectsToSave()
+            items = nil
+        }
         if let parent {
             push(changed, into: parent)
             parent.processPendingChanges()
         } else {
-            try saveToStore(changed, durability: durability)
+            try saveToStore(changed, prepared: items, durability: durability)
         }
         processPendingChanges()
     }
 
+    /// The changed objects that have unsaved changes, in one walk of the changed set.
+    private func objectsToSave() -> [ManagedObject] {
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(dirty.count)
+        for (_, object) in dirty where object.hasUnsavedChanges { objects.append(object) }
+        return objects
+    }
+
     // MARK: Validation
 
-    private func validate(_ objects: [ManagedObject]) throws {
-        for object in inIDOrder(objects) {
-            // Built only for a message: formatting it for every object was a tenth of a save.
-            let label = { "\(object.entity.name) \(object.objectID.recordID)" }
-            do {
-                if object.isDeletedHere {
-                    try validateDelete(object, label)
-                    try object.validateForDelete()
-                    continue
-                }
-                try validateValues(object, label)
-                if object.isNewHere { try object.validateForInsert() } else { try object.validateForUpdate() }
-            } catch let error as CairnError {
-                throw error
-            } catch {
-                throw CairnError(.validation, "\(label()) failed validation: \(error)")
+    /// Validates the objects with unsaved changes in record-ID order (so the error is the
+    /// same on every run) and, for a save into the store, makes each one's part of the
+    /// transaction in the same step. Everything a save reads of an object (its state, its
+    /// saved and current values) is read here once, while it is in cache: on a large save
+    /// each separate pass over the objects (finding the changed ones, sorting, validating,
+    /// encoding) missed the cache again on every object.
+    ///
+    /// - Returns: the objects with changes, in ID order, and their save items (nil unless
+    ///   `preparing`).
+    private func validateChanges(preparing: Bool) throws -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?) {
+        // A copy: a validation hook may change the set, and the places stay those of this one.
+        let pending = dirty
+        var changed: [ManagedObject] = []
+        changed.reserveCapacity(pending.count)
+        var items: [Coordinator.SaveItem] = []
+        var preparer = coordinator.makePreparer()
+        if preparing { items.reserveCapacity(pending.count) }
+        for entry in pending.keysInOrderWithPlaces {
+            guard let object = pending.value(at: entry.place), object.hasUnsavedChanges else { continue }
+            try validate(object)
+            changed.append(object)
+            if preparing { items.append(try saveItem(for: object, preparer: &preparer)) }
+        }
+        return (changed, preparing ? items : nil)
+    }
+
+    private func validate(_ object: ManagedObject) throws {
+        // Built only for a message: formatting it for every object was a tenth of a save.
+        let label = { "\(object.entity.name) \(object.objectID.recordID)" }
+        do {
+            if object.isDeletedHere {
+                try validateDelete(object, label)
+                try object.validateForDelete()
+                return
             }
+            try validateValues(object, label)
+            if object.isNewHere { try object.validateForInsert() } else { try object.validateForUpdate() }
+        } catch let error as CairnError {
+            throw error
+        } catch {
+            throw CairnError(.validation, "\(label()) failed validation: \(error)")
         }
     }
 
@@ -107,26 +141,19 @@ extension Context {
     // MARK: Root save
 
     /// Commits `validated` (the changed objects) as one store transaction, resolving
-    /// conflicts by the merge policy and retrying.
-    private func saveToStore(_ validated: [ManagedObject], durability: Durability?) throws {
+    /// conflicts by the merge policy and retrying. `prepared` are their items, if made.
+    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, durability: Durability?) throws {
         var changed = validated
+        var prepared = prepared
         for attempt in 0..<16 {
             try enforceUniqueness()
             // Uniqueness (upserts) and conflict resolution change what there is to save.
-            if attempt > 0 || coordinator.hasUniquenessConstraints { changed = dirty.values.filter(\.hasUnsavedChanges) }
-            var items: [Coordinator.SaveItem] = []
-            items.reserveCapacity(changed.count)
-            for object in changed {
-                let id = object.objectID.recordID
-                if object.isNewHere {
-                    items.append(.init(id: id, kind: .insert, values: object.values, baseVersion: 0))
-                } else if object.isDeletedHere {
-                    items.append(.init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion))
-                } else {
-                    items.append(.init(id: id, kind: .update, values: object.values, baseVersion: object.baseVersion,
-                                       changedKeys: Self.changedKeys(of: object)))
-                }
+            if attempt > 0 || coordinator.hasUniquenessConstraints {
+                changed = objectsToSave()
+                prepared = nil
             }
+            let items = try prepared ?? saveItems(for: changed)
+            prepared = nil
             do {
                 let changes = try coordinator.save(items, from: inbox, durability: durability)
                 didSave(changed, sequence: changes.sequence)
@@ -138,15 +165,43 @@ extension Context {
         throw CairnError(.conflict, "save kept conflicting with concurrent saves; try again")
     }
 
+    private func saveItems(for objects: [ManagedObject]) throws -> [Coordinator.SaveItem] {
+        var items: [Coordinator.SaveItem] = []
+        items.reserveCapacity(objects.count)
+        var preparer = coordinator.makePreparer()
+        for object in objects { items.append(try saveItem(for: object, preparer: &preparer)) }
+        return items
+    }
+
+    /// An object's part of the transaction: its record checked and encoded by `preparer`.
+    private func saveItem(for object: ManagedObject, preparer: inout Store.Preparer) throws -> Coordinator.SaveItem {
+        let id = object.objectID.recordID
+        if object.isNewHere {
+            let values = object.values
+            return .init(id: id, kind: .insert, values: values, baseVersion: 0, operation: try preparer.put(id, values))
+        }
+        if object.isDeletedHere {
+            return .init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, operation: try preparer.delete(id))
+        }
+        let values = object.values
+        return .init(id: id, kind: .update, values: values, baseVersion: object.baseVersion,
+                     changedKeys: Self.changedKeys(of: object), operation: try preparer.put(id, values))
+    }
+
     /// The keys an update changed, as a mask over its values (names only when the
     /// object has more than 64 properties, or no saved values to compare with).
     private static func changedKeys(of object: ManagedObject) -> Coordinator.ChangedKeys {
         guard let base = object.base, !object.isFault, object.values.count <= 64, base.count == object.values.count else {
             return .names(object.changedKeys)
         }
-        var mask: UInt64 = 0
-        let values = object.values
-        for index in values.indices where !Value.same(base[index], values[index]) { mask |= 1 << UInt64(index) }
+        // The values compared where they lie (indexing the arrays copied each value).
+        let mask = base.withUnsafeBufferPointer { base in
+            object.values.withUnsafeBufferPointer { values in
+                var mask: UInt64 = 0
+                for index in values.indices where !Value.same(base[index], values[index]) { mask |= 1 << UInt64(index) }
+                return mask
+            }
+        }
         return .mask(mask, names: object.layout.names)
     }
 

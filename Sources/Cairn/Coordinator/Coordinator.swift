@@ -101,7 +101,12 @@ public final class Coordinator: Sendable {
         var baseVersion: UInt64
         /// Which keys an update changed (turned into names only if a listener hears of it).
         var changedKeys: ChangedKeys = .names([])
+        /// What the store writes, made by a ``makePreparer()`` preparer from `values`.
+        var operation: Operation
     }
+
+    /// Checks and encodes the records of a save for the store (see ``Store/Preparer``).
+    func makePreparer() -> Store.Preparer { Store.Preparer(schema: schema) }
 
     /// The keys an update changed: bit `i` of a mask for the value at `i`, named by
     /// `names` (the record's property names in value order), or the names themselves.
@@ -133,8 +138,8 @@ public final class Coordinator: Sendable {
     /// the change set delivered to the other contexts and observers; when there are
     /// none, only its sequence number is filled in.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil) throws -> ChangeSet {
-        var changes: [Change] = []
-        changes.reserveCapacity(items.count)
+        var operations: [Operation] = []
+        operations.reserveCapacity(items.count)
         var expected: [ExpectedVersion] = []
         expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
         // Built only if a saved entity has relationships to check.
@@ -142,7 +147,7 @@ public final class Coordinator: Sendable {
         for item in items {
             switch item.kind {
             case .delete:
-                changes.append(.delete(item.id))
+                operations.append(item.operation)
                 expected.append(ExpectedVersion(id: item.id, version: item.baseVersion))
             case .insert, .update:
                 if entitiesByNumber[item.id.entity]?.relationships.isEmpty != true {
@@ -150,11 +155,11 @@ public final class Coordinator: Sendable {
                     saved = sets
                     try checkReferences(of: item, deleted: sets.deleted, inserted: sets.inserted)
                 }
-                changes.append(.put(item.id, item.values))
+                operations.append(item.operation)
                 if item.kind == .update { expected.append(ExpectedVersion(id: item.id, version: item.baseVersion)) }
             }
         }
-        let sequence = try store.commit(changes, expecting: expected, durability: durability)
+        let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
         // The sets are built only for someone to give them to (most saves have nobody).

@@ -56,43 +56,42 @@ extension Store {
     }
 
     /// ``commit(_:expecting:durability:)`` with the expected versions as a list (one
-    /// entry per record), as a context's save builds them.
+    /// entry per record).
     func commit(_ changes: [Change], expecting expected: [ExpectedVersion], durability: Durability?) throws -> UInt64 {
-        try checkWritable()
-        guard changes.count <= FormatLimits.maxOperations else {
-            throw CairnError(.tooLarge, "transaction of \(changes.count) changes exceeds the \(FormatLimits.maxOperations)-change limit; split it")
-        }
-        let schema = self.schema
+        try checkCommit(count: changes.count)  // before any record is checked and encoded
+        var preparer = Preparer(schema: schema)
         var operations: [Operation] = []
         operations.reserveCapacity(changes.count)
-        var payloadEstimate = 16
-        // Changes come in runs of one entity: look each run's entity up once.
-        var lastEntity: EntityDescription?
-        let encoder = RecordEncoder()
         for change in changes {
             switch change {
-            case .put(let id, let values):
-                let entity: EntityDescription
-                if let last = lastEntity, last.number == id.entity {
-                    entity = last
-                } else {
-                    guard let found = schema.entity(number: id.entity) else {
-                        throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
-                    }
-                    entity = found
-                    lastEntity = found
-                }
-                try Self.check(values, of: id, entity: entity)
-                for value in values { try value.checkLimits("a value of \(id)") }
-                let body = encoder.encode(values)
-                payloadEstimate += 20 + body.count
-                operations.append(.put(id, body: body))
-            case .delete(let id):
-                guard schema.entity(number: id.entity) != nil else {
-                    throw CairnError(.invalidArgument, "cannot delete \(id): entity number \(id.entity) is not in the schema")
-                }
-                payloadEstimate += 9
-                operations.append(.delete(id))
+            case .put(let id, let values): operations.append(try preparer.put(id, values))
+            case .delete(let id): operations.append(try preparer.delete(id))
+            }
+        }
+        return try commit(prepared: operations, for: preparer.schema, expecting: expected, durability: durability)
+    }
+
+    /// Commits operations that a ``Preparer`` of `schema` made (a context's save prepares
+    /// each record in the pass that reads its values anyway, while they are in cache), as
+    /// one transaction. Refused if `schema` is not the store's: the records were checked
+    /// against it.
+    func commit(prepared operations: [Operation], for schema: Schema, expecting expected: [ExpectedVersion],
+                durability: Durability?) throws -> UInt64 {
+        try checkCommit(count: operations.count)
+        let current = self.schema
+        // The same entity list in memory is the same schema (the usual case: the coordinator's
+        // copy of the store's); only otherwise are the two compared.
+        let shared = schema.entities.withUnsafeBufferPointer { a in
+            current.entities.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress && a.count == b.count }
+        }
+        guard shared || schema == current else {
+            throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
+        }
+        var payloadEstimate = 16
+        for operation in operations {
+            switch operation {
+            case .put(_, let body): payloadEstimate += 20 + body.count
+            case .delete: payloadEstimate += 9
             }
         }
         guard payloadEstimate <= FormatLimits.maxFramePayload else {
@@ -100,6 +99,49 @@ extension Store {
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
                           expected: expected)
+    }
+
+    /// Throws unless the store takes writes and a transaction of `count` changes.
+    func checkCommit(count: Int) throws {
+        try checkWritable()
+        guard count <= FormatLimits.maxOperations else {
+            throw CairnError(.tooLarge, "transaction of \(count) changes exceeds the \(FormatLimits.maxOperations)-change limit; split it")
+        }
+    }
+
+    /// Turns changes into the operations a transaction writes: each record's values checked
+    /// against its entity (entity, value count, types, reference kinds) and the size limits,
+    /// then encoded. Every write to the store goes through one.
+    struct Preparer {
+        let schema: Schema
+        private let encoder = RecordEncoder()
+        // Changes come in runs of one entity: each run's entity is looked up once.
+        private var lastEntity: EntityDescription?
+
+        init(schema: Schema) { self.schema = schema }
+
+        mutating func put(_ id: RecordID, _ values: [Value]) throws -> Operation {
+            let entity: EntityDescription
+            if let last = lastEntity, last.number == id.entity {
+                entity = last
+            } else {
+                guard let found = schema.entity(number: id.entity) else {
+                    throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
+                }
+                entity = found
+                lastEntity = found
+            }
+            try Store.check(values, of: id, entity: entity)
+            for value in values { try value.checkLimits("a value of \(id)") }
+            return .put(id, body: encoder.encode(values))
+        }
+
+        func delete(_ id: RecordID) throws -> Operation {
+            guard schema.entity(number: id.entity) != nil else {
+                throw CairnError(.invalidArgument, "cannot delete \(id): entity number \(id.entity) is not in the schema")
+            }
+            return .delete(id)
+        }
     }
 
     /// Checks one record's values against its entity.

@@ -246,6 +246,27 @@ struct IDMap<Key: IDMapKey, Value> {
         return longest
     }
 
+    /// Every key in ascending order, each with where its value lies for ``value(at:)``: the
+    /// buckets walked once in memory order, then (key, place) pairs sorted, so putting the
+    /// values in key order reads none of them (a save sorts its changed objects so, without
+    /// touching an object until it validates it). The places are valid until the map changes.
+    var keysInOrderWithPlaces: [(key: UInt64, place: Int)] {
+        var result: [(key: UInt64, place: Int)] = []
+        result.reserveCapacity(count)
+        if zero != nil { result.append((0, -1)) }
+        let keys = buckets.keys
+        for index in 0..<buckets.capacity where keys[index] != 0 { result.append((keys[index], index)) }
+        RadixSort.sort(&result) { $0.key }
+        return result
+    }
+
+    /// The value at `place`, from ``keysInOrderWithPlaces`` of this map unchanged since.
+    @inline(__always) func value(at place: Int) -> Value? {
+        if place < 0 { return zero }
+        guard place < buckets.capacity, buckets.keys[place] != 0 else { return nil }
+        return buckets.values[place]
+    }
+
     /// Every value, in unspecified order.
     var values: [Value] {
         var result: [Value] = []

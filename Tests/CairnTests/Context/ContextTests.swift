@@ -283,6 +283,26 @@ final class AnnotatedOwner: ManagedObject {
         #expect(stored == [7, 7])
     }
 
+    /// A hook that changes an object validated (and its record made) before it, lower in
+    /// ID order: the save writes the object as the hook left it, not as it was when its
+    /// record was first made.
+    @Test func aHookChangingAnObjectValidatedBeforeItIsSavedAsTheHookLeftIt() throws {
+        let model = try Model(Relay.self)
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let follower = Relay(context: context), leader = Relay(context: context)
+        #expect(follower.objectID.recordID < leader.objectID.recordID)
+        leader.follower = follower
+        try context.save()
+        follower.count = 1  // validated first
+        leader.count = 7  // its hook then sets the follower's count to 7
+        try context.save()
+        #expect(!context.hasChanges)
+        let fresh = stack.context()
+        let stored = try fresh.fetch(FetchRequest(Relay.self)).map(\.count).sorted()
+        #expect(stored == [7, 7])
+    }
+
     @Test func relationshipsAcrossContextsAreRefused() throws {
         let stack = try Stack()
         let one = stack.context(), two = stack.context()

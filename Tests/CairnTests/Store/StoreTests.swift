@@ -214,6 +214,36 @@ import Testing
     }
 }
 
+/// Records checked and encoded ahead of a commit (as a context's save makes them) are
+/// written only into a store whose schema they were checked against.
+@Suite struct PreparedCommitTests {
+    @Test func preparedRecordsCommitUnderTheirSchemaAndAreRefusedUnderAnother() throws {
+        let store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(MemoryFileSystem()))
+        defer { store.close() }
+        let id = try store.allocateID(entity: 1)
+        let values: [Value] = [.string("ann"), .int64(3), .references([])]
+        var preparer = Store.Preparer(schema: store.schema)
+        let operation = try preparer.put(id, values)
+        // Another schema with the same entity numbers: the record fits its own entity there
+        // too, but it was not checked against this store's.
+        var other = TestSchemas.people
+        other.entities[0] = EntityDescription(name: "Person", number: 1,
+                                              attributes: [AttributeDescription(name: "username", type: .string)],
+                                              relationships: [])
+        #expect { try store.commit(prepared: [operation], for: other, expecting: [], durability: nil) } throws: {
+            ($0 as? CairnError)?.code == .schemaMismatch
+        }
+        #expect(!store.contains(id), "nothing was written")
+        // An equal schema that is not the store's own copy passes, by comparison.
+        let equal = Schema(version: store.schema.version, entities: store.schema.entities.map { $0 })
+        try store.commit(prepared: [operation], for: equal, expecting: [], durability: nil)
+        #expect(try store.get(id)?.values == values)
+        // A preparer checks what a commit of changes checks.
+        #expect { try preparer.put(id, [.int64(1)]) } throws: { ($0 as? CairnError)?.code == .invalidArgument }
+        #expect { try preparer.delete(RecordID(entity: 9, serial: 1)) } throws: { ($0 as? CairnError)?.code == .invalidArgument }
+    }
+}
+
 @Suite struct ConcurrencyTests {
     /// Eight threads commit durably at once; syncs are shared (group commit) and every
     /// commit is present after a reopen.

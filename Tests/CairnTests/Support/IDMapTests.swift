@@ -39,6 +39,11 @@ import Testing
             if step % 997 == 0 {
                 #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
                 for (k, v) in reference { #expect(map[k] == v) }
+                // The ordered walk a scan merges with: every key once, ascending, and the
+                // value at each place is that key's.
+                let ordered = map.keysInOrderWithPlaces
+                #expect(ordered.map(\.key) == reference.keys.sorted())
+                for entry in ordered { #expect(map.value(at: entry.place) == reference[entry.key]) }
             }
         }
         #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
