@@ -146,9 +146,11 @@ extension Context {
         var changed = validated
         var prepared = prepared
         for attempt in 0..<16 {
+            let generation = changeGeneration
             try enforceUniqueness()
-            // Uniqueness (upserts) and conflict resolution change what there is to save.
-            if attempt > 0 || coordinator.hasUniquenessConstraints {
+            // Conflict resolution and upserts (an adopted record changes the changed set,
+            // which moves the generation) change what there is to save.
+            if attempt > 0 || changeGeneration != generation {
                 changed = objectsToSave()
                 prepared = nil
             }

@@ -114,7 +114,8 @@ extension Store {
     /// then encoded. Every write to the store goes through one.
     struct Preparer {
         let schema: Schema
-        private let encoder = RecordEncoder()
+        /// Made on the first record (a child context's save makes a preparer it never uses).
+        private var encoder: RecordEncoder?
         // Changes come in runs of one entity: each run's entity is looked up once.
         private var lastEntity: EntityDescription?
 
@@ -133,6 +134,8 @@ extension Store {
             }
             try Store.check(values, of: id, entity: entity)
             for value in values { try value.checkLimits("a value of \(id)") }
+            let encoder = self.encoder ?? RecordEncoder()
+            self.encoder = encoder
             return .put(id, body: encoder.encode(values))
         }
 
