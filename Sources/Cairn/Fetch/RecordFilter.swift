@@ -180,6 +180,11 @@ final class RecordFilter {
                 try reader.skipValue()
                 continue
             }
+            if let x = reader.commonInt64() {
+                guard accepted[place] & Self.int64Bit != 0 else { throw misfit(body, id) }
+                numbers[place] = .integer(x)
+                continue
+            }
             let decoded = reader.commonValue()
             // An int64 or a double (not NaN) is kept as a number: no value is stored.
             switch decoded {
@@ -232,6 +237,14 @@ final class RecordFilter {
     }
 
     @inline(__always) private func test(_ index: Int) -> Bool {
+        // An integer against an integer constant, the usual case, inline; the rest below.
+        if case .integer(let c) = leaves[index].number, case .integer(let x) = numbers[leaves[index].position] {
+            return Self.holds(leaves[index].op, less: x < c, greater: x > c)
+        }
+        return testInGeneral(index)
+    }
+
+    private func testInGeneral(_ index: Int) -> Bool {
         // Fields are read in place through the buffers: no leaf or value is copied whole.
         let place = leaves[index].position, op = leaves[index].op
         var number = numbers[place]

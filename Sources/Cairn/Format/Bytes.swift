@@ -290,3 +290,51 @@ public enum FormatLimits {
     /// second for twelve days), so that numbering the next files cannot overflow.
     public static let maxFileNumber: UInt64 = 1 << 40
 }
+
+/// Unsigned LEB128 read in place, for hot paths that need no error message: the same
+/// values as ``ByteReader/varint(_:)`` accepts (at most 10 bytes, the tenth carrying only
+/// the top bit), nil where it would throw.
+enum Varint {
+    @inline(__always) static func read(_ buffer: UnsafeRawBufferPointer, _ at: inout Int, limit: Int) -> UInt64? {
+        guard at < limit else { return nil }
+        // One to three bytes in place (IDs' serials take three up to two million).
+        let first = buffer[at]
+        if first < 0x80 {
+            at += 1
+            return UInt64(first)
+        }
+        if at + 1 < limit {
+            let second = buffer[at + 1]
+            if second < 0x80 {
+                at += 2
+                return UInt64(first & 0x7F) | UInt64(second) << 7
+            }
+            if at + 2 < limit {
+                let third = buffer[at + 2]
+                if third < 0x80 {
+                    at += 3
+                    return UInt64(first & 0x7F) | UInt64(second & 0x7F) << 7 | UInt64(third) << 14
+                }
+            }
+        }
+        return readLong(buffer, &at, limit: limit)
+    }
+
+    static func readLong(_ buffer: UnsafeRawBufferPointer, _ at: inout Int, limit: Int) -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        var next = at
+        while next < limit {
+            let byte = buffer[next]
+            next += 1
+            if shift == 63 && byte > 1 { return nil }
+            result |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 {
+                at = next
+                return result
+            }
+            shift += 7
+        }
+        return nil
+    }
+}

@@ -29,15 +29,33 @@ public enum SnapshotRecord {
     /// A version-3 frame's header at `offset`, read but not checked against its checksum:
     /// the record ID, where the body starts and the frame's size. Nil when the varints do
     /// not read or the frame would pass `limit`.
+    @inline(__always)
     public static func compactHeader(in buffer: UnsafeRawBufferPointer, at offset: Int,
                                      limit: Int) -> (id: RecordID, bodyStart: Int, size: Int)? {
+        // Read in place, without a ByteReader: every record a scan or a lookup reads starts
+        // here, and the reader's error paths cost more than the three varints.
         guard offset >= 0, limit <= buffer.count, offset <= limit - minimumCompactSize else { return nil }
-        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[(offset + 4)..<limit]))
-        guard let length = try? reader.varint(), let entity = try? reader.varint(), let serial = try? reader.varint(),
+        var at = offset + 4
+        guard let length = Varint.read(buffer, &at, limit: limit), let entity = Varint.read(buffer, &at, limit: limit),
+              let serial = Varint.read(buffer, &at, limit: limit),
               entity >= 1, entity <= UInt64(UInt16.max), serial >= 1, serial <= RecordID.maxSerial,
-              length <= UInt64(reader.remaining) else { return nil }
-        let bodyStart = offset + 4 + reader.position
-        return (RecordID(entity: UInt16(entity), serial: serial), bodyStart, bodyStart - offset + Int(length))
+              length <= UInt64(limit - at) else { return nil }
+        return (RecordID(entity: UInt16(entity), serial: serial), at, at - offset + Int(length))
+    }
+
+    /// Where the body of a version-3 frame at `offset`, ending at `end`, starts: past its
+    /// checksum and three varints, found eight bytes at a time and not decoded. For a frame
+    /// already checked whole (``body(in:at:limit:expected:version:)``), whose header need
+    /// not be read again; nil if the header is not within eight bytes (then check it).
+    @inline(__always)
+    public static func checkedBodyStart(in buffer: UnsafeRawBufferPointer, at offset: Int, end: Int) -> Int? {
+        guard offset >= 0, end <= buffer.count, offset + 12 <= end else { return nil }
+        let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt64.self))
+        var ends = ~word & 0x8080_8080_8080_8080  // the last byte of each varint
+        ends &= ends &- 1
+        ends &= ends &- 1  // the first two cleared: the lowest left ends the third
+        guard ends != 0 else { return nil }
+        return offset + 4 + ends.trailingZeroBitCount / 8 + 1
     }
 
     /// The body of the record frame at `offset`, checked: frame within `limit`, checksum,

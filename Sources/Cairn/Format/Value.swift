@@ -402,6 +402,53 @@ extension ByteReader {
         }
     }
 
+    /// The next value: an int64 or another common kind read in place, anything else by
+    /// ``value()`` (which says what is wrong with it).
+    @inline(__always) mutating func nextValue() throws -> Value {
+        if let x = commonInt64() { return .int64(x) }
+        return try commonValue() ?? value()
+    }
+
+    /// The next value if it is an int64 of at most 9 varint bytes (as ``commonValue()``
+    /// reads it), without making a ``Value``; else nil, having read nothing.
+    @inline(__always) mutating func commonInt64() -> Int64? {
+        let start = position
+        guard start < buffer.count, buffer[start] == Value.Tag.int64.rawValue,
+              let (raw, length) = Self.shortVarint(buffer, at: start + 1) else { return nil }
+        position = start + 1 + length
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    /// A varint of at most 9 bytes (63 bits: no overflow to check) at `at`, and its length.
+    @inline(__always) static func shortVarint(_ buffer: UnsafeRawBufferPointer, at: Int) -> (UInt64, Int)? {
+        if buffer.count - at >= 8 {
+            // Eight bytes at once: the first without its top bit ends the varint.
+            let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+            let ends = ~word & 0x8080_8080_8080_8080
+            if ends != 0 {
+                let length = ends.trailingZeroBitCount / 8 + 1
+                var raw: UInt64 = 0
+                var rest = word
+                for i in 0..<length {
+                    raw |= (rest & 0x7F) << UInt64(7 * i)
+                    rest >>= 8
+                }
+                return (raw, length)
+            }
+        }
+        var raw: UInt64 = 0
+        var shift: UInt64 = 0
+        var next = at
+        while next < buffer.count, shift < 63 {
+            let byte = buffer[next]
+            next += 1
+            raw |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return (raw, next - at) }
+            shift += 7
+        }
+        return nil
+    }
+
     /// The next value, decoded in place, if it is one of the common kinds — nil, a boolean,
     /// an int64 of at most 9 varint bytes, a double; else nil, having read nothing, and
     /// ``value()`` decodes it (and reports what is wrong with it). Same results as
@@ -455,6 +502,12 @@ extension ByteReader {
                 position = start + 1
                 return
             case Value.Tag.int64.rawValue:
+                if buffer.count - start > 8 {
+                    // Eight bytes at once: the first without its top bit ends the varint.
+                    let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: start + 1, as: UInt64.self))
+                    let ends = ~word & 0x8080_8080_8080_8080
+                    if ends != 0 { position = start + 2 + ends.trailingZeroBitCount / 8; return }
+                }
                 var next = start + 1
                 while next < buffer.count, next - start <= 9 {  // up to 9 bytes, as commonValue
                     if buffer[next] < 0x80 { position = next + 1; return }
@@ -520,7 +573,7 @@ public enum ValueCoding {
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         values.removeAll(keepingCapacity: true)
         values.reserveCapacity(count)
-        for _ in 0..<count { values.append(try reader.commonValue() ?? reader.value()) }
+        for _ in 0..<count { values.append(try reader.nextValue()) }
         guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
     }
 
@@ -534,7 +587,7 @@ public enum ValueCoding {
         var reader = ByteReader(bytes, base: base)
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         guard slot >= 0, slot < count else { return nil }
-        for _ in 0..<slot { _ = try reader.commonValue() ?? reader.value() }
-        return try reader.commonValue() ?? reader.value()
+        for _ in 0..<slot { _ = try reader.nextValue() }
+        return try reader.nextValue()
     }
 }

@@ -32,6 +32,29 @@ import Testing
         }
     }
 
+    /// `Varint.read` (in place, no errors) reads what `varint` reads and fails where it
+    /// fails, at any limit: lengths up to 12 bytes, the 10-byte overflow edge included.
+    @Test func inPlaceVarintAgreesWithVarint() {
+        var random = SplitMix64(seed: 19)
+        var samples: [[UInt8]] = [[0x7F], [0x80, 0x01], [UInt8](repeating: 0xFF, count: 9) + [0x01],
+                                  [UInt8](repeating: 0xFF, count: 9) + [0x02], [UInt8](repeating: 0x80, count: 11)]
+        for _ in 0..<5_000 {
+            samples.append((0..<Int(random.next() % 13)).map { _ in
+                UInt8(truncatingIfNeeded: random.next() | (random.next() % 4 == 0 ? 0 : 0x80))
+            })
+        }
+        for bytes in samples {
+            bytes.withUnsafeBytes { buffer in
+                for limit in 0...bytes.count {
+                    var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[..<limit]))
+                    var at = 0
+                    let expected = try? reader.varint(), found = Varint.read(buffer, &at, limit: limit)
+                    #expect(expected == found && (found == nil || at == reader.position), "\(bytes) limit \(limit)")
+                }
+            }
+        }
+    }
+
     /// `count`'s one-byte fast path answers as the general path: the same count, position
     /// and refusals, for counts near each maximum and item sizes 0, 1 and 8.
     @Test func countFastPathAgreesWithTheGeneralPath() {
@@ -44,6 +67,37 @@ import Testing
                 let x = try? a.count("count", maximum: maximum, minimumItemSize: itemSize)
                 let y = try? b.generalCount("count", maximum: maximum, minimumItemSize: itemSize)
                 #expect(x == y && a.position == b.position, "\(bytes) max \(maximum) size \(itemSize)")
+            }
+        }
+    }
+
+    /// `commonInt64` (eight varint bytes at once) reads an int64 exactly where
+    /// `commonValue` reads one, to the same position, and nothing else: encoded integers
+    /// of every length, cut short, and random bytes after the int64 tag.
+    @Test func commonInt64AgreesWithCommonValue() {
+        var random = SplitMix64(seed: 23)
+        var samples: [[UInt8]] = []
+        for shift in 0..<64 {
+            for value in [Int64(1) << shift, 0 &- (Int64(1) << shift), (Int64(1) << shift) &- 1] {
+                var bytes = ValueCoding.encode([.int64(value), .bool(true)])
+                bytes.removeFirst()
+                samples.append(bytes)
+                samples.append(Array(bytes.dropLast(Int(random.next() % UInt64(bytes.count)))))
+            }
+        }
+        for _ in 0..<3_000 {
+            samples.append([Value.Tag.int64.rawValue] + (0..<Int(random.next() % 14)).map { _ in
+                UInt8(truncatingIfNeeded: random.next() | (random.next() % 3 == 0 ? 0 : 0x80))
+            })
+            samples.append([UInt8(truncatingIfNeeded: random.next())] + (0..<Int(random.next() % 10)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        }
+        for bytes in samples {
+            bytes.withUnsafeBytes { buffer in
+                var a = ByteReader(buffer), b = ByteReader(buffer)
+                let fast = a.commonInt64()
+                let general: Int64?
+                if case .int64(let x)? = b.commonValue() { general = x } else { general = nil; b.position = 0 }
+                #expect(fast == general && a.position == b.position, "\(bytes)")
             }
         }
     }
