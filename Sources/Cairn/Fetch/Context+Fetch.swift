@@ -5,7 +5,7 @@ import Foundation
 /// window, and hand back objects (faults), IDs, counts or aggregates.
 extension Context {
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
-        let rows = try executeRows(request)
+        let rows = try executeRows(request, values: .forUnloadedObjects)
         let entity = try entityDescription(request.entityName)
         let type = model.objectClass(for: entity.name)
         var objects: [T] = []
@@ -191,11 +191,23 @@ extension Context {
 
     /// The IDs matching a request, sorted and windowed (before any object filter).
     func execute<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [RecordID] {
-        try executeRows(request).map(\.id)
+        try executeRows(request, values: .none).map(\.id)
+    }
+
+    /// Which matches of a scan a caller needs the stored values of (a sort needs them all).
+    enum RowValues {
+        /// Every match's.
+        case all
+        /// Those of records without a loaded object here (a fetch keeps them with the
+        /// faults it hands out; a loaded object keeps its own values).
+        case forUnloadedObjects
+        /// None (IDs and counts).
+        case none
     }
 
     /// One match of a request: its ID, its values as this context sees them, and — when
-    /// they were read from the store — the record version they were read at.
+    /// they were read from the store — the record version they were read at. A match a
+    /// scan did not decode (``RowValues``) has no values and no version.
     struct FetchRow {
         let id: RecordID
         let values: [Value]
@@ -203,7 +215,7 @@ extension Context {
     }
 
     /// The rows matching a request, sorted and windowed (before any object filter).
-    func executeRows<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [FetchRow] {
+    func executeRows<T: ManagedObject>(_ request: FetchRequest<T>, values wanted: RowValues = .all) throws -> [FetchRow] {
         processExternalChanges()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
@@ -227,7 +239,7 @@ extension Context {
                 for match in found {
                     let id = RecordID(rawValue: match.id)
                     guard pending[id] == nil else { continue }
-                    if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotOffset)) {
+                    if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)) {
                         consider(id, record.values, version)
                     }
                 }
@@ -240,22 +252,38 @@ extension Context {
                 // reused buffer, and only a match keeps a copy of it.
                 let filter = compiled.flatMap(RecordFilter.init)
                 let takesAll = compiled == nil
+                let wanted = request.sortDescriptors.isEmpty ? wanted : .all
+                // Whether a match is decoded (and checked) at all: not when nobody reads it.
+                func decodes(_ id: RecordID) -> Bool {
+                    switch wanted {
+                    case .all: return true
+                    case .none: return false
+                    case .forUnloadedObjects: return registered[id].map { $0.isFault } ?? true
+                    }
+                }
                 var scratch: [Value] = []
-                try store.scanVersioned(entity: entity.number) { id, version, body in
-                    if filterPending && pending[id] != nil { return }
-                    if takesAll {
-                        matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
-                        return
+                // The filter is used through an unretained reference (it lives to the end
+                // of the scan): captured strongly, it was retained and released around
+                // every record.
+                let unretainedFilter = filter.map { Unmanaged.passUnretained($0) }
+                try withExtendedLifetime(filter) {
+                    try store.scanVersioned(entity: entity.number) { id, version, body in
+                        if filterPending && pending[id] != nil { return }
+                        if takesAll || unretainedFilter != nil {
+                            if let unretainedFilter {
+                                guard try unretainedFilter._withUnsafeGuaranteedRef({ try $0.matches(body, id: id) }) else { return }
+                            }
+                            guard decodes(id) else {
+                                matches.append(FetchRow(id: id, values: [], version: nil))
+                                return
+                            }
+                            matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
+                            return
+                        }
+                        try ValueCoding.decode(body, into: &scratch)
+                        try Store.checkRecord(scratch, id: id, entity: entity)
+                        consider(id, scratch, version)
                     }
-                    if let filter {
-                        guard try filter.matches(body, id: id) else { return }
-                        let values = try Store.decodeRecord(body, id: id, entity: entity)
-                        matches.append(FetchRow(id: id, values: values, version: version))
-                        return
-                    }
-                    try ValueCoding.decode(body, into: &scratch)
-                    try Store.checkRecord(scratch, id: id, entity: entity)
-                    consider(id, scratch, version)
                 }
             }
         } else if let parent {

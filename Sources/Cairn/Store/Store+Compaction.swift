@@ -91,12 +91,12 @@ extension Store {
                             try changed.withUnsafeBytes { try output.writer.append(id: id, body: $0) }
                         }
                         switch source {
-                        case .snapshot(let offset):
+                        case .snapshot(let place):
                             // Untransformed, a frame of the current version is copied as it is, checked once.
-                            if transform == nil, let (frame, body) = try snapshot.currentFrame(at: offset, id: id) {
+                            if transform == nil, let (frame, body) = try snapshot.currentFrame(at: place, id: id) {
                                 try output.writer.append(id: id, frame: frame, body: body)
                             } else {
-                                try emit(try snapshot.body(at: offset, id: id))
+                                try emit(try snapshot.body(at: place, id: id))
                             }
                         case .overlay(let bytes): try bytes.withUnsafeBytes { try emit($0) }
                         }

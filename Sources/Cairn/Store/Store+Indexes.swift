@@ -137,22 +137,22 @@ final class SecondaryIndex: @unchecked Sendable {
                 storedChecked = true
             }
             try Self.collect(condition, count: block.count, skipping: storedStale, into: &result, value: { i in
-                let (id, offset) = try snapshot.record(in: block, at: i)
-                let body = try snapshot.body(at: offset, id: id)
+                let (id, place) = try snapshot.record(in: block, at: i)
+                let body = try snapshot.body(at: place, id: id)
                 do {
                     return try ValueCoding.value(at: block.attribute, in: body) ?? .null
                 } catch let error as CairnError {
                     throw error.located(in: snapshot.path, base: Int64(snapshot.fileOffset(of: body)))
                 }
             }, match: { i in
-                let (id, offset) = try snapshot.record(in: block, at: i)
-                return IndexMatch(id: id.rawValue, snapshotOffset: offset)
+                let (id, place) = try snapshot.record(in: block, at: i)
+                return IndexMatch(id: id.rawValue, snapshotPlace: place)
             })
         }
         let sorted = self.sorted
         try Self.collect(condition, count: sorted.count, skipping: stale, into: &result,
-                         value: { sorted[$0].value }, match: { IndexMatch(id: sorted[$0].id, snapshotOffset: -1) })
-        for (id, value) in delta where Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotOffset: -1)) }
+                         value: { sorted[$0].value }, match: { IndexMatch(id: sorted[$0].id, snapshotPlace: nil) })
+        for (id, value) in delta where Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
         if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
         return result
     }
@@ -241,11 +241,11 @@ final class SecondaryIndex: @unchecked Sendable {
 }
 
 /// One record an index lookup found: its raw ID and, when the snapshot's stored index
-/// found it, its frame's offset in that snapshot (else -1), so the read that follows
+/// found it, where its frame is in that snapshot (else nil), so the read that follows
 /// need not search the snapshot's index for it again.
 struct IndexMatch: Hashable, Sendable {
     let id: UInt64
-    let snapshotOffset: Int
+    let snapshotPlace: SnapshotReader.Place?
 }
 
 struct IndexKey: Hashable, Sendable {

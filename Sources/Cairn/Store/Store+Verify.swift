@@ -36,7 +36,7 @@ extension Store {
         var records: [RecordID: [Value]] = [:]
         for entity in schema.entities {
             do {
-                try scan(entity: entity.number) { id, body in
+                try scanVersioned(entity: entity.number, recheckingFrames: true) { id, _, body in
                     do {
                         let values = try ValueCoding.decode(body)
                         try Self.check(values, of: id, against: schema)

@@ -66,8 +66,8 @@ public final class Store: Sendable {
         case .live(let bytes): return try bytes.withUnsafeBytes { try body($0) }
         case .deleted: return nil
         case nil:
-            guard let offset = snapshot.offset(of: id) else { return nil }
-            return try withExtendedLifetime(snapshot) { try body(try snapshot.body(at: offset, id: id)) }
+            guard let place = snapshot.place(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) { try body(try snapshot.body(at: place, id: id)) }
         }
     }
 
@@ -82,17 +82,17 @@ public final class Store: Sendable {
     /// lookup): used if that snapshot is still the store's and the log has not changed the
     /// record since, instead of searching the snapshot's index. (The frame is checked to
     /// hold `id`, as any read from the snapshot is.)
-    func getVersioned(_ id: RecordID, hint: (snapshot: SnapshotReader, offset: Int)?) throws -> (record: Record, version: UInt64)? {
+    func getVersioned(_ id: RecordID, hint: (snapshot: SnapshotReader, place: SnapshotReader.Place?)?) throws -> (record: Record, version: UInt64)? {
         let (entry, snapshot, version) = state.withLock { ($0.overlay[id.entity]?[id.rawValue], $0.snapshot, $0.version(of: id)) }
         let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
         case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try Self.decodeRecord($0, id: id, entity: entity) }), version)
         case .deleted: return nil
         case nil:
-            let hinted = hint.flatMap { $0.snapshot === snapshot && $0.offset >= 0 ? $0.offset : nil }
-            guard let offset = hinted ?? snapshot.offset(of: id) else { return nil }
+            let hinted = hint.flatMap { $0.snapshot === snapshot ? $0.place : nil }
+            guard let place = hinted ?? snapshot.place(of: id) else { return nil }
             return try withExtendedLifetime(snapshot) {
-                (Record(id: id, values: try Self.decodeRecord(try snapshot.body(at: offset, id: id), id: id, entity: entity)), version)
+                (Record(id: id, values: try Self.decodeRecord(try snapshot.body(at: place, id: id), id: id, entity: entity)), version)
             }
         }
     }
@@ -138,12 +138,25 @@ public final class Store: Sendable {
 
     /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
     public func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        try scanVersioned(entity: entity, recheckingFrames: false, body)
+    }
+
+    /// ``scanVersioned(entity:_:)``; with `recheckingFrames`, every snapshot frame's
+    /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
+    func scanVersioned(entity: UInt16, recheckingFrames: Bool,
+                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
-        try withExtendedLifetime(snapshot) {
+        // Both are used through unretained references: they live to the end of this
+        // block, and captured strongly they were retained and released around every record.
+        let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
+        try withExtendedLifetime((snapshot, versions)) {
             try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
-                let version = versions.version(of: id)
+                let version = unretainedVersions._withUnsafeGuaranteedRef { $0.version(of: id) }
                 switch source {
-                case .snapshot(let offset): try body(id, version, try snapshot.body(at: offset, id: id))
+                case .snapshot(let place):
+                    try body(id, version, try unretainedSnapshot._withUnsafeGuaranteedRef {
+                        try recheckingFrames ? $0.body(at: place.offset, id: id) : $0.body(at: place, id: id)
+                    })
                 case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
                 }
             }
@@ -151,7 +164,7 @@ public final class Store: Sendable {
     }
 
     enum Source {
-        case snapshot(Int)
+        case snapshot(SnapshotReader.Place)
         case overlay([UInt8])
     }
 
@@ -173,7 +186,7 @@ public final class Store: Sendable {
                       _ body: (RecordID, Source) throws -> Void) rethrows {
         let changed = RadixSort.sorted(overlay.keys)
         var next = 0
-        try snapshot.forEach(entity: entity) { id, offset in
+        try snapshot.forEach(entity: entity) { id, place in
             while next < changed.count && changed[next] < id.rawValue {
                 if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
                 next += 1
@@ -182,7 +195,7 @@ public final class Store: Sendable {
                 if case .live(let bytes) = overlay[changed[next]]! { try body(id, .overlay(bytes)) }
                 next += 1
             } else {
-                try body(id, .snapshot(offset))
+                try body(id, .snapshot(place))
             }
         }
         while next < changed.count {

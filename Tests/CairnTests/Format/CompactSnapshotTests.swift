@@ -148,7 +148,7 @@ import Testing
                     }
                 }
                 for id in ids { if let offset = reader.offset(of: id) { check(id, offset) } }
-                for entity: UInt16 in [1, 2] { reader.forEach(entity: entity) { check($0, $1) } }
+                for entity: UInt16 in [1, 2] { reader.forEach(entity: entity) { check($0, $1.offset) } }
             }
         }
         // Most changes break the structure; an ID delta moved by a little still reads,
@@ -203,9 +203,9 @@ import Testing
         let second = try Self.currentSnapshot(fs)
         #expect(first.path != second.path)
         for id in ids {
-            let offsets = (try #require(first.reader.offset(of: id)), try #require(second.reader.offset(of: id)))
-            let a = try #require(try first.reader.currentFrame(at: offsets.0, id: id))
-            let b = try #require(try second.reader.currentFrame(at: offsets.1, id: id))
+            let places = (try #require(first.reader.place(of: id)), try #require(second.reader.place(of: id)))
+            let a = try #require(try first.reader.currentFrame(at: places.0, id: id))
+            let b = try #require(try second.reader.currentFrame(at: places.1, id: id))
             #expect(Array(a.frame) == Array(b.frame))
         }
 

@@ -102,10 +102,10 @@ import Testing
         try store.compact()
         let condition = IndexCondition.range(lower: .int64(-5), lowerInclusive: true, upper: .int64(5), upperInclusive: true)
         let (matches, snapshot) = try store.indexedRecords(entity: 1, slot: 0, matching: condition)
-        #expect(matches.count > 20 && matches.allSatisfy { $0.snapshotOffset >= 0 })
+        #expect(matches.count > 20 && matches.allSatisfy { $0.snapshotPlace != nil })
         for match in matches {
             let id = RecordID(rawValue: match.id)
-            let hinted = try store.getVersioned(id, hint: (snapshot, match.snapshotOffset))
+            let hinted = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace))
             #expect(hinted?.record == (try store.getVersioned(id))?.record)
         }
         // Shift every frame: delete the first records, change one, compact.
@@ -116,7 +116,7 @@ import Testing
         try store.commit([.put(changed, newValues)])
         for match in matches {
             let id = RecordID(rawValue: match.id)
-            let stale = try store.getVersioned(id, hint: (snapshot, match.snapshotOffset))
+            let stale = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace))
             #expect(stale?.record == (try store.getVersioned(id))?.record)
             if id == changed { #expect(stale?.record.values == newValues) }
             if ids.prefix(7).contains(id) { #expect(stale == nil) }
