@@ -413,14 +413,25 @@ extension ByteReader {
     /// reads it), without making a ``Value``; else nil, having read nothing.
     @inline(__always) mutating func commonInt64() -> Int64? {
         let start = position
-        guard start < buffer.count, buffer[start] == Value.Tag.int64.rawValue,
-              let (raw, length) = Self.shortVarint(buffer, at: start + 1) else { return nil }
-        position = start + 1 + length
+        guard start < buffer.count, buffer[start] == Value.Tag.int64.rawValue else { return nil }
+        let raw: UInt64
+        // One or two varint bytes (-64…63, -8192…8191) here; longer ones out of line.
+        if start + 1 < buffer.count, buffer[start + 1] < 0x80 {
+            raw = UInt64(buffer[start + 1])
+            position = start + 2
+        } else if start + 2 < buffer.count, buffer[start + 2] < 0x80 {
+            raw = UInt64(buffer[start + 1] & 0x7F) | UInt64(buffer[start + 2]) << 7
+            position = start + 3
+        } else {
+            guard let (long, length) = Self.shortVarint(buffer, at: start + 1) else { return nil }
+            raw = long
+            position = start + 1 + length
+        }
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
     }
 
     /// A varint of at most 9 bytes (63 bits: no overflow to check) at `at`, and its length.
-    @inline(__always) static func shortVarint(_ buffer: UnsafeRawBufferPointer, at: Int) -> (UInt64, Int)? {
+    @inline(never) static func shortVarint(_ buffer: UnsafeRawBufferPointer, at: Int) -> (UInt64, Int)? {
         if buffer.count - at >= 8 {
             // Eight bytes at once: the first without its top bit ends the varint.
             let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: at, as: UInt64.self))
