@@ -185,13 +185,9 @@ final class RecordFilter {
                 numbers[place] = .integer(x)
                 continue
             }
+            // An int64 (read above) or a double (not NaN) is kept as a number: no value is stored.
             let decoded = reader.commonValue()
-            // An int64 or a double (not NaN) is kept as a number: no value is stored.
             switch decoded {
-            case .int64(let x)?:
-                guard accepted[place] & Self.int64Bit != 0 else { throw misfit(body, id) }
-                numbers[place] = .integer(x)
-                continue
             case .double(let x)? where !x.isNaN:
                 guard accepted[place] & Self.doubleBit != 0 else { throw misfit(body, id) }
                 numbers[place] = .real(x)

@@ -138,8 +138,16 @@ public struct ByteReader {
         return UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt64.self))
     }
 
-    /// Unsigned LEB128 of at most 10 bytes; the tenth may only carry the top bit.
+    /// Unsigned LEB128 of at most 10 bytes; the tenth may only carry the top bit. Read in
+    /// place by ``Varint/read(_:_:limit:)``; only a varint that does not read takes the
+    /// general path, which says what is wrong.
     @inline(__always) public mutating func varint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
+        if let value = Varint.read(buffer, &position, limit: buffer.count) { return value }
+        return try generalVarint(what())
+    }
+
+    /// `varint` without its in-place path (tests hold the two to the same answers).
+    mutating func generalVarint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         let start = position
@@ -152,16 +160,6 @@ public struct ByteReader {
             if byte & 0x80 == 0 { return result }
             shift += 7
         }
-    }
-
-    /// `varint()` with the one-byte case (values under 128) read in place; for loops over
-    /// many small varints (a snapshot index's entry bytes).
-    @inline(__always) public mutating func smallVarint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
-        if position < buffer.count, buffer[position] < 0x80 {
-            position += 1
-            return UInt64(buffer[position - 1])
-        }
-        return try varint(what())
     }
 
     @inline(__always) public mutating func signedVarint(_ what: @autoclosure () -> String = "varint") throws -> Int64 {
@@ -292,8 +290,9 @@ public enum FormatLimits {
 }
 
 /// Unsigned LEB128 read in place, for hot paths that need no error message: the same
-/// values as ``ByteReader/varint(_:)`` accepts (at most 10 bytes, the tenth carrying only
-/// the top bit), nil where it would throw.
+/// values as ``ByteReader/generalVarint(_:)`` accepts (at most 10 bytes, the tenth
+/// carrying only the top bit), nil where it would throw. ``ByteReader/varint(_:)`` reads
+/// through it.
 enum Varint {
     @inline(__always) static func read(_ buffer: UnsafeRawBufferPointer, _ at: inout Int, limit: Int) -> UInt64? {
         guard at < limit else { return nil }

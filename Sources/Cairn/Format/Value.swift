@@ -478,20 +478,8 @@ extension ByteReader {
             position = start + 1
             return .bool(true)
         case Value.Tag.int64.rawValue:
-            var raw: UInt64 = 0
-            var shift: UInt64 = 0
-            var next = start + 1
-            while next < buffer.count, shift < 63 {  // 9 bytes carry 63 bits: no overflow to check
-                let byte = buffer[next]
-                next += 1
-                raw |= UInt64(byte & 0x7F) << shift
-                if byte < 0x80 {
-                    position = next
-                    return .int64(Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1))))
-                }
-                shift += 7
-            }
-            return nil
+            guard let x = commonInt64() else { return nil }
+            return Value.int64(x)
         case Value.Tag.double.rawValue:
             guard buffer.count - start >= 9 else { return nil }
             position = start + 9

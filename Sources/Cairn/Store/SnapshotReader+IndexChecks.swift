@@ -94,7 +94,7 @@ extension SnapshotReader {
         for member in 0..<members {
             if member > 0 {
                 let deltaAt = reader.base + reader.position
-                let delta = try reader.smallVarint("snapshot index ID delta")
+                let delta = try reader.varint("snapshot index ID delta")
                 guard delta >= 1, delta <= highest - id else {
                     throw CairnError.corrupt("snapshot index ID delta \(delta) after \(RecordID(rawValue: id)) is zero or leaves entity \(entity)",
                                              offset: deltaAt)
@@ -102,7 +102,7 @@ extension SnapshotReader {
                 id += delta
             }
             let sizeAt = reader.base + reader.position
-            let size = try reader.smallVarint("snapshot index frame size")
+            let size = try reader.varint("snapshot index frame size")
             guard size >= UInt64(SnapshotRecord.minimumCompactSize), size <= UInt64(recordsEnd - frameEnd) else {
                 throw CairnError.corrupt("snapshot index frame size \(size) of \(RecordID(rawValue: id)) is too small or runs past the record area",
                                          offset: sizeAt)

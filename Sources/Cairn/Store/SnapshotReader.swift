@@ -75,7 +75,7 @@ final class SnapshotReader: Sendable {
             }
             entityPositions = positions
             firstOrdinals = firsts
-            checkedFrames = AtomicBitmap(count: total)
+            checkedFrames = AtomicBitmap(count: header.version >= 3 ? total : 0)  // older frames are checked on every read
             if header.version >= 3 {
                 try Self.checkCompactEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             } else {

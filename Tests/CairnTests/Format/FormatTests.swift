@@ -19,21 +19,22 @@ import Testing
         }
     }
 
-    /// `smallVarint` reads what `varint` reads, and fails where it fails.
-    @Test func smallVarintAgreesWithVarint() {
+    /// `varint` (in place, then the general path on failure) reads what its general path
+    /// reads, to the same position, and fails where it fails: inputs of up to 12 bytes.
+    @Test func varintAgreesWithItsGeneralPath() {
         var random = SplitMix64(seed: 11)
         for _ in 0..<5_000 {
-            let bytes = (0..<Int(random.next() % 4)).map { _ in UInt8(truncatingIfNeeded: random.next() >> (random.next() % 2 == 0 ? 0 : 57)) }
+            let bytes = (0..<Int(random.next() % 13)).map { _ in UInt8(truncatingIfNeeded: random.next() >> (random.next() % 2 == 0 ? 0 : 57)) }
             bytes.withUnsafeBytes { buffer in
                 var a = ByteReader(buffer), b = ByteReader(buffer)
-                let x = try? a.varint(), y = try? b.smallVarint()
+                let x = try? a.varint(), y = try? b.generalVarint()
                 #expect(x == y && a.position == b.position, "\(bytes)")
             }
         }
     }
 
-    /// `Varint.read` (in place, no errors) reads what `varint` reads and fails where it
-    /// fails, at any limit: lengths up to 12 bytes, the 10-byte overflow edge included.
+    /// `Varint.read` (in place, no errors) reads what `generalVarint` reads and fails where
+    /// it fails, at any limit: lengths up to 12 bytes, the 10-byte overflow edge included.
     @Test func inPlaceVarintAgreesWithVarint() {
         var random = SplitMix64(seed: 19)
         var samples: [[UInt8]] = [[0x7F], [0x80, 0x01], [UInt8](repeating: 0xFF, count: 9) + [0x01],
@@ -48,7 +49,7 @@ import Testing
                 for limit in 0...bytes.count {
                     var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[..<limit]))
                     var at = 0
-                    let expected = try? reader.varint(), found = Varint.read(buffer, &at, limit: limit)
+                    let expected = try? reader.generalVarint(), found = Varint.read(buffer, &at, limit: limit)
                     #expect(expected == found && (found == nil || at == reader.position), "\(bytes) limit \(limit)")
                 }
             }
@@ -71,9 +72,10 @@ import Testing
         }
     }
 
-    /// `commonInt64` (eight varint bytes at once) reads an int64 exactly where
-    /// `commonValue` reads one, to the same position, and nothing else: encoded integers
-    /// of every length, cut short, and random bytes after the int64 tag.
+    /// `commonInt64` (short varints inline, longer ones eight bytes at once) reads an int64
+    /// where `value()` reads one, the same value to the same position, and nothing else;
+    /// it leaves to `value()` only a 10-byte varint. `commonValue` answers as it does for
+    /// int64s. Encoded integers of every length, cut short, and random bytes after a tag.
     @Test func commonInt64AgreesWithCommonValue() {
         var random = SplitMix64(seed: 23)
         var samples: [[UInt8]] = []
@@ -93,11 +95,21 @@ import Testing
         }
         for bytes in samples {
             bytes.withUnsafeBytes { buffer in
-                var a = ByteReader(buffer), b = ByteReader(buffer)
+                var a = ByteReader(buffer), b = ByteReader(buffer), c = ByteReader(buffer)
                 let fast = a.commonInt64()
                 let general: Int64?
-                if case .int64(let x)? = b.commonValue() { general = x } else { general = nil; b.position = 0 }
-                #expect(fast == general && a.position == b.position, "\(bytes)")
+                if case .int64(let x)? = try? b.value() { general = x } else { general = nil }
+                if let fast {
+                    #expect(fast == general && a.position == b.position, "\(bytes)")
+                } else {
+                    #expect(a.position == 0, "\(bytes)")
+                    #expect(general == nil || b.position == 11, "\(bytes): only a 10-byte varint is left to value()")
+                }
+                if case .int64(let x)? = c.commonValue() {
+                    #expect(x == fast && c.position == a.position, "\(bytes)")
+                } else if buffer.first == Value.Tag.int64.rawValue {
+                    #expect(fast == nil && c.position == 0, "\(bytes)")
+                }
             }
         }
     }
