@@ -230,13 +230,14 @@ extension Context {
             if compiled?.evaluate(values, resolve: resolver) ?? true { matches.append(FetchRow(id: id, values: values, version: version)) }
         }
         let store = coordinator.store
+        let enough = storedMatchesFillingWindow(request)
         if parent == nil {
             switch plan(request.predicate, entity: entity).access {
             case .index(let attribute, let condition):
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
                 var (found, snapshot) = try store.indexedRecords(entity: entity.number, slot: slot, matching: condition)
                 RadixSort.sort(&found) { $0.id }
-                for match in found {
+                for match in found where matches.count < enough {
                     let id = RecordID(rawValue: match.id)
                     guard pending[id] == nil else { continue }
                     if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)) {
@@ -266,8 +267,10 @@ extension Context {
                 // of the scan): captured strongly, it was retained and released around
                 // every record.
                 let unretainedFilter = filter.map { Unmanaged.passUnretained($0) }
-                try withExtendedLifetime(filter) {
+                do {
+                  try withExtendedLifetime(filter) {
                     try store.scanVersioned(entity: entity.number) { id, version, body in
+                        if matches.count >= enough { throw ScanEnough() }
                         if filterPending && pending[id] != nil { return }
                         if takesAll || unretainedFilter != nil {
                             if let unretainedFilter {
@@ -284,7 +287,8 @@ extension Context {
                         try Store.checkRecord(scratch, id: id, entity: entity)
                         consider(id, scratch, version)
                     }
-                }
+                  }
+                } catch is ScanEnough {}
             }
         } else if let parent {
             for id in parent.currentIDs(entity: entity.number) where pending[id] == nil {
@@ -319,12 +323,26 @@ extension Context {
         return request.objectFilter == nil ? window(matches, request) : matches
     }
 
+    /// How many stored matches, in ID order, are enough to fill a request's window: its
+    /// offset plus its limit, when it has no sort and no object filter. Stored matches come
+    /// in ID order, and the window is then the first of them in ID order together with the
+    /// pending ones (added and sorted in afterwards), so a later stored match cannot be in
+    /// it. Otherwise every match is needed (`Int.max`).
+    private func storedMatchesFillingWindow<T>(_ request: FetchRequest<T>) -> Int {
+        guard request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
+        let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
+        return overflow ? .max : sum
+    }
+
     func window<Element, T>(_ items: [Element], _ request: FetchRequest<T>) -> [Element] {
         let start = min(max(0, request.fetchOffset), items.count)
         let end = request.fetchLimit.map { min(items.count, start + max(0, $0)) } ?? items.count
         return Array(items[start..<end])
     }
 }
+
+/// Thrown by a scan's visitor to end the scan once the fetch's window is full.
+private struct ScanEnough: Error {}
 
 /// Objects of one fetch batch: touching one fault loads them all.
 final class FaultBatch {

@@ -237,6 +237,43 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(titles == titles.sorted())
     }
 
+    /// Without a sort, a fetch stops reading the store once it holds offset + limit
+    /// matches: the window must still be the first matches in ID order, pending changes
+    /// (matches lost, gained, deleted, inserted) included, on both plans.
+    @Test func anUnsortedWindowIsTheFirstMatchesInIDOrder() throws {
+        let fixture = try FetchFixture(seed: 31, count: 120)
+        let context = fixture.context
+        var ranks = Dictionary(uniqueKeysWithValues: fixture.items.map { ($0.id, $0.rank) })
+        let objects = try context.fetch(FetchRequest(Item.self))
+        for (n, object) in objects.enumerated() where n % 7 == 0 {
+            object.rank = object.rank >= 5 ? 0 : 10
+            object.rankPlain = object.rank
+            ranks[object.objectID] = object.rank
+        }
+        for object in [objects[3], objects[4]] {
+            context.delete(object)
+            ranks[object.objectID] = nil
+        }
+        let fresh = Item(context: context)
+        fresh.rank = 20
+        fresh.rankPlain = 20
+        ranks[fresh.objectID] = 20
+        let matching = ranks.filter { $0.value >= 5 }.keys.sorted()
+        #expect(matching.count > 30)
+        let windows = [(0, 0), (0, 1), (0, 3), (1, 1), (2, 5), (10, 10), (0, 1000), (matching.count - 1, 5), (matching.count + 3, 2)]
+        for attribute in ["rank", "rankPlain"] {
+            for (offset, limit) in windows {
+                var request = try FetchRequest(Item.self, format: "\(attribute) >= 5")
+                request.fetchOffset = offset
+                request.fetchLimit = limit
+                let expected = Array(matching.dropFirst(offset).prefix(limit))
+                #expect(try context.fetchObjectIDs(request) == expected, "\(attribute), offset \(offset), limit \(limit)")
+                #expect(try context.fetch(request).map(\.objectID) == expected, "\(attribute), offset \(offset), limit \(limit)")
+                #expect(try context.count(for: request) == expected.count)
+            }
+        }
+    }
+
     @Test func pendingChangesAreIncludedUnlessTurnedOff() throws {
         let fixture = try FetchFixture(seed: 8, count: 30)
         let context = fixture.context
