@@ -166,6 +166,33 @@ import Testing
         }
     }
 
+    /// Inputs of three stream blocks or more take the three-stream path; every length
+    /// around its edges, from any starting CRC and split anywhere, must give the CRC of
+    /// the plain bit-at-a-time definition.
+    @Test func longInputsGiveTheBitwiseCRC() {
+        func bitwise(_ crc: UInt32, _ bytes: ArraySlice<UInt8>) -> UInt32 {
+            var c = ~crc
+            for byte in bytes {
+                c ^= UInt32(byte)
+                for _ in 0..<8 { c = c & 1 != 0 ? (c >> 1) ^ 0x82F6_3B78 : c >> 1 }
+            }
+            return ~c
+        }
+        var random = SplitMix64(seed: 11)
+        let block = CRC32C.streamBlock
+        let bytes = (0..<(7 * block + 21)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        var lengths = [3 * block - 1, 3 * block, 3 * block + 1, 3 * block + 8, 6 * block, 6 * block + 7, bytes.count]
+        lengths += (0..<6).map { _ in Int(random.next() % UInt64(bytes.count)) }
+        for length in lengths {
+            let start = UInt32(truncatingIfNeeded: random.next())
+            let expected = bitwise(start, bytes[..<length])
+            #expect(bytes[..<length].withUnsafeBytes { CRC32C.update(start, $0) } == expected, "length \(length)")
+            let split = Int(random.next() % UInt64(length + 1))
+            let first = bytes[..<split].withUnsafeBytes { CRC32C.update(start, $0) }
+            #expect(bytes[split..<length].withUnsafeBytes { CRC32C.update(first, $0) } == expected, "length \(length), split \(split)")
+        }
+    }
+
     @Test func maskRoundTrips() {
         var random = SplitMix64(seed: 9)
         for _ in 0..<1000 {
