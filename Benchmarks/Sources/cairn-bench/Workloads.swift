@@ -46,6 +46,11 @@ enum Engine: String, CaseIterable, Codable { case cairn, sqlite }
 /// A deterministic value for row `i`, column `c`, in 0..<1000.
 @inline(__always) func cell(_ i: Int, _ c: Int) -> Int64 { Int64((i &* 2_654_435_761 &+ c &* 40_503) % 1000) }
 
+/// The timed part of a workload, in a function of its own so that a profiler can count
+/// it alone: `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*timedRegion*'
+/// cairn-bench --child NAME cairn SCALE DIR`.
+@inline(never) func timedRegion<T>(_ body: () throws -> T) rethrows -> T { try body() }
+
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 func seconds(since start: UInt64) -> Double { Double(now() - start) / 1e9 }
 
@@ -269,13 +274,16 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             side.close()
         }
         let start = now()
-        let side = try CairnSide(path: path)
-        let context = side.context()
-        // One object, as SQLite's LIMIT 1.
-        var request = try FetchRequest(Row.self, format: "a1 == 5")
-        request.fetchLimit = 1
-        let first = try context.fetch(request).first
-        _ = first?.a2
+        let side = try timedRegion {
+            let side = try CairnSide(path: path)
+            let context = side.context()
+            // One object, as SQLite's LIMIT 1.
+            var request = try FetchRequest(Row.self, format: "a1 == 5")
+            request.fetchLimit = 1
+            let first = try context.fetch(request).first
+            _ = first?.a2
+            return side
+        }
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: 1)
