@@ -137,14 +137,18 @@ extension Store {
     /// returns a writer positioned after the last good frame.
     private static func recoverLog(_ file: any StorageFile, manifest: Manifest, into state: inout StoreState,
                                    report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
-        let size = Int(try file.size())
-        let bytes = try file.read(at: 0, count: size)
+        // Mapped, not read: most of a log is often its preallocated tail of zeros, which
+        // recovery only scans; reading it first filled and copied a buffer of that size.
+        let mapping = try file.map()
+        let size = mapping.bytes.count
+        var tailIsClean = true
         let base = state.snapshot.footer.lastSequence
         var offset = FileHeader.size
         var expected = base + 1
         var damage: String?
         do {
-            try bytes.withUnsafeBytes { buffer in
+            try withExtendedLifetime(mapping) {
+                let buffer = mapping.bytes
                 let header = try FileHeader.decode(buffer, expected: .log)
                 guard header.storeID == manifest.header.storeID else {
                     throw CairnError.corrupt("log belongs to another store (\(header.storeID))", offset: 16)
@@ -213,11 +217,11 @@ extension Store {
                     }
                     probe += LogFrame.alignment
                 }
+                tailIsClean = UnsafeRawBufferPointer(rebasing: buffer[offset...]).isAllZero
             }
         } catch let error as CairnError {
             throw error.located(in: file.path)
         }
-        let tailIsClean = bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[offset...]).isAllZero }
         if !tailIsClean {
             report.truncatedAt = Int64(offset)
             report.truncatedBytes = size - offset
