@@ -60,8 +60,8 @@ extension Context {
         var items: [Coordinator.SaveItem] = []
         var preparer = coordinator.makePreparer()
         if preparing { items.reserveCapacity(pending.count) }
-        for entry in pending.keysInOrderWithPlaces {
-            guard let object = pending.value(at: entry.place), object.hasUnsavedChanges else { continue }
+        try pending.forEachInKeyOrder { object in
+            guard object.hasUnsavedChanges else { return }
             try validate(object)
             changed.append(object)
             if preparing { items.append(try saveItem(for: object, preparer: &preparer)) }

@@ -246,27 +246,6 @@ struct IDMap<Key: IDMapKey, Value> {
         return longest
     }
 
-    /// Every key in ascending order, each with where its value lies for ``value(at:)``: the
-    /// buckets walked once in memory order, then (key, place) pairs sorted, so putting the
-    /// values in key order reads none of them (a save sorts its changed objects so, without
-    /// touching an object until it validates it). The places are valid until the map changes.
-    var keysInOrderWithPlaces: [(key: UInt64, place: Int)] {
-        var result: [(key: UInt64, place: Int)] = []
-        result.reserveCapacity(count)
-        if zero != nil { result.append((0, -1)) }
-        let keys = buckets.keys
-        for index in 0..<buckets.capacity where keys[index] != 0 { result.append((keys[index], index)) }
-        RadixSort.sort(&result) { $0.key }
-        return result
-    }
-
-    /// The value at `place`, from ``keysInOrderWithPlaces`` of this map unchanged since.
-    @inline(__always) func value(at place: Int) -> Value? {
-        if place < 0 { return zero }
-        guard place < buckets.capacity, buckets.keys[place] != 0 else { return nil }
-        return buckets.values[place]
-    }
-
     /// Every value, in unspecified order.
     var values: [Value] {
         var result: [Value] = []
@@ -281,6 +260,27 @@ struct IDMap<Key: IDMapKey, Value> {
         result.reserveCapacity(count)
         forEach { result.append($0.key) }
         return result
+    }
+}
+
+extension IDMap where Value: AnyObject {
+    /// Calls `body` with every value in ascending key order (a save takes its changed
+    /// objects so). The buckets are read once, front to back, into (key, unretained
+    /// value) pairs, which are then sorted; looking the values up in key order instead
+    /// read the table at random, a cache miss or two an entry once it outgrows the caches.
+    /// The map holds every value for the call: `self` cannot change while it runs.
+    func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
+        var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
+        pairs.reserveCapacity(count)
+        if let zero { pairs.append((0, Unmanaged.passUnretained(zero))) }
+        let keys = buckets.keys, values = buckets.values
+        for index in 0..<buckets.capacity where keys[index] != 0 {
+            pairs.append((keys[index], Unmanaged.passUnretained(values[index])))
+        }
+        RadixSort.sort(&pairs) { $0.key }
+        try withExtendedLifetime(self) {
+            for pair in pairs { try body(pair.value.takeUnretainedValue()) }
+        }
     }
 }
 

@@ -39,15 +39,40 @@ import Testing
             if step % 997 == 0 {
                 #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
                 for (k, v) in reference { #expect(map[k] == v) }
-                // The ordered walk a scan merges with: every key once, ascending, and the
-                // value at each place is that key's.
-                let ordered = map.keysInOrderWithPlaces
-                #expect(ordered.map(\.key) == reference.keys.sorted())
-                for entry in ordered { #expect(map.value(at: entry.place) == reference[entry.key]) }
             }
         }
         #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
         #expect(map.values.sorted() == reference.values.sorted())
+    }
+
+    /// The walk a save takes its changed objects in: every value once, the very object
+    /// stored, in ascending key order, with key 0, and below and above the size where the
+    /// sort turns to radix passes.
+    @Test(arguments: Seeds.list())
+    func walksObjectsInKeyOrder(seed: UInt64) {
+        final class Box {
+            let key: UInt64
+            init(_ key: UInt64) { self.key = key }
+        }
+        var random = SplitMix64(seed: seed)
+        for size in [0, 1, 5, 200, 3_000] {
+            var map = IDMap<UInt64, Box>()
+            var reference: [UInt64: Box] = [:]
+            while reference.count < size {
+                let k = random.next() % 4 == 0 ? random.next() % 50 : random.next() >> UInt64(random.next() % 40)
+                let box = Box(k)
+                map[k] = box
+                reference[k] = box
+            }
+            if size > 0, random.next() % 2 == 0, let k = reference.keys.first {  // a removal's backward shift
+                map[k] = nil
+                reference[k] = nil
+            }
+            var walked: [Box] = []
+            map.forEachInKeyOrder { walked.append($0) }
+            #expect(walked.map(\.key) == reference.keys.sorted(), "size \(size)")
+            #expect(walked.allSatisfy { reference[$0.key] === $0 }, "size \(size)")
+        }
     }
 
     @Test func growsAndEmptiesCompletely() {
