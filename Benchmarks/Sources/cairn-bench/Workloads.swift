@@ -128,7 +128,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try CairnSide(path: path)
         let n = 200_000 / scale
         let start = now()
-        try side.insertRows(n, batch: n)
+        try timedRegion { try side.insertRows(n, batch: n) }
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n)
@@ -244,10 +244,13 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
         let side = try CairnSide(path: path)
         let start = now()
-        let context = side.context()
-        var sum: Int64 = 0
-        for row in try context.fetch(FetchRequest(Row.self)) {
-            sum &+= row.a0 &+ row.a1 &+ row.a2 &+ row.a3 &+ row.a4 &+ row.a5 &+ row.a6 &+ row.a7 &+ row.a8 &+ row.a9
+        let sum = try timedRegion {
+            let context = side.context()
+            var sum: Int64 = 0
+            for row in try context.fetch(FetchRequest(Row.self)) {
+                sum &+= row.a0 &+ row.a1 &+ row.a2 &+ row.a3 &+ row.a4 &+ row.a5 &+ row.a6 &+ row.a7 &+ row.a8 &+ row.a9
+            }
+            return sum
         }
         let time = seconds(since: start)
         side.close()
@@ -365,8 +368,10 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = now()
-        for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1 }
-        try context.save()
+        try timedRegion {
+            for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1 }
+            try context.save()
+        }
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n)
