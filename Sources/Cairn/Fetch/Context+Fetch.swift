@@ -230,7 +230,7 @@ extension Context {
             if compiled?.evaluate(values, resolve: resolver) ?? true { matches.append(FetchRow(id: id, values: values, version: version)) }
         }
         let store = coordinator.store
-        let enough = storedMatchesFillingWindow(request)
+        let enough = storedMatchesFillingWindow(request), limited = enough != .max
         if parent == nil {
             switch plan(request.predicate, entity: entity).access {
             case .index(let attribute, let condition):
@@ -270,7 +270,9 @@ extension Context {
                 do {
                   try withExtendedLifetime(filter) {
                     try store.scanVersioned(entity: entity.number) { id, version, body in
-                        if matches.count >= enough { throw ScanEnough() }
+                        // (Tested first, so a scan without a limit does not read `matches`
+                        // here: that read cost a dynamic exclusivity check per record.)
+                        if limited && matches.count >= enough { throw ScanEnough() }
                         if filterPending && pending[id] != nil { return }
                         if takesAll || unretainedFilter != nil {
                             if let unretainedFilter {
