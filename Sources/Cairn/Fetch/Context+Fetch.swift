@@ -226,9 +226,10 @@ extension Context {
             for (id, object) in dirty where id.entity == entity.number { pending[id] = object }
         }
         var matches: [FetchRow] = []
-        func consider(_ id: RecordID, _ values: [Value], _ version: UInt64?) {
-            if compiled?.evaluate(values, resolve: resolver) ?? true { matches.append(FetchRow(id: id, values: values, version: version)) }
-        }
+        // (It does not append to `matches` itself: a local function capturing the array,
+        // called from the scan's closure, made every append there pay a dynamic
+        // exclusivity check.)
+        func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
         let store = coordinator.store
         let enough = storedMatchesFillingWindow(request), limited = enough != .max
         if parent == nil {
@@ -241,7 +242,7 @@ extension Context {
                     let id = RecordID(rawValue: match.id)
                     guard pending[id] == nil else { continue }
                     if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)) {
-                        consider(id, record.values, version)
+                        if accepts(record.values) { matches.append(FetchRow(id: id, values: record.values, version: version)) }
                     }
                 }
             case .fullScan:
@@ -287,19 +288,23 @@ extension Context {
                         }
                         try ValueCoding.decode(body, into: &scratch)
                         try Store.checkRecord(scratch, id: id, entity: entity)
-                        consider(id, scratch, version)
+                        if accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }
                     }
                   }
                 } catch is ScanEnough {}
             }
         } else if let parent {
             for id in parent.currentIDs(entity: entity.number) where pending[id] == nil {
-                if let values = try parent.currentValues(for: id)?.values { consider(id, values, nil) }
+                if let values = try parent.currentValues(for: id)?.values, accepts(values) {
+                    matches.append(FetchRow(id: id, values: values, version: nil))
+                }
             }
         }
         for (id, object) in pending {
             willRead(object)
-            if object.exists && object.context === self { consider(id, object.values, nil) }
+            if object.exists && object.context === self && accepts(object.values) {
+                matches.append(FetchRow(id: id, values: object.values, version: nil))
+            }
         }
         if !request.sortDescriptors.isEmpty {
             let paths = try request.sortDescriptors.map {
