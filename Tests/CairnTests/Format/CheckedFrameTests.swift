@@ -83,4 +83,47 @@ import Testing
         let problems = store.verify()
         #expect(problems.count == 1 && problems.first?.message.contains("checksum") == true, "\(problems)")
     }
+
+    /// Two neighbouring frame sizes in the index changed by the same amount in opposite
+    /// directions, under good index and footer checksums: the frames still lie back to
+    /// back, so open accepts the index. A read of the first, whose frame is whole but
+    /// whose size the index misstates, is refused every time (a later read trusts the
+    /// index's size to find the body's end, so the first read must compare it); the
+    /// second, which the index now places inside the first, is refused too; the rest read.
+    @Test func aFrameSizeTheIndexMisstatesIsRefused() throws {
+        let fs = MemoryFileSystem()
+        let people: [UInt64] = [1, 2, 3, 4, 5, 6, 8, 10, 11, 12]  // small bodies: one-byte sizes
+        try CompactSnapshotTests.write(people: people, dvds: [3], to: fs)
+        var bytes = try #require(fs.contents(of: "/d/s.snapshot"))
+        var footer = try bytes.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
+        let index = try bytes.withUnsafeBytes {
+            try SnapshotIndex.decode(file: $0, indexOffset: Int(footer.indexOffset), indexLength: Int(footer.indexLength))
+        }
+        // Entity 1's one group: size 0, then (ID delta, size) for each further record.
+        let entries = try #require(index.entities.first { $0.entity == 1 }).entryBytesOffset
+        #expect(bytes[entries] < 0x80 && bytes[entries + 2] < 0x80 && bytes[entries + 2] >= 12)
+        bytes[entries] += 4
+        bytes[entries + 2] -= 4
+        let indexEnd = Int(footer.indexOffset + footer.indexLength)
+        footer.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<indexEnd])
+        bytes.replaceSubrange((bytes.count - SnapshotFooter.size)..., with: footer.encoded())
+        try fs.setContents(of: "/d/s.snapshot", to: bytes)
+
+        let reader = try SnapshotReader(file: try fs.open("/d/s.snapshot", create: false, truncate: false))
+        var places: [(RecordID, SnapshotReader.Place)] = []
+        reader.forEach(entity: 1) { places.append(($0, $1)) }
+        #expect(places.map(\.0.serial) == people)
+        for round in 0..<2 {
+            #expect(throws: CairnError.self, "round \(round)") { try reader.body(at: places[0].1, id: places[0].0) }
+            do {
+                _ = try reader.body(at: places[0].1, id: places[0].0)
+            } catch let error as CairnError {
+                #expect(error.code == .corrupt && error.message.contains("where the index says"), "\(error.message)")
+            }
+            #expect(throws: CairnError.self, "round \(round)") { try reader.body(at: places[1].1, id: places[1].0) }
+            for (id, place) in places.dropFirst(2) {
+                #expect(Array(try reader.body(at: place, id: id)) == CompactSnapshotTests.body(id), "\(id), round \(round)")
+            }
+        }
+    }
 }
