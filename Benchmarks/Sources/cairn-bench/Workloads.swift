@@ -51,6 +51,14 @@ enum Engine: String, CaseIterable, Codable { case cairn, sqlite }
 /// cairn-bench --child NAME cairn SCALE DIR`.
 @inline(never) func timedRegion<T>(_ body: () throws -> T) rethrows -> T { try body() }
 
+/// Starts a workload's timed part: the clock, and a new window for its peak resident
+/// memory (``resetPeakResident()``), so that the peak reported for a workload is that of
+/// its timed part, not of the setup that built its store.
+func startTimedPart() -> UInt64 {
+    resetPeakResident()
+    return now()
+}
+
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 func seconds(since start: UInt64) -> Double { Double(now() - start) / 1e9 }
 
@@ -127,7 +135,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("insert_bulk", .cairn):
         let side = try CairnSide(path: path)
         let n = 200_000 / scale
-        let start = now()
+        let start = startTimedPart()
         try timedRegion { try side.insertRows(n, batch: n) }
         let time = seconds(since: start)
         side.close()
@@ -135,14 +143,14 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("insert_bulk", .sqlite):
         let side = try SQLiteSide(path: path)
         let n = 200_000 / scale
-        let start = now()
+        let start = startTimedPart()
         try side.insertRows(n)
         return Measurement(seconds: seconds(since: start), operations: n)
 
     case ("insert_mixed", .cairn):
         let side = try CairnSide(path: path)
         let n = 100_000 / scale
-        let start = now()
+        let start = startTimedPart()
         let context = side.context()
         for i in 0..<n {
             let object = Mixed.create(in: context)
@@ -160,7 +168,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("insert_mixed", .sqlite):
         let side = try SQLiteSide(path: path)
         let n = 100_000 / scale
-        let start = now()
+        let start = startTimedPart()
         try side.db.exec("BEGIN")
         let insert = try side.db.prepare("INSERT INTO mixed (flag, small, big, real, text, blob) VALUES (?,?,?,?,?,?)")
         for i in 0..<n {
@@ -176,7 +184,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try CairnSide(path: path)
         let n = 2_000 / scale
         let context = side.context()
-        let start = now()
+        let start = startTimedPart()
         for i in 0..<n {
             let row = Row.create(in: context)
             row.a0 = Int64(i)
@@ -189,7 +197,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try SQLiteSide(path: path)
         let n = 2_000 / scale
         let insert = try side.db.prepare("INSERT INTO row (a0) VALUES (?)")
-        let start = now()
+        let start = startTimedPart()
         for i in 0..<n {
             insert.bind(1, Int64(i)); try insert.step(); insert.reset()
         }
@@ -198,7 +206,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("commit_concurrent", .cairn):
         let side = try CairnSide(path: path)
         let writers = 8, each = 250 / scale
-        let start = now()
+        let start = startTimedPart()
         let failures = LockedCounter()
         let group = DispatchGroup()
         for _ in 0..<writers {
@@ -221,7 +229,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("commit_concurrent", .sqlite):
         _ = try SQLiteSide(path: path)
         let writers = 8, each = 250 / scale
-        let start = now()
+        let start = startTimedPart()
         let failures = LockedCounter()
         let group = DispatchGroup()
         for _ in 0..<writers {
@@ -243,7 +251,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let n = 200_000 / scale
         do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
         let side = try CairnSide(path: path)
-        let start = now()
+        let start = startTimedPart()
         let sum = try timedRegion {
             let context = side.context()
             var sum: Int64 = 0
@@ -259,7 +267,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let n = 200_000 / scale
         let side = try SQLiteSide(path: path)
         try side.insertRows(n)
-        let start = now()
+        let start = startTimedPart()
         let select = try side.db.prepare("SELECT a0, a1, a2, a3, a4, a5, a6, a7, a8, a9 FROM row")
         var sum: Int64 = 0
         while try select.step() { for c in 0..<10 { sum &+= select.int(Int32(c)) } }
@@ -276,7 +284,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             try context.save()
             side.close()
         }
-        let start = now()
+        let start = startTimedPart()
         let side = try timedRegion {
             let side = try CairnSide(path: path)
             let context = side.context()
@@ -297,7 +305,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             try side.insertRows(n)
             try side.db.exec("UPDATE row SET a9 = -1 WHERE a1 < 10")
         }
-        let start = now()
+        let start = startTimedPart()
         let side = try SQLiteSide(path: path)
         let select = try side.db.prepare("SELECT a2 FROM row WHERE a1 = 5 LIMIT 1")
         _ = try select.step()
@@ -311,7 +319,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let ids = side.coordinator.store.ids(entity: side.coordinator.entity(named: "Row")!.number)
         var random = SplitMix64(seed: 7)
         let picks = (0..<lookups).map { _ in ids[Int(random.next() % UInt64(ids.count))] }
-        let start = now()
+        let start = startTimedPart()
         var sum: Int64 = 0
         for id in picks {
             if let row = try context.existingObject(Row.self, with: ObjectID(recordID: id, entityName: "Row")) { sum &+= row.a3 }
@@ -326,7 +334,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         var random = SplitMix64(seed: 7)
         let picks = (0..<lookups).map { _ in Int64(random.next() % UInt64(n)) + 1 }
         let select = try side.db.prepare("SELECT a3 FROM row WHERE id = ?")
-        let start = now()
+        let start = startTimedPart()
         var sum: Int64 = 0
         for id in picks { select.bind(1, id); if try select.step() { sum &+= select.int(0) }; select.reset() }
         return Measurement(seconds: seconds(since: start), operations: lookups, extra: ["checksum": Double(sum)])
@@ -338,7 +346,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let column = name == "query_indexed" ? "a1" : "a3"
         let context = side.context()
         if name == "query_indexed" { _ = try context.count(for: FetchRequest(Row.self, format: "a1 == -5")) }  // build the index
-        let start = now()
+        let start = startTimedPart()
         var matched = 0
         for round in 0..<10 {
             let rows = try context.fetch(FetchRequest(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
@@ -353,7 +361,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         try side.insertRows(n)
         let column = name == "query_indexed" ? "a1" : "a3"
         let select = try side.db.prepare("SELECT a0 FROM row WHERE \(column) >= ? AND \(column) < ?")
-        let start = now()
+        let start = startTimedPart()
         var matched = 0
         for round in 0..<10 {
             select.bind(1, Int64(round * 10)); select.bind(2, Int64(round * 10 + 100))
@@ -367,7 +375,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
         let side = try CairnSide(path: path)
         let context = side.context()
-        let start = now()
+        let start = startTimedPart()
         try timedRegion {
             for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1 }
             try context.save()
@@ -379,7 +387,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let n = 100_000 / scale
         let side = try SQLiteSide(path: path)
         try side.insertRows(n)
-        let start = now()
+        let start = startTimedPart()
         try side.db.exec("BEGIN; UPDATE row SET a5 = a5 + 1; COMMIT")
         return Measurement(seconds: seconds(since: start), operations: n)
 
@@ -389,7 +397,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let before = directoryBytes(path)
         let side = try CairnSide(path: path)
         let context = side.context()
-        let start = now()
+        let start = startTimedPart()
         for row in try context.fetch(FetchRequest(Row.self, format: "a0 < 500")) { context.delete(row) }
         try context.save()
         try side.coordinator.store.compact()
@@ -401,7 +409,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         do { let side = try SQLiteSide(path: path); try side.insertRows(n); try side.db.exec("PRAGMA wal_checkpoint(TRUNCATE)") }
         let before = directoryBytes(directory, prefix: "store.sqlite")
         let side = try SQLiteSide(path: path)
-        let start = now()
+        let start = startTimedPart()
         try side.db.exec("DELETE FROM row WHERE a0 < 500")
         try side.db.exec("VACUUM")
         try side.db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -425,7 +433,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         }
         let side = try CairnSide(path: path)
         let context = side.context()
-        let start = now()
+        let start = startTimedPart()
         var sum: Int64 = 0
         for parent in try context.fetch(FetchRequest(Parent.self)) { for child in parent.children { sum &+= child.value } }
         let time = seconds(since: start)
@@ -442,7 +450,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(p + 1)); try insertChild.step(); insertChild.reset() }
         }
         try side.db.exec("COMMIT")
-        let start = now()
+        let start = startTimedPart()
         var sum: Int64 = 0
         let all = try side.db.prepare("SELECT id FROM parent")
         let kids = try side.db.prepare("SELECT value FROM child WHERE parent = ?")
