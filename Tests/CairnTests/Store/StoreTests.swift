@@ -236,7 +236,7 @@ import Testing
         #expect(!store.contains(id), "nothing was written")
         // An equal schema that is not the store's own copy passes, by comparison.
         let equal = Schema(version: store.schema.version, entities: store.schema.entities.map { $0 })
-        try store.commit(prepared: [operation], for: equal, expecting: [], durability: nil)
+        _ = try store.commit(prepared: [operation], for: equal, expecting: [], durability: nil)
         #expect(try store.get(id)?.values == values)
         // A preparer checks what a commit of changes checks.
         #expect { try preparer.put(id, [.int64(1)]) } throws: { ($0 as? CairnError)?.code == .invalidArgument }
