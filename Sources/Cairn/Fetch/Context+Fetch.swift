@@ -269,28 +269,28 @@ extension Context {
                 // every record.
                 let unretainedFilter = filter.map { Unmanaged.passUnretained($0) }
                 do {
-                  try withExtendedLifetime(filter) {
-                    try store.scanVersioned(entity: entity.number) { id, version, body in
-                        // (Tested first, so a scan without a limit does not read `matches`
-                        // here: that read cost a dynamic exclusivity check per record.)
-                        if limited && matches.count >= enough { throw ScanEnough() }
-                        if filterPending && pending[id] != nil { return }
-                        if takesAll || unretainedFilter != nil {
-                            if let unretainedFilter {
-                                guard try unretainedFilter._withUnsafeGuaranteedRef({ try $0.matches(body, id: id) }) else { return }
-                            }
-                            guard decodes(id) else {
-                                matches.append(FetchRow(id: id, values: [], version: nil))
+                    try withExtendedLifetime(filter) {
+                        try store.scanVersioned(entity: entity.number) { id, version, body in
+                            // (Tested first, so a scan without a limit does not read `matches`
+                            // here: that read cost a dynamic exclusivity check per record.)
+                            if limited && matches.count >= enough { throw ScanEnough() }
+                            if filterPending && pending[id] != nil { return }
+                            if takesAll || unretainedFilter != nil {
+                                if let unretainedFilter {
+                                    guard try unretainedFilter._withUnsafeGuaranteedRef({ try $0.matches(body, id: id) }) else { return }
+                                }
+                                guard decodes(id) else {
+                                    matches.append(FetchRow(id: id, values: [], version: nil))
+                                    return
+                                }
+                                matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
                                 return
                             }
-                            matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
-                            return
+                            try ValueCoding.decode(body, into: &scratch)
+                            try Store.checkRecord(scratch, id: id, entity: entity)
+                            if accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }
                         }
-                        try ValueCoding.decode(body, into: &scratch)
-                        try Store.checkRecord(scratch, id: id, entity: entity)
-                        if accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }
                     }
-                  }
                 } catch is ScanEnough {}
             }
         } else if let parent {
