@@ -229,19 +229,20 @@ extension ManagedObject: Hashable {
 extension ManagedObject: Sendable {}
 
 /// Where a property wrapper was declared: how a wrapper finds its property's slot.
-/// The file is kept as the address of its static string, so comparing sites is three
-/// integer comparisons.
+/// The file is kept as the address of its static string, so comparing sites is two
+/// integer comparisons. Every object stores one site per property, so it is kept to 16
+/// bytes: line and column in 32 bits each (two sites of one file would have to be 2^32
+/// lines apart to be confused).
 @usableFromInline
 struct DeclarationSite: Hashable, Sendable {
     @usableFromInline let file: UInt
-    @usableFromInline let line: UInt
-    @usableFromInline let column: UInt
+    /// The line in the high half, the column in the low one.
+    @usableFromInline let position: UInt64
 
     @inlinable
     init(file: StaticString, line: UInt, column: UInt) {
         self.file = file.hasPointerRepresentation ? UInt(bitPattern: file.utf8Start) : UInt(file.unicodeScalar.value)
-        self.line = line
-        self.column = column
+        position = UInt64(truncatingIfNeeded: line) << 32 | UInt64(UInt32(truncatingIfNeeded: column))
     }
 }
 

@@ -11,6 +11,14 @@ final class Annotated: ManagedObject {
     @ToMany(deleteRule: .cascade, renamingIdentifier: "oldParts") var parts: [AnnotatedOwner]
 }
 
+/// Properties whose declaration sites differ in one part only.
+final class Sited: ManagedObject {
+    @Attribute var a: Int64 = 1; @Attribute var b: Int64 = 2
+    @Attribute(file: "One.swift", line: 7, column: 5) var c: Int64 = 3
+    @Attribute(file: "Two.swift", line: 7, column: 5) var d: Int64 = 4
+    @Attribute(file: "Two.swift", line: 8, column: 5) var e: Int64 = 5
+}
+
 final class AnnotatedOwner: ManagedObject {
     @ToMany(inverse: "owner") var annotated: [Annotated]
 }
@@ -35,8 +43,20 @@ final class AnnotatedOwner: ManagedObject {
             #expect(parts.inverse == nil && parts.deleteRule == .cascade && parts.isToMany && parts.renamingIdentifier == "oldParts")
         }
         // What every object carries per property: the default and where it was declared.
-        #expect(MemoryLayout<Attribute<Int64>>.size <= 32)
-        #expect(MemoryLayout<ToOne<AnnotatedOwner>>.size <= 24 && MemoryLayout<ToMany<AnnotatedOwner>>.size <= 24)
+        #expect(MemoryLayout<Attribute<Int64>>.size <= 24)
+        #expect(MemoryLayout<ToOne<AnnotatedOwner>>.size <= 16 && MemoryLayout<ToMany<AnnotatedOwner>>.size <= 16)
+    }
+
+    @Test func propertiesAreToldApartBySiteAloneFileLineAndColumn() throws {
+        // Two on one line (told apart by column), and two whose sites differ only in the
+        // file or only in the line: each must reach its own value.
+        let model = try Model(Sited.self)
+        let entity = try #require(model.schema.entity(named: "Sited"))
+        #expect(entity.attributes.map(\.name) == ["a", "b", "c", "d", "e"])
+        let object = Sited()
+        object.a = 10; object.b = 20; object.c = 30; object.d = 40; object.e = 50
+        #expect([object.a, object.b, object.c, object.d, object.e] == [10, 20, 30, 40, 50])
+        #expect(object.values == [.int64(10), .int64(20), .int64(30), .int64(40), .int64(50)])
     }
 
     @Test func entitiesAreDerivedFromClasses() throws {
