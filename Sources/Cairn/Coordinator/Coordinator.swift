@@ -144,19 +144,18 @@ public final class Coordinator: Sendable {
         expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
         // Built only if a saved entity has relationships to check.
         var saved: (deleted: Set<RecordID>, inserted: Set<RecordID>)?
-        for item in items {
-            switch item.kind {
-            case .delete:
-                operations.append(item.operation)
-                expected.append(ExpectedVersion(id: item.id, version: item.baseVersion))
-            case .insert, .update:
-                if entitiesByNumber[item.id.entity]?.relationships.isEmpty != true {
+        // Items are read in place, field by field: `for item in items` copied each whole
+        // item (retaining its values, key names and encoded body, then releasing them).
+        try items.withUnsafeBufferPointer { items in
+            for index in items.indices {
+                let id = items[index].id, kind = items[index].kind
+                if kind != .delete, entitiesByNumber[id.entity]?.relationships.isEmpty != true {
                     let sets = saved ?? (Set(items.filter { $0.kind == .delete }.map(\.id)), Set(items.filter { $0.kind == .insert }.map(\.id)))
                     saved = sets
-                    try checkReferences(of: item, deleted: sets.deleted, inserted: sets.inserted)
+                    try checkReferences(of: items[index], deleted: sets.deleted, inserted: sets.inserted)
                 }
-                operations.append(item.operation)
-                if item.kind == .update { expected.append(ExpectedVersion(id: item.id, version: item.baseVersion)) }
+                operations.append(items[index].operation)
+                if kind != .insert { expected.append(ExpectedVersion(id: id, version: items[index].baseVersion)) }
             }
         }
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)

@@ -254,11 +254,14 @@ struct IDMap<Key: IDMapKey, Value> {
         return result
     }
 
-    /// Every key, in unspecified order.
+    /// Every key, in unspecified order. Read from the key buffer alone: going through the
+    /// map's iteration copied (retained and released) every value on the way.
     var keys: [Key] {
         var result: [Key] = []
         result.reserveCapacity(count)
-        forEach { result.append($0.key) }
+        if zero != nil { result.append(Key(idBits: 0)) }
+        let keys = buckets.keys
+        for index in 0..<buckets.capacity where keys[index] != 0 { result.append(Key(idBits: keys[index])) }
         return result
     }
 }

@@ -39,10 +39,12 @@ import Testing
             if step % 997 == 0 {
                 #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
                 for (k, v) in reference { #expect(map[k] == v) }
+                #expect(map.keys.sorted() == reference.keys.sorted())
             }
         }
         #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
         #expect(map.values.sorted() == reference.values.sorted())
+        #expect(map.keys.sorted() == reference.keys.sorted())
     }
 
     /// The walk a save takes its changed objects in: every value once, the very object
