@@ -29,7 +29,7 @@ extension Context {
         willRead(object)
         guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
         undoManager.record(object, in: self)
-        object.values[slot] = value
+        object.setValue(value, at: slot)
         // Most writes are to an object changed already: a lookup, not a store (which would
         // retain the object and release the one it replaces).
         let id = object.objectID.recordID

@@ -191,19 +191,9 @@ extension Context {
     }
 
     /// The keys an update changed, as a mask over its values (names only when the
-    /// object has more than 64 properties, or no saved values to compare with).
+    /// object has more than 64 properties, or no list of written slots to read).
     private static func changedKeys(of object: ManagedObject) -> Coordinator.ChangedKeys {
-        guard let base = object.base, !object.isFault, object.values.count <= 64, base.count == object.values.count else {
-            return .names(object.changedKeys)
-        }
-        // The values compared where they lie (indexing the arrays copied each value).
-        let mask = base.withUnsafeBufferPointer { base in
-            object.values.withUnsafeBufferPointer { values in
-                var mask: UInt64 = 0
-                for index in values.indices where !Value.same(base[index], values[index]) { mask |= 1 << UInt64(index) }
-                return mask
-            }
-        }
+        guard !object.isFault, let mask = object.changedSlotMask else { return .names(object.changedKeys) }
         return .mask(mask, names: object.layout.names)
     }
 
@@ -212,7 +202,7 @@ extension Context {
             let id = object.objectID.recordID
             if object.exists {
                 object.inStore = true
-                object.base = object.values
+                object.markSaved()
                 object.baseVersion = sequence
             } else {
                 object.inStore = false
@@ -242,7 +232,7 @@ extension Context {
                 guard let stored = conflict.stored, let base = object.base else {
                     return "\(object.entity.name) \(object.objectID.recordID) (deleted elsewhere; changed here: \(here))"
                 }
-                let there = object.layout.names.indices.filter { $0 < stored.count && stored[$0] != base[$0] }
+                let there = object.layout.names.indices.filter { $0 < stored.count && !Value.same(stored[$0], base[$0]) }
                     .map { object.layout.names[$0] }.joined(separator: ", ")
                 return "\(object.entity.name) \(object.objectID.recordID) (changed here: \(here.isEmpty ? "deleted" : here); changed elsewhere: \(there))"
             }
@@ -267,8 +257,8 @@ extension Context {
             }
             var merged = object.values
             for index in merged.indices where index < stored.count {
-                let changedHere = merged[index] != base[index]
-                let changedThere = stored[index] != base[index]
+                let changedHere = !Value.same(merged[index], base[index])
+                let changedThere = !Value.same(stored[index], base[index])
                 switch mergePolicy {
                 case .storeTrumps: if changedThere || !changedHere { merged[index] = stored[index] }
                 case .objectTrumps: if !changedHere { merged[index] = stored[index] }
@@ -325,7 +315,7 @@ extension Context {
         for object in objects {
             if object.exists {
                 object.inStore = true
-                object.base = object.values
+                object.markSaved()
             } else {
                 registered[object.objectID.recordID] = nil
                 object.inStore = false

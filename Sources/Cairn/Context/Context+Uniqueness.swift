@@ -93,11 +93,11 @@ extension Context {
             for slot in attributeCount..<other.values.count {
                 switch other.values[slot] {
                 case .reference(let raw) where raw == oldID.rawValue:
-                    other.values[slot] = .reference(rival.rawValue)
+                    other.setValue(.reference(rival.rawValue), at: slot)
                     dirty[other.objectID.recordID] = other
                 case .references(let raws) where raws.contains(oldID.rawValue):
                     var seen = Set<UInt64>()
-                    other.values[slot] = .references(raws.map { $0 == oldID.rawValue ? rival.rawValue : $0 }.filter { seen.insert($0).inserted })
+                    other.setValue(.references(raws.map { $0 == oldID.rawValue ? rival.rawValue : $0 }.filter { seen.insert($0).inserted }), at: slot)
                     dirty[other.objectID.recordID] = other
                 default: break
                 }

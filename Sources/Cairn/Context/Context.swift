@@ -204,8 +204,7 @@ public final class Context {
             object.inStore = false
             return false
         }
-        object.values = values
-        object.base = values
+        object.setLoaded(values)
         object.baseVersion = version
         object.isFault = false
         return true
@@ -368,7 +367,7 @@ public final class Context {
             return
         }
         willRead(object)
-        for (index, value) in local where index < object.values.count { object.values[index] = value }
+        for (index, value) in local where index < object.values.count { object.setValue(value, at: index) }
         if wasDeleted { object.exists = false }
         if object.hasChanges { dirty[object.objectID.recordID] = object } else { dirty[object.objectID.recordID] = nil }
     }
@@ -380,6 +379,6 @@ extension Context: Sendable {}
 extension ManagedObject {
     var changedKeyIndices: [Int] {
         guard let base else { return Array(values.indices) }
-        return values.indices.filter { $0 < base.count && base[$0] != values[$0] }
+        return values.indices.filter { $0 < base.count && !Value.same(base[$0], values[$0]) }
     }
 }

@@ -40,10 +40,16 @@ open class ManagedObject: CustomStringConvertible {
     // code, so the dynamic exclusivity checks (a runtime call per access, a fifth of a
     // property write) are skipped on it: `@exclusivity(unchecked)` on each stored property.
 
-    /// Current values, attributes then relationships (empty while a fault).
-    @exclusivity(unchecked) var values: [Value]
-    /// Values as last read from (or saved to) the parent store; nil for a new object.
-    @exclusivity(unchecked) var base: [Value]?
+    /// Current values, attributes then relationships (empty while a fault). A write of
+    /// one value goes through ``setValue(_:at:)``; assigning the whole array keeps
+    /// ``base`` as it was.
+    var values: [Value] {
+        _read { yield storedValues }
+        set { replaceValues(with: newValue) }
+    }
+    @exclusivity(unchecked) private var storedValues: [Value]
+    /// What ``base`` is, kept as the difference from `values` (see ``SavedValues``).
+    @exclusivity(unchecked) private var saved = SavedValues.none
     /// The record version `base` was read at (optimistic locking).
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
     /// True until the values are loaded.
@@ -69,7 +75,7 @@ open class ManagedObject: CustomStringConvertible {
             ?? (PrototypeBuilder.isBuilding(type) ? PropertyLayout.placeholder : PropertyLayout.of(type))
         self.layout = layout
         entity = layout.entity
-        values = layout.defaults
+        storedValues = layout.defaults
         objectID = ObjectID(recordID: RecordID(rawValue: 0), entityName: layout.entity.name)
     }
 
@@ -106,13 +112,80 @@ open class ManagedObject: CustomStringConvertible {
     /// ``hasChanges`` for an object known to be in a context (its dirty set): no weak load.
     var hasUnsavedChanges: Bool {
         if exists != inStore { return true }  // inserted, or deleted
-        return !isFault && base.map { !Value.sameValues($0, values) } ?? false
+        guard !isFault else { return false }
+        switch saved {
+        case .none: return false
+        case .except(let originals): return originals.contains { !Value.same($0.value, storedValues[$0.slot]) }
+        case .whole(let base): return !Value.sameValues(base, storedValues)
+        }
+    }
+
+    // MARK: Saved values
+
+    /// Values as last read from (or saved to) the parent store; nil for a new object.
+    /// Made from `values` and the originals of the slots written since, on each read.
+    var base: [Value]? {
+        get {
+            switch saved {
+            case .none: return nil
+            case .whole(let base): return base
+            case .except(let originals):
+                var base = storedValues
+                for original in originals { base[original.slot] = original.value }
+                return base
+            }
+        }
+        set { saved = newValue.map { SavedValues(base: $0, values: storedValues) } ?? .none }
+    }
+
+    /// Sets the value at `slot` (which must be in range), first keeping what it replaces
+    /// as the saved value if the slot was not written since the last read or save. The
+    /// values array stays this object's own: keeping the saved values as a second whole
+    /// array copied all of them on an object's first write and freed them on its save.
+    @inline(__always)
+    func setValue(_ value: Value, at slot: Int) {
+        if case .except(var originals) = saved, !originals.contains(where: { $0.slot == slot }) {
+            saved = .none  // `originals` is then the list's only holder: appended in place
+            originals.append(SavedValue(slot: slot, value: storedValues[slot]))
+            saved = .except(originals)
+        }
+        storedValues[slot] = value
+    }
+
+    /// The values of a fault just read from the parent store, which are now also its saved ones.
+    func setLoaded(_ values: [Value]) {
+        storedValues = values
+        saved = .except([])
+    }
+
+    /// After a save or a merge: the current values are the saved ones.
+    func markSaved() { saved = .except([]) }
+
+    /// The slots whose values differ from the saved ones as a mask (nil when there is no
+    /// list of written slots to read it from: a new object, or more than 64 values).
+    var changedSlotMask: UInt64? {
+        guard case .except(let originals) = saved, storedValues.count <= 64 else { return nil }
+        var mask: UInt64 = 0
+        for original in originals where !Value.same(original.value, storedValues[original.slot]) {
+            mask |= 1 << UInt64(original.slot)
+        }
+        return mask
+    }
+
+    private func replaceValues(with values: [Value]) {
+        guard case .except = saved else {
+            storedValues = values  // no saved values, or kept whole: unchanged either way
+            return
+        }
+        let base = self.base ?? []
+        storedValues = values
+        saved = SavedValues(base: base, values: values)
     }
 
     /// The names of keys whose values differ from the last saved ones.
     public var changedKeys: Set<String> {
         guard let base, !isFault else { return isInserted ? Set(layout.names) : [] }
-        return Set(layout.names.indices.filter { base[$0] != values[$0] }.map { layout.names[$0] })
+        return Set(layout.names.indices.filter { !Value.same(base[$0], values[$0]) }.map { layout.names[$0] })
     }
 
     /// The changed keys with their last saved values (`.null` for a new object).
@@ -187,7 +260,7 @@ open class ManagedObject: CustomStringConvertible {
         if let context {
             context.write(self, slot: slot, value: value)
         } else if slot < values.count {
-            values[slot] = value
+            setValue(value, at: slot)
         }
     }
 
@@ -227,6 +300,37 @@ extension ManagedObject: Hashable {
 
 @available(*, unavailable, message: "managed objects are confined to their context; pass objectID instead")
 extension ManagedObject: Sendable {}
+
+/// An object's saved values as the difference from its current ones: what a write
+/// replaced, slot by slot. Most objects change a few of their values, or none.
+enum SavedValues {
+    /// No saved values: a new object.
+    case none
+    /// The current values, except at the slots listed, which held the values listed.
+    case except([SavedValue])
+    /// Saved values that do not line up with the current ones (another count), kept whole.
+    case whole([Value])
+
+    /// `base` as the difference from `values`. A slot is left out only where the current
+    /// value is the saved one exactly (not merely `==`: 0.0 and -0.0 are equal).
+    init(base: [Value], values: [Value]) {
+        guard base.count == values.count else {
+            self = .whole(base)
+            return
+        }
+        var originals: [SavedValue] = []
+        for slot in base.indices where !Value.interchangeable(base[slot], values[slot]) {
+            originals.append(SavedValue(slot: slot, value: base[slot]))
+        }
+        self = .except(originals)
+    }
+}
+
+/// The saved value of one slot written since the object was read or saved.
+struct SavedValue {
+    let slot: Int
+    let value: Value
+}
 
 /// Where a property wrapper was declared: how a wrapper finds its property's slot.
 /// The file is kept as the address of its static string, so comparing sites is two

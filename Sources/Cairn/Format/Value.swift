@@ -100,17 +100,40 @@ public enum Value: Hashable, Sendable {
         return copy
     }
 
-    /// `==`, with integers, booleans and references compared without copying either
-    /// value first (the synthesized `==` copies both through outlined value witnesses):
-    /// the check on every write and every changed-key test at save. Same answers as `==`.
+    /// Whether a value replaced by another is unchanged: the check on every write and
+    /// every changed-key test at save. `==`, except that a NaN is the same as itself
+    /// (bit for bit): with `==` a NaN attribute counted as changed on every comparison.
+    /// Integers, booleans and references are compared without copying either value
+    /// first (the synthesized `==` copies both through outlined value witnesses).
     @inline(__always) static func same(_ a: Value, _ b: Value) -> Bool {
         switch a {
         case .int64(let x): if case .int64(let y) = b { return x == y } else { return false }
+        case .double(let x): if case .double(let y) = b { return x == y || x.bitPattern == y.bitPattern } else { return false }
+        case .float(let x): if case .float(let y) = b { return x == y || x.bitPattern == y.bitPattern } else { return false }
         case .int32(let x): if case .int32(let y) = b { return x == y } else { return false }
         case .bool(let x): if case .bool(let y) = b { return x == y } else { return false }
         case .reference(let x): if case .reference(let y) = b { return x == y } else { return false }
         case .null: return b.isNull
         default: return a == b
+        }
+    }
+
+    /// Whether `b` stands for `a` exactly: `==`, and the same bytes once encoded. Kinds
+    /// whose equal values can differ (0.0 and -0.0; two spellings of one string) are
+    /// never interchangeable, so nothing is lost by taking one for the other.
+    static func interchangeable(_ a: Value, _ b: Value) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.int8(let x), .int8(let y)): return x == y
+        case (.int16(let x), .int16(let y)): return x == y
+        case (.int32(let x), .int32(let y)): return x == y
+        case (.int64(let x), .int64(let y)): return x == y
+        case (.float(let x), .float(let y)): return x.bitPattern == y.bitPattern
+        case (.double(let x), .double(let y)): return x.bitPattern == y.bitPattern
+        case (.reference(let x), .reference(let y)): return x == y
+        case (.references(let x), .references(let y)): return x == y
+        default: return false
         }
     }
 

@@ -256,11 +256,22 @@ import Testing
         #expect(decoded > 5_000)
     }
 
+    /// What `Value.same` answers: `==`, except that a NaN is the same as the same NaN.
+    static func sameByDefinition(_ a: Value, _ b: Value) -> Bool {
+        switch (a, b) {
+        case (.double(let x), .double(let y)) where x.bitPattern == y.bitPattern: return true
+        case (.float(let x), .float(let y)) where x.bitPattern == y.bitPattern: return true
+        default: return a == b
+        }
+    }
+
     /// `Value.same`, the copy-free equality of writes and changed keys, answers as `==`
-    /// does: random pairs of every kind, equal pairs, and NaN, -0 and 0.
+    /// does, but for a NaN against itself: random pairs of every kind, equal pairs, and
+    /// NaN (against itself and against another NaN), -0 and 0.
     @Test func sameAnswersAsEquals() {
         var generator = ValueGenerator(random: SplitMix64(seed: 17))
         var pairs: [(Value, Value)] = [(.double(.nan), .double(.nan)), (.double(-0.0), .double(0)), (.null, .null),
+                                       (.double(.nan), .double(-.nan)), (.float(.nan), .float(.nan)), (.float(.nan), .float(.signalingNaN)),
                                        (.int64(1), .int32(1)), (.reference(3), .references([3])), (.bool(true), .int8(1))]
         for _ in 0..<5_000 {
             let a = generator.value(), b = generator.value()
@@ -268,17 +279,18 @@ import Testing
             pairs.append((a, a))
         }
         for (a, b) in pairs {
-            #expect(Value.same(a, b) == (a == b), "\(a) vs \(b)")
+            #expect(Value.same(a, b) == Self.sameByDefinition(a, b), "\(a) vs \(b)")
         }
     }
 
     /// `Value.sameValues`, how a save tells a changed object from an unchanged one, answers
-    /// as the arrays' `==`: equal arrays, arrays one value apart (each kind, NaN included),
-    /// different lengths, and arrays sharing storage.
+    /// as the arrays' `==` of ``sameByDefinition(_:_:)``: equal arrays, arrays one value
+    /// apart (each kind, NaN included), different lengths, and arrays sharing storage.
     @Test func sameValuesAnswersAsEquals() {
         var generator = ValueGenerator(random: SplitMix64(seed: 23))
         var random = SplitMix64(seed: 37)
-        var pairs: [([Value], [Value])] = [([], []), ([.null], []), ([.double(.nan)], [.double(.nan)])]
+        var pairs: [([Value], [Value])] = [([], []), ([.null], []), ([.double(.nan)], [.double(.nan)]),
+                                           ([.double(.nan)], [.double(-.nan)])]
         for _ in 0..<2_000 {
             let a = (0..<Int(random.next() % 8)).map { _ in generator.value() }
             var b = Value.uniqueCopy(of: a)
@@ -291,7 +303,8 @@ import Testing
             pairs.append((a, a + [generator.value()]))
         }
         for (a, b) in pairs {
-            #expect(Value.sameValues(a, b) == (a == b), "\(a) vs \(b)")
+            let expected = a.count == b.count && zip(a, b).allSatisfy { Self.sameByDefinition($0, $1) }
+            #expect(Value.sameValues(a, b) == expected, "\(a) vs \(b)")
         }
     }
 
