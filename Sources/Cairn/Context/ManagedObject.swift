@@ -129,10 +129,7 @@ open class ManagedObject: CustomStringConvertible {
             switch saved {
             case .none: return nil
             case .whole(let base): return base
-            case .except(let originals):
-                var base = storedValues
-                for original in originals { base[original.slot] = original.value }
-                return base
+            case .except(let originals): return restoring(originals)
             }
         }
         set { saved = newValue.map { SavedValues(base: $0, values: storedValues) } ?? .none }
@@ -173,13 +170,20 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     private func replaceValues(with values: [Value]) {
-        guard case .except = saved else {
+        guard case .except(let originals) = saved else {
             storedValues = values  // no saved values, or kept whole: unchanged either way
             return
         }
-        let base = self.base ?? []
+        let base = restoring(originals)
         storedValues = values
         saved = SavedValues(base: base, values: values)
+    }
+
+    /// The current values with `originals` put back: the saved values.
+    private func restoring(_ originals: [SavedValue]) -> [Value] {
+        var base = storedValues
+        for original in originals { base[original.slot] = original.value }
+        return base
     }
 
     /// The names of keys whose values differ from the last saved ones.
