@@ -52,6 +52,10 @@ public final class Context {
     public var onExternalChanges: ((ChangeSet) -> Void)?
     /// Live results and other observers of this context's changes.
     var changeObservers: [UUID: () -> Void] = [:]
+    /// How a fetch's full scan may split: into up to `threads` runs of at least
+    /// `minimumPerRun` records, tested at once (tests set smaller ones).
+    var scanSplit = (threads: Context.processorCount, minimumPerRun: 8_192)
+    static let processorCount = min(8, max(1, ProcessInfo.processInfo.activeProcessorCount))
 
     /// A root context on a coordinator.
     public init(coordinator: Coordinator, model: Model) {

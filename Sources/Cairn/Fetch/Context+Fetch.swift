@@ -256,36 +256,41 @@ extension Context {
                 let takesAll = compiled == nil
                 let wanted = request.sortDescriptors.isEmpty ? wanted : .all
                 // Whether a match is decoded (and checked) at all: not when nobody reads it.
-                func decodes(_ id: RecordID) -> Bool {
+                @inline(__always) func decodes(_ id: RecordID) -> Bool {
                     switch wanted {
                     case .all: return true
                     case .none: return false
                     case .forUnloadedObjects: return registered[id].map { $0.isFault } ?? true
                     }
                 }
-                var scratch: [Value] = []
-                // The filter is used through an unretained reference (it lives to the end
-                // of the scan): captured strongly, it was retained and released around
-                // every record.
-                let unretainedFilter = filter.map { Unmanaged.passUnretained($0) }
                 do {
-                    try withExtendedLifetime(filter) {
-                        try store.scanVersioned(entity: entity.number) { id, version, body in
-                            // (Tested first, so a scan without a limit does not read `matches`
-                            // here: that read cost a dynamic exclusivity check per record.)
-                            if limited && matches.count >= enough { throw ScanEnough() }
-                            if filterPending && pending[id] != nil { return }
-                            if takesAll || unretainedFilter != nil {
-                                if let unretainedFilter {
-                                    guard try unretainedFilter._withUnsafeGuaranteedRef({ try $0.matches(body, id: id) }) else { return }
-                                }
+                    if takesAll || filter != nil {
+                        // The stored body is tested in place, on several threads at once for
+                        // a large entity (each with a filter of its own), unless the window
+                        // may end the scan early; the matches are taken here, in ID order.
+                        let threads = limited ? 1 : scanSplit.threads
+                        let filters = filter.map { first in [first] + (1..<threads).map { _ in RecordFilter(copying: first) } } ?? []
+                        // Each filter through an unretained reference: `filters` keeps them alive.
+                        let unretained = PerRun(count: filters.count, making: { Unmanaged.passUnretained(filters[$0]) })
+                        let test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)? = filters.isEmpty ? nil
+                            : { @Sendable run, id, body in try unretained[run]._withUnsafeGuaranteedRef { try $0.matches(body, id: id) } }
+                        try withExtendedLifetime(filters) {
+                            try store.scanVersioned(entity: entity.number, parts: threads, minimumPerRun: scanSplit.minimumPerRun, where: test) { id, version, body in
+                                if limited && matches.count >= enough { throw ScanEnough() }
+                                if filterPending && pending[id] != nil { return }
                                 guard decodes(id) else {
                                     matches.append(FetchRow(id: id, values: [], version: nil))
                                     return
                                 }
                                 matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
-                                return
+                                if limited && matches.count >= enough { throw ScanEnough() }
                             }
+                        }
+                    } else {
+                        var scratch: [Value] = []
+                        try store.scanVersioned(entity: entity.number) { id, version, body in
+                            if limited && matches.count >= enough { throw ScanEnough() }
+                            if filterPending && pending[id] != nil { return }
                             try ValueCoding.decode(body, into: &scratch)
                             try Store.checkRecord(scratch, id: id, entity: entity)
                             if accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }

@@ -161,11 +161,7 @@ public final class FetchedResults<T: ManagedObject> {
     static func longestIncreasing(_ values: [Int]) -> [Int] {
         var tails: [Int] = [], previous = [Int](repeating: -1, count: values.count)
         for (index, value) in values.enumerated() {
-            var low = 0, high = tails.count
-            while low < high {
-                let mid = (low + high) / 2
-                if values[tails[mid]] < value { low = mid + 1 } else { high = mid }
-            }
+            let low = tails.partitionPoint { values[$0] >= value }
             if low > 0 { previous[index] = tails[low - 1] }
             if low == tails.count { tails.append(index) } else { tails[low] = index }
         }

@@ -90,6 +90,26 @@ final class RecordFilter {
             && (nodes[0].kind == .leaf || nodes[0].kind == .and)
     }
 
+    /// A filter of the same predicate with buffers of its own: one for each thread of a
+    /// scan in parts.
+    init(copying other: RecordFilter) {
+        entity = other.entity
+        nodes = .allocate(capacity: other.nodes.count)
+        _ = nodes.initialize(from: other.nodes)
+        leaves = .allocate(capacity: other.leaves.count)
+        _ = leaves.initialize(from: other.leaves)
+        positions = .allocate(capacity: other.positions.count)
+        _ = positions.initialize(from: other.positions)
+        accepted = .allocate(capacity: other.accepted.count)
+        _ = accepted.initialize(from: other.accepted)
+        numbers = .allocate(capacity: other.numbers.count)
+        numbers.initialize(repeating: .none)
+        values = .allocate(capacity: other.values.count)
+        values.initialize(repeating: .null)
+        valueCount = other.valueCount
+        isConjunction = other.isConjunction
+    }
+
     deinit {
         nodes.deallocate()
         leaves.deinitialize().deallocate()

@@ -357,8 +357,9 @@ final class SnapshotReader: Sendable {
         Int(bitPattern: body.baseAddress) - Int(bitPattern: mapping.bytes.baseAddress)
     }
 
-    /// Calls `body` for each record of `entity` in ID order.
-    func forEach(entity: UInt16, _ body: (RecordID, Place) throws -> Void) rethrows {
+    /// Calls `body` for each record of `entity` in ID order: all of them, or with `groups`
+    /// those of a run of index groups (``scanRuns(of:parts:minimumPerRun:)``).
+    func forEach(entity: UInt16, groups: Range<Int>? = nil, _ body: (RecordID, Place) throws -> Void) rethrows {
         guard let (range, first) = rangeAndFirst(of: entity) else { return }
         guard header.version >= 3 else {
             for i in 0..<range.count {
@@ -368,7 +369,8 @@ final class SnapshotReader: Sendable {
             return
         }
         let bytes = mapping.bytes
-        for group in 0..<range.groups {
+        let all = 0..<range.groups
+        for group in (groups ?? all).clamped(to: all) {
             var walk = GroupWalk(bytes, range, group: group)
             let members = min(SnapshotIndex.groupSize, range.count - group * SnapshotIndex.groupSize)
             for member in 0..<members {
@@ -376,6 +378,25 @@ final class SnapshotReader: Sendable {
                 try body(RecordID(rawValue: walk.id),
                          Place(id: walk.id, offset: walk.offset, size: walk.size, ordinal: first + group * SnapshotIndex.groupSize + member))
             }
+        }
+    }
+
+    /// A run of an entity's index groups for a scan in parts, and the ID of its first record.
+    struct ScanRun: Sendable {
+        let groups: Range<Int>
+        let firstID: UInt64
+    }
+
+    /// `entity`'s records split into at most `parts` runs of whole index groups, of about
+    /// equal size and at least `minimumPerRun` records each, in ID order; empty when they
+    /// make fewer than two runs, or the file (older than version 3) has no groups.
+    func scanRuns(of entity: UInt16, parts: Int, minimumPerRun: Int) -> [ScanRun] {
+        guard header.version >= 3, let (range, _) = rangeAndFirst(of: entity) else { return [] }
+        let runs = min(parts, range.count / max(minimumPerRun, 1), range.groups)
+        guard runs >= 2 else { return [] }
+        return (0..<runs).map { run in
+            let start = range.groups * run / runs, end = range.groups * (run + 1) / runs
+            return ScanRun(groups: start..<end, firstID: GroupWalk(mapping.bytes, range, group: start).id)
         }
     }
 

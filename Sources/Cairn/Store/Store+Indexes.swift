@@ -187,12 +187,7 @@ final class SecondaryIndex: @unchecked Sendable {
                                 value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws {
         // The first position whose value is not `before` (every value before it is).
         func partition(_ before: (Value) -> Bool) throws -> Int {
-            var low = 0, high = count
-            while low < high {
-                let mid = (low + high) / 2
-                if before(try value(mid)) { low = mid + 1 } else { high = mid }
-            }
-            return low
+            try (0..<count).partitionPoint { !before(try value($0)) }
         }
         func emit(_ range: Range<Int>) throws {
             guard !range.isEmpty else { return }

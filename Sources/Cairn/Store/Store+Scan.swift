@@ -1,0 +1,172 @@
+import Dispatch
+
+/// Scans: an entity's records in ID order, the snapshot's merged with the log's changes,
+/// read from one consistent state; on one thread, or with the test of each record split
+/// over several.
+extension Store {
+    /// Calls `body` with each record of an entity in ID order — its ID and encoded values
+    /// — from one consistent state, without materialising them all.
+    public func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
+        try scanVersioned(entity: entity) { id, _, bytes in try body(id, bytes) }
+    }
+
+    /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
+    public func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        try scanVersioned(entity: entity, recheckingFrames: false, body)
+    }
+
+    /// ``scanVersioned(entity:_:)``; with `recheckingFrames`, every snapshot frame's
+    /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
+    func scanVersioned(entity: UInt16, recheckingFrames: Bool,
+                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
+        // Both are used through unretained references: they live to the end of this
+        // block, and captured strongly they were retained and released around every record.
+        let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
+        try withExtendedLifetime((snapshot, versions)) {
+            try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
+                let version = unretainedVersions._withUnsafeGuaranteedRef { $0.version(of: id) }
+                switch source {
+                case .snapshot(let place):
+                    try body(id, version, try unretainedSnapshot._withUnsafeGuaranteedRef {
+                        try recheckingFrames ? $0.body(at: place.offset, id: id) : $0.body(at: place, id: id)
+                    })
+                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
+                }
+            }
+        }
+    }
+
+    /// ``scanVersioned(entity:_:)`` with a test that runs on several threads at once. The
+    /// entity's records are split into up to `parts` runs of ID order (of at least
+    /// `minimumPerRun` records each), each run is scanned on a thread of its own, and
+    /// `test(run, id, body)` picks the records to keep (nil: all, on one thread, as
+    /// there is nothing to split); then `body` is called on this
+    /// thread for each kept record, in ID order, with its version, all read in one state.
+    ///
+    /// `test` is called for different runs at once, never for one run on two threads: what
+    /// it keeps per run (run 0 to `parts - 1`) needs no lock. When the records make one run
+    /// (`parts` 1, a small entity, a file older than version 3), `test` and `body` take
+    /// turns on this thread, record by record, so a `body` that throws ends the scan there.
+    /// Split, `body` is called only when every run succeeded; otherwise the first error of
+    /// a run, in run order, is thrown.
+    @inline(__always)
+    func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
+                       where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
+                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
+        let runs = test == nil ? [] : snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)
+        guard let test else { return try scanVersioned(entity: entity, body) }
+        guard runs.count >= 2 else {
+            return try scanVersioned(entity: entity) { id, version, bytes in
+                if try test(0, id, bytes) { try body(id, version, bytes) }
+            }
+        }
+        let changed = RadixSort.sorted(overlay.keys)
+        // Run r holds the overlay's IDs from its first snapshot ID (run 0: from the
+        // lowest) to the next run's first.
+        let cuts = [0] + runs.dropFirst().map { run in changed.partitionPoint { $0 >= run.firstID } } + [changed.count]
+        let kept = PerRun<Result<[(RecordID, Source)], any Error>>(count: runs.count, initial: .success([]))
+        // (The snapshot through an unretained reference, as in the scan on one thread.)
+        let unretainedSnapshot = Unmanaged.passUnretained(snapshot)
+        withExtendedLifetime(snapshot) {
+            DispatchQueue.concurrentPerform(iterations: runs.count) { run in
+                kept[run] = Result {
+                    var hits: [(RecordID, Source)] = []
+                    try Self.merge(snapshot: snapshot, overlay: overlay, changed: changed[cuts[run]..<cuts[run + 1]],
+                                   entity: entity, groups: runs[run].groups) { id, source in
+                        let keep = switch source {
+                        case .snapshot(let place):
+                            try test(run, id, try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) })
+                        case .overlay(let bytes): try bytes.withUnsafeBytes { try test(run, id, $0) }
+                        }
+                        if keep { hits.append((id, source)) }
+                    }
+                    return hits
+                }
+            }
+        }
+        // Nothing is handed on unless every run succeeded.
+        let hits = try (0..<runs.count).map { try kept[$0].get() }
+        for run in hits {
+            for (id, source) in run {
+                switch source {
+                case .snapshot(let place): try body(id, versions.version(of: id), try snapshot.body(at: place, id: id))
+                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, versions.version(of: id), $0) }
+                }
+            }
+        }
+    }
+
+    enum Source: Sendable {
+        case snapshot(SnapshotReader.Place)
+        case overlay([UInt8])
+    }
+
+    /// The log's record versions as a scan reads them, by reference: a scan's per-record
+    /// closure that captured the map itself copied it, through its generic value witnesses,
+    /// for every record (about 200 instructions each).
+    final class VersionTable {
+        private let versions: IDMap<UInt64, UInt64>
+        private let isEmpty: Bool
+        init(_ versions: IDMap<UInt64, UInt64>) {
+            self.versions = versions
+            isEmpty = versions.isEmpty
+        }
+        @inline(__always) func version(of id: RecordID) -> UInt64 { isEmpty ? 0 : versions[id.rawValue] ?? 0 }
+    }
+
+    /// Merges an entity's snapshot entries with the log's changes, in ID order.
+    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, entity: UInt16,
+                      _ body: (RecordID, Source) throws -> Void) rethrows {
+        try merge(snapshot: snapshot, overlay: overlay, changed: RadixSort.sorted(overlay.keys)[...], entity: entity, groups: nil, body)
+    }
+
+    /// ``merge(snapshot:overlay:entity:_:)`` of the snapshot entries of `groups` (all with
+    /// nil) and the log's changes `changed` (IDs sorted, all of the overlay's in that span).
+    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, changed: ArraySlice<UInt64>,
+                      entity: UInt16, groups: Range<Int>?, _ body: (RecordID, Source) throws -> Void) rethrows {
+        var next = changed.startIndex
+        try snapshot.forEach(entity: entity, groups: groups) { id, place in
+            while next < changed.endIndex && changed[next] < id.rawValue {
+                if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+                next += 1
+            }
+            if next < changed.endIndex && changed[next] == id.rawValue {
+                if case .live(let bytes) = overlay[changed[next]]! { try body(id, .overlay(bytes)) }
+                next += 1
+            } else {
+                try body(id, .snapshot(place))
+            }
+        }
+        while next < changed.endIndex {
+            if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+            next += 1
+        }
+    }
+}
+
+/// One value per run of a scan in parts, each written by the thread of its run alone.
+final class PerRun<Value>: @unchecked Sendable {
+    // @unchecked: the element of run r is written only by the one thread running run r
+    // (inside `concurrentPerform`), and read only after `concurrentPerform` has returned,
+    // which orders every run's writes before those reads. No element has two writers.
+    private let slots: UnsafeMutableBufferPointer<Value>
+
+    init(count: Int, initial: Value) {
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: initial)
+    }
+
+    init(count: Int, making make: (Int) -> Value) {
+        slots = .allocate(capacity: count)
+        for run in 0..<count { (slots.baseAddress! + run).initialize(to: make(run)) }
+    }
+
+    deinit { slots.deinitialize().deallocate() }
+
+    subscript(run: Int) -> Value {
+        get { slots[run] }
+        set { slots[run] = newValue }
+    }
+}
