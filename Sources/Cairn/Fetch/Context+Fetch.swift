@@ -12,7 +12,8 @@ extension Context {
         objects.reserveCapacity(rows.count)
         registered.reserveCapacity(max(registered.count, rows.count))
         for row in rows {
-            guard row.id.entity == entity.number, let object = object(for: row.id, entity: entity, type: type) as? T else { continue }
+            guard row.id.entity == entity.number,
+                  let object = (row.registered?.takeUnretainedValue() ?? object(for: row.id, entity: entity, type: type)) as? T else { continue }
             // A record the scan already decoded stays with its fault, so the fault fires
             // without reading the store again (objects stay faults until touched).
             if object.isFault, let version = row.version { object.prefetched = (row.values, version) }
@@ -212,6 +213,9 @@ extension Context {
         let id: RecordID
         let values: [Value]
         let version: UInt64?
+        /// The object registered here for `id`, when the scan looked it up (so the fetch
+        /// need not look again). Not retained: `registered` keeps it while the fetch runs.
+        var registered: Unmanaged<ManagedObject>? = nil
     }
 
     /// The rows matching a request, sorted and windowed (before any object filter).
@@ -255,14 +259,7 @@ extension Context {
                 let filter = compiled.flatMap(RecordFilter.init)
                 let takesAll = compiled == nil
                 let wanted = request.sortDescriptors.isEmpty ? wanted : .all
-                // Whether a match is decoded (and checked) at all: not when nobody reads it.
-                @inline(__always) func decodes(_ id: RecordID) -> Bool {
-                    switch wanted {
-                    case .all: return true
-                    case .none: return false
-                    case .forUnloadedObjects: return registered[id].map { $0.isFault } ?? true
-                    }
-                }
+
                 do {
                     if takesAll || filter != nil {
                         // The stored body is tested in place, on several threads at once for
@@ -278,11 +275,23 @@ extension Context {
                             try store.scanVersioned(entity: entity.number, parts: threads, minimumPerRun: scanSplit.minimumPerRun, where: test) { id, version, body in
                                 if limited && matches.count >= enough { throw ScanEnough() }
                                 if filterPending && pending[id] != nil { return }
-                                guard decodes(id) else {
+                                // A match is decoded (and checked) only when it is read: not
+                                // for IDs and counts, nor for an object loaded here already.
+                                var known: ManagedObject?
+                                switch wanted {
+                                case .all: break
+                                case .none:
                                     matches.append(FetchRow(id: id, values: [], version: nil))
                                     return
+                                case .forUnloadedObjects:
+                                    known = registered[id]
+                                    if let known, !known.isFault {
+                                        matches.append(FetchRow(id: id, values: [], version: nil, registered: .passUnretained(known)))
+                                        return
+                                    }
                                 }
-                                matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version))
+                                matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity),
+                                                        version: version, registered: known.map { .passUnretained($0) }))
                                 if limited && matches.count >= enough { throw ScanEnough() }
                             }
                         }

@@ -66,36 +66,44 @@ extension Store {
         // Run r holds the overlay's IDs from its first snapshot ID (run 0: from the
         // lowest) to the next run's first.
         let cuts = [0] + runs.dropFirst().map { run in changed.partitionPoint { $0 >= run.firstID } } + [changed.count]
-        let kept = PerRun<Result<[(RecordID, Source)], any Error>>(count: runs.count, initial: .success([]))
+        let kept = PerRun<Result<[(RecordID, Kept)], any Error>>(count: runs.count, initial: .success([]))
         // (The snapshot through an unretained reference, as in the scan on one thread.)
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot)
-        withExtendedLifetime(snapshot) {
+        try withExtendedLifetime(snapshot) {
             DispatchQueue.concurrentPerform(iterations: runs.count) { run in
                 kept[run] = Result {
-                    var hits: [(RecordID, Source)] = []
+                    var hits: [(RecordID, Kept)] = []
                     try Self.merge(snapshot: snapshot, overlay: overlay, changed: changed[cuts[run]..<cuts[run + 1]],
                                    entity: entity, groups: runs[run].groups) { id, source in
-                        let keep = switch source {
+                        switch source {
                         case .snapshot(let place):
-                            try test(run, id, try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) })
-                        case .overlay(let bytes): try bytes.withUnsafeBytes { try test(run, id, $0) }
+                            let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) }
+                            if try test(run, id, bytes) { hits.append((id, .mapped(bytes))) }
+                        case .overlay(let bytes):
+                            if try bytes.withUnsafeBytes({ try test(run, id, $0) }) { hits.append((id, .owned(bytes))) }
                         }
-                        if keep { hits.append((id, source)) }
                     }
                     return hits
                 }
             }
-        }
-        // Nothing is handed on unless every run succeeded.
-        let hits = try (0..<runs.count).map { try kept[$0].get() }
-        for run in hits {
-            for (id, source) in run {
-                switch source {
-                case .snapshot(let place): try body(id, versions.version(of: id), try snapshot.body(at: place, id: id))
-                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, versions.version(of: id), $0) }
+            // Nothing is handed on unless every run succeeded.
+            let hits = try (0..<runs.count).map { try kept[$0].get() }
+            for run in hits {
+                for (id, bytes) in run {
+                    switch bytes {
+                    case .mapped(let bytes): try body(id, versions.version(of: id), bytes)
+                    case .owned(let bytes): try bytes.withUnsafeBytes { try body(id, versions.version(of: id), $0) }
+                    }
                 }
             }
         }
+    }
+
+    /// A record a run kept: its body where the snapshot maps it (valid while the snapshot
+    /// is: the scan holds it), or a record of the log's.
+    private enum Kept {
+        case mapped(UnsafeRawBufferPointer)
+        case owned([UInt8])
     }
 
     enum Source: Sendable {
