@@ -124,6 +124,15 @@ import Testing
         split.scanSplit = (threads: 4, minimumPerRun: 20)
         let whole = stack.context()
         whole.scanSplit = (threads: 1, minimumPerRun: 20)
+        // Every record, sorted, and a window.
+        var all = FetchRequest(Sample.self)
+        #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
+        #expect(try writer.fetch(all).count == whole.fetch(all).count + 10 - 1)  // its unsaved inserts and deletion
+        all.sortDescriptors = [SortDescriptor("big", ascending: false), SortDescriptor("small")]
+        #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
+        all.fetchLimit = 7
+        all.fetchOffset = 3
+        #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
         var compared = 0
         for _ in 0..<60 {
             let (format, arguments) = RecordFilterTests.randomPredicate(&random)
