@@ -22,8 +22,6 @@ final class SecondaryIndex: @unchecked Sendable {
     private let stored: (snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex)?
     /// Whether the stored block's checksum has been checked.
     private var storedChecked = false
-    /// IDs whose stored entry is out of date (changed or deleted since the snapshot).
-    private var storedStale = Set<UInt64>()
     private(set) var sorted: [(value: Value, id: UInt64)] = []
     /// IDs whose entry in `sorted` is out of date.
     private var stale = Set<UInt64>()
@@ -49,15 +47,12 @@ final class SecondaryIndex: @unchecked Sendable {
     init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: IDMap<UInt64, OverlayEntry>) {
         slot = block.attribute
         stored = (snapshot, block)
+        // (The stored entries out of date are those of the IDs the overlay holds: see
+        // ``lookup(_:changes:)``.)
         var entries: [(Value, UInt64)] = []
-        // Built here and stored once: each insert into the property itself paid a dynamic
-        // exclusivity check (a class's stored property), a tenth of this at open.
-        var stale = Set<UInt64>(minimumCapacity: changes.count)
         for (id, entry) in changes {
-            stale.insert(id)
             if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
         }
-        storedStale = stale
         RadixSort.sort(&entries) { $0.1 }
         sorted = Self.sortedRun(entries)
     }
@@ -99,7 +94,6 @@ final class SecondaryIndex: @unchecked Sendable {
     }
 
     private func update(_ id: UInt64, to value: Value?) {
-        if stored != nil { storedStale.insert(id) }
         stale.insert(id)
         delta[id] = value
         if delta.count + stale.count > max(4096, sorted.count / 8) { fold() }
@@ -139,7 +133,10 @@ final class SecondaryIndex: @unchecked Sendable {
                 try snapshot.checkAttributeIndex(block)
                 storedChecked = true
             }
-            try Self.collect(condition, count: block.count, skipping: storedStale, into: &result, value: { i in
+            // A stored entry is out of date when the overlay holds its ID: every change to a
+            // snapshot record since the snapshot stays in the overlay (a put, or a delete
+            // as `.deleted`) until a compaction makes a new snapshot and new indexes.
+            try Self.collect(condition, count: block.count, skipping: { changes[$0] != nil }, into: &result, value: { i in
                 let (id, place) = try snapshot.record(in: block, at: i)
                 let body = try snapshot.body(at: place, id: id)
                 do {
@@ -153,7 +150,8 @@ final class SecondaryIndex: @unchecked Sendable {
             })
         }
         let sorted = self.sorted
-        try Self.collect(condition, count: sorted.count, skipping: stale, into: &result,
+        let stale = self.stale
+        try Self.collect(condition, count: sorted.count, skipping: { stale.contains($0) }, into: &result,
                          value: { sorted[$0].value }, match: { IndexMatch(id: sorted[$0].id, snapshotPlace: nil) })
         for (id, value) in delta where Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
         if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
@@ -183,7 +181,7 @@ final class SecondaryIndex: @unchecked Sendable {
     /// values have no unordered members (floating point and decimal have NaN), so does
     /// everything between, and only IDs are read (for a stored index: no record is read);
     /// otherwise each entry is tested.
-    private static func collect(_ condition: IndexCondition, count: Int, skipping: Set<UInt64>, into result: inout [IndexMatch],
+    private static func collect(_ condition: IndexCondition, count: Int, skipping: (UInt64) -> Bool, into result: inout [IndexMatch],
                                 value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws {
         // The first position whose value is not `before` (every value before it is).
         func partition(_ before: (Value) -> Bool) throws -> Int {
@@ -195,12 +193,12 @@ final class SecondaryIndex: @unchecked Sendable {
             if matches(first, condition), matches(last, condition), isTotallyOrdered(first), isTotallyOrdered(last) {
                 for index in range {
                     let found = try match(index)
-                    if !skipping.contains(found.id) { result.append(found) }
+                    if !skipping(found.id) { result.append(found) }
                 }
             } else {
                 for index in range {
                     let found = try match(index)
-                    if !skipping.contains(found.id), matches(try value(index), condition) { result.append(found) }
+                    if !skipping(found.id), matches(try value(index), condition) { result.append(found) }
                 }
             }
         }
