@@ -259,7 +259,6 @@ extension Context {
                 let filter = compiled.flatMap(RecordFilter.init)
                 let takesAll = compiled == nil
                 let wanted = request.sortDescriptors.isEmpty ? wanted : .all
-
                 do {
                     if takesAll || filter != nil {
                         // The stored body is tested in place, on several threads at once for
