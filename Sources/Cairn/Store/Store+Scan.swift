@@ -168,7 +168,7 @@ final class PerRun<Value>: @unchecked Sendable {
 
     init(count: Int, making make: (Int) -> Value) {
         slots = .allocate(capacity: count)
-        for run in 0..<count { (slots.baseAddress! + run).initialize(to: make(run)) }
+        for run in 0..<count { slots.initializeElement(at: run, to: make(run)) }
     }
 
     deinit { slots.deinitialize().deallocate() }
