@@ -19,12 +19,25 @@ extension Store {
     /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
     func scanVersioned(entity: UInt16, recheckingFrames: Bool,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
+        try Self.scan(scanState(of: entity), entity: entity, recheckingFrames: recheckingFrames, body)
+    }
+
+    /// What a scan of `entity` reads, taken in one state: the entity's overlay, the
+    /// snapshot and the log's record versions.
+    private func scanState(of entity: UInt16) -> (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable) {
+        state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
+    }
+
+    /// The scan on one thread, of state taken by ``scanState(of:)``.
+    private static func scan(_ state: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
+                             entity: UInt16, recheckingFrames: Bool,
+                             _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot, versions) = state
         // Both are used through unretained references: they live to the end of this
         // block, and captured strongly they were retained and released around every record.
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
         try withExtendedLifetime((snapshot, versions)) {
-            try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
+            try merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
                 let version = unretainedVersions._withUnsafeGuaranteedRef { $0.version(of: id) }
                 switch source {
                 case .snapshot(let place):
@@ -54,11 +67,12 @@ extension Store {
     func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
                        where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        let (overlay, snapshot, versions) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
-        let runs = test == nil ? [] : snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)
-        guard let test else { return try scanVersioned(entity: entity, body) }
+        let taken = scanState(of: entity)
+        let (overlay, snapshot, versions) = taken
+        guard let test else { return try Self.scan(taken, entity: entity, recheckingFrames: false, body) }
+        let runs = snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)
         guard runs.count >= 2 else {
-            return try scanVersioned(entity: entity) { id, version, bytes in
+            return try Self.scan(taken, entity: entity, recheckingFrames: false) { id, version, bytes in
                 if try test(0, id, bytes) { try body(id, version, bytes) }
             }
         }
