@@ -446,8 +446,11 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()
-        var sum: Int64 = 0
-        for parent in try context.fetch(FetchRequest(Parent.self)) { for child in parent.children { sum &+= child.value } }
+        let sum = try timedRegion {
+            var sum: Int64 = 0
+            for parent in try context.fetch(FetchRequest(Parent.self)) { for child in parent.children { sum &+= child.value } }
+            return sum
+        }
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: parents * children, extra: ["checksum": Double(sum)])

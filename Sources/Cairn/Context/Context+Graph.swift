@@ -46,11 +46,29 @@ extension Context {
         case .references(let list): raws = list
         default: return []
         }
-        return raws.compactMap { raw in
-            guard let target = self.object(for: RecordID(rawValue: raw)) else { return nil }
+        // One loop, the targets' entity and class looked up once (not per target), rather
+        // than `compactMap`, which ran the standard library's unspecialized code and asked
+        // the runtime for array metadata per target.
+        var targets: [ManagedObject] = []
+        targets.reserveCapacity(raws.count)
+        var resolved: (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)?
+        for raw in raws {
+            let id = RecordID(rawValue: raw)
+            let target: ManagedObject
+            if let known = registered[id] {
+                target = known
+            } else {
+                if resolved?.number != id.entity {
+                    guard let entity = coordinator.entity(number: id.entity) else { continue }
+                    resolved = (id.entity, entity, model.objectClass(for: entity.name))
+                }
+                guard let resolved else { continue }
+                target = self.object(for: id, entity: resolved.entity, type: resolved.type)
+            }
             if target.isFault { willRead(target) }
-            return target.exists ? target : nil
+            if target.exists { targets.append(target) }
         }
+        return targets
     }
 
     private func ids(in value: Value) -> [UInt64] { value.referencedIDs }

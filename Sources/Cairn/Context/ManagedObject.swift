@@ -268,11 +268,13 @@ open class ManagedObject: CustomStringConvertible {
         }
     }
 
+    @usableFromInline
     func related(_ slot: Int) -> [ManagedObject] {
         guard let context else { return detachedRelations[slot] ?? [] }
         return context.relatedObjects(of: self, slot: slot)
     }
 
+    @usableFromInline
     func setRelated(_ slot: Int, _ targets: [ManagedObject]) {
         if let context {
             context.setRelationship(of: self, slot: slot, to: targets)

@@ -194,6 +194,9 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
                                               renamingIdentifier: note.renamingIdentifier))
     }
 
+    // Inlinable so each use is specialized in the client: unspecialized, `compactMap`
+    // ran the standard library's generic code and asked for array metadata per target.
+    @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, [Target]>,
@@ -202,7 +205,11 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
         get {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
             guard slot >= 0 else { return [] }
-            return object.related(slot).compactMap { $0 as? Target }
+            let related = object.related(slot)
+            var targets: [Target] = []
+            targets.reserveCapacity(related.count)
+            for item in related { if let target = item as? Target { targets.append(target) } }
+            return targets
         }
         set {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
