@@ -55,7 +55,7 @@ final class RecordFilter {
     /// Whether the predicate is one comparison or an AND of comparisons: tested in a loop.
     private let isConjunction: Bool
 
-    init?(_ predicate: CompiledPredicate) {
+    convenience init?(_ predicate: CompiledPredicate) {
         let entity = predicate.entity
         var slots: [Int] = []
         guard Self.collectSlots(predicate.root, entity: entity, into: &slots), let highest = slots.max() else { return nil }
@@ -72,6 +72,22 @@ final class RecordFilter {
         var leaves: [Leaf] = []
         Self.place(predicate.root, at: 0, nodes: &nodes, leaves: &leaves, positions: positions)
 
+        self.init(entity: entity, nodes: nodes, leaves: leaves, positions: positions, accepted: accepted,
+                  isConjunction: nodes.dropFirst().allSatisfy { $0.kind == .leaf }
+                      && (nodes[0].kind == .leaf || nodes[0].kind == .and))
+    }
+
+    /// A filter of the same predicate with buffers of its own: one for each thread of a
+    /// scan in parts.
+    convenience init(copying other: RecordFilter) {
+        self.init(entity: other.entity, nodes: other.nodes, leaves: other.leaves, positions: other.positions,
+                  accepted: other.accepted, isConjunction: other.isConjunction)
+    }
+
+    /// Copies the program into buffers of its own, with scratch room for the values it reads
+    /// (one per place of `accepted`).
+    private init(entity: EntityDescription, nodes: some Collection<Node>, leaves: some Collection<Leaf>,
+                 positions: some Collection<Int32>, accepted: some Collection<UInt32>, isConjunction: Bool) {
         self.entity = entity
         self.nodes = .allocate(capacity: nodes.count)
         _ = self.nodes.initialize(from: nodes)
@@ -81,33 +97,12 @@ final class RecordFilter {
         _ = self.positions.initialize(from: positions)
         self.accepted = .allocate(capacity: accepted.count)
         _ = self.accepted.initialize(from: accepted)
-        numbers = .allocate(capacity: read.count)
+        numbers = .allocate(capacity: accepted.count)
         numbers.initialize(repeating: .none)
-        values = .allocate(capacity: read.count)
+        values = .allocate(capacity: accepted.count)
         values.initialize(repeating: .null)
         valueCount = entity.valueCount
-        isConjunction = nodes.dropFirst().allSatisfy { $0.kind == .leaf }
-            && (nodes[0].kind == .leaf || nodes[0].kind == .and)
-    }
-
-    /// A filter of the same predicate with buffers of its own: one for each thread of a
-    /// scan in parts.
-    init(copying other: RecordFilter) {
-        entity = other.entity
-        nodes = .allocate(capacity: other.nodes.count)
-        _ = nodes.initialize(from: other.nodes)
-        leaves = .allocate(capacity: other.leaves.count)
-        _ = leaves.initialize(from: other.leaves)
-        positions = .allocate(capacity: other.positions.count)
-        _ = positions.initialize(from: other.positions)
-        accepted = .allocate(capacity: other.accepted.count)
-        _ = accepted.initialize(from: other.accepted)
-        numbers = .allocate(capacity: other.numbers.count)
-        numbers.initialize(repeating: .none)
-        values = .allocate(capacity: other.values.count)
-        values.initialize(repeating: .null)
-        valueCount = other.valueCount
-        isConjunction = other.isConjunction
+        self.isConjunction = isConjunction
     }
 
     deinit {

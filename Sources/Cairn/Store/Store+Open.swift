@@ -192,36 +192,7 @@ extension Store {
                 // Past the last good frame, the usual case: nothing but zeros (the unused
                 // part of the preallocated file), so no frame can follow. One pass over it.
                 tailIsClean = UnsafeRawBufferPointer(rebasing: buffer[offset...]).isAllZero
-                if !tailIsClean {
-                    // Past the last good frame: is there a frame written after the damaged one
-                    // was known durable? Then the damage is not a torn write; refuse.
-                    var probe = offset + LogFrame.alignment
-                    // Checksums are the costly part; a hostile file could put a plausible header
-                    // at every offset, so their total is bounded (a real log never comes close).
-                    var checksumBudget = 4 * buffer.count + (1 << 20)
-                    while probe + LogFrame.headerSize <= buffer.count {
-                        // A genuine later frame has a later sequence number and records as durable
-                        // a point at or past the damaged one (and before itself). Those fields are
-                        // checked before the checksum.
-                        // The type byte first: unused space (megabytes of zeros) costs one load a probe.
-                        if buffer[probe + 24] == LogFrame.typeTransaction,
-                           case let (sequence, synced) = LogFrame.sequenceFields(buffer, at: probe), synced >= expected, sequence > synced {
-                            let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
-                            checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
-                            guard checksumBudget >= 0 else {
-                                throw CairnError.corrupt(
-                                    "log is damaged at offset \(offset) (\(damage ?? "missing frame")) and too much after it looks like frames to tell a torn write from corruption; run `cairn repair`",
-                                    offset: offset)
-                            }
-                            if case .frame = LogFrame.parse(buffer, at: probe) {
-                                throw CairnError.corrupt(
-                                    "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
-                                    offset: offset)
-                            }
-                        }
-                        probe += LogFrame.alignment
-                    }
-                }
+                if !tailIsClean { try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage) }
             }
         } catch let error as CairnError {
             throw error.located(in: file.path)
@@ -238,6 +209,39 @@ extension Store {
         return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
                          allocatedEnd: tailIsClean ? size : offset, lastWritten: expected - 1,
                          syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+    }
+
+    /// Past the last good frame (at `offset`), when what follows is not all zeros: is there
+    /// a frame written after the damaged one was known durable? Then the damage is not a
+    /// torn write, and the log is refused.
+    private static func refuseDurableFrame(after offset: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64,
+                                           damage: String?) throws {
+        var probe = offset + LogFrame.alignment
+        // Checksums are the costly part; a hostile file could put a plausible header
+        // at every offset, so their total is bounded (a real log never comes close).
+        var checksumBudget = 4 * buffer.count + (1 << 20)
+        while probe + LogFrame.headerSize <= buffer.count {
+            // A genuine later frame has a later sequence number and records as durable
+            // a point at or past the damaged one (and before itself). Those fields are
+            // checked before the checksum.
+            // The type byte first: unused space (megabytes of zeros) costs one load a probe.
+            if buffer[probe + 24] == LogFrame.typeTransaction,
+               case let (sequence, synced) = LogFrame.sequenceFields(buffer, at: probe), synced >= expected, sequence > synced {
+                let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
+                checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
+                guard checksumBudget >= 0 else {
+                    throw CairnError.corrupt(
+                        "log is damaged at offset \(offset) (\(damage ?? "missing frame")) and too much after it looks like frames to tell a torn write from corruption; run `cairn repair`",
+                        offset: offset)
+                }
+                if case .frame = LogFrame.parse(buffer, at: probe) {
+                    throw CairnError.corrupt(
+                        "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
+                        offset: offset)
+                }
+            }
+            probe += LogFrame.alignment
+        }
     }
 
     /// Removes snapshot, log and temporary files the manifest does not name.
