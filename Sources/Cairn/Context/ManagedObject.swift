@@ -286,8 +286,7 @@ open class ManagedObject: CustomStringConvertible {
         }
     }
 
-    /// The slot of the property a wrapper declared at `site` (a short linear search:
-    /// cheaper than hashing for the handful of properties an entity has).
+    /// The slot of the property a wrapper declared at `site` (see ``PropertyLayout/slot(for:)``).
     @usableFromInline
     func slot(for site: DeclarationSite) -> Int {
         layout.slot(for: site)
@@ -405,6 +404,7 @@ final class PropertyLayout: Sendable {
         var ordered = [DeclarationSite](repeating: DeclarationSite(file: "", line: 0, column: 0), count: slots.count)
         for (site, index) in slots where index < ordered.count { ordered[index] = site }
         sites = ordered
+        (firstLine, slotByLine) = Self.lineTable(ordered)
         indexByName = Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
@@ -412,12 +412,42 @@ final class PropertyLayout: Sendable {
 
     /// Sites in slot order, for ``slot(for:)``.
     private let sites: [DeclarationSite]
+    /// The slot of the one site on line `firstLine + i` at `i`; ``sharedLine`` where
+    /// several sites are on that line (in several files, or side by side), ``noSite``
+    /// where none is. Empty when the lines are too far apart for a table.
+    private let slotByLine: [Int32]
+    private let firstLine: Int
+    private static let noSite: Int32 = -1, sharedLine: Int32 = -2
 
+    /// The slot of the wrapper declared at `site`, -1 if none is. Every property access
+    /// asks, so the line picks the one candidate (a table lookup and one comparison);
+    /// only sites that share a line are searched for.
+    @inline(__always)
     func slot(for site: DeclarationSite) -> Int {
-        sites.withUnsafeBufferPointer { buffer in
-            for index in buffer.indices where buffer[index] == site { return index }
-            return -1
+        let line = Int(truncatingIfNeeded: site.position >> 32) &- firstLine
+        return slotByLine.withUnsafeBufferPointer { table in
+            sites.withUnsafeBufferPointer { sites in
+                if line >= 0, line < table.count {
+                    let candidate = Int(table[line])
+                    if candidate >= 0 { return sites[candidate] == site ? candidate : -1 }
+                    if candidate == Int(Self.noSite) { return -1 }
+                }
+                for index in sites.indices where sites[index] == site { return index }
+                return -1
+            }
         }
+    }
+
+    /// ``slotByLine`` and ``firstLine`` for `sites`: a table of at most a few entries per
+    /// site plus a page (larger gaps leave it empty, and every lookup searches).
+    private static func lineTable(_ sites: [DeclarationSite]) -> (Int, [Int32]) {
+        let lines = sites.map { Int(truncatingIfNeeded: $0.position >> 32) }
+        guard let low = lines.min(), let high = lines.max(), high - low < 4 * lines.count + 512 else { return (0, []) }
+        var table = [Int32](repeating: noSite, count: high - low + 1)
+        for (slot, line) in lines.enumerated() {
+            table[line - low] = table[line - low] == noSite ? Int32(slot) : sharedLine
+        }
+        return (low, table)
     }
 
     /// The layout of a prototype under construction (its wrappers are all that is read).

@@ -59,6 +59,35 @@ final class AnnotatedOwner: ManagedObject {
         #expect(object.values == [.int64(10), .int64(20), .int64(30), .int64(40), .int64(50)])
     }
 
+    @Test func aLayoutFindsEverySlotAsASearchWould() {
+        // The line table must give what a search of every site gives: for sites alone on
+        // a line, sharing one (several files, several columns), lines far apart (no
+        // table), and sites that are not in the layout at all.
+        var random = SplitMix64(seed: 11)
+        let files: [StaticString] = ["A.swift", "B.swift", "C.swift"]
+        for round in 0..<200 {
+            let spread = round % 4 == 0 ? 2_000 : 40
+            var sites: [DeclarationSite] = []
+            for _ in 0..<Int(random.next() % 12) {
+                let site = DeclarationSite(file: files[Int(random.next() % 3)], line: UInt(1 + random.next() % UInt64(spread)),
+                                           column: UInt(1 + random.next() % 3))
+                if !sites.contains(site) { sites.append(site) }
+            }
+            let slots = Dictionary(uniqueKeysWithValues: sites.enumerated().map { ($1, $0) })
+            let layout = PropertyLayout(entity: EntityDescription(name: "E", number: 0), slots: slots)
+            var wrong: [DeclarationSite] = []
+            for line in 0...UInt(spread + 2) {
+                for file in files {
+                    for column in 1...UInt(3) {
+                        let site = DeclarationSite(file: file, line: line, column: column)
+                        if layout.slot(for: site) != (sites.firstIndex(of: site) ?? -1) { wrong.append(site) }
+                    }
+                }
+            }
+            #expect(wrong.count == 0, "round \(round), first \(String(describing: wrong.first))")
+        }
+    }
+
     @Test func entitiesAreDerivedFromClasses() throws {
         let model = try Stack.model()
         let person = try #require(model.schema.entity(named: "Person"))
