@@ -89,22 +89,18 @@ extension Context {
 
     private func validateValues(_ object: ManagedObject, _ label: () -> String) throws {
         let entity = object.entity
-        let attributes = entity.attributes, values = object.values
-        // By index, reading the two fields needed (iterating the descriptions copied each
-        // and retained its strings), and kinds compared as bits with the values borrowed
-        // in place (no value is copied).
+        let required = entity.kinds.required, values = object.values
+        // Kinds compared as bits with the values borrowed in place (no value is copied).
         let invalid = values.withUnsafeBufferPointer { values -> Int? in
-            attributes.withUnsafeBufferPointer { attributes in
-                for index in 0..<min(attributes.count, values.count) {
-                    let kind = values[index].kindBit
-                    if kind == Value.nullKindBit ? !attributes[index].isOptional : kind & attributes[index].type.acceptedKinds == 0 {
-                        return index
-                    }
+            required.withUnsafeBufferPointer { required in
+                for index in 0..<min(required.count, values.count) where values[index].kindBit & required[index] == 0 {
+                    return index
                 }
                 return nil
             }
         }
         if let index = invalid {
+            let attributes = entity.attributes
             let value = values[index]
             if value.isNull {
                 throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value")

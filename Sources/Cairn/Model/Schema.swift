@@ -115,11 +115,13 @@ public struct EntityDescription: Hashable, Sendable {
     private final class Box: @unchecked Sendable {
         var name: String
         var number: UInt16
-        var attributes: [AttributeDescription]
-        var relationships: [RelationshipDescription]
+        var attributes: [AttributeDescription] { didSet { kinds = Kinds(attributes, relationships) } }
+        var relationships: [RelationshipDescription] { didSet { kinds = Kinds(attributes, relationships) } }
         var uniqueness: [[String]]
         var indexes: [[String]]
         var renamingIdentifier: String?
+        /// Derived from the properties, kept with them (every record checked reads them).
+        private(set) var kinds: Kinds
 
         init(name: String, number: UInt16, attributes: [AttributeDescription], relationships: [RelationshipDescription],
              uniqueness: [[String]], indexes: [[String]], renamingIdentifier: String?) {
@@ -130,6 +132,7 @@ public struct EntityDescription: Hashable, Sendable {
             self.uniqueness = uniqueness
             self.indexes = indexes
             self.renamingIdentifier = renamingIdentifier
+            kinds = Kinds(attributes, relationships)
         }
 
         func copy() -> Box {
@@ -204,6 +207,26 @@ public struct EntityDescription: Hashable, Sendable {
 
     /// The number of values in each record: attributes, then relationships.
     public var valueCount: Int { attributes.count + relationships.count }
+
+    /// The kinds of value each slot may hold, as ``Value/kindBit`` masks: what a check
+    /// of a record's values compares each value's bit with, one AND per value.
+    struct Kinds: Sendable {
+        /// Per slot, attributes then relationships: what the store takes there (an
+        /// attribute's type or null, a to-one reference or null, a to-many's list).
+        let stored: [UInt32]
+        /// Per attribute: its type's kinds, and null only where it is optional (what a
+        /// save validates).
+        let required: [UInt32]
+
+        init(_ attributes: [AttributeDescription], _ relationships: [RelationshipDescription]) {
+            let null = Value.nullKindBit
+            stored = attributes.map { $0.type.acceptedKinds | null }
+                + relationships.map { $0.isToMany ? 1 << UInt32(Value.Tag.references.rawValue) : 1 << UInt32(Value.Tag.reference.rawValue) | null }
+            required = attributes.map { $0.type.acceptedKinds | ($0.isOptional ? null : 0) }
+        }
+    }
+
+    var kinds: Kinds { box.kinds }
 
     /// The positions of the attributes a snapshot stores an index for (FORMAT.md §6.6),
     /// ascending: those marked indexed, and the first attribute of each compound index and

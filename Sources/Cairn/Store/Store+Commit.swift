@@ -132,8 +132,10 @@ extension Store {
                 entity = found
                 lastEntity = found
             }
-            try Store.check(values, of: id, entity: entity)
-            for value in values { try value.checkLimits("a value of \(id)") }
+            // Only values of a kind with a size limit are measured.
+            if try Store.check(values, of: id, entity: entity) & Value.limitedKinds != 0 {
+                for value in values { try value.checkLimits("a value of \(id)") }
+            }
             let encoder = self.encoder ?? RecordEncoder()
             self.encoder = encoder
             return .put(id, body: encoder.encode(values))
@@ -155,34 +157,34 @@ extension Store {
         try check(values, of: id, entity: entity)
     }
 
-    static func check(_ values: [Value], of id: RecordID, entity: EntityDescription) throws {
-        guard values.count == entity.valueCount else {
+    /// Returns the union of the values' ``Value/kindBit``s.
+    @discardableResult
+    static func check(_ values: [Value], of id: RecordID, entity: EntityDescription) throws -> UInt32 {
+        let kinds = entity.kinds.stored
+        guard values.count == kinds.count else {
             throw CairnError(.invalidArgument,
                              "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
         }
-        let attributes = entity.attributes
         // Kinds compared as bits, values borrowed in place: no value is copied.
+        var seen: UInt32 = 0
         let mismatch = values.withUnsafeBufferPointer { buffer -> Int? in
-            attributes.withUnsafeBufferPointer { attributes in
-                for index in 0..<min(attributes.count, buffer.count) {
+            kinds.withUnsafeBufferPointer { kinds in
+                for index in buffer.indices {
                     let kind = buffer[index].kindBit
-                    if kind != Value.nullKindBit && kind & attributes[index].type.acceptedKinds == 0 { return index }
+                    if kind & kinds[index] == 0 { return index }
+                    seen |= kind
                 }
                 return nil
             }
         }
-        if let index = mismatch {
+        guard let index = mismatch else { return seen }
+        let attributes = entity.attributes
+        if index < attributes.count {
             throw CairnError(.invalidArgument, "\(entity.name).\(attributes[index].name) of \(id) is a \(attributes[index].type), not \(values[index])")
         }
-        guard values.count > attributes.count else { return }
-        for (relationship, value) in zip(entity.relationships, values[entity.attributes.count...]) {
-            switch (relationship.isToMany, value) {
-            case (false, .reference), (false, .null), (true, .references): continue
-            default:
-                throw CairnError(.invalidArgument,
-                                 "\(entity.name).\(relationship.name) of \(id) must be \(relationship.isToMany ? "a list of references" : "a reference or nil"), not \(value)")
-            }
-        }
+        let relationship = entity.relationships[index - attributes.count]
+        throw CairnError(.invalidArgument,
+                         "\(entity.name).\(relationship.name) of \(id) must be \(relationship.isToMany ? "a list of references" : "a reference or nil"), not \(values[index])")
     }
 
     /// Decodes a stored record body and checks it has the shape its entity declares (value

@@ -151,6 +151,56 @@ import Testing
         #expect(throws: CairnError.self) { try store.allocateID(entity: 3) }
     }
 
+
+    /// Every kind of value in every kind of slot: the store takes exactly what the slot
+    /// declares (or null, where a to-many's list is not required), and a save's validation
+    /// takes null only where the attribute is optional. The rules are written out here,
+    /// case by case, apart from the kind masks the checks use.
+    @Test func recordChecksTakeExactlyTheKindsTheSlotDeclares() throws {
+        let samples: [Value] = [
+            .null, .bool(true), .int8(1), .int16(1), .int32(1), .int64(1), .float(1), .double(1), .string("s"),
+            .bytes(Data([1])), .date(Date(timeIntervalSince1970: 1)), .uuid(UUID()), .url(URL(fileURLWithPath: "/u")),
+            .decimal(1), .archived(Data([2])), .reference(1), .references([1]),
+        ]
+        func fits(_ value: Value, _ type: AttributeType) -> Bool {
+            switch (type, value) {
+            case (.bool, .bool), (.int8, .int8), (.int16, .int16), (.int32, .int32), (.int64, .int64), (.float, .float),
+                 (.double, .double), (.string, .string), (.binary, .bytes), (.date, .date), (.uuid, .uuid), (.url, .url),
+                 (.decimal, .decimal), (.archived, .archived): return true
+            default: return false
+            }
+        }
+        for type in AttributeType.allCases {
+            for isOptional in [false, true] {
+                let entity = EntityDescription(name: "E", number: 1, attributes: [AttributeDescription(name: "a", type: type, isOptional: isOptional)],
+                                               relationships: [RelationshipDescription(name: "one", destination: "E"),
+                                                               RelationshipDescription(name: "many", destination: "E", isToMany: true)])
+                for value in samples {
+                    let stored = (try? Store.check([value, .null, .references([])], of: RecordID(entity: 1, serial: 1), entity: entity)) != nil
+                    #expect(stored == (value.isNull || fits(value, type)), "\(type) \(value)")
+                    let required = entity.kinds.required[0] & value.kindBit != 0
+                    #expect(required == (value.isNull ? isOptional : fits(value, type)), "\(type) optional \(isOptional) \(value)")
+                    let toOne = (try? Store.check([.null, value, .references([])], of: RecordID(entity: 1, serial: 1), entity: entity)) != nil
+                    let toMany = (try? Store.check([.null, .null, value], of: RecordID(entity: 1, serial: 1), entity: entity)) != nil
+                    switch value {
+                    case .null: #expect(toOne && !toMany)
+                    case .reference: #expect(toOne && !toMany)
+                    case .references: #expect(!toOne && toMany)
+                    default: #expect(!toOne && !toMany, "\(value)")
+                    }
+                }
+            }
+        }
+        // The masks follow a change to the entity's properties.
+        var entity = EntityDescription(name: "E", number: 1, attributes: [AttributeDescription(name: "a", type: .int64)])
+        let id = RecordID(entity: 1, serial: 1)
+        #expect(throws: CairnError.self) { try Store.check([.string("s")], of: id, entity: entity) }
+        entity.attributes[0].type = .string
+        _ = try Store.check([.string("s")], of: id, entity: entity)
+        entity.relationships.append(RelationshipDescription(name: "r", destination: "E", isToMany: true))
+        #expect(throws: CairnError.self) { try Store.check([.string("s"), .null], of: id, entity: entity) }
+        _ = try Store.check([.string("s"), .references([])], of: id, entity: entity)
+    }
     @Test func idsAreNeverReusedAcrossCompactionAndReopen() throws {
         let fs = MemoryFileSystem()
         var seen = Set<RecordID>()
