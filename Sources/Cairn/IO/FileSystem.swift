@@ -46,6 +46,12 @@ public protocol StorageFile: AnyObject, Sendable {
     func sync() throws
     /// The whole file as read-only bytes (`mmap(2)` for real files).
     func map() throws -> FileMapping
+    /// The first stretch at or after `offset` that may hold data (`lseek(2)` with
+    /// `SEEK_DATA`, then `SEEK_HOLE`), or nil when none does: from `offset` on, the file
+    /// reads as zeros. An answer may call a hole data (a file system that does not track
+    /// holes says the whole rest is data), never the reverse; the range may run past
+    /// the end of the file.
+    func dataExtent(from offset: Int64) -> Range<Int64>?
     /// Closes the file. Further calls fail.
     func close()
 }

@@ -379,6 +379,15 @@ final class MemoryFile: StorageFile {
         return FileMapping(copying: fileSystem.withInode(inode) { inode, _ in inode.current })
     }
 
+    /// As a file system with 4 KiB blocks that tracks holes would answer: data up to the
+    /// end of the block holding the last byte that is not zero.
+    func dataExtent(from offset: Int64) -> Range<Int64>? {
+        let end = fileSystem.withInode(inode) { inode, _ in
+            (inode.current.lastIndex { $0 != 0 }).map { ($0 / 4096 + 1) * 4096 } ?? 0
+        }
+        return offset < Int64(end) ? offset..<Int64(end) : nil
+    }
+
     func close() { closed.store(true, ordering: .releasing) }
 }
 

@@ -188,6 +188,21 @@ final class POSIXFile: StorageFile {
         }
     }
 
+    func dataExtent(from offset: Int64) -> Range<Int64>? {
+        // (The constants are not in the imported headers; their values differ by system.)
+        #if os(Linux)
+        let seekData: Int32 = 3, seekHole: Int32 = 4
+        #elseif canImport(Darwin)
+        let seekData: Int32 = 4, seekHole: Int32 = 3
+        #else
+        return offset..<Int64.max
+        #endif
+        let start = lseek(fd, off_t(offset), seekData)
+        if start < 0 { return errno == ENXIO ? nil : offset..<Int64.max }  // ENXIO: no data past `offset`
+        let end = lseek(fd, start, seekHole)
+        return Int64(start)..<(end > start ? Int64(end) : Int64.max)
+    }
+
     func close() {
         if fd >= 0 { _ = systemClose(fd); fd = -1 }
     }

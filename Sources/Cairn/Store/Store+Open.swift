@@ -133,6 +133,22 @@ extension Store {
         }
     }
 
+    /// Whether `buffer` (the mapping of `file`) holds only zeros from `offset` on, reading
+    /// only what the file system says may hold data.
+    static func isAllZero(_ buffer: UnsafeRawBufferPointer, from offset: Int, file: any StorageFile) -> Bool {
+        var position = offset
+        while position < buffer.count, let extent = file.dataExtent(from: Int64(position)) {
+            let start = max(position, Int(clamping: extent.lowerBound))
+            guard start < buffer.count else { break }
+            // (An extent that does not reach past `start` is taken to run to the end.)
+            let upper = Int(clamping: extent.upperBound)
+            let end = upper > start ? min(buffer.count, upper) : buffer.count
+            guard UnsafeRawBufferPointer(rebasing: buffer[start..<end]).isAllZero else { return false }
+            position = end
+        }
+        return true
+    }
+
     /// Replays the log into `state` (FORMAT.md §9 "Recovery"), cuts a torn tail, and
     /// returns a writer positioned after the last good frame.
     private static func recoverLog(_ file: any StorageFile, manifest: Manifest, into state: inout StoreState,
@@ -190,8 +206,11 @@ extension Store {
                     }
                 }
                 // Past the last good frame, the usual case: nothing but zeros (the unused
-                // part of the preallocated file), so no frame can follow. One pass over it.
-                tailIsClean = UnsafeRawBufferPointer(rebasing: buffer[offset...]).isAllZero
+                // part of the preallocated file), so no frame can follow. One pass over the
+                // stretches that may hold data; the holes the file system reports (space
+                // reserved and never written) are zeros without being read, which would
+                // have made the kernel fill a page of zeros for each.
+                tailIsClean = isAllZero(buffer, from: offset, file: file)
                 if !tailIsClean { try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage) }
             }
         } catch let error as CairnError {

@@ -235,3 +235,65 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
         }
     }
 }
+
+@Suite struct LogTailTests {
+    /// What a file system reports as data covers every byte that is not zero, on disk and
+    /// in memory: recovery reads only the reported stretches of a log's unused tail.
+    @Test func reportedDataCoversEveryByteThatIsNotZero() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let systems: [(String, any FileSystem)] = [("disk", POSIXFileSystem()), ("memory", MemoryFileSystem())]
+        for (name, fs) in systems {
+            let directory = name == "disk" ? path : "/d"
+            try fs.createDirectory(directory)
+            let file = try fs.open("\(directory)/f", create: true, truncate: true)
+            defer { file.close() }
+            try file.write([7, 7, 7], at: 0)
+            try file.preallocate(to: 1 << 20)
+            try file.write([9], at: 600_000)
+            try file.write([5], at: (1 << 20) - 1)
+            let bytes = try file.read(at: 0, count: 1 << 20)
+            var covered = [Bool](repeating: false, count: bytes.count)
+            var position: Int64 = 0
+            while position < Int64(bytes.count), let extent = file.dataExtent(from: position) {
+                #expect(extent.lowerBound >= position && extent.upperBound > extent.lowerBound, "\(name)")
+                guard extent.lowerBound < Int64(bytes.count), extent.upperBound > extent.lowerBound else { break }
+                for index in Int(extent.lowerBound)..<min(bytes.count, Int(extent.upperBound)) { covered[index] = true }
+                position = extent.upperBound
+            }
+            #expect(bytes.indices.allSatisfy { bytes[$0] == 0 || covered[$0] }, "\(name)")
+            #expect(covered[0] && covered[600_000] && covered[(1 << 20) - 1], "\(name)")
+        }
+    }
+
+    /// A byte that is not zero far past the last frame, beyond space reserved and never
+    /// written, is still found: the tail is cut there and reported, as before holes were
+    /// skipped.
+    @Test func damageBeyondAHoleInTheLogIsFound() throws {
+        let path = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var workload = BlobWorkload(seed: 3)
+        do {
+            let store = try Store.open(at: path, schema: TestSchemas.blobs,
+                                       options: StoreOptions(compaction: .manual, preallocationBytes: 1 << 20))
+            for _ in 0..<5 { try store.commit(workload.nextTransaction(maxBlob: 50)) }
+            store.close()
+        }
+        let logName = try #require(try FileManager.default.contentsOfDirectory(atPath: path).first { $0.hasSuffix(".log") })
+        do {
+            let store = try Store.open(at: path)
+            #expect(store.recovery.truncatedBytes == 0)
+            store.close()
+        }
+        let log = try POSIXFileSystem().open("\(path)/\(logName)", create: false, truncate: false)
+        let size = try log.size()
+        #expect(size == 1 << 20)
+        try log.write([0x41], at: size - 3)
+        log.close()
+        let store = try Store.open(at: path)
+        defer { store.close() }
+        #expect(try contents(of: store) == workload.model)
+        #expect(store.recovery.truncatedBytes > 0)
+        #expect(store.recovery.truncatedAt.map { $0 < size - 4096 } == true)
+    }
+}
