@@ -276,6 +276,10 @@ struct StoreState: Sendable {
     private static func apply(_ run: ArraySlice<Operation>, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
                               changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
                               versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+        // Room for the whole run first: a large transaction (a bulk save, or one replayed
+        // at open) grew the tables by doubling, rehashing every entry each time.
+        changes.reserveCapacity(changes.count + run.count)
+        versions.reserveCapacity(versions.count + run.count)
         for operation in run {
             let body: [UInt8]?
             switch operation {
