@@ -113,6 +113,47 @@ public enum CRC32C {
 
     public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 { update(0, bytes) }
 
+    /// The checksum of two pieces one after the other, from their own checksums:
+    /// `combine(checksum(a), checksum(b), secondLength: b.count) == checksum(a + b)`. The
+    /// pieces can then be checksummed apart (on several threads). The first piece's
+    /// register is run through `secondLength` zero bytes by multiplying it with
+    /// x^(8 · secondLength) modulo the polynomial; the conditioning cancels out.
+    public static func combine(_ first: UInt32, _ second: UInt32, secondLength: Int) -> UInt32 {
+        guard secondLength > 0 else { return first }
+        return multiply(powerOfX(timesEightOf: secondLength), first) ^ second
+    }
+
+    /// a · b modulo the polynomial, both reflected (bit 31 is x^0).
+    private static func multiply(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        var product: UInt32 = 0, b = b
+        var bit: UInt32 = 1 << 31
+        while bit != 0 {
+            if a & bit != 0 { product ^= b }
+            b = b & 1 != 0 ? (b >> 1) ^ 0x82F6_3B78 : b >> 1
+            bit >>= 1
+        }
+        return product
+    }
+
+    /// x^(2^k) modulo the polynomial, for k in 0..<64 (reflected).
+    private static let powersOfX: [UInt32] = {
+        var powers: [UInt32] = [1 << 30]  // x^1
+        for _ in 1..<64 { powers.append(multiply(powers[powers.count - 1], powers[powers.count - 1])) }
+        return powers
+    }()
+
+    /// x^(8n) modulo the polynomial: the product of x^(2^k) over the bits k of 8n.
+    private static func powerOfX(timesEightOf n: Int) -> UInt32 {
+        var result: UInt32 = 1 << 31  // x^0
+        var bits = UInt64(n) << 3, k = 0
+        while bits != 0 {
+            if bits & 1 != 0 { result = multiply(powersOfX[k], result) }
+            bits >>= 1
+            k += 1
+        }
+        return result
+    }
+
     public static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { update(0, $0) } }
 
     public static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.withUnsafeBytes { update(0, $0) } }

@@ -49,7 +49,7 @@ final class SnapshotReader: Sendable {
             recordsStart = afterSchema
             let indexOffset = Int(footer.indexOffset)
             let indexBytes = UnsafeRawBufferPointer(rebasing: bytes[indexOffset..<(indexOffset + Int(footer.indexLength))])
-            guard CRC32C.masked(indexBytes) == footer.indexChecksum else {
+            guard ChecksumInParts.masked(indexBytes) == footer.indexChecksum else {
                 throw CairnError.corrupt("snapshot index checksum mismatch", offset: indexOffset)
             }
             index = try SnapshotIndex.decode(file: bytes, indexOffset: indexOffset, indexLength: Int(footer.indexLength),
@@ -91,7 +91,7 @@ final class SnapshotReader: Sendable {
     /// Checks an attribute index block's checksum (once, before its entries are trusted).
     func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
         let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.length)])
-        guard CRC32C.masked(bytes) == block.checksum else {
+        guard ChecksumInParts.masked(bytes) == block.checksum else {
             throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute): checksum mismatch",
                                      offset: block.blockOffset).located(in: path)
         }

@@ -97,7 +97,7 @@ struct SnapshotWriter {
             let width = SnapshotIndex.AttributeIndex.entryWidth(count: positions.count, version: FileHeader.currentVersion)
             var block = ByteWriter(capacity: positions.count * width)
             for place in positions { SnapshotIndex.AttributeIndex.append(place, width: width, to: &block) }
-            blocks.append(SnapshotIndex.AttributeIndex(entity: entity, attribute: attribute, checksum: CRC32C.masked(block.bytes),
+            blocks.append(SnapshotIndex.AttributeIndex(entity: entity, attribute: attribute, checksum: block.bytes.withUnsafeBytes { ChecksumInParts.masked($0) },
                                                        count: positions.count, blockOffset: position, entryWidth: width))
             buffer.append(block.bytes)
             padToEight()
@@ -111,7 +111,7 @@ struct SnapshotWriter {
         let footer = SnapshotFooter(indexOffset: UInt64(indexOffset), indexLength: UInt64(index.count),
                                     schemaOffset: UInt64(FileHeader.size), recordCount: recordCount,
                                     lastSequence: lastSequence, nextSerial: nextSerial,
-                                    indexChecksum: CRC32C.masked(index))
+                                    indexChecksum: index.withUnsafeBytes { ChecksumInParts.masked($0) })
         buffer.append(footer.encoded())
         try flushIfNeeded(force: true)
         try file.sync()

@@ -166,6 +166,32 @@ import Testing
         }
     }
 
+    /// Two pieces' checksums combine into the checksum of the whole, for pieces of any
+    /// length (empty, short, and long enough for the three-stream path).
+    @Test func crcOfTwoPiecesCombinesIntoTheWhole() {
+        var random = SplitMix64(seed: 13)
+        let bytes = (0..<(4 * CRC32C.streamBlock + 77)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        var splits = [0, 1, 2, 7, 8, 9, 4096, bytes.count - 1, bytes.count]
+        splits += (0..<40).map { _ in Int(random.next() % UInt64(bytes.count + 1)) }
+        for split in splits {
+            let first = CRC32C.checksum(bytes[..<split]), second = CRC32C.checksum(bytes[split...])
+            #expect(CRC32C.combine(first, second, secondLength: bytes.count - split) == CRC32C.checksum(bytes), "split \(split)")
+        }
+    }
+
+    /// A checksum taken in parts on several threads is the checksum of the whole, however
+    /// the buffer divides (lengths not a multiple of the parts, parts of one page more).
+    @Test func aChecksumInPartsIsTheWholeChecksum() {
+        var random = SplitMix64(seed: 17)
+        let bytes = (0..<(3 * ChecksumInParts.minimumPerPart + 4_099)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        for count in [ChecksumInParts.minimumPerPart - 1, 2 * ChecksumInParts.minimumPerPart, 2 * ChecksumInParts.minimumPerPart + 5, bytes.count] {
+            let whole = bytes[..<count].withUnsafeBytes { CRC32C.masked($0) }
+            for parts in 1...4 {
+                #expect(bytes[..<count].withUnsafeBytes { ChecksumInParts.masked($0, parts: parts) } == whole, "\(count) bytes, \(parts) parts")
+            }
+        }
+    }
+
     /// Inputs of three stream blocks or more take the three-stream path; every length
     /// around its edges, from any starting CRC and split anywhere, must give the CRC of
     /// the plain bit-at-a-time definition.
