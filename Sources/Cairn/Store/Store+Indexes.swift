@@ -38,7 +38,7 @@ final class SecondaryIndex: @unchecked Sendable {
     }
 
     /// `entries`, in ascending ID order, as a run in index order.
-    private static func sortedRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
+    static func sortedRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
         IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
     }
 
@@ -53,8 +53,56 @@ final class SecondaryIndex: @unchecked Sendable {
         for (id, entry) in changes {
             if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
         }
-        RadixSort.sort(&entries) { $0.1 }
-        sorted = Self.sortedRun(entries)
+        sorted = Self.sortedRun(unordered: entries)
+    }
+
+    /// `entries`, in any order, as a run in index order (equal values in ID order).
+    static func sortedRun(unordered entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
+        if let run = integerRun(entries) { return run }
+        var byID = entries
+        RadixSort.sort(&byID) { $0.1 }
+        return sortedRun(byID)
+    }
+
+    /// ``sortedRun(unordered:)`` when every value is nil or an integer of one width (the
+    /// common case): sorted as plain (integer, ID) pairs, nils first, with no `Value`
+    /// compared or moved. Nil for any other values.
+    private static func integerRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)]? {
+        var nulls: [UInt64] = []
+        var keyed: [(key: Int64, id: UInt64)] = []
+        keyed.reserveCapacity(entries.count)
+        var width: AttributeType?
+        for (value, id) in entries {
+            let key: Int64, kind: AttributeType
+            switch value {
+            case .null: nulls.append(id); continue
+            case .int8(let v): (key, kind) = (Int64(v), .int8)
+            case .int16(let v): (key, kind) = (Int64(v), .int16)
+            case .int32(let v): (key, kind) = (Int64(v), .int32)
+            case .int64(let v): (key, kind) = (v, .int64)
+            default: return nil
+            }
+            if width == nil { width = kind } else if width != kind { return nil }
+            keyed.append((key, id))
+        }
+        // By ID, then (stably) by key, the sign bit flipped to order negative keys first.
+        RadixSort.sort(&nulls) { $0 }
+        RadixSort.sort(&keyed) { $0.id }
+        RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+        var run: [(value: Value, id: UInt64)] = []
+        run.reserveCapacity(entries.count)
+        for id in nulls { run.append((.null, id)) }
+        for (key, id) in keyed {
+            let value: Value
+            switch width {
+            case .int8?: value = .int8(Int8(truncatingIfNeeded: key))
+            case .int16?: value = .int16(Int16(truncatingIfNeeded: key))
+            case .int32?: value = .int32(Int32(truncatingIfNeeded: key))
+            default: value = .int64(key)
+            }
+            run.append((value, id))
+        }
+        return run
     }
 
     /// The value a committed body holds at `slot` (bodies are checked before they are

@@ -35,6 +35,43 @@ import Testing
         }
     }
 
+    /// A run built from changes in any order is in index order, equal values in ID order,
+    /// as the general comparison orders it: integers of each width (the fast path), nils,
+    /// duplicates, and values the fast path leaves to the general one (mixed widths,
+    /// strings, doubles).
+    @Test(arguments: [0, 1, 2, 300, 3_000])
+    func aRunFromUnorderedChangesIsInIndexOrder(count: Int) {
+        var random = SplitMix64(seed: UInt64(count) + 41)
+        for kind in 0..<6 {
+            var ids = Array(Set((0..<count).map { _ in random.next() % 1_000_000 + 1 }))
+            ids.shuffle(using: &random)
+            let entries: [(Value, UInt64)] = ids.map { id in
+                let r = random.next()
+                if r % 9 == 0 { return (.null, id) }
+                let key = Int64(bitPattern: r >> 8) >> Int64(r % 60)
+                switch kind {
+                case 0: return (.int8(Int8(truncatingIfNeeded: key % 5)), id)
+                case 1: return (.int16(Int16(truncatingIfNeeded: key)), id)
+                case 2: return (.int32(Int32(truncatingIfNeeded: key % 100)), id)
+                case 3: return (.int64(key % 50), id)
+                case 4: return (r % 2 == 0 ? .int64(key % 20) : .int32(Int32(truncatingIfNeeded: key % 20)), id)
+                default: return (r % 2 == 0 ? .string("s\(key % 30)") : .double(Double(key % 30)), id)
+                }
+            }
+            let reference = entries.sorted { a, b in
+                switch IndexOrder.compare(a.0, b.0) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: return a.1 < b.1
+                }
+            }
+            let run = SecondaryIndex.sortedRun(unordered: entries)
+            let same = run.count == reference.count
+                && zip(run, reference).allSatisfy { $0.value == $1.0 && $0.id == $1.1 && $0.value.kindBit == $1.0.kindBit }
+            #expect(same, "kind \(kind)")
+        }
+    }
+
     /// `Item`: an indexed int64, an optional indexed string, an unindexed int64, and a
     /// uniqueness group whose first attribute (`code`) is indexed through it.
     static let schema = Schema(entities: [
