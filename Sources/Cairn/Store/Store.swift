@@ -276,10 +276,12 @@ struct StoreState: Sendable {
     private static func apply(_ run: ArraySlice<Operation>, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
                               changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
                               versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
-        // Room for the whole run first: a large transaction (a bulk save, or one replayed
-        // at open) grew the tables by doubling, rehashing every entry each time.
-        changes.reserveCapacity(changes.count + run.count)
-        versions.reserveCapacity(versions.count + run.count)
+        // Room for the whole run first when it outnumbers what the tables hold: a large
+        // transaction (a bulk save, or one replayed at open) grew them by doubling,
+        // rehashing every entry each time. (A smaller run may be mostly updates of IDs
+        // the tables hold; reserving for it would grow them for nothing.)
+        if run.count > changes.count { changes.reserveCapacity(changes.count + run.count) }
+        if run.count > versions.count { versions.reserveCapacity(versions.count + run.count) }
         for operation in run {
             let body: [UInt8]?
             switch operation {
