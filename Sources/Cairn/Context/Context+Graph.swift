@@ -21,13 +21,20 @@ extension Context {
             return
         }
         guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
-        undoManager.withGroup(in: self) { setPrimitive(object, slot, value) }
+        undoManager.withGroup(in: self) { storePrimitive(object, slot, value) }
     }
 
     /// Sets a value with no inverse handling (must run inside an undo group).
     func setPrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
         willRead(object)
         guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
+        storePrimitive(object, slot, value)
+    }
+
+    /// ``setPrimitive(_:_:_:)`` once its checks hold: the object is loaded, the slot in
+    /// range, and the value a change.
+    @inline(__always)
+    private func storePrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
         undoManager.record(object, in: self)
         object.setValue(value, at: slot)
         // Most writes are to an object changed already: a lookup, not a store (which would
