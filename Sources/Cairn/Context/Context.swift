@@ -54,8 +54,7 @@ public final class Context {
     var changeObservers: [UUID: () -> Void] = [:]
     /// How a fetch's full scan may split: into up to `threads` runs of at least
     /// `minimumPerRun` records, tested at once (tests set smaller ones).
-    var scanSplit = (threads: Context.processorCount, minimumPerRun: 8_192)
-    static let processorCount = min(8, max(1, ProcessInfo.processInfo.activeProcessorCount))
+    var scanSplit = (threads: Processors.count, minimumPerRun: 8_192)
 
     /// A root context on a coordinator.
     public init(coordinator: Coordinator, model: Model) {

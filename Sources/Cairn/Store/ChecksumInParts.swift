@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 
 /// The masked CRC-32C of a large buffer (a snapshot's index, an attribute index block),
 /// taken in parts on several threads and combined (``CRC32C/combine(_:_:secondLength:)``):
@@ -8,9 +7,8 @@ import Foundation
 enum ChecksumInParts {
     /// Each part at least this long; a shorter buffer is checksummed on the calling thread.
     static let minimumPerPart = 1 << 20
-    static let processorCount = min(8, max(1, ProcessInfo.processInfo.activeProcessorCount))
 
-    static func masked(_ bytes: UnsafeRawBufferPointer, parts: Int = processorCount) -> UInt32 {
+    static func masked(_ bytes: UnsafeRawBufferPointer, parts: Int = Processors.count) -> UInt32 {
         let parts = min(parts, bytes.count / minimumPerPart)
         guard parts > 1 else { return CRC32C.masked(bytes) }
         let length = (bytes.count + parts - 1) / parts
