@@ -276,21 +276,23 @@ extension Context {
                                 if filterPending && pending[id] != nil { return }
                                 // A match is decoded (and checked) only when it is read: not
                                 // for IDs and counts, nor for an object loaded here already.
-                                var known: ManagedObject?
+                                // (The registered object is looked up unretained: `registered`
+                                // keeps it, and is not changed while the scan runs.)
+                                var known: Unmanaged<ManagedObject>?
                                 switch wanted {
                                 case .all: break
                                 case .none:
                                     matches.append(FetchRow(id: id, values: [], version: nil))
                                     return
                                 case .forUnloadedObjects:
-                                    known = registered[id]
-                                    if let known, !known.isFault {
-                                        matches.append(FetchRow(id: id, values: [], version: nil, registered: .passUnretained(known)))
+                                    known = registered.unretainedValue(for: id)
+                                    if let known, !known._withUnsafeGuaranteedRef({ $0.isFault }) {
+                                        matches.append(FetchRow(id: id, values: [], version: nil, registered: known))
                                         return
                                     }
                                 }
                                 matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity),
-                                                        version: version, registered: known.map { .passUnretained($0) }))
+                                                        version: version, registered: known))
                                 if limited && matches.count >= enough { throw ScanEnough() }
                             }
                         }
