@@ -28,17 +28,30 @@ open class ManagedObject: CustomStringConvertible {
     /// The entity's name in an earlier model version, for migration.
     open class var renamingIdentifier: String? { nil }
 
-    /// The object's permanent ID (a placeholder until it is inserted into a context).
-    @exclusivity(unchecked) public internal(set) var objectID: ObjectID
-    /// The context the object belongs to, if any.
-    @exclusivity(unchecked) public internal(set) weak var context: Context?
-    /// The entity, with its stored number once the object is registered.
-    @exclusivity(unchecked) public internal(set) var entity: EntityDescription
-    @exclusivity(unchecked) private(set) var layout: PropertyLayout
-
     // An object's stored state is touched only on its context's isolation, by Cairn's own
     // code, so the dynamic exclusivity checks (a runtime call per access, a fifth of a
     // property write) are skipped on it: `@exclusivity(unchecked)` on each stored property.
+    //
+    // What every property read and every fetch touches comes first, in this order, near
+    // the object's header (its type and reference count, which a fetch's retain writes):
+    // the layout, the values and the fault and existence flags. Swift lays a class's
+    // stored properties out in declaration order, so a fetch of objects no longer in the
+    // cache misses fewer lines of each (query_unindexed: 8 % fewer first-level misses).
+
+    @exclusivity(unchecked) private(set) var layout: PropertyLayout
+    @exclusivity(unchecked) private var storedValues: [Value]
+    /// True until the values are loaded.
+    @exclusivity(unchecked) public internal(set) var isFault = false
+    /// False once deleted in its context.
+    @exclusivity(unchecked) var exists = true
+    /// Whether the record exists in the parent store (fetched, or saved).
+    @exclusivity(unchecked) var inStore = false
+    /// The entity, with its stored number once the object is registered.
+    @exclusivity(unchecked) public internal(set) var entity: EntityDescription
+    /// The context the object belongs to, if any.
+    @exclusivity(unchecked) public internal(set) weak var context: Context?
+    /// The object's permanent ID (a placeholder until it is inserted into a context).
+    @exclusivity(unchecked) public internal(set) var objectID: ObjectID
 
     /// Current values, attributes then relationships (empty while a fault). A write of
     /// one value goes through ``setValue(_:at:)``; assigning the whole array keeps
@@ -47,17 +60,10 @@ open class ManagedObject: CustomStringConvertible {
         _read { yield storedValues }
         set { replaceValues(with: newValue) }
     }
-    @exclusivity(unchecked) private var storedValues: [Value]
     /// What ``base`` is, kept as the difference from `values` (see ``SavedValues``).
     @exclusivity(unchecked) private var saved = SavedValues.none
     /// The record version `base` was read at (optimistic locking).
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
-    /// True until the values are loaded.
-    @exclusivity(unchecked) public internal(set) var isFault = false
-    /// False once deleted in its context.
-    @exclusivity(unchecked) var exists = true
-    /// Whether the record exists in the parent store (fetched, or saved).
-    @exclusivity(unchecked) var inStore = false
     /// The fetch batch this fault loads with (see ``FetchRequest/fetchBatchSize``).
     @exclusivity(unchecked) var faultBatch: FaultBatch?
     /// For a fault: the row (values and version) the fetch that made it already read, so
