@@ -43,7 +43,7 @@ extension Context {
         let entity = object.entity
         let candidates = try coordinator.store.indexedIDs(entity: entity.number, slot: slots[0], matching: .equal([key[0]]))
         for id in candidates where id != object.objectID.recordID {
-            if let mine = registered[id], dirty[id] != nil {
+            if let mine = registered[id], dirty.contains(id) {
                 // Changed here: judge by the context's values (checked above, or not a rival now).
                 guard mine.exists, !mine.isFault else { continue }
                 if zip(slots, key).allSatisfy({ ValueOrder.equal(mine.values[$0.0], $0.1, []) }) { return id }

@@ -111,7 +111,7 @@ extension Context {
 
     /// A record's values as this context sees them (pending changes included).
     func viewValues(_ id: RecordID) -> [Value]? {
-        if let object = registered[id], !object.isFault || dirty[id] != nil {
+        if let object = registered[id], !object.isFault || dirty.contains(id) {
             willRead(object)
             return object.exists ? object.values : nil
         }
@@ -244,7 +244,7 @@ extension Context {
                 RadixSort.sort(&found) { $0.id }
                 for match in found where matches.count < enough {
                     let id = RecordID(rawValue: match.id)
-                    guard pending[id] == nil else { continue }
+                    guard !pending.contains(id) else { continue }
                     if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)) {
                         if accepts(record.values) { matches.append(FetchRow(id: id, values: record.values, version: version)) }
                     }
@@ -273,7 +273,7 @@ extension Context {
                         try withExtendedLifetime(filters) {
                             try store.scanVersioned(entity: entity.number, parts: threads, minimumPerRun: scanSplit.minimumPerRun, where: test) { id, version, body in
                                 if limited && matches.count >= enough { throw ScanEnough() }
-                                if filterPending && pending[id] != nil { return }
+                                if filterPending && pending.contains(id) { return }
                                 // A match is decoded (and checked) only when it is read: not
                                 // for IDs and counts, nor for an object loaded here already.
                                 // (The registered object is looked up unretained: `registered`
@@ -300,7 +300,7 @@ extension Context {
                         var scratch: [Value] = []
                         try store.scanVersioned(entity: entity.number) { id, version, body in
                             if limited && matches.count >= enough { throw ScanEnough() }
-                            if filterPending && pending[id] != nil { return }
+                            if filterPending && pending.contains(id) { return }
                             try ValueCoding.decode(body, into: &scratch)
                             try Store.checkRecord(scratch, id: id, entity: entity)
                             if accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }
@@ -309,7 +309,7 @@ extension Context {
                 } catch is ScanEnough {}
             }
         } else if let parent {
-            for id in parent.currentIDs(entity: entity.number) where pending[id] == nil {
+            for id in parent.currentIDs(entity: entity.number) where !pending.contains(id) {
                 if let values = try parent.currentValues(for: id)?.values, accepts(values) {
                     matches.append(FetchRow(id: id, values: values, version: nil))
                 }

@@ -184,7 +184,7 @@ final class SecondaryIndex: @unchecked Sendable {
             // A stored entry is out of date when the overlay holds its ID: every change to a
             // snapshot record since the snapshot stays in the overlay (a put, or a delete
             // as `.deleted`) until a compaction makes a new snapshot and new indexes.
-            try Self.collect(condition, count: block.count, skipping: { changes[$0] != nil }, into: &result, value: { i in
+            try Self.collect(condition, count: block.count, skipping: { changes.contains($0) }, into: &result, value: { i in
                 let (id, place) = try snapshot.record(in: block, at: i)
                 let body = try snapshot.body(at: place, id: id)
                 do {

@@ -110,6 +110,13 @@ struct IDMap<Key: IDMapKey, Value> {
         }
     }
 
+    /// Whether `key` has a value: a lookup that copies (and retains) nothing.
+    @inline(__always) func contains(_ key: Key) -> Bool {
+        let bits = key.idBits
+        if bits == 0 { return zero != nil }
+        return bucket(of: bits) != nil
+    }
+
     /// Whether `key` maps to `object` itself (a lookup that retains nothing).
     @inline(__always) func contains(_ key: Key, identicalTo object: AnyObject) -> Bool where Value: AnyObject {
         let bits = key.idBits

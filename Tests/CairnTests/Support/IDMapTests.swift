@@ -34,6 +34,7 @@ import Testing
                 reference[k] = nil
             default:
                 #expect(map[k] == reference[k])
+                #expect(map.contains(k) == (reference[k] != nil))
             }
             #expect(map.count == reference.count)
             if step % 997 == 0 {
