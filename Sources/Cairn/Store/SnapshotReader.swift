@@ -22,12 +22,22 @@ final class SnapshotReader: Sendable {
     /// come with a ``Place`` check a frame's checksum the first time only, as a block cache
     /// keeps blocks it checked. `cairn verify` and reads by bare offset check every time.
     private let checkedFrames: AtomicBitmap
+    /// The checksums being computed on another thread, if the opener asked for that.
+    private let checksums: SnapshotChecksums?
 
     /// Opens and validates (in order: header, footer, schema, index) the snapshot `file`.
-    init(file: any StorageFile, expectedStore: FileHeader? = nil) throws {
+    ///
+    /// - Parameter checksumsInBackground: compute the index's checksum (and ahead of
+    ///   their use, the attribute index blocks') on another thread, where there is more
+    ///   than one processor. The reader is then not to be trusted, nor anything written
+    ///   on its word, until ``awaitIndexChecksum()`` has returned; the checks of the
+    ///   index's structure are made here all the same, so lookups stay inside the file.
+    init(file: any StorageFile, expectedStore: FileHeader? = nil, checksumsInBackground: Bool = false) throws {
         path = file.path
         mapping = try file.map()
         let bytes = mapping.bytes
+        var pending: SnapshotChecksums?
+        var indexAt = 0
         do {
             header = try FileHeader.decode(bytes, expected: .snapshot)
             if let expected = expectedStore {
@@ -48,16 +58,23 @@ final class SnapshotReader: Sendable {
             }
             recordsStart = afterSchema
             let indexOffset = Int(footer.indexOffset)
-            let indexBytes = UnsafeRawBufferPointer(rebasing: bytes[indexOffset..<(indexOffset + Int(footer.indexLength))])
-            guard ChecksumInParts.masked(indexBytes) == footer.indexChecksum else {
-                throw CairnError.corrupt("snapshot index checksum mismatch", offset: indexOffset)
+            indexAt = indexOffset
+            let indexRange = indexOffset..<(indexOffset + Int(footer.indexLength))
+            if checksumsInBackground, Processors.count > 1 {
+                pending = SnapshotChecksums(mapping: mapping, index: indexRange, expected: footer.indexChecksum)
+            } else {
+                guard ChecksumInParts.masked(UnsafeRawBufferPointer(rebasing: bytes[indexRange])) == footer.indexChecksum else {
+                    throw Self.indexMismatch(at: indexOffset)
+                }
             }
+            checksums = pending
             index = try SnapshotIndex.decode(file: bytes, indexOffset: indexOffset, indexLength: Int(footer.indexLength),
                                              version: header.version)
             // Entities by number: the index may name up to 65,535 of them, so no linear search per row.
             let entities = Dictionary(schema.entities.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
             recordsEnd = try Self.checkAttributeIndexBlocks(index, entities: entities, file: bytes,
                                                             recordsStart: recordsStart, indexOffset: indexOffset)
+            pending?.checkBlocks(index.attributeIndexes, in: mapping)
             var positions = [Int32](repeating: -1, count: Int(index.entities.last?.entity ?? 0) + 1)
             var total = 0
             var firsts: [Int] = []
@@ -82,7 +99,24 @@ final class SnapshotReader: Sendable {
                 try Self.checkFixedEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             }
         } catch let error as CairnError {
+            // A damaged index is reported as such, whatever its damage made fail first
+            // (as when the checksum was checked before anything else).
+            if let pending, !pending.indexMatches() {
+                throw Self.indexMismatch(at: indexAt).located(in: file.path)
+            }
             throw error.located(in: file.path)
+        }
+    }
+
+    private static func indexMismatch(at offset: Int) -> CairnError {
+        CairnError.corrupt("snapshot index checksum mismatch", offset: offset)
+    }
+
+    /// Throws if the index's checksum, computed in the background (see
+    /// `init(file:expectedStore:checksumsInBackground:)`), does not match; waits for it.
+    func awaitIndexChecksum() throws {
+        if let checksums, !checksums.indexMatches() {
+            throw Self.indexMismatch(at: Int(footer.indexOffset)).located(in: path)
         }
     }
 
@@ -90,6 +124,7 @@ final class SnapshotReader: Sendable {
 
     /// Checks an attribute index block's checksum (once, before its entries are trusted).
     func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
+        if let checksums, let row = index.attributeIndexes.firstIndex(of: block), checksums.blockMatches(row) { return }
         let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.length)])
         guard ChecksumInParts.masked(bytes) == block.checksum else {
             throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute): checksum mismatch",

@@ -116,7 +116,9 @@ extension Store {
             defer { snapshotFile.close() }
             var expected = manifest.header
             expected.fileNumber = manifest.snapshotNumber
-            snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected)
+            // The index's checksum is computed while the log is replayed (checked before
+            // the replay writes anything, and before the store is returned).
+            snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, checksumsInBackground: true)
         }
         var state = StoreState(snapshot: snapshot)
         var report = RecoveryReport()
@@ -129,6 +131,7 @@ extension Store {
             return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
         } catch {
             logFile.close()
+            try snapshot.awaitIndexChecksum()  // a damaged index is what to report first
             throw error
         }
     }
@@ -216,6 +219,8 @@ extension Store {
         } catch let error as CairnError {
             throw error.located(in: file.path)
         }
+        // Nothing is written, nor the store opened, on the word of an index not yet checked.
+        try state.snapshot.awaitIndexChecksum()
         if !tailIsClean {
             report.truncatedAt = Int64(offset)
             report.truncatedBytes = size - offset

@@ -183,6 +183,43 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
         }
     }
 
+    /// The index's checksum is computed while the log is replayed; a flip anywhere in the
+    /// index is still reported as the index's checksum (whatever else it broke first), and
+    /// the log's torn tail is not cut on the word of the damaged snapshot.
+    @Test func aDamagedIndexIsReportedBeforeTheLogIsTouched() throws {
+        let canonical = try CanonicalStore(smallTransactions(12, seed: 3, maxBlob: 6), compactAfter: 8)
+        let frames = canonical.frames
+        #expect(frames.count == 4)
+        var log = canonical.logBytes
+        log[frames[3].start + 30] ^= 0x04  // the last frame: a torn tail
+        let torn = try canonical.image(replacing: canonical.logPath, with: log)
+        let footer = try #require(torn.contents(of: canonical.snapshotPath)).withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
+        let indexStart = Int(footer.indexOffset)
+        do {  // Undamaged, the tail is cut.
+            let store = try Store.open(at: "/db", options: memoryOptions(torn.crashImage(.keepAll)))
+            #expect(store.recovery.truncatedAt == Int64(frames[3].start) && store.lastSequence == 11)
+            store.close()
+        }
+        let snapshot = try #require(torn.contents(of: canonical.snapshotPath))
+        var flips = 0
+        for byte in indexStart..<(indexStart + Int(footer.indexLength)) {
+            for bit in 0..<8 {
+                var damaged = snapshot
+                damaged[byte] ^= UInt8(1) << UInt8(bit)
+                let fs = torn.crashImage(.keepAll)
+                try fs.setContents(of: canonical.snapshotPath, to: damaged)
+                #expect { try Store.open(at: "/db", options: memoryOptions(fs)) } throws: { error in
+                    guard let error = error as? CairnError else { return false }
+                    return error.message.contains("index checksum mismatch") && error.path == canonical.snapshotPath
+                        && error.offset == Int64(indexStart)
+                }
+                #expect(fs.contents(of: canonical.logPath) == log, "byte \(byte) bit \(bit): the log was changed")
+                flips += 1
+            }
+        }
+        #expect(flips > 400)
+    }
+
     @Test func everyBitOfTheManifestIsDetected() throws {
         let canonical = try CanonicalStore(smallTransactions(3, seed: 2))
         let bytes = canonical.fs.contents(of: canonical.manifestPath)!

@@ -1,0 +1,61 @@
+import Dispatch
+import Synchronization
+
+/// The checksums a snapshot's reader needs before it trusts its index (FORMAT.md §6.5
+/// step 5) and its attribute index blocks (§6.6), computed on another thread while the
+/// opener goes on: opening a store checks megabytes of index, and it can replay its log
+/// meanwhile, since the structural checks of §6.5 step 6 already keep every index lookup
+/// inside the file. The opener asks ``indexMatches()`` before it acts on what it found
+/// (and before it writes anything); a reader asks ``blockMatches(_:)`` before it first
+/// uses a block. Either waits for the work if it has not finished.
+///
+/// The blocks are checked ahead of their first use because an open is usually followed
+/// by a fetch; the work is bounded by the file (a few bytes a record for each block).
+final class SnapshotChecksums: Sendable {
+    /// Whether the index matched, and which attribute index blocks did (by row). Written
+    /// by the work before it leaves its group, read after waiting on the group.
+    private let indexMatched = Atomic(false)
+    private let blocksMatched = Mutex<[Bool]>([])
+    private let indexChecked = DispatchGroup()
+    private let blocksChecked = DispatchGroup()
+    /// Serial, so the work takes one other thread, index first. A queue of its own is
+    /// overcommitting: it gets a thread even when the shared pool's threads are all busy
+    /// (or blocked waiting here), so the waits cannot starve.
+    private let queue = DispatchQueue(label: "cairn.snapshot-checksums")
+
+    /// Starts checking the index: `mapping`'s bytes in `index` against `expected` (masked CRC-32C).
+    init(mapping: FileMapping, index: Range<Int>, expected: UInt32) {
+        indexChecked.enter()
+        queue.async { [self] in
+            let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[index])
+            indexMatched.store(CRC32C.masked(bytes) == expected, ordering: .relaxed)
+            indexChecked.leave()
+        }
+    }
+
+    /// Starts checking `blocks` (whose placement in the mapping has been checked), after the index.
+    func checkBlocks(_ blocks: [SnapshotIndex.AttributeIndex], in mapping: FileMapping) {
+        blocksChecked.enter()
+        queue.async { [self] in
+            let matches = blocks.map { block in
+                CRC32C.masked(UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.length)]))
+                    == block.checksum
+            }
+            blocksMatched.withLock { $0 = matches }
+            blocksChecked.leave()
+        }
+    }
+
+    /// Whether the index's checksum matched (waiting for it).
+    func indexMatches() -> Bool {
+        indexChecked.wait()
+        return indexMatched.load(ordering: .relaxed)
+    }
+
+    /// Whether attribute index block `row` was checked and matched (waiting for the
+    /// blocks' check, if ``checkBlocks(_:in:)`` started one). False means: check it now.
+    func blockMatches(_ row: Int) -> Bool {
+        blocksChecked.wait()
+        return blocksMatched.withLock { row < $0.count && $0[row] }
+    }
+}
