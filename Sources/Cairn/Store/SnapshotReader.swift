@@ -27,12 +27,13 @@ final class SnapshotReader: Sendable {
 
     /// Opens and validates (in order: header, footer, schema, index) the snapshot `file`.
     ///
-    /// - Parameter checksumsInBackground: compute the index's checksum (and ahead of
-    ///   their use, the attribute index blocks') on another thread, where there is more
-    ///   than one processor. The reader is then not to be trusted, nor anything written
-    ///   on its word, until ``awaitIndexChecksum()`` has returned; the checks of the
-    ///   index's structure are made here all the same, so lookups stay inside the file.
-    init(file: any StorageFile, expectedStore: FileHeader? = nil, checksumsInBackground: Bool = false) throws {
+    /// - Parameter backgroundChecksumMinimum: if the index is at least this many bytes
+    ///   and there is more than one processor, compute its checksum (and, ahead of their
+    ///   use, the attribute index blocks') on another thread; nil: never. The reader is
+    ///   then not to be trusted, nor anything written on its word, until
+    ///   ``awaitIndexChecksum()`` has returned; the checks of the index's structure are
+    ///   made here all the same, so lookups stay inside the file.
+    init(file: any StorageFile, expectedStore: FileHeader? = nil, backgroundChecksumMinimum: Int? = nil) throws {
         path = file.path
         mapping = try file.map()
         let bytes = mapping.bytes
@@ -60,7 +61,7 @@ final class SnapshotReader: Sendable {
             let indexOffset = Int(footer.indexOffset)
             indexAt = indexOffset
             let indexRange = indexOffset..<(indexOffset + Int(footer.indexLength))
-            if checksumsInBackground, Processors.count > 1 {
+            if let minimum = backgroundChecksumMinimum, indexRange.count >= minimum, Processors.count > 1 {
                 pending = SnapshotChecksums(mapping: mapping, index: indexRange, expected: footer.indexChecksum)
             } else {
                 guard ChecksumInParts.masked(UnsafeRawBufferPointer(rebasing: bytes[indexRange])) == footer.indexChecksum else {
@@ -113,7 +114,7 @@ final class SnapshotReader: Sendable {
     }
 
     /// Throws if the index's checksum, computed in the background (see
-    /// `init(file:expectedStore:checksumsInBackground:)`), does not match; waits for it.
+    /// `init(file:expectedStore:backgroundChecksumMinimum:)`), does not match; waits for it.
     func awaitIndexChecksum() throws {
         if let checksums, !checksums.indexMatches() {
             throw Self.indexMismatch(at: Int(footer.indexOffset)).located(in: path)

@@ -118,7 +118,7 @@ extension Store {
             expected.fileNumber = manifest.snapshotNumber
             // The index's checksum is computed while the log is replayed (checked before
             // the replay writes anything, and before the store is returned).
-            snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, checksumsInBackground: true)
+            snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, backgroundChecksumMinimum: options.backgroundChecksumMinimum)
         }
         var state = StoreState(snapshot: snapshot)
         var report = RecoveryReport()

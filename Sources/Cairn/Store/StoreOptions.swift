@@ -30,6 +30,10 @@ public struct StoreOptions: Sendable {
     public var preallocationBytes: Int
     /// Create the store if the directory holds none (a schema must be given).
     public var createIfMissing: Bool
+    /// A snapshot index at least this long has its checksum computed on another thread
+    /// while the log is replayed (`SnapshotChecksums`); a shorter one is checksummed in
+    /// less time than handing it over takes. Tests lower it to exercise the hand-over.
+    var backgroundChecksumMinimum = ChecksumInParts.minimumPerPart
 
     public init(fileSystem: any FileSystem = POSIXFileSystem(), durability: Durability = .durable,
                 compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,

@@ -110,6 +110,10 @@ func temporaryDirectory(_ name: String = #function) -> String {
     return path
 }
 
+/// Options for a test store; its snapshot index's checksum is always computed in the
+/// background (as for a large store), so the tests exercise that hand-over.
 func memoryOptions(_ fs: any FileSystem, durability: Durability = .durable) -> StoreOptions {
-    StoreOptions(fileSystem: fs, durability: durability, compaction: .manual, preallocationBytes: 4096)
+    var options = StoreOptions(fileSystem: fs, durability: durability, compaction: .manual, preallocationBytes: 4096)
+    options.backgroundChecksumMinimum = 0
+    return options
 }
