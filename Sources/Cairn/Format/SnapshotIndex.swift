@@ -53,6 +53,8 @@ public struct SnapshotIndex: Sendable {
 
         /// Bytes the entries take, without padding.
         public var length: Int { count * entryWidth }
+        /// Where the block's entries lie in the file: what its checksum covers (not its padding).
+        public var entryBytes: Range<Int> { blockOffset..<(blockOffset + length) }
         /// Bytes the block takes, with its padding.
         public var paddedLength: Int { (length + 7) / 8 * 8 }
 

@@ -37,10 +37,7 @@ final class SnapshotChecksums: Sendable {
     func checkBlocks(_ blocks: [SnapshotIndex.AttributeIndex], in mapping: FileMapping) {
         blocksChecked.enter()
         queue.async { [self] in
-            let matches = blocks.map { block in
-                CRC32C.masked(UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.length)]))
-                    == block.checksum
-            }
+            let matches = blocks.map { CRC32C.masked(UnsafeRawBufferPointer(rebasing: mapping.bytes[$0.entryBytes])) == $0.checksum }
             blocksMatched.withLock { $0 = matches }
             blocksChecked.leave()
         }

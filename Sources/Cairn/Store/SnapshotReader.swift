@@ -126,7 +126,7 @@ final class SnapshotReader: Sendable {
     /// Checks an attribute index block's checksum (once, before its entries are trusted).
     func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
         if let checksums, let row = index.attributeIndexes.firstIndex(of: block), checksums.blockMatches(row) { return }
-        let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.blockOffset..<(block.blockOffset + block.length)])
+        let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[block.entryBytes])
         guard ChecksumInParts.masked(bytes) == block.checksum else {
             throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute): checksum mismatch",
                                      offset: block.blockOffset).located(in: path)

@@ -275,7 +275,7 @@ import Testing
         edit(&bytes, block)
         if fixChecksums {
             let row = Int(footer.indexOffset) + 8 + index.entities.count * SnapshotIndex.entityHeaderSize
-            let crc = CRC32C.masked(bytes[block.blockOffset..<(block.blockOffset + block.length)])
+            let crc = CRC32C.masked(bytes[block.entryBytes])
             withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange((row + 4)..<(row + 8), with: $0) }
             var fixed = footer
             fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<Int(footer.indexOffset + footer.indexLength)])
