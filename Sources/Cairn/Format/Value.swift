@@ -439,22 +439,33 @@ extension ByteReader {
     /// The next value if it is an int64 of at most 9 varint bytes (as ``commonValue()``
     /// reads it), without making a ``Value``; else nil, having read nothing.
     @inline(__always) mutating func commonInt64() -> Int64? {
-        let start = position
-        guard start < buffer.count, buffer[start] == Value.Tag.int64.rawValue else { return nil }
-        let raw: UInt64
+        guard let (x, next) = Self.integer(tagged: Value.Tag.int64.rawValue, in: buffer, at: position) else { return nil }
+        position = next
+        return x
+    }
+
+    /// The integer of the value at `at` in `buffer` and the position after it, if the
+    /// value's tag is `tag` (one of the varint integers: int16, int32, int64) and its
+    /// varint has at most 9 bytes, as ``commonInt64()`` reads it; not checked against the
+    /// range of an int16 or int32. Else nil. (A static function of positions, so a caller's
+    /// loop keeps them in registers.)
+    @inline(__always)
+    static func integer(tagged tag: UInt8, in buffer: UnsafeRawBufferPointer, at start: Int) -> (Int64, Int)? {
+        guard start < buffer.count, buffer[start] == tag else { return nil }
+        let raw: UInt64, next: Int
         // One or two varint bytes (-64…63, -8192…8191) here; longer ones out of line.
         if start + 1 < buffer.count, buffer[start + 1] < 0x80 {
             raw = UInt64(buffer[start + 1])
-            position = start + 2
+            next = start + 2
         } else if start + 2 < buffer.count, buffer[start + 2] < 0x80 {
             raw = UInt64(buffer[start + 1] & 0x7F) | UInt64(buffer[start + 2]) << 7
-            position = start + 3
+            next = start + 3
         } else {
-            guard let (long, length) = Self.shortVarint(buffer, at: start + 1) else { return nil }
+            guard let (long, length) = shortVarint(buffer, at: start + 1) else { return nil }
             raw = long
-            position = start + 1 + length
+            next = start + 1 + length
         }
-        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+        return (Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1))), next)
     }
 
     /// A varint of at most 9 bytes (63 bits: no overflow to check) at `at`, and its length.
@@ -521,30 +532,47 @@ extension ByteReader {
     /// ranges, whether a URL or decimal parses). For a scan that reads some values of a
     /// record to test it, and decodes the whole record (checking everything) on a match.
     @inline(__always) mutating func skipValue() throws {
-        let start = position
-        if start < buffer.count {
-            switch buffer[start] {
-            case Value.Tag.null.rawValue, Value.Tag.boolFalse.rawValue, Value.Tag.boolTrue.rawValue:
-                position = start + 1
-                return
-            case Value.Tag.int64.rawValue:
-                if buffer.count - start > 8 {
-                    // Eight bytes at once: the first without its top bit ends the varint.
-                    let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: start + 1, as: UInt64.self))
-                    let ends = ~word & 0x8080_8080_8080_8080
-                    if ends != 0 { position = start + 2 + ends.trailingZeroBitCount / 8; return }
-                }
-                var next = start + 1
-                while next < buffer.count, next - start <= 9 {  // up to 9 bytes, as commonValue
-                    if buffer[next] < 0x80 { position = next + 1; return }
-                    next += 1
-                }
-            case Value.Tag.double.rawValue:
-                if buffer.count - start >= 9 { position = start + 9; return }
-            default: break
-            }
+        if let next = Self.skipCommon(buffer, at: position) {
+            position = next
+            return
         }
         try skipGeneralValue()
+    }
+
+    /// Where the value at `at` ends, if it is nil, a boolean, an int64 of at most 9 varint
+    /// bytes or a double, and fits; else nil, and ``skipValue()`` steps over it (or says
+    /// what is wrong with it). A static function of positions, as ``integer(tagged:in:at:)``.
+    @inline(__always) static func skipCommon(_ buffer: UnsafeRawBufferPointer, at start: Int) -> Int? {
+        guard start < buffer.count else { return nil }
+        switch buffer[start] {
+        case Value.Tag.null.rawValue, Value.Tag.boolFalse.rawValue, Value.Tag.boolTrue.rawValue:
+            return start + 1
+        case Value.Tag.int64.rawValue:
+            if buffer.count - start > 8 {
+                // Eight bytes at once: the first without its top bit ends the varint.
+                let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: start + 1, as: UInt64.self))
+                let ends = ~word & 0x8080_8080_8080_8080
+                if ends != 0 { return start + 2 + ends.trailingZeroBitCount / 8 }
+            }
+            var next = start + 1
+            while next < buffer.count, next - start <= 9 {  // up to 9 bytes, as commonValue
+                if buffer[next] < 0x80 { return next + 1 }
+                next += 1
+            }
+            return nil
+        case Value.Tag.double.rawValue:
+            return buffer.count - start >= 9 ? start + 9 : nil
+        default:
+            return nil
+        }
+    }
+
+    /// Where the value at `at` ends, as ``skipValue()`` steps over it; nil where that throws.
+    @inline(never) static func skipAny(_ buffer: UnsafeRawBufferPointer, at start: Int) -> Int? {
+        var reader = ByteReader(buffer)
+        reader.position = start
+        do { try reader.skipValue() } catch { return nil }
+        return reader.position
     }
 
     private mutating func skipGeneralValue() throws {

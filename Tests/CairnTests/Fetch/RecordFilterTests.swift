@@ -15,6 +15,17 @@ final class Sample: ManagedObject {
     @Attribute var when: Date? = nil
 }
 
+/// Values of every kind before the one a filter reads.
+final class FilterLedger: ManagedObject {
+    @Attribute var note: String? = nil
+    @Attribute var blob: Data = Data()
+    @Attribute var day: Date = Date(timeIntervalSinceReferenceDate: 0)
+    @Attribute var ratio: Float = 0
+    @Attribute var big: Int64 = 0
+    @Attribute var real: Double = 0
+    @Attribute var count: Int32 = 0
+}
+
 @Suite struct RecordFilterTests {
     let schema: Schema
     let sample: EntityDescription
@@ -102,6 +113,118 @@ final class Sample: ManagedObject {
             }
         }
         #expect(built == 300)
+    }
+
+    /// Integer constants near the edges of each integer type and of the random values.
+    static func integerConstant(_ random: inout SplitMix64) -> Value {
+        let edges: [Int64] = [.min, .min + 1, Int64(Int32.min), Int64(Int16.min) - 1, Int64(Int16.min), -11, -10, -1, 0, 1,
+                              9, 10, 11, Int64(Int16.max), Int64(Int16.max) + 1, Int64(Int32.max), .max - 1, .max]
+        let pick = random.next() % 2 == 0 ? edges[Int(random.next() % UInt64(edges.count))] : Int64(random.next() % 25) - 12
+        switch random.next() % 4 {
+        case 0 where Int16(exactly: pick) != nil: return .int16(Int16(pick))
+        case 1 where Int32(exactly: pick) != nil: return .int32(Int32(pick))
+        case 2 where pick == 0 || pick == 1: return .bool(pick == 1)
+        default: return .int64(pick)
+        }
+    }
+
+    /// ANDs of one to three comparisons of the integer attributes with integer constants
+    /// (BETWEEN included) compile to intervals, and answer as the evaluator does: on
+    /// records with nils, extremes and values of every other kind around them.
+    @Test(arguments: Seeds.list([31, 32, 33]))
+    func integerConjunctionsAreTestedByIntervals(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        var records = (0..<300).map { _ in sample.attributes.map { Self.randomValue(for: $0.type, &random) } }
+        for index in records.indices where index % 3 == 0 {
+            // Extremes of each type, where the random values are small.
+            records[index][0] = .int16([Int16.min, Int16.max, -1][index % 3])
+            records[index][1] = .int32([Int32.min, Int32.max, 0][index % 3])
+        }
+        let bodies = records.map { ValueCoding.encode($0) }
+        let integers = ["small", "medium", "big"]
+        for _ in 0..<300 {
+            var parts: [String] = [], arguments: [Value] = []
+            for _ in 0..<(1 + Int(random.next() % 3)) {
+                let attribute = integers[Int(random.next() % 3)]
+                if random.next() % 5 == 0 {
+                    parts.append("\(attribute) BETWEEN {%@, %@}")
+                    arguments += [Self.integerConstant(&random), Self.integerConstant(&random)]
+                } else {
+                    parts.append("\(attribute) \(["==", "<", "<=", ">", ">="][Int(random.next() % 5)]) %@")
+                    arguments.append(Self.integerConstant(&random))
+                }
+            }
+            let format = parts.joined(separator: " AND ")
+            let compiled = try CompiledPredicate(try FetchPredicate(format: format, arguments: arguments), entity: sample, schema: schema)
+            let filter = try #require(RecordFilter(compiled), "\(format)")
+            #expect(filter.readsIntervals, "\(format) \(arguments)")
+            for (index, values) in records.enumerated() {
+                let expected = compiled.evaluate(values) { _ in nil }
+                let actual = try bodies[index].withUnsafeBytes { try filter.matches($0, id: RecordID(entity: sample.number, serial: 1)) }
+                #expect(actual == expected, "seed \(seed): \(format) \(arguments) on \(values)")
+                if actual != expected { return }
+            }
+        }
+    }
+
+    @Test func otherPredicatesAreNotTestedByIntervals() throws {
+        func filter(_ format: String, _ arguments: Value...) throws -> RecordFilter {
+            try #require(RecordFilter(try CompiledPredicate(try FetchPredicate(format: format, arguments: arguments),
+                                                            entity: sample, schema: schema)))
+        }
+        #expect(try filter("big >= 3 AND small < %@", .int32(9)).readsIntervals)
+        #expect(try !filter("big != 3").readsIntervals)
+        #expect(try !filter("big > 1 OR small < 2").readsIntervals)
+        #expect(try !filter("NOT (big > 1)").readsIntervals)
+        #expect(try !filter("big > 1.5").readsIntervals)
+        #expect(try !filter("real > 1").readsIntervals)
+        #expect(try !filter("big > 1 AND flag == true").readsIntervals)
+        #expect(try !filter("big IN {1, 2}").readsIntervals)
+        #expect(try !filter("big == nil").readsIntervals)
+    }
+
+    /// A value the intervals cannot read (an int16 out of its range, a varint too long, a
+    /// count of two bytes) is left to the general path, which reports or reads it.
+    @Test func whatTheIntervalsCannotReadTakesTheGeneralPath() throws {
+        let compiled = try CompiledPredicate(try FetchPredicate(format: "small > 3 AND big < 10"), entity: sample, schema: schema)
+        let filter = try #require(RecordFilter(compiled))
+        #expect(filter.readsIntervals)
+        let id = RecordID(entity: sample.number, serial: 1)
+        var values: [Value] = [.int16(5), .int32(0), .int64(5), .double(0), .float(0), .bool(false), .null, .null, .null]
+        let body = ValueCoding.encode(values)
+        #expect(try body.withUnsafeBytes { try filter.matches($0, id: id) })
+        // small's varint says 40000: out of an int16's range, corrupt as a full decode says.
+        var wide = body
+        #expect(wide[1] == Value.Tag.int16.rawValue)
+        wide.replaceSubrange(2..<3, with: [0x80, 0xF1, 0x04])  // zigzag 80000
+        #expect(throws: CairnError.self) { try wide.withUnsafeBytes { try filter.matches($0, id: id) } }
+        // big as a ten-byte varint (Int64.min, Int64.max) is read by the general path.
+        values[2] = .int64(.min)
+        #expect(try ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) })
+        values[2] = .int64(.max)
+        #expect(try !ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) })
+        // A count of two bytes: a record of more than 127 values is not Sample's; the
+        // general path says so.
+        #expect(throws: CairnError.self) { try ValueCoding.encode(Array(repeating: .int16(5), count: 130)).withUnsafeBytes { try filter.matches($0, id: id) } }
+    }
+
+    /// Values of every kind before the ones read are stepped over, common ones (nil, int64,
+    /// double) in place, the others (text, data, dates, floats) as ``ByteReader/skipValue()`` does.
+    @Test func valuesOfEveryKindBeforeTheReadOnesAreSteppedOver() throws {
+        let schema = try Model(FilterLedger.self).schema
+        let ledger = try #require(schema.entity(named: "FilterLedger"))
+        let compiled = try CompiledPredicate(try FetchPredicate(format: "count >= 3 AND count <= 4"), entity: ledger, schema: schema)
+        let filter = try #require(RecordFilter(compiled))
+        #expect(filter.readsIntervals)
+        let id = RecordID(entity: ledger.number, serial: 1)
+        for count in Int32(0)...6 {
+            for note: Value in [.null, .string(""), .string(String(repeating: "n", count: 300))] {
+                let values: [Value] = [note, .bytes(Data([1, 2, 3])), .date(Date(timeIntervalSinceReferenceDate: 5)), .float(1.5),
+                                       .int64(.max), .double(2), .int32(count)]
+                let matched = try ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) }
+                #expect(matched == (count == 3 || count == 4), "count \(count), note \(note)")
+            }
+        }
     }
 
     @Test func relationshipsOfTheRecordItselfAreFilteredOthersAreNot() throws {
