@@ -395,6 +395,7 @@ final class SnapshotReader: Sendable {
 
     /// Calls `body` for each record of `entity` in ID order: all of them, or with `groups`
     /// those of a run of index groups (``scanRuns(of:parts:minimumPerRun:)``).
+    @inline(__always)
     func forEach(entity: UInt16, groups: Range<Int>? = nil, _ body: (RecordID, Place) throws -> Void) rethrows {
         guard let (range, first) = rangeAndFirst(of: entity) else { return }
         guard header.version >= 3 else {

@@ -146,6 +146,10 @@ extension Store {
 
     /// ``merge(snapshot:overlay:entity:_:)`` of the snapshot entries of `groups` (all with
     /// nil) and the log's changes `changed` (IDs sorted, all of the overlay's in that span).
+    /// Inlined, with ``SnapshotReader/forEach(entity:groups:_:)``, into the scan's loop: the
+    /// two closures between them and the caller's cost about 90 instructions a record
+    /// (query_unindexed: 1,093M to 985M instructions).
+    @inline(__always)
     static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, changed: ArraySlice<UInt64>,
                       entity: UInt16, groups: Range<Int>?, _ body: (RecordID, Source) throws -> Void) rethrows {
         var next = changed.startIndex
