@@ -316,6 +316,32 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(items[10..<20].allSatisfy { !$0.isFault } && items[0..<10].allSatisfy { $0.isFault } && items[20].isFault)
     }
 
+    /// A fetch of records whose objects are registered hands back those objects: loaded
+    /// ones as they are here (unsaved changes included), faults still faults; a request
+    /// whose type the entity's class is not (or a superclass of it) gets none of them.
+    @Test func refetchingHandsBackTheRegisteredObjects() throws {
+        let fixture = try FetchFixture(seed: 8, count: 40)
+        let reader = fixture.stack.context()
+        let all = try reader.fetch(FetchRequest(Item.self))
+        #expect(all.count == 40 && all.allSatisfy { $0.isFault })
+        for item in all[0..<20] { _ = item.rank }
+        all[3].score = 12_345
+        let byID = Dictionary(uniqueKeysWithValues: all.map { ($0.objectID, $0) })
+        var loaded = 20
+        for request in [FetchRequest(Item.self), try FetchRequest(Item.self, format: "rankPlain >= %@", .int64(-100))] {
+            let again = try reader.fetch(request)
+            #expect(again.count == 40)
+            #expect(again.allSatisfy { byID[$0.objectID] === $0 })
+            #expect(again[0..<loaded].allSatisfy { !$0.isFault } && again[loaded...].allSatisfy { $0.isFault })
+            #expect(again[3].score == 12_345)
+            #expect(again.map(\.rank) == fixture.items.map(\.rank))  // loads the rest
+            loaded = 40
+        }
+        let dynamic = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Item"))
+        #expect(dynamic.count == 40 && dynamic.allSatisfy { byID[$0.objectID] === $0 })
+        #expect(try reader.fetch(FetchRequest<Group>(entityName: "Item")).isEmpty)
+    }
+
     @Test func dynamicRequests() throws {
         let fixture = try FetchFixture(seed: 6, count: 20)
         let request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try FetchPredicate(format: "rank > 0"),
