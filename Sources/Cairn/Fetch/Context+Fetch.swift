@@ -224,10 +224,10 @@ extension Context {
         let version: UInt64?
         /// The object registered here for `id`, when the scan looked it up and found it of
         /// the class the model gives its entity, and that class a `T` (so the fetch need
-        /// not look again, nor cast it). The scan retains it and reads its class while it
-        /// reads its fault flag, in the same cache line: the fetch that went back to each
-        /// object later found most of them out of the cache again (query_unindexed: a
-        /// tenth of its time).
+        /// not look again, nor cast it). The scan retains it and reads its class where it
+        /// reads its fault flag, while the object is in the cache: the fetch that went back
+        /// to each object later found most of them out of the cache again
+        /// (query_unindexed: that retain was a tenth of its time).
         var registered: ManagedObject? = nil
     }
 
@@ -291,8 +291,9 @@ extension Context {
                                 if filterPending && pending.contains(id) { return }
                                 // A match is decoded (and checked) only when it is read: not
                                 // for IDs and counts, nor for an object loaded here already.
-                                // (The registered object is looked up unretained: `registered`
-                                // keeps it, and is not changed while the scan runs.)
+                                // (The registered object is looked up without a retain of
+                                // its own; the row's reference, taken here while the object
+                                // is in the cache, is its one retain.)
                                 var known: ManagedObject?
                                 switch wanted {
                                 case .all: break
