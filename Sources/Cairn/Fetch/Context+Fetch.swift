@@ -291,9 +291,8 @@ extension Context {
                                 if filterPending && pending.contains(id) { return }
                                 // A match is decoded (and checked) only when it is read: not
                                 // for IDs and counts, nor for an object loaded here already.
-                                // (The registered object is looked up without a retain of
-                                // its own; the row's reference, taken here while the object
-                                // is in the cache, is its one retain.)
+                                // (The row's reference to a registered object, taken here
+                                // while the object is in the cache, is its one retain.)
                                 var known: ManagedObject?
                                 switch wanted {
                                 case .all: break
@@ -301,8 +300,7 @@ extension Context {
                                     matches.append(FetchRow(id: id, values: [], version: nil))
                                     return
                                 case .forUnloadedObjects:
-                                    if let found = registered.unretainedValue(for: id) {
-                                        let object = found.takeUnretainedValue()
+                                    if let object = registered[id] {
                                         known = ObjectIdentifier(type(of: object)) == fetchedClass ? object : nil
                                         if !object.isFault {
                                             matches.append(FetchRow(id: id, values: [], version: nil, registered: known))

@@ -125,16 +125,6 @@ struct IDMap<Key: IDMapKey, Value> {
         return buckets.values[index] === object
     }
 
-    /// The value for `key`, not retained: valid while the map holds it (the caller must
-    /// not change the map meanwhile). A lookup that touches the object only if the caller
-    /// does; a retain is an atomic write to its header, a cache miss when it is cold.
-    @inline(__always) func unretainedValue(for key: Key) -> Unmanaged<Value>? where Value: AnyObject {
-        let bits = key.idBits
-        if bits == 0 { return zero.map { Unmanaged.passUnretained($0) } }
-        guard let index = bucket(of: bits) else { return nil }
-        return Unmanaged.passUnretained((buckets.values + index).pointee)
-    }
-
     @inline(__always) private mutating func makeUnique() {
         if !isKnownUniquelyReferenced(&buckets) { buckets = buckets.copy() }
     }
