@@ -69,7 +69,7 @@ extension Context {
         return (changed, preparing ? items : nil)
     }
 
-    private func validate(_ object: ManagedObject) throws {
+    func validate(_ object: ManagedObject) throws {
         // Built only for a message: formatting it for every object was a tenth of a save.
         let label = { "\(object.entity.name) \(object.objectID.recordID)" }
         do {

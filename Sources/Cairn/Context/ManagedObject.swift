@@ -161,6 +161,15 @@ open class ManagedObject: CustomStringConvertible {
         saved = .except([])
     }
 
+    /// Loads a stored record body into the object in place, reusing its values' storage,
+    /// as its values and saved ones: a batch update's one object holds each record in turn
+    /// (``Context/batchUpdate(_:durability:_:)``) and allocates no array for each.
+    func setLoaded(decoding body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription) throws {
+        saved = .except([])
+        try ValueCoding.decode(body, into: &storedValues)
+        try Store.checkRecord(storedValues, id: id, entity: entity)
+    }
+
     /// After a save or a merge: the current values are the saved ones.
     func markSaved() { saved = .except([]) }
 

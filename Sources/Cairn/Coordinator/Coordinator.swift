@@ -159,14 +159,38 @@ public final class Coordinator: Sendable {
             }
         }
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
+        return announce(sequence, except: source, count: items.count) { (items[$0].id, items[$0].kind, items[$0].changedKeys) }
+    }
+
+    /// Commits the records a batch operation prepared (``Context/batchUpdate(_:durability:_:)``,
+    /// ``Context/batchDelete(_:durability:)``) as one transaction, expecting the versions it
+    /// read them at, and tells every context what changed: the caller's too, whose
+    /// registered objects are as out of date as any other's. `keys` are the changed keys
+    /// of each put, in operation order (empty when there are none).
+    func commitBatch(_ operations: [Operation], expecting expected: [ExpectedVersion], keys: [ChangedKeys],
+                     durability: Durability?) throws -> ChangeSet {
+        let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
+        return announce(sequence, except: nil, count: operations.count) { index in
+            switch operations[index] {
+            case .delete(let id): return (id, .delete, .names([]))
+            case .put(let id, _): return (id, .update, keys.isEmpty ? .names([]) : keys[index])
+            }
+        }
+    }
+
+    /// The change set of committed transaction `sequence`, given to the contexts other
+    /// than `source` and to the observers. `change(i)` is the transaction's change `i` of
+    /// `count`. When nobody listens, only the sequence number is filled in: the sets are
+    /// built only for someone to give them to (most saves have nobody).
+    private func announce(_ sequence: UInt64, except source: Inbox?, count: Int,
+                          _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
-        // The sets are built only for someone to give them to (most saves have nobody).
         let (inboxes, callbacks) = listeners(except: source)
         guard !inboxes.isEmpty || !callbacks.isEmpty else { return changeSet }
         var counts = (inserted: 0, updated: 0, deleted: 0)
-        for item in items {
-            switch item.kind {
+        for index in 0..<count {
+            switch change(index).kind {
             case .insert: counts.inserted += 1
             case .update: counts.updated += 1
             case .delete: counts.deleted += 1
@@ -176,12 +200,13 @@ public final class Coordinator: Sendable {
         changeSet.updated.reserveCapacity(counts.updated)
         changeSet.deleted.reserveCapacity(counts.deleted)
         var names = ChangedKeyNames()
-        for item in items {
-            guard let entity = entitiesByNumber[item.id.entity] else { continue }
-            let id = ObjectID(recordID: item.id, entityName: entity.name)
-            switch item.kind {
+        for index in 0..<count {
+            let (recordID, kind, keys) = change(index)
+            guard let entity = entitiesByNumber[recordID.entity] else { continue }
+            let id = ObjectID(recordID: recordID, entityName: entity.name)
+            switch kind {
             case .insert: changeSet.inserted.insert(id)
-            case .update: changeSet.updated[id] = names.names(item.changedKeys, entity: item.id.entity)
+            case .update: changeSet.updated[id] = names.names(keys, entity: recordID.entity)
             case .delete: changeSet.deleted.insert(id)
             }
         }

@@ -279,39 +279,31 @@ extension Context {
                         // The stored body is tested in place, on several threads at once for
                         // a large entity (each with a filter of its own), unless the window
                         // may end the scan early; the matches are taken here, in ID order.
-                        let threads = limited ? 1 : scanSplit.threads
-                        let filters = filter.map { first in [first] + (1..<threads).map { _ in RecordFilter(copying: first) } } ?? []
-                        // Each filter through an unretained reference: `filters` keeps them alive.
-                        let unretained = PerRun(count: filters.count, making: { Unmanaged.passUnretained(filters[$0]) })
-                        let test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)? = filters.isEmpty ? nil
-                            : { @Sendable run, id, body in try unretained[run]._withUnsafeGuaranteedRef { try $0.matches(body, id: id) } }
-                        try withExtendedLifetime(filters) {
-                            try store.scanVersioned(entity: entity.number, parts: threads, minimumPerRun: scanSplit.minimumPerRun, where: test) { id, version, body in
-                                if limited && matches.count >= enough { throw ScanEnough() }
-                                if filterPending && pending.contains(id) { return }
-                                // A match is decoded (and checked) only when it is read: not
-                                // for IDs and counts, nor for an object loaded here already.
-                                // (The row's reference to a registered object, taken here
-                                // while the object is in the cache, is its one retain.)
-                                var known: ManagedObject?
-                                switch wanted {
-                                case .all: break
-                                case .none:
-                                    matches.append(FetchRow(id: id, values: [], version: nil))
-                                    return
-                                case .forUnloadedObjects:
-                                    if let object = registered[id] {
-                                        known = ObjectIdentifier(type(of: object)) == fetchedClass ? object : nil
-                                        if !object.isFault {
-                                            matches.append(FetchRow(id: id, values: [], version: nil, registered: known))
-                                            return
-                                        }
+                        try scanStored(entity: entity.number, filter: filter, threads: limited ? 1 : scanSplit.threads) { id, version, body in
+                            if limited && matches.count >= enough { throw ScanEnough() }
+                            if filterPending && pending.contains(id) { return }
+                            // A match is decoded (and checked) only when it is read: not
+                            // for IDs and counts, nor for an object loaded here already.
+                            // (The row's reference to a registered object, taken here
+                            // while the object is in the cache, is its one retain.)
+                            var known: ManagedObject?
+                            switch wanted {
+                            case .all: break
+                            case .none:
+                                matches.append(FetchRow(id: id, values: [], version: nil))
+                                return
+                            case .forUnloadedObjects:
+                                if let object = registered[id] {
+                                    known = ObjectIdentifier(type(of: object)) == fetchedClass ? object : nil
+                                    if !object.isFault {
+                                        matches.append(FetchRow(id: id, values: [], version: nil, registered: known))
+                                        return
                                     }
                                 }
-                                matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity),
-                                                        version: version, registered: known))
-                                if limited && matches.count >= enough { throw ScanEnough() }
                             }
+                            matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity),
+                                                    version: version, registered: known))
+                            if limited && matches.count >= enough { throw ScanEnough() }
                         }
                     } else {
                         var scratch: [Value] = []
@@ -360,6 +352,24 @@ extension Context {
             matches.sort { $0.id < $1.id }
         }
         return request.objectFilter == nil ? window(matches, request) : matches
+    }
+
+    /// Scans an entity's stored records, testing each body in place with `filter` (nil:
+    /// every record) on up to `threads` threads at once, each with a copy of its own; then
+    /// `body` gets each kept record on this thread, in ID order, with its version, all read
+    /// in one state (see ``Store/scanVersioned(entity:parts:minimumPerRun:where:_:)``).
+    @inline(__always)
+    func scanStored(entity: UInt16, filter: RecordFilter?, threads: Int,
+                    _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let filters = filter.map { first in [first] + (1..<max(threads, 1)).map { _ in RecordFilter(copying: first) } } ?? []
+        // Each filter through an unretained reference: `filters` keeps them alive.
+        let unretained = PerRun(count: filters.count, making: { Unmanaged.passUnretained(filters[$0]) })
+        let test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)? = filters.isEmpty ? nil
+            : { @Sendable run, id, body in try unretained[run]._withUnsafeGuaranteedRef { try $0.matches(body, id: id) } }
+        try withExtendedLifetime(filters) {
+            try coordinator.store.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun,
+                                                where: test, body)
+        }
     }
 
     /// How many stored matches, in ID order, are enough to fill a request's window: its

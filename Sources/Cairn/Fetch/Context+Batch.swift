@@ -1,0 +1,219 @@
+/// Batch operations: change or delete every stored object a request matches in one store
+/// transaction, as Core Data's batch update and delete requests do, without making an
+/// object for each record or holding them all in memory at once.
+extension Context {
+    /// Deletes every object of the store that `request` matches, in one transaction, and
+    /// returns how many it deleted. Other contexts hear of it as of any save, and so does
+    /// this one: its registered objects among the deleted are forgotten, unless they have
+    /// unsaved changes (left, as for any other save, to the merge policy at save).
+    ///
+    /// The request is run against the store: this context's unsaved changes are neither
+    /// seen nor saved, and the deletion is not undoable. Objects' `validateForDelete()` is
+    /// not called. A request with a fetch limit or offset is refused; sort descriptors are
+    /// ignored. It runs on a root context (one without a parent).
+    ///
+    /// Records are deleted without being made objects when nothing needs one: the entity
+    /// has no relationships, no relationship points at it, it has no uniqueness
+    /// constraint, and the predicate can be tested on stored values (not a Swift
+    /// `Predicate` that only objects can answer). Otherwise the objects are fetched into a
+    /// private context and deleted there, with their delete rules, and that context saved.
+    /// Either way the result is the same, and all or nothing.
+    @discardableResult
+    public func batchDelete<T: ManagedObject>(_ request: FetchRequest<T>, durability: Durability? = nil) throws -> Int {
+        let entity = try batchEntity(of: request)
+        guard batchNeedsNoObjects(entity, request) else {
+            return try batchThroughObjects(request, durability: durability) { context, object in
+                context.delete(object)
+                return true
+            }
+        }
+        return try retryingConflicts {
+            var operations: [Operation] = []
+            var expected: [ExpectedVersion] = []
+            try forEachStoredMatch(of: request, entity: entity) { id, version, _ in
+                operations.append(.delete(id))
+                expected.append(ExpectedVersion(id: id, version: version))
+            }
+            guard !operations.isEmpty else { return 0 }
+            _ = try coordinator.commitBatch(operations, expecting: expected, keys: [], durability: durability)
+            return operations.count
+        }
+    }
+
+    /// Calls `change` with each object of the store that `request` matches and saves what
+    /// it changed, in one transaction; returns how many objects it changed. Other contexts
+    /// hear of it as of any save, and so does this one: its registered objects among the
+    /// changed are refreshed, unless they have unsaved changes (left, as for any other
+    /// save, to the merge policy at save).
+    ///
+    /// ```swift
+    /// try context.batchUpdate(FetchRequest(Item.self, format: "price < 10")) { $0.price += 1 }
+    /// ```
+    ///
+    /// The request is run against the store: this context's unsaved changes are neither
+    /// seen nor saved, and the update is not undoable. The values `change` sets are
+    /// checked as a save checks them, and `validateForUpdate()` is called on each changed
+    /// object. If a concurrent save changes a matched record first, the batch starts over
+    /// from the store's new state, so `change` may see a record more than once; it should
+    /// change nothing but the object it is given. A request with a fetch limit or offset is
+    /// refused; sort descriptors are ignored. It runs on a root context.
+    ///
+    /// When nothing needs a real object (as for ``batchDelete(_:durability:)``), `change`
+    /// is given one object, not in any context, that holds each record in turn: it must
+    /// not keep it, nor insert it anywhere (a kept object is replaced by a new one for the
+    /// next record; an inserted one makes the batch fail). Otherwise it is given the
+    /// objects of a private context, which is then saved.
+    @discardableResult
+    public func batchUpdate<T: ManagedObject>(_ request: FetchRequest<T>, durability: Durability? = nil,
+                                              _ change: (T) throws -> Void) throws -> Int {
+        let entity = try batchEntity(of: request)
+        guard batchNeedsNoObjects(entity, request) else {
+            return try batchThroughObjects(request, durability: durability) { _, object in
+                try change(object)
+                return object.hasChanges
+            }
+        }
+        let type = model.objectClass(for: entity.name)
+        func holder() throws -> T {
+            let object = type.map { $0.init() } ?? ManagedObject(dynamic: entity)
+            guard let typed = object as? T else {
+                throw CairnError(.invalidArgument, "\(entity.name) objects are \(Swift.type(of: object)), not \(T.self)")
+            }
+            typed.entity = entity
+            return typed
+        }
+        return try retryingConflicts {
+            var operations: [Operation] = []
+            var expected: [ExpectedVersion] = []
+            var keys: [Coordinator.ChangedKeys] = []
+            var preparer = coordinator.makePreparer()
+            var object = try holder()
+            try forEachStoredMatch(of: request, entity: entity) { id, version, match in
+                object.objectID = ObjectID(recordID: id, entityName: entity.name)
+                object.inStore = true
+                object.exists = true
+                object.isFault = false
+                switch match {
+                case .body(let body): try object.setLoaded(decoding: body, id: id, entity: entity)
+                case .values(let values): object.setLoaded(values)
+                }
+                try change(object)
+                guard object.context == nil else {
+                    throw CairnError(.invalidArgument,
+                                     "a batch update's closure inserted the object it was given (\(entity.name) \(id)) into a context")
+                }
+                let changed: Coordinator.ChangedKeys
+                if let mask = object.changedSlotMask {
+                    changed = .mask(mask, names: object.layout.names)
+                    if mask == 0 { return }
+                } else {
+                    let names = object.changedKeys
+                    changed = .names(names)
+                    if names.isEmpty { return }
+                }
+                try validate(object)
+                operations.append(try preparer.put(id, object.values))
+                expected.append(ExpectedVersion(id: id, version: version))
+                keys.append(changed)
+                if !isKnownUniquelyReferenced(&object) { object = try holder() }
+            }
+            guard !operations.isEmpty else { return 0 }
+            _ = try coordinator.commitBatch(operations, expecting: expected, keys: keys, durability: durability)
+            return operations.count
+        }
+    }
+
+    // MARK: Parts
+
+    /// The entity of a batch request, once the request and this context are checked.
+    private func batchEntity<T>(of request: FetchRequest<T>) throws -> EntityDescription {
+        guard parent == nil else {
+            throw CairnError(.invalidArgument, "batch operations run on the store: use a context without a parent, not a child context")
+        }
+        guard request.fetchLimit == nil, request.fetchOffset == 0 else {
+            throw CairnError(.invalidArgument, "a batch operation takes every match: the request must have no fetch limit or offset")
+        }
+        processExternalChanges()
+        try throwDeferredError()
+        return try entityDescription(request.entityName)
+    }
+
+    /// Whether a batch operation on `entity` can work on stored records alone (see
+    /// ``batchDelete(_:durability:)``).
+    private func batchNeedsNoObjects<T>(_ entity: EntityDescription, _ request: FetchRequest<T>) -> Bool {
+        request.objectFilter == nil && entity.relationships.isEmpty && entity.uniqueness.isEmpty
+            && !coordinator.schema.entities.contains { $0.relationships.contains { $0.destination == entity.name } }
+    }
+
+    /// Runs `body` again while it fails with a conflict (a concurrent save changed a record
+    /// it read), up to the number of tries a save makes; then takes in the change sets.
+    private func retryingConflicts(_ body: () throws -> Int) throws -> Int {
+        defer { processExternalChanges() }
+        for _ in 0..<16 {
+            do { return try body() } catch let error as CairnError where error.code == .conflict { continue }
+        }
+        throw CairnError(.conflict, "batch operation kept conflicting with concurrent saves; try again")
+    }
+
+    /// A batch operation through objects: `request`'s matches fetched into a private
+    /// context, `body` applied to each (returning whether it changed it), and that context
+    /// saved; all again from the start if a concurrent save conflicts.
+    private func batchThroughObjects<T: ManagedObject>(_ request: FetchRequest<T>, durability: Durability?,
+                                                       _ body: (Context, T) throws -> Bool) throws -> Int {
+        var request = request
+        request.includesPendingChanges = false
+        return try retryingConflicts {
+            let context = Context(coordinator: coordinator, model: model)
+            context.undoManager.isEnabled = false
+            var count = 0
+            for object in try context.fetch(request) where try body(context, object) { count += 1 }
+            try context.save(durability: durability)
+            return count
+        }
+    }
+
+    /// A stored record a batch operation's request matched: its body as stored (not yet
+    /// decoded, nor checked against the schema), or its values, decoded and checked.
+    private enum StoredMatch {
+        case body(UnsafeRawBufferPointer)
+        case values([Value])
+    }
+
+    /// Calls `body` with each stored record `request`'s predicate matches: its ID, its
+    /// version and the record; by an index if the plan has one, else by a scan testing
+    /// stored bodies in place where it can.
+    private func forEachStoredMatch<T>(of request: FetchRequest<T>, entity: EntityDescription,
+                                       _ body: (RecordID, UInt64, StoredMatch) throws -> Void) throws {
+        let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
+        // The entity has no relationships (see `batchNeedsNoObjects`): nothing to follow.
+        func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: { _ in nil }) ?? true }
+        let store = coordinator.store
+        if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
+           let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
+            var (found, snapshot) = try store.indexedRecords(entity: entity.number, slot: slot, matching: condition)
+            RadixSort.sort(&found) { $0.id }
+            for match in found {
+                let id = RecordID(rawValue: match.id)
+                if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)), accepts(record.values) {
+                    try body(id, version, .values(record.values))
+                }
+            }
+            return
+        }
+        // As a fetch scans: a predicate that reads only the record's own values is tested on
+        // stored bodies in place, on several threads; any other on each record decoded.
+        let filter = compiled.flatMap(RecordFilter.init)
+        if compiled == nil || filter != nil {
+            try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, bytes in
+                try body(id, version, .body(bytes))
+            }
+            return
+        }
+        var scratch: [Value] = []
+        try store.scanVersioned(entity: entity.number) { id, version, bytes in
+            try ValueCoding.decode(bytes, into: &scratch)
+            try Store.checkRecord(scratch, id: id, entity: entity)
+            if accepts(scratch) { try body(id, version, .values(scratch)) }
+        }
+    }
+}

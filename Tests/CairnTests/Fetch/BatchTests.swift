@@ -1,0 +1,251 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// An entity a batch operation can change without objects: no relationships, nothing
+/// pointing at it, no uniqueness constraint.
+final class Reading: ManagedObject {
+    @Attribute(indexed: true) var sensor: Int = 0
+    @Attribute var level: Int64 = 0
+    @Attribute var note: String = ""
+    @Attribute var checked: Bool = false
+
+    override func validateForUpdate() throws {
+        if note == "forbidden" { throw CairnError(.validation, "Reading \(objectID.recordID): note must not be 'forbidden'") }
+    }
+}
+
+/// Batch updates and deletes (`Context.batchUpdate`, `Context.batchDelete`): each answer
+/// is compared with the same change made through objects, record by record.
+@Suite struct BatchTests {
+    typealias Stored = (sensor: Int, level: Int64, note: String)
+
+    /// A store of `count` readings, the last `count / 2` of them only in the log (the rest
+    /// in a snapshot, so that scans are split over threads), and the expected readings.
+    static func readings(count: Int = 400, seed: UInt64) throws -> (Stack, [RecordID: Stored]) {
+        let stack = try Stack(model: try Model(Reading.self, Person.self, DVD.self, Shelf.self, Box.self))
+        var random = SplitMix64(seed: seed)
+        var expected: [RecordID: Stored] = [:]
+        for half in 0..<2 {
+            let context = stack.context()
+            for _ in 0..<(count / 2) {
+                let reading = Reading(context: context)
+                reading.sensor = Int(random.next() % 12)
+                reading.level = Int64(random.next() % 200) - 100
+                reading.note = ["", "a", "ab", "b", "long note"][Int(random.next() % 5)]
+                expected[reading.objectID.recordID] = (reading.sensor, reading.level, reading.note)
+            }
+            try context.save()
+            if half == 0 { try stack.coordinator.store.compact() }
+        }
+        return (stack, expected)
+    }
+
+    /// The stored readings, by ID.
+    static func stored(_ stack: Stack) throws -> [RecordID: Stored] {
+        var result: [RecordID: Stored] = [:]
+        let context = stack.context()  // (kept: a fault of a freed context cannot load)
+        for reading in try context.fetch(FetchRequest(Reading.self)) {
+            result[reading.objectID.recordID] = (reading.sensor, reading.level, reading.note)
+        }
+        return result
+    }
+
+    /// Predicate `which` as a string and as a test of a stored reading.
+    static func predicate(_ which: Int) -> (String, (Stored) -> Bool) {
+        switch which {
+        case 0: return ("sensor == 3", { $0.sensor == 3 })  // by the index
+        case 1: return ("level < 10 AND level >= -40", { $0.level < 10 && $0.level >= -40 })  // a filter on stored bodies
+        case 2: return ("note BEGINSWITH 'a'", { $0.note.hasPrefix("a") })  // decoded and evaluated
+        default: return ("TRUEPREDICATE", { _ in true })
+        }
+    }
+
+    @Test(arguments: 0..<4)
+    func batchUpdateChangesWhatALoopOverObjectsWould(_ which: Int) throws {
+        let (format, matches) = Self.predicate(which)
+        let (stack, before) = try Self.readings(seed: UInt64(which + 1))
+        let context = stack.context()
+        context.scanSplit = (threads: 4, minimumPerRun: 20)
+        var holders = Set<ObjectIdentifier>()
+        let request = format == "TRUEPREDICATE" ? FetchRequest(Reading.self) : try FetchRequest(Reading.self, format: format)
+        let changed = try context.batchUpdate(request) { reading in
+            holders.insert(ObjectIdentifier(reading))
+            // Even levels only: a record left as it was is not rewritten, nor counted.
+            if reading.level % 2 == 0 { reading.level += 1000 }
+        }
+        var expected = before
+        for (id, reading) in before where matches(reading) && reading.level % 2 == 0 { expected[id]!.level += 1000 }
+        let after = try Self.stored(stack)
+        #expect(after.count == expected.count)
+        for (id, reading) in expected {
+            #expect(after[id]?.level == reading.level, "\(id) after '\(format)'")
+            #expect(after[id]?.sensor == reading.sensor && after[id]?.note == reading.note)
+        }
+        #expect(changed == before.filter { matches($0.value) && $0.value.level % 2 == 0 }.count)
+        #expect(changed > 0)
+        // No object per record: one holds them all in turn.
+        #expect(holders.count == 1)
+        // And it lasts: the store reopens with the batch's values.
+        let reopened = try stack.reopened()
+        #expect(try Self.stored(reopened).mapValues(\.level) == expected.mapValues(\.level))
+    }
+
+    @Test(arguments: 0..<4)
+    func batchDeleteDeletesWhatALoopOverObjectsWould(_ which: Int) throws {
+        let (format, matches) = Self.predicate(which)
+        let (stack, before) = try Self.readings(seed: UInt64(which + 11))
+        let context = stack.context()
+        context.scanSplit = (threads: 4, minimumPerRun: 20)
+        let request = format == "TRUEPREDICATE" ? FetchRequest(Reading.self) : try FetchRequest(Reading.self, format: format)
+        let deleted = try context.batchDelete(request)
+        let expected = before.filter { !matches($0.value) }
+        #expect(deleted == before.count - expected.count)
+        #expect(deleted > 0)
+        #expect(Set(try Self.stored(stack).keys) == Set(expected.keys))
+        #expect(Set(try Self.stored(try stack.reopened()).keys) == Set(expected.keys))
+    }
+
+    @Test func theCallingContextAndOthersTakeInTheBatch() throws {
+        let (stack, _) = try Self.readings(count: 60, seed: 3)
+        let context = stack.context(), other = stack.context()
+        var heard: [ChangeSet] = []
+        other.onExternalChanges = { heard.append($0) }
+        let readings = try context.fetch(FetchRequest(Reading.self, format: "sensor == 5"))
+        try #require(readings.count >= 2)
+        let (clean, edited) = (readings[0], readings[1])
+        let cleanLevel = clean.level, otherCopy = try #require(try other.existingObject(Reading.self, with: clean.objectID))
+        edited.note = "mine"
+        try context.batchUpdate(try FetchRequest(Reading.self, format: "sensor == 5")) { $0.level += 1 }
+        // The calling context refreshed its unchanged object and kept its unsaved change.
+        #expect(clean.level == cleanLevel + 1)
+        #expect(edited.note == "mine" && edited.hasChanges)
+        // Saving that change now conflicts: the batch changed the record since it was read.
+        #expect(throws: CairnError.self) { try context.save() }
+        // Another context hears of the batch as of any save, with the changed keys.
+        _ = try other.fetch(FetchRequest(Reading.self, format: "sensor == 99"))
+        #expect(otherCopy.level == cleanLevel + 1)
+        #expect(heard.count == 1 && heard[0].updated[clean.objectID] == ["level"])
+
+        // A batch delete: the calling context forgets its deleted objects.
+        let doomed = try #require(try context.fetch(FetchRequest(Reading.self, format: "sensor == 7")).first)
+        let count = try context.batchDelete(try FetchRequest(Reading.self, format: "sensor == 7"))
+        #expect(count > 0)
+        #expect(doomed.context == nil && !doomed.isDeleted && !doomed.isInserted)
+        #expect(try context.count(for: try FetchRequest(Reading.self, format: "sensor == 7")) == 0)
+        _ = try other.fetch(FetchRequest(Reading.self, format: "sensor == 99"))
+        #expect(heard.count == 2 && heard[1].deleted.contains(doomed.objectID))
+    }
+
+    @Test func aBatchThatFailsChangesNothing() throws {
+        let (stack, before) = try Self.readings(count: 80, seed: 4)
+        let context = stack.context()
+        // validateForUpdate refuses one record: no record is changed.
+        var seen = 0
+        #expect(throws: CairnError.self) {
+            try context.batchUpdate(FetchRequest(Reading.self)) { reading in
+                seen += 1
+                reading.level = 7
+                if seen == 50 { reading.note = "forbidden" }
+            }
+        }
+        #expect(try Self.stored(stack).mapValues(\.level) == before.mapValues(\.level))
+        // The object handed out may not be inserted into a context.
+        let thief = stack.context()
+        let error = #expect(throws: CairnError.self) {
+            try context.batchUpdate(FetchRequest(Reading.self)) { reading in
+                reading.level = 8
+                if reading.note == "ab" { thief.insert(reading) }
+            }
+        }
+        #expect(error?.code == .invalidArgument)
+        #expect(try Self.stored(stack).mapValues(\.level) == before.mapValues(\.level))
+        // Refused requests: a window, and a child context.
+        var limited = FetchRequest(Reading.self)
+        limited.fetchLimit = 3
+        #expect(throws: CairnError.self) { try context.batchDelete(limited) }
+        #expect(throws: CairnError.self) { try Context(parent: context).batchDelete(FetchRequest(Reading.self)) }
+        #expect(try Self.stored(stack).count == before.count)
+    }
+
+    @Test func aKeptObjectIsReplacedForTheNextRecord() throws {
+        let (stack, before) = try Self.readings(count: 30, seed: 5)
+        var kept: [Reading] = []
+        let changed = try stack.context().batchUpdate(FetchRequest(Reading.self)) { reading in
+            reading.checked = true
+            kept.append(reading)
+        }
+        #expect(changed == before.count)
+        #expect(Set(kept.map(ObjectIdentifier.init)).count == before.count)
+        #expect(Set(kept.map(\.objectID.recordID)) == Set(before.keys))
+        for reading in kept { #expect(reading.level == before[reading.objectID.recordID]?.level && reading.checked) }
+    }
+
+    @Test func aConcurrentSaveMakesTheBatchStartOver() throws {
+        let (stack, before) = try Self.readings(count: 40, seed: 6)
+        let context = stack.context()
+        var calls = 0, interfered = false
+        let target = try #require(before.keys.min())
+        try context.batchUpdate(FetchRequest(Reading.self)) { reading in
+            calls += 1
+            if !interfered {
+                // Another context changes this very record after the batch read it.
+                interfered = true
+                let rival = stack.context()
+                let copy = try #require(try rival.existingObject(Reading.self, with: reading.objectID))
+                copy.level = 5000
+                try rival.save()
+            }
+            reading.level += 1
+        }
+        #expect(calls == before.count * 2)
+        let after = try Self.stored(stack)
+        #expect(after[target]?.level == 5001)
+        for (id, reading) in before where id != target { #expect(after[id]?.level == reading.level + 1) }
+    }
+
+    @Test func theDynamicAPIWorksToo() throws {
+        let (stack, before) = try Self.readings(count: 30, seed: 7)
+        let changed = try stack.context().batchUpdate(FetchRequest<ManagedObject>(entityName: "Reading")) { object in
+            try object.setValue(.int64(-1), forKey: "level")
+        }
+        #expect(changed == before.count)
+        #expect(try Self.stored(stack).values.allSatisfy { $0.level == -1 })
+    }
+
+    /// Entities with relationships go through objects: delete rules apply, as in a save.
+    @Test func relationshipsGoThroughObjectsWithTheirDeleteRules() throws {
+        let stack = try Stack(model: try Model(Reading.self, Person.self, DVD.self, Shelf.self, Box.self))
+        let setup = stack.context()
+        for index in 0..<6 {
+            let person = Person(context: setup)
+            person.username = "p\(index)"
+            person.age = index * 10
+            for title in 0..<3 {
+                let dvd = DVD(context: setup)
+                dvd.title = "\(index)-\(title)"
+                dvd.owner = person
+            }
+        }
+        let shelf = Shelf(context: setup)
+        shelf.label = "full"
+        Box(context: setup).shelf = shelf
+        try setup.save()
+
+        let context = stack.context()
+        // Cascade: the old people's DVDs go with them.
+        let deleted = try context.batchDelete(try FetchRequest(Person.self, format: "age >= 30"))
+        #expect(deleted == 3)
+        let check = stack.context()
+        #expect(try check.fetch(FetchRequest(Person.self)).map(\.age).sorted() == [0, 10, 20])
+        #expect(try check.fetch(FetchRequest(DVD.self)).count == 9)
+        #expect(try check.fetch(FetchRequest(DVD.self)).allSatisfy { ($0.owner?.age ?? 99) < 30 })
+        // Nullify, through objects: an update of the to-one side.
+        let moved = try context.batchUpdate(try FetchRequest(DVD.self, format: "title BEGINSWITH '0-'")) { $0.owner = nil }
+        #expect(moved == 3)
+        #expect(try stack.context().fetch(FetchRequest(Person.self, format: "age == 0")).first?.dvds.isEmpty == true)
+        // Deny: the shelf that holds a box is not deleted, and nothing is.
+        #expect(throws: CairnError.self) { try context.batchDelete(FetchRequest(Shelf.self)) }
+        #expect(try stack.context().fetch(FetchRequest(Shelf.self)).count == 1)
+    }
+}
