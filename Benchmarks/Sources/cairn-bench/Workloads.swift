@@ -395,7 +395,20 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n)
-    case ("update_all", .sqlite):
+    case ("update_all_batch", .cairn):
+        // update_all as a batch update: the store's records changed in one transaction,
+        // through one object that holds each in turn (Context.batchUpdate).
+        let n = 100_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = startTimedPart()
+        let changed = try timedRegion { try context.batchUpdate(FetchRequest(Row.self)) { $0.a5 = $0.a5 &+ 1 } }
+        let time = seconds(since: start)
+        side.close()
+        guard changed == n else { throw BenchError("batch update changed \(changed) of \(n) rows") }
+        return Measurement(seconds: time, operations: n)
+    case ("update_all", .sqlite), ("update_all_batch", .sqlite):
         let n = 100_000 / scale
         let side = try SQLiteSide(path: path)
         try side.insertRows(n)
@@ -416,7 +429,21 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n / 2, extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(path))])
-    case ("delete_compact", .sqlite):
+    case ("delete_compact_batch", .cairn):
+        // delete_compact as a batch delete (Context.batchDelete), then the same compaction.
+        let n = 1_000_000 / scale
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        let before = directoryBytes(path)
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = startTimedPart()
+        let deleted = try timedRegion { try context.batchDelete(FetchRequest(Row.self, format: "a0 < 500")) }
+        try side.coordinator.store.compact()
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: deleted,
+                           extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(path))])
+    case ("delete_compact", .sqlite), ("delete_compact_batch", .sqlite):
         let n = 1_000_000 / scale
         do { let side = try SQLiteSide(path: path); try side.insertRows(n); try side.db.exec("PRAGMA wal_checkpoint(TRUNCATE)") }
         let before = directoryBytes(directory, prefix: "store.sqlite")
@@ -482,7 +509,8 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 }
 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
-                     "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph"]
+                     "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph",
+                     "update_all_batch", "delete_compact_batch"]
 
 func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }

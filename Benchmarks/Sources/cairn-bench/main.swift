@@ -135,7 +135,7 @@ print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(Process
                machine.fdatasyncMilliseconds, machine.sequentialWriteMBps, machine.memcpyMBps))
 print("scale: \(scaleName), \(repetitions) repetitions after a warm-up, engines alternating, a fresh process and directory each")
 print("RSS: the peak resident set of a workload's timed part (what its setup freed handed back first); the whole process's is in --json\n")
-let header = "workload".padding(toLength: 18, withPad: " ", startingAt: 0)
+let header = "workload".padding(toLength: 22, withPad: " ", startingAt: 0)
     + "cairn median (min–max) s      sqlite median (min–max) s     ratio  cairn RSS  sqlite RSS  notes"
 print(header)
 
@@ -179,7 +179,7 @@ for workload in selected {
         if let a = cairn.extra["checksum"], let b = sqlite.extra["checksum"], a != b { notes += " CHECKSUMS DIFFER" }
         if let a = cairn.extra["matched"], let b = sqlite.extra["matched"], a != b { notes += " MATCH COUNTS DIFFER" }
         func range(_ s: Summary) -> String { String(format: "%.4f (%.4f–%.4f)", s.median, s.min, s.max).padding(toLength: 30, withPad: " ", startingAt: 0) }
-        print(workload.padding(toLength: 18, withPad: " ", startingAt: 0) + range(cairn) + range(sqlite)
+        print(workload.padding(toLength: 22, withPad: " ", startingAt: 0) + range(cairn) + range(sqlite)
               + String(format: "%5.2f  %7.1f MB  %7.1f MB  ", ratio, cairn.peakRSSBytes / 1e6, sqlite.peakRSSBytes / 1e6) + notes)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -187,7 +187,7 @@ for workload in selected {
         let s = String(decoding: try encoder.encode(sqlite), as: UTF8.self)
         jsonWorkloads.append(#"{"name": "\#(workload)", "cairn": \#(c), "sqlite": \#(s), "ratio": \#(ratio)}"#)
     } catch {
-        print(workload.padding(toLength: 18, withPad: " ", startingAt: 0) + "failed: \(error)")
+        print(workload.padding(toLength: 22, withPad: " ", startingAt: 0) + "failed: \(error)")
     }
 }
 
