@@ -188,7 +188,7 @@ extension Context {
 
     /// The keys an update changed, as a mask over its values (names only when the
     /// object has more than 64 properties, or no list of written slots to read).
-    private static func changedKeys(of object: ManagedObject) -> Coordinator.ChangedKeys {
+    static func changedKeys(of object: ManagedObject) -> Coordinator.ChangedKeys {
         guard !object.isFault, let mask = object.changedSlotMask else { return .names(object.changedKeys) }
         return .mask(mask, names: object.layout.names)
     }

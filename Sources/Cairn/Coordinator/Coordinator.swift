@@ -113,6 +113,13 @@ public final class Coordinator: Sendable {
     enum ChangedKeys: Sendable {
         case mask(UInt64, names: [String])
         case names(Set<String>)
+
+        var isEmpty: Bool {
+            switch self {
+            case .mask(let mask, _): return mask == 0
+            case .names(let names): return names.isEmpty
+            }
+        }
     }
 
     /// Changed-key sets by entity and mask: a save has few patterns (usually one per

@@ -102,16 +102,12 @@ extension Context {
                     throw CairnError(.invalidArgument,
                                      "a batch update's closure inserted the object it was given (\(entity.name) \(id)) into a context")
                 }
-                let changed: Coordinator.ChangedKeys
-                if let mask = object.changedSlotMask {
-                    changed = .mask(mask, names: object.layout.names)
-                    if mask == 0 { return }
-                } else {
-                    let names = object.changedKeys
-                    changed = .names(names)
-                    if names.isEmpty { return }
-                }
+                // A record left as it was is not written (nor validated, nor counted).
+                guard !Self.changedKeys(of: object).isEmpty else { return }
                 try validate(object)
+                // (Read again: a validation hook may have changed more.)
+                let changed = Self.changedKeys(of: object)
+                guard !changed.isEmpty else { return }
                 operations.append(try preparer.put(id, object.values))
                 expected.append(ExpectedVersion(id: id, version: version))
                 keys.append(changed)
