@@ -382,31 +382,24 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         }
         return Measurement(seconds: seconds(since: start), operations: 10, extra: ["matched": Double(matched)])
 
-    case ("update_all", .cairn):
+    case ("update_all", .cairn), ("update_all_batch", .cairn):
+        // update_all_batch: the same change as a batch update (Context.batchUpdate), the
+        // store's records changed in one transaction through one object that holds each in turn.
         let n = 100_000 / scale
         do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()
-        try timedRegion {
-            for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1 }
+        let changed = try timedRegion { () throws -> Int in
+            if name == "update_all_batch" { return try context.batchUpdate(FetchRequest(Row.self)) { $0.a5 = $0.a5 &+ 1 } }
+            var count = 0
+            for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1; count += 1 }
             try context.save()
+            return count
         }
         let time = seconds(since: start)
         side.close()
-        return Measurement(seconds: time, operations: n)
-    case ("update_all_batch", .cairn):
-        // update_all as a batch update: the store's records changed in one transaction,
-        // through one object that holds each in turn (Context.batchUpdate).
-        let n = 100_000 / scale
-        do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
-        let side = try CairnSide(path: path)
-        let context = side.context()
-        let start = startTimedPart()
-        let changed = try timedRegion { try context.batchUpdate(FetchRequest(Row.self)) { $0.a5 = $0.a5 &+ 1 } }
-        let time = seconds(since: start)
-        side.close()
-        guard changed == n else { throw BenchError("batch update changed \(changed) of \(n) rows") }
+        guard changed == n else { throw BenchError("\(name) changed \(changed) of \(n) rows") }
         return Measurement(seconds: time, operations: n)
     case ("update_all", .sqlite), ("update_all_batch", .sqlite):
         let n = 100_000 / scale
@@ -416,33 +409,25 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         try side.db.exec("BEGIN; UPDATE row SET a5 = a5 + 1; COMMIT")
         return Measurement(seconds: seconds(since: start), operations: n)
 
-    case ("delete_compact", .cairn):
+    case ("delete_compact", .cairn), ("delete_compact_batch", .cairn):
+        // delete_compact_batch: the same deletion as a batch delete (Context.batchDelete).
         let n = 1_000_000 / scale
         do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
         let before = directoryBytes(path)
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()
-        for row in try context.fetch(FetchRequest(Row.self, format: "a0 < 500")) { context.delete(row) }
-        try context.save()
+        let request = try FetchRequest(Row.self, format: "a0 < 500")
+        if name == "delete_compact_batch" {
+            _ = try timedRegion { try context.batchDelete(request) }
+        } else {
+            for row in try context.fetch(request) { context.delete(row) }
+            try context.save()
+        }
         try side.coordinator.store.compact()
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n / 2, extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(path))])
-    case ("delete_compact_batch", .cairn):
-        // delete_compact as a batch delete (Context.batchDelete), then the same compaction.
-        let n = 1_000_000 / scale
-        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
-        let before = directoryBytes(path)
-        let side = try CairnSide(path: path)
-        let context = side.context()
-        let start = startTimedPart()
-        let deleted = try timedRegion { try context.batchDelete(FetchRequest(Row.self, format: "a0 < 500")) }
-        try side.coordinator.store.compact()
-        let time = seconds(since: start)
-        side.close()
-        return Measurement(seconds: time, operations: deleted,
-                           extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(path))])
     case ("delete_compact", .sqlite), ("delete_compact_batch", .sqlite):
         let n = 1_000_000 / scale
         do { let side = try SQLiteSide(path: path); try side.insertRows(n); try side.db.exec("PRAGMA wal_checkpoint(TRUNCATE)") }

@@ -61,14 +61,22 @@ final class Reading: ManagedObject {
         }
     }
 
-    @Test(arguments: 0..<4)
-    func batchUpdateChangesWhatALoopOverObjectsWould(_ which: Int) throws {
-        let (format, matches) = Self.predicate(which)
-        let (stack, before) = try Self.readings(seed: UInt64(which + 1))
+    /// Predicate `which` (as a string and as a test), a store of readings, a context that
+    /// splits scans over 4 threads, and a request with the predicate.
+    static func `case`(_ which: Int, seed: UInt64) throws
+        -> (String, (Stored) -> Bool, Stack, [RecordID: Stored], Context, FetchRequest<Reading>) {
+        let (format, matches) = predicate(which)
+        let (stack, before) = try readings(seed: seed)
         let context = stack.context()
         context.scanSplit = (threads: 4, minimumPerRun: 20)
-        var holders = Set<ObjectIdentifier>()
         let request = format == "TRUEPREDICATE" ? FetchRequest(Reading.self) : try FetchRequest(Reading.self, format: format)
+        return (format, matches, stack, before, context, request)
+    }
+
+    @Test(arguments: 0..<4)
+    func batchUpdateChangesWhatALoopOverObjectsWould(_ which: Int) throws {
+        let (format, matches, stack, before, context, request) = try Self.case(which, seed: UInt64(which + 1))
+        var holders = Set<ObjectIdentifier>()
         let changed = try context.batchUpdate(request) { reading in
             holders.insert(ObjectIdentifier(reading))
             // Even levels only: a record left as it was is not rewritten, nor counted.
@@ -93,11 +101,7 @@ final class Reading: ManagedObject {
 
     @Test(arguments: 0..<4)
     func batchDeleteDeletesWhatALoopOverObjectsWould(_ which: Int) throws {
-        let (format, matches) = Self.predicate(which)
-        let (stack, before) = try Self.readings(seed: UInt64(which + 11))
-        let context = stack.context()
-        context.scanSplit = (threads: 4, minimumPerRun: 20)
-        let request = format == "TRUEPREDICATE" ? FetchRequest(Reading.self) : try FetchRequest(Reading.self, format: format)
+        let (_, matches, stack, before, context, request) = try Self.case(which, seed: UInt64(which + 11))
         let deleted = try context.batchDelete(request)
         let expected = before.filter { !matches($0.value) }
         #expect(deleted == before.count - expected.count)
