@@ -89,6 +89,9 @@ extension Context {
             var preparer = coordinator.makePreparer()
             var object = try holder()
             try forEachStoredMatch(of: request, entity: entity) { id, version, match in
+                // A holder the closure kept (whether or not it changed its record) is left
+                // with that record: the next one gets a new holder.
+                if !isKnownUniquelyReferenced(&object) { object = try holder() }
                 object.objectID = ObjectID(recordID: id, entityName: entity.name)
                 object.inStore = true
                 object.exists = true
@@ -111,7 +114,6 @@ extension Context {
                 operations.append(try preparer.put(id, object.values))
                 expected.append(ExpectedVersion(id: id, version: version))
                 keys.append(changed)
-                if !isKnownUniquelyReferenced(&object) { object = try holder() }
             }
             guard !operations.isEmpty else { return 0 }
             _ = try coordinator.commitBatch(operations, expecting: expected, keys: keys, durability: durability)

@@ -181,6 +181,15 @@ final class Reading: ManagedObject {
         }
         #expect(changed == before.count)
         #expect(Set(kept.map(ObjectIdentifier.init)).count == before.count)
+        // Kept also when the closure leaves its record as it was (nothing written for it).
+        var keptUnchanged: [Reading] = []
+        let again = try stack.context().batchUpdate(FetchRequest(Reading.self)) { reading in
+            if reading.sensor % 2 == 0 { reading.checked = false }
+            keptUnchanged.append(reading)
+        }
+        #expect(again == before.values.filter { $0.sensor % 2 == 0 }.count)
+        #expect(Set(keptUnchanged.map(ObjectIdentifier.init)).count == before.count)
+        for reading in keptUnchanged { #expect(reading.sensor == before[reading.objectID.recordID]?.sensor) }
         #expect(Set(kept.map(\.objectID.recordID)) == Set(before.keys))
         for reading in kept { #expect(reading.level == before[reading.objectID.recordID]?.level && reading.checked) }
     }
