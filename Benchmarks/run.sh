@@ -16,8 +16,8 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo "Cairn runs through its public object API (contexts, managed objects, fetch requests);"
   echo "SQLite in WAL mode with prepared statements and one transaction for bulk work;"
   echo "durable saves against synchronous=FULL."
-  echo "update_all_batch and delete_compact_batch are update_all and delete_compact through"
-  echo "Context.batchUpdate and Context.batchDelete (every match in one transaction, no object per record)."
+  echo "insert_bulk_batch, update_all_batch and delete_compact_batch are insert_bulk, update_all and"
+  echo "delete_compact through Context.batchInsert, batchUpdate and batchDelete (one transaction, no object per record)."
   echo "RSS is the peak resident set of a workload's timed part (setup excluded; the whole process's"
   echo "peak, setup included, is processPeakRSSBytes in results.json)."
   echo

@@ -170,6 +170,30 @@ open class ManagedObject: CustomStringConvertible {
         try Store.checkRecord(storedValues, id: id, entity: entity)
     }
 
+    /// Puts the entity's default values back, as a new object has them, reusing the
+    /// values' storage where it can: a batch insert's one object holds each new record in
+    /// turn (``Context/batchInsert(_:from:durability:_:)``).
+    func setDefaults() {
+        saved = .none
+        let defaults = layout.defaults
+        guard storedValues.count == defaults.count else {
+            storedValues = Value.uniqueCopy(of: defaults)
+            return
+        }
+        // Through the buffers: one uniqueness check for the array, not one for each slot.
+        storedValues.withUnsafeMutableBufferPointer { values in
+            defaults.withUnsafeBufferPointer { defaults in
+                if let to = values.baseAddress, let from = defaults.baseAddress,
+                   Value.areTrivial(UnsafeBufferPointer(values)), Value.areTrivial(defaults) {
+                    // Nothing to release or retain: the defaults' bytes over the values'.
+                    UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: defaults.count * MemoryLayout<Value>.stride)
+                } else {
+                    for slot in defaults.indices { values[slot] = defaults[slot] }
+                }
+            }
+        }
+    }
+
     /// After a save or a merge: the current values are the saved ones.
     func markSaved() { saved = .except([]) }
 

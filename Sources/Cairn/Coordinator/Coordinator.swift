@@ -173,13 +173,15 @@ public final class Coordinator: Sendable {
     /// ``Context/batchDelete(_:durability:)``) as one transaction, expecting the versions it
     /// read them at, and tells every context what changed: the caller's too, whose
     /// registered objects are as out of date as any other's. `keys` are the changed keys
-    /// of each put, in operation order (empty when there are none).
+    /// of each put, in operation order (empty when there are none); when `inserting`, the
+    /// puts are of new records (``Context/batchInsert(_:from:durability:_:)``).
     func commitBatch(_ operations: [Operation], expecting expected: [ExpectedVersion], keys: [ChangedKeys],
-                     durability: Durability?) throws -> ChangeSet {
+                     inserting: Bool = false, durability: Durability?) throws -> ChangeSet {
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
         return announce(sequence, except: nil, count: operations.count) { index in
             switch operations[index] {
             case .delete(let id): return (id, .delete, .names([]))
+            case .put(let id, _) where inserting: return (id, .insert, .names([]))
             case .put(let id, _): return (id, .update, keys.isEmpty ? .names([]) : keys[index])
             }
         }

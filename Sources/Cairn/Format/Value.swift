@@ -76,11 +76,16 @@ public enum Value: Hashable, Sendable {
     /// A copy of `values` in storage of its own (the loop copies each value with code
     /// specialized for `Value`; copying a shared array on write goes through the generic
     /// value witnesses, several times slower).
+    /// Whether no value of `values` holds a reference (numbers, booleans, dates, nil,
+    /// to-one IDs): copying or dropping such values is copying or dropping their bytes.
+    @inline(__always)
+    static func areTrivial(_ values: UnsafeBufferPointer<Value>) -> Bool {
+        values.indices.allSatisfy { values[$0].kindBit & Value.trivialKinds != 0 }
+    }
+
     static func uniqueCopy(of values: [Value]) -> [Value] {
         let count = values.count
-        let trivial = values.withUnsafeBufferPointer { buffer in
-            buffer.indices.allSatisfy { buffer[$0].kindBit & Value.trivialKinds != 0 }
-        }
+        let trivial = values.withUnsafeBufferPointer(areTrivial)
         if trivial && count > 0 {
             // No value holds a reference (numbers, booleans, dates, nil, to-one IDs): a
             // copy of such a value is a copy of its bytes, the whole array in one move.

@@ -13,6 +13,7 @@ final class Reading: ManagedObject {
     override func validateForUpdate() throws {
         if note == "forbidden" { throw CairnError(.validation, "Reading \(objectID.recordID): note must not be 'forbidden'") }
     }
+    override func validateForInsert() throws { try validateForUpdate() }
 }
 
 /// Batch updates and deletes (`Context.batchUpdate`, `Context.batchDelete`): each answer
