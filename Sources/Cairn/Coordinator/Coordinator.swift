@@ -169,21 +169,20 @@ public final class Coordinator: Sendable {
         return announce(sequence, except: source, count: items.count) { (items[$0].id, items[$0].kind, items[$0].changedKeys) }
     }
 
-    /// Commits the records a batch operation prepared (``Context/batchUpdate(_:durability:_:)``,
-    /// ``Context/batchDelete(_:durability:)``) as one transaction, expecting the versions it
-    /// read them at, and tells every context what changed: the caller's too, whose
-    /// registered objects are as out of date as any other's. `keys` are the changed keys
-    /// of each put, in operation order (empty when there are none); when `inserting`, the
-    /// puts are of new records (``Context/batchInsert(_:from:durability:_:)``).
-    func commitBatch(_ operations: [Operation], expecting expected: [ExpectedVersion], keys: [ChangedKeys],
-                     inserting: Bool = false, durability: Durability?) throws -> ChangeSet {
+    /// Commits the records a batch operation prepared (``Context/batchInsert(_:from:durability:_:)``,
+    /// ``Context/batchUpdate(_:durability:_:)``, ``Context/batchDelete(_:durability:)``) as
+    /// one transaction, expecting the versions it read them at, and tells every context
+    /// what changed: the caller's too, whose registered objects are as out of date as any
+    /// other's. Every operation is of one `kind`; `id(i)` is the record of operation `i`,
+    /// and `keys` the changed keys of each update, in operation order (empty when there
+    /// are none). The IDs come from the caller, not from the operations: reading each
+    /// operation again touched each record body's reference count, cold by then, and was
+    /// a twentieth of a batch insert's time.
+    func commitBatch(_ operations: [Operation], kind: SaveItem.Kind, id: (Int) -> RecordID,
+                     expecting expected: [ExpectedVersion], keys: [ChangedKeys], durability: Durability?) throws -> ChangeSet {
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
         return announce(sequence, except: nil, count: operations.count) { index in
-            switch operations[index] {
-            case .delete(let id): return (id, .delete, .names([]))
-            case .put(let id, _) where inserting: return (id, .insert, .names([]))
-            case .put(let id, _): return (id, .update, keys.isEmpty ? .names([]) : keys[index])
-            }
+            (id(index), kind, keys.isEmpty ? .names([]) : keys[index])
         }
     }
 
@@ -209,10 +208,19 @@ public final class Coordinator: Sendable {
         changeSet.updated.reserveCapacity(counts.updated)
         changeSet.deleted.reserveCapacity(counts.deleted)
         var names = ChangedKeyNames()
+        // Changes come in runs of one entity: each run's name is looked up once.
+        var last: (number: UInt16, name: String)?
         for index in 0..<count {
             let (recordID, kind, keys) = change(index)
-            guard let entity = entitiesByNumber[recordID.entity] else { continue }
-            let id = ObjectID(recordID: recordID, entityName: entity.name)
+            let name: String
+            if let last, last.number == recordID.entity {
+                name = last.name
+            } else {
+                guard let entity = entitiesByNumber[recordID.entity] else { continue }
+                name = entity.name
+                last = (recordID.entity, name)
+            }
+            let id = ObjectID(recordID: recordID, entityName: name)
             switch kind {
             case .insert: changeSet.inserted.insert(id)
             case .update: changeSet.updated[id] = names.names(keys, entity: recordID.entity)

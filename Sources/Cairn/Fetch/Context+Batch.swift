@@ -35,7 +35,8 @@ extension Context {
                 expected.append(ExpectedVersion(id: id, version: version))
             }
             guard !operations.isEmpty else { return 0 }
-            _ = try coordinator.commitBatch(operations, expecting: expected, keys: [], durability: durability)
+            _ = try coordinator.commitBatch(operations, kind: .delete, id: { expected[$0].id }, expecting: expected,
+                                            keys: [], durability: durability)
             return operations.count
         }
     }
@@ -108,7 +109,8 @@ extension Context {
                 keys.append(changed)
             }
             guard !operations.isEmpty else { return 0 }
-            _ = try coordinator.commitBatch(operations, expecting: expected, keys: keys, durability: durability)
+            _ = try coordinator.commitBatch(operations, kind: .update, id: { expected[$0].id }, expecting: expected,
+                                            keys: keys, durability: durability)
             return operations.count
         }
     }
@@ -233,7 +235,8 @@ extension Context {
             ids.append(object.objectID)
         }
         guard !operations.isEmpty else { return [] }
-        _ = try coordinator.commitBatch(operations, expecting: [], keys: [], inserting: true, durability: durability)
+        _ = try coordinator.commitBatch(operations, kind: .insert, id: { ids[$0].recordID }, expecting: [],
+                                        keys: [], durability: durability)
         return ids
     }
 
