@@ -218,6 +218,11 @@ extension Context {
         var preparer = coordinator.makePreparer()
         var object = try holder()
         while more() {
+            // Refused here rather than at the commit: a long sequence fails before it has
+            // been made into records that could never be written in one transaction.
+            guard operations.count < FormatLimits.maxOperations else {
+                throw CairnError(.tooLarge, "a batch insert of more than \(FormatLimits.maxOperations) objects exceeds a transaction's limit; split it")
+            }
             // A holder the closure kept is left with its record: the next one gets a new one.
             if isKnownUniquelyReferenced(&object) { object.setDefaults() } else { object = try holder() }
             let id = try coordinator.store.allocateID(entity: entity.number)
