@@ -340,23 +340,34 @@ extension Context {
         guard parent == nil, inbox.hasPending else { return }
         defer { processPendingChanges() }
         for changes in inbox.drain() {
-            for id in changes.deleted { registered[id.recordID]?.prefetched = nil }
-            for id in changes.updated.keys { registered[id.recordID]?.prefetched = nil }
-            for id in changes.deleted {
-                guard let object = registered[id.recordID], !object.hasChanges else { continue }
-                registered[id.recordID] = nil
-                dirty[id.recordID] = nil
-                object.exists = false
-                object.inStore = false
-                object.context = nil
-            }
-            for id in changes.updated.keys {
-                guard let object = registered[id.recordID], !object.isFault, !object.hasChanges else { continue }
-                object.isFault = true
-                object.values = []
-            }
+            for id in changes.deleted { forgetDeleted(id.recordID) }
+            for id in changes.updated.keys { refreshUpdated(id.recordID) }
             onExternalChanges?(changes)
         }
+    }
+
+    /// After record `id` was deleted in the store: its registered object drops the row a
+    /// fetch read for it and, if it has no unsaved changes, leaves this context.
+    func forgetDeleted(_ id: RecordID) {
+        guard let object = registered[id] else { return }
+        object.prefetched = nil
+        guard !object.hasChanges else { return }
+        registered[id] = nil
+        dirty[id] = nil
+        object.exists = false
+        object.inStore = false
+        object.context = nil
+    }
+
+    /// After record `id` changed in the store: its registered object drops the row a fetch
+    /// read for it and, if loaded and without unsaved changes, becomes a fault that reads
+    /// the new values.
+    func refreshUpdated(_ id: RecordID) {
+        guard let object = registered[id] else { return }
+        object.prefetched = nil
+        guard !object.isFault, !object.hasChanges else { return }
+        object.isFault = true
+        object.values = []
     }
 }
 

@@ -171,17 +171,17 @@ public final class Coordinator: Sendable {
 
     /// Commits the records a batch operation prepared (``Context/batchInsert(_:from:durability:_:)``,
     /// ``Context/batchUpdate(_:durability:_:)``, ``Context/batchDelete(_:durability:)``) as
-    /// one transaction, expecting the versions it read them at, and tells every context
-    /// what changed: the caller's too, whose registered objects are as out of date as any
-    /// other's. Every operation is of one `kind`; `id(i)` is the record of operation `i`,
+    /// one transaction, expecting the versions it read them at, and tells the other
+    /// contexts and the observers what changed (the caller, `source`, takes its own batch
+    /// in itself). Every operation is of one `kind`; `id(i)` is the record of operation `i`,
     /// and `keys` the changed keys of each update, in operation order (empty when there
     /// are none). The IDs come from the caller, not from the operations: reading each
     /// operation again touched each record body's reference count, cold by then, and was
     /// a twentieth of a batch insert's time.
-    func commitBatch(_ operations: [Operation], kind: SaveItem.Kind, id: (Int) -> RecordID,
+    func commitBatch(_ operations: [Operation], from source: Inbox, kind: SaveItem.Kind, id: (Int) -> RecordID,
                      expecting expected: [ExpectedVersion], keys: [ChangedKeys], durability: Durability?) throws -> ChangeSet {
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
-        return announce(sequence, except: nil, count: operations.count) { index in
+        return announce(sequence, except: source, count: operations.count) { index in
             (id(index), kind, keys.isEmpty ? .names([]) : keys[index])
         }
     }

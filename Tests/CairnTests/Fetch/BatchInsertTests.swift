@@ -72,6 +72,8 @@ import Testing
         let context = stack.context(), other = stack.context()
         var heard: [ChangeSet] = []
         other.onExternalChanges = { heard.append($0) }
+        var heardHere = 0  // (its own batch is not an external change, as its own save is not)
+        context.onExternalChanges = { _ in heardHere += 1 }
         let results = try FetchedResults(request: try FetchRequest(Reading.self, format: "sensor == 2"), context: context)
         var changes: [ResultsChange] = []
         results.onChange = { changes.append($0) }
@@ -82,6 +84,7 @@ import Testing
         #expect(try context.count(for: FetchRequest(Reading.self)) == 4)
         _ = try other.fetch(FetchRequest(Reading.self, format: "sensor == 99"))
         #expect(heard.count == 1 && heard[0].inserted == Set(ids) && heard[0].updated.isEmpty)
+        #expect(heardHere == 0)
         // Nothing to insert: nothing committed, nobody told.
         let sequence = stack.coordinator.store.statistics.lastSequence
         #expect(try context.batchInsert(Reading.self, from: [Int]()) { _, _ in }.isEmpty)

@@ -117,13 +117,17 @@ final class Reading: ManagedObject {
         var heard: [ChangeSet] = []
         other.onExternalChanges = { heard.append($0) }
         let readings = try context.fetch(FetchRequest(Reading.self, format: "sensor == 5"))
-        try #require(readings.count >= 2)
-        let (clean, edited) = (readings[0], readings[1])
+        try #require(readings.count >= 3)
+        let (clean, edited, untouched) = (readings[0], readings[1], readings[2])
         let cleanLevel = clean.level, otherCopy = try #require(try other.existingObject(Reading.self, with: clean.objectID))
+        // (`untouched` stays the fault the fetch made, holding the row it read.)
+        let untouchedLevel = try #require(try other.existingObject(Reading.self, with: untouched.objectID)).level
         edited.note = "mine"
         try context.batchUpdate(try FetchRequest(Reading.self, format: "sensor == 5")) { $0.level += 1 }
-        // The calling context refreshed its unchanged object and kept its unsaved change.
+        // The calling context refreshed its unchanged object and kept its unsaved change;
+        // a fault drops the row its fetch read, and reads the batch's.
         #expect(clean.level == cleanLevel + 1)
+        #expect(untouched.isFault && untouched.level == untouchedLevel + 1)
         #expect(edited.note == "mine" && edited.hasChanges)
         // Saving that change now conflicts: the batch changed the record since it was read.
         #expect(throws: CairnError.self) { try context.save() }
