@@ -3,9 +3,10 @@
 /// object for each record or holding them all in memory at once.
 extension Context {
     /// Deletes every object of the store that `request` matches, in one transaction, and
-    /// returns how many it deleted. Other contexts hear of it as of any save, and so does
-    /// this one: its registered objects among the deleted are forgotten, unless they have
-    /// unsaved changes (left, as for any other save, to the merge policy at save).
+    /// returns how many it deleted. Other contexts hear of it as of any save. This one
+    /// takes it in at once: its registered objects among the deleted are forgotten, unless
+    /// they have unsaved changes (left, as for any other save, to the merge policy at
+    /// save), and its live results are told; its ``onExternalChanges`` is not called.
     ///
     /// The request is run against the store: this context's unsaved changes are neither
     /// seen nor saved, and the deletion is not undoable. Objects' `validateForDelete()` is
@@ -43,9 +44,10 @@ extension Context {
 
     /// Calls `change` with each object of the store that `request` matches and saves what
     /// it changed, in one transaction; returns how many objects it changed. Other contexts
-    /// hear of it as of any save, and so does this one: its registered objects among the
-    /// changed are refreshed, unless they have unsaved changes (left, as for any other
-    /// save, to the merge policy at save).
+    /// hear of it as of any save. This one takes it in at once: its registered objects
+    /// among the changed are refreshed, unless they have unsaved changes (left, as for any
+    /// other save, to the merge policy at save), and its live results are told; its
+    /// ``onExternalChanges`` is not called.
     ///
     /// ```swift
     /// try context.batchUpdate(FetchRequest(Item.self, format: "price < 10")) { $0.price += 1 }
@@ -121,7 +123,8 @@ extension Context {
     //
     /// Inserts a new object into the store for each element of `elements`, filled in by
     /// `fill`, in one transaction; returns their IDs in the elements' order. Other contexts
-    /// hear of it as of any save, and so does this one. As Core Data's batch insert
+    /// hear of it as of any save; this one's live results are told (its
+    /// ``onExternalChanges`` is not called). As Core Data's batch insert
     /// request does, it makes no object per record where none is needed, and keeps none:
     /// for an import of many records.
     ///
