@@ -175,9 +175,8 @@ public final class Coordinator: Sendable {
     /// contexts and the observers what changed (the caller, `source`, takes its own batch
     /// in itself). Every operation is of one `kind`; `id(i)` is the record of operation `i`,
     /// and `keys` the changed keys of each update, in operation order (empty when there
-    /// are none). The IDs come from the caller, not from the operations: reading each
-    /// operation again touched each record body's reference count, cold by then, and was
-    /// a twentieth of a batch insert's time.
+    /// are none). The IDs come from the caller, which has them, rather than from the
+    /// operations (reading an operation back copies its body, a retain and a release each).
     func commitBatch(_ operations: [Operation], from source: Inbox, kind: SaveItem.Kind, id: (Int) -> RecordID,
                      expecting expected: [ExpectedVersion], keys: [ChangedKeys], durability: Durability?) throws -> ChangeSet {
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)

@@ -73,9 +73,6 @@ public enum Value: Hashable, Sendable {
     static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]
         .reduce(0) { $0 | 1 << UInt32($1.rawValue) }
 
-    /// A copy of `values` in storage of its own (the loop copies each value with code
-    /// specialized for `Value`; copying a shared array on write goes through the generic
-    /// value witnesses, several times slower).
     /// Whether no value of `values` holds a reference (numbers, booleans, dates, nil,
     /// to-one IDs): copying or dropping such values is copying or dropping their bytes.
     @inline(__always)
@@ -83,6 +80,9 @@ public enum Value: Hashable, Sendable {
         values.indices.allSatisfy { values[$0].kindBit & Value.trivialKinds != 0 }
     }
 
+    /// A copy of `values` in storage of its own (the loop copies each value with code
+    /// specialized for `Value`; copying a shared array on write goes through the generic
+    /// value witnesses, several times slower).
     static func uniqueCopy(of values: [Value]) -> [Value] {
         let count = values.count
         let trivial = values.withUnsafeBufferPointer(areTrivial)
