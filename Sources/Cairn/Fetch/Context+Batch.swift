@@ -151,14 +151,7 @@ extension Context {
     public func batchInsert<T: ManagedObject, S: Sequence>(_ type: T.Type = T.self, from elements: S,
                                                            durability: Durability? = nil,
                                                            _ fill: (T, S.Element) throws -> Void) throws -> [ObjectID] {
-        var iterator = elements.makeIterator()
-        var next = iterator.next()
-        return try batchInsertEach(entityName: T.entityName, as: T.self, capacity: elements.underestimatedCount,
-                                   durability: durability, more: { next != nil }) { object in
-            guard let element = next else { return }
-            next = iterator.next()
-            try fill(object, element)
-        }
+        try batchInsert(entityName: T.entityName, as: T.self, from: elements, durability: durability, fill)
     }
 
     /// ``batchInsert(_:from:durability:_:)`` of `count` objects, `fill` given each one's
@@ -178,9 +171,17 @@ extension Context {
     @inlinable @discardableResult
     public func batchInsert<S: Sequence>(entityName: String, from elements: S, durability: Durability? = nil,
                                          _ fill: (ManagedObject, S.Element) throws -> Void) throws -> [ObjectID] {
+        try batchInsert(entityName: entityName, as: ManagedObject.self, from: elements, durability: durability, fill)
+    }
+
+    /// The sequence forms' stepping, compiled for the sequence where they are called.
+    @inlinable
+    func batchInsert<T: ManagedObject, S: Sequence>(entityName: String, as _: T.Type, from elements: S,
+                                                    durability: Durability?,
+                                                    _ fill: (T, S.Element) throws -> Void) throws -> [ObjectID] {
         var iterator = elements.makeIterator()
         var next = iterator.next()
-        return try batchInsertEach(entityName: entityName, as: ManagedObject.self, capacity: elements.underestimatedCount,
+        return try batchInsertEach(entityName: entityName, as: T.self, capacity: elements.underestimatedCount,
                                    durability: durability, more: { next != nil }) { object in
             guard let element = next else { return }
             next = iterator.next()
@@ -200,8 +201,7 @@ extension Context {
         defer { processExternalChanges() }
         let holder = try batchHolderMaker(entity, as: T.self)
         guard entity.relationships.isEmpty && entity.uniqueness.isEmpty else {
-            let context = Context(coordinator: coordinator, model: model)
-            context.undoManager.isEnabled = false
+            let context = batchContext()
             context.mergePolicy = mergePolicy
             var objects: [T] = []
             while more() {
@@ -248,6 +248,13 @@ extension Context {
     }
 
     // MARK: Parts
+
+    /// The private context a batch goes through objects in: on this store, not undoable.
+    private func batchContext() -> Context {
+        let context = Context(coordinator: coordinator, model: model)
+        context.undoManager.isEnabled = false
+        return context
+    }
 
     /// Commits a batch's operations (see ``Coordinator/commitBatch(_:from:kind:id:expecting:keys:durability:)``)
     /// and takes the batch in here as another context takes in a save: registered objects
@@ -326,8 +333,7 @@ extension Context {
         var request = request
         request.includesPendingChanges = false
         return try retryingConflicts {
-            let context = Context(coordinator: coordinator, model: model)
-            context.undoManager.isEnabled = false
+            let context = batchContext()
             var count = 0
             for object in try context.fetch(request) where try body(context, object) { count += 1 }
             try context.save(durability: durability)
