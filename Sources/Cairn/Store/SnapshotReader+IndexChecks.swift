@@ -4,11 +4,14 @@
 extension SnapshotReader {
     /// Versions 1–2: every entry's ID is of its row's entity, IDs strictly ascend within a
     /// row, and the frame offset is a multiple of 8 with the frame header inside the
-    /// record area. One pass over the index only.
+    /// record area. One pass over the index only. Returns each entity's lowest and highest
+    /// record ID, in table order.
     static func checkFixedEntries(_ bytes: UnsafeRawBufferPointer, _ index: SnapshotIndex,
-                                          recordsStart: Int, recordsEnd: Int) throws {
+                                  recordsStart: Int, recordsEnd: Int) throws -> [IDSpan] {
+        var spans: [IDSpan] = []
         for range in index.entities {
             var previous: UInt64? = nil
+            var first: UInt64 = 0
             for i in 0..<range.count {
                 let at = range.entriesOffset + i * SnapshotIndex.entrySize
                 let id = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self))
@@ -20,9 +23,12 @@ extension SnapshotReader {
                         "snapshot index entry \(i) of entity \(range.entity) (\(RecordID(rawValue: id)) at \(offset)) is out of order, of another entity, or outside the record area",
                         offset: at)
                 }
+                if previous == nil { first = id }
                 previous = id
             }
+            spans.append(IDSpan(first: first, last: previous ?? 0, count: range.count))
         }
+        return spans
     }
 
     /// Version 3: walks every entity's anchors and entry bytes once. IDs are of the row's
@@ -30,10 +36,12 @@ extension SnapshotReader {
     /// previous group's end and the last end with the entity's; frames follow one another
     /// from the start of the record area, each at least 7 bytes, the last ending inside
     /// it, followed by fewer than 8 bytes of zero padding. The record frames themselves
-    /// are not read.
+    /// are not read. Returns each entity's lowest and highest record ID, in table order.
     static func checkCompactEntries(_ bytes: UnsafeRawBufferPointer, _ index: SnapshotIndex,
-                                            recordsStart: Int, recordsEnd: Int) throws {
+                                    recordsStart: Int, recordsEnd: Int) throws -> [IDSpan] {
         var frameEnd = recordsStart
+        var spans: [IDSpan] = []
+        spans.reserveCapacity(index.entities.count)
         for range in index.entities {
             let lowest = UInt64(range.entity) << RecordID.serialBits, highest = lowest | RecordID.maxSerial
             var previous = lowest
@@ -74,6 +82,8 @@ extension SnapshotReader {
                 throw CairnError.corrupt("snapshot index entries of entity \(range.entity) end \(reader.remaining) bytes before the next entity's",
                                          offset: reader.base + reader.position)
             }
+            let first = range.count > 0 ? UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: range.entriesOffset, as: UInt64.self)) : 0
+            spans.append(IDSpan(first: first, last: previous, count: range.count))
         }
         guard recordsEnd - frameEnd < 8 else {
             throw CairnError.corrupt("record frames end at \(frameEnd), \(recordsEnd - frameEnd) bytes before the record area does",
@@ -82,6 +92,7 @@ extension SnapshotReader {
         for i in frameEnd..<recordsEnd where bytes[i] != 0 {
             throw CairnError.corrupt("record area padding is not zero", offset: i)
         }
+        return spans
     }
 
     /// Walks one group's entries from `reader`'s position: the group's first record has

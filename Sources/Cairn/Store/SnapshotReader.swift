@@ -16,6 +16,10 @@ final class SnapshotReader: Sendable {
     /// For each entity of `index.entities`: the ordinal of its first record among all the
     /// snapshot's records (a ``Place``'s bit in `checkedFrames`).
     private let firstOrdinals: [Int]
+    /// For each entity of `index.entities`: its lowest and highest record ID, found by the
+    /// checks at open, so that most questions of whether the snapshot holds an ID are
+    /// answered without a search (``contains(_:)``).
+    private let idSpans: [IDSpan]
     /// Version 3: the frames whose header and checksum have been checked, one bit per
     /// record ordinal. The file is mapped read-only and never rewritten (a compaction
     /// writes a new one), so a frame checked once reads the same bytes later: reads that
@@ -95,9 +99,9 @@ final class SnapshotReader: Sendable {
             firstOrdinals = firsts
             checkedFrames = AtomicBitmap(count: header.version >= 3 ? total : 0)  // older frames are checked on every read
             if header.version >= 3 {
-                try Self.checkCompactEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
+                idSpans = try Self.checkCompactEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             } else {
-                try Self.checkFixedEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
+                idSpans = try Self.checkFixedEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             }
         } catch let error as CairnError {
             // A damaged index is reported as such, whatever its damage made fail first
@@ -196,8 +200,13 @@ final class SnapshotReader: Sendable {
 
     /// An entity's index range and the ordinal of its first record.
     @inline(__always) private func rangeAndFirst(of entity: UInt16) -> (range: SnapshotIndex.EntityRange, first: Int)? {
+        position(of: entity).map { (index.entities[$0], firstOrdinals[$0]) }
+    }
+
+    /// An entity's position in `index.entities`, if the index has a row for it.
+    @inline(__always) private func position(of entity: UInt16) -> Int? {
         let position = Int(entity) < entityPositions.count ? Int(entityPositions[Int(entity)]) : -1
-        return position >= 0 ? (index.entities[position], firstOrdinals[position]) : nil
+        return position >= 0 ? position : nil
     }
 
     /// The ID and frame offset of place `i` of an entity's entries.
@@ -267,7 +276,8 @@ final class SnapshotReader: Sendable {
     /// run), and binary search takes over if they do not narrow the range fast. Version 3
     /// searches the anchors, then walks one group.
     func place(of id: RecordID) -> Place? {
-        guard let (range, first) = rangeAndFirst(of: id.entity) else { return nil }
+        guard let position = position(of: id.entity), idSpans[position].covers(id.rawValue) else { return nil }
+        let range = index.entities[position], first = firstOrdinals[position]
         let wanted = id.rawValue
         let bytes = mapping.bytes
         if header.version >= 3 {
@@ -324,7 +334,16 @@ final class SnapshotReader: Sendable {
         return nil
     }
 
-    func contains(_ id: RecordID) -> Bool { place(of: id) != nil }
+    /// Whether the snapshot holds `id`. An ID outside its entity's span is not held, and
+    /// every ID inside a dense span is (the usual case after a compaction of records that
+    /// were never deleted), so only a gapped span is searched: a log replayed at open, and
+    /// each record a commit inserts, ask this once.
+    func contains(_ id: RecordID) -> Bool {
+        guard let position = position(of: id.entity) else { return false }
+        let span = idSpans[position]
+        guard span.covers(id.rawValue) else { return false }
+        return span.isDense || place(of: id) != nil
+    }
 
     /// Where a record's frame is, as the index says: the ID it holds, its file offset and
     /// (version 3) size, and its ordinal among the snapshot's records (its bit in
@@ -444,4 +463,19 @@ final class SnapshotReader: Sendable {
         forEach(entity: entity) { result.append(($0.rawValue, $1.offset)) }
         return result
     }
+}
+
+/// An entity's lowest and highest record ID in a snapshot, and how many records it has
+/// there (which the index lists in strictly ascending ID order).
+struct IDSpan: Sendable, Equatable {
+    let first: UInt64
+    let last: UInt64
+    let count: Int
+
+    /// Whether `id` lies between the lowest and highest ID (never, for no records).
+    @inline(__always) func covers(_ id: UInt64) -> Bool { count > 0 && id >= first && id <= last }
+
+    /// Whether every ID from the lowest to the highest is held: as many records as IDs in
+    /// the span, all distinct.
+    var isDense: Bool { count > 0 && last - first == UInt64(count - 1) }
 }

@@ -217,6 +217,49 @@ import Testing
         }
     }
 
+    /// A snapshot answers whether it holds an ID from its entities' ID spans: outside the
+    /// span no, inside a dense span yes, inside a gapped one by search. Asked of dense and
+    /// gapped snapshots of two entities, for every ID around their spans, and through a
+    /// log replayed at open, whose puts count as new only for IDs the snapshot lacks.
+    @Test func snapshotsKnowTheirIDsBySpanAndSearch() throws {
+        let fs = MemoryFileSystem()
+        var store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(fs))
+        var people: [RecordID] = [], dvds: [RecordID] = []
+        for i in 0..<40 {
+            let person = try store.allocateID(entity: 1), dvd = try store.allocateID(entity: 2)
+            people.append(person)
+            dvds.append(dvd)
+            try store.commit([.put(person, [.string("p\(i)"), .int64(Int64(i)), .references([])]),
+                              .put(dvd, [.string("d\(i)"), .null, .null])])
+        }
+        func check(_ live: Set<RecordID>, _ label: String) throws {
+            for entity: UInt16 in [1, 2] {
+                for serial: UInt64 in 0...45 {
+                    let id = RecordID(entity: entity, serial: serial)
+                    #expect(store.contains(id) == live.contains(id), "\(label): \(id)")
+                }
+            }
+        }
+        try store.compact()
+        try check(Set(people + dvds), "dense")
+        // Gaps at the start, in the middle and at the end of each span.
+        let gone = [people[0], people[17], people[39], dvds[0], dvds[1], dvds[20]]
+        try store.commit(gone.map { .delete($0) })
+        try store.compact()
+        let live = Set(people + dvds).subtracting(gone)
+        try check(live, "gapped")
+        // Replayed at the next open: a put of a held ID replaces it, one of a deleted ID
+        // adds it back, a delete of a held ID removes it.
+        try store.commit([.put(people[1], [.string("again"), .int64(1), .references([])]),
+                          .put(people[17], [.string("back"), .int64(17), .references([])]),
+                          .delete(people[2])])
+        store.close()
+        store = try Store.open(at: "/db", options: memoryOptions(fs))
+        #expect(store.count(entity: 1) == 37)
+        #expect(store.count(entity: 2) == 37)
+        store.close()
+    }
+
     @Test func automaticCompactionFoldsTheLog() throws {
         let fs = MemoryFileSystem()
         let options = StoreOptions(fileSystem: fs, compaction: .automatic(ratio: 1.0, minimumLogBytes: 8192),
