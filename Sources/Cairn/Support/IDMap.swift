@@ -50,8 +50,14 @@ final class IDMapBuckets<Value> {
 /// (a context's registered and changed objects, the store's log overlay and versions).
 ///
 /// `Dictionary` hashes each key with SipHash; here a 64-bit mixer (SplitMix64's finalizer)
-/// of the key and a per-table seed picks the bucket: a few multiplications. Open
-/// addressing with linear probing; removal shifts later entries back instead of leaving
+/// and a per-table seed pick the bucket: a few multiplications. The mixer is given the
+/// key without its low three bits, so that each run of 8 consecutive IDs (a store hands
+/// serials out in order) has one block of 8 buckets to itself, at a slot of its block
+/// rotated by the mixed bits. Sequential IDs then fill one cache line of keys after
+/// another: a save, fetch or commit of many records had each taken a cache miss at a
+/// random bucket (fetch_all, 200,000 objects: 0.247 s to 0.197 s). Strided IDs still
+/// spread as a random hash spreads them, thanks to the rotation. Open addressing with
+/// linear probing; removal shifts later entries back instead of leaving
 /// tombstones, so lookups never slow down with churn. Iteration order is unspecified.
 /// Buckets live in one raw buffer, copied on write like the standard collections.
 ///
@@ -94,8 +100,12 @@ struct IDMap<Key: IDMapKey, Value> {
 
     @inline(__always) private var mask: Int { buckets.capacity &- 1 }
 
+    /// The bucket a key's probe starts at (see the type's documentation).
     @inline(__always) private func home(_ bits: UInt64) -> Int {
-        Int(truncatingIfNeeded: Self.mix(bits ^ seed) >> shift)
+        let mixed = Self.mix((bits >> 3) ^ seed)
+        let block = Int(truncatingIfNeeded: mixed >> shift) & ~7
+        let slot = Int(truncatingIfNeeded: (bits &+ mixed) & 7)
+        return (block | slot) & mask
     }
 
     /// The bucket holding `bits`, or nil.
@@ -251,6 +261,17 @@ struct IDMap<Key: IDMapKey, Value> {
             longest = Swift.max(longest, (index &- home(buckets.keys[index])) & mask)
         }
         return longest
+    }
+
+    /// The mean distance of the keys from their home buckets (for tests of the hash's spread).
+    var meanProbe: Double {
+        let mask = self.mask
+        var total = 0, keys = 0
+        for index in 0..<buckets.capacity where buckets.keys[index] != 0 {
+            total += (index &- home(buckets.keys[index])) & mask
+            keys += 1
+        }
+        return keys == 0 ? 0 : Double(total) / Double(keys)
     }
 
     /// Every value, in unspecified order.
