@@ -289,8 +289,11 @@ extension ByteWriter: ValueSink {
 /// exact size: one allocation per body, and no per-byte growth checks of an array.
 /// For one committer's use: it is not `Sendable` (its buffer is reused by every call).
 final class RecordEncoder {
-    private var buffer: UnsafeMutableRawPointer
-    private var capacity: Int
+    // Used by one committer at a time, never reentrantly (encoding calls nothing that
+    // encodes), so the runtime's exclusivity checks, a call for each read of these on
+    // every record, are skipped.
+    @exclusivity(unchecked) private var buffer: UnsafeMutableRawPointer
+    @exclusivity(unchecked) private var capacity: Int
 
     init(capacity: Int = 4096) {
         self.capacity = capacity
