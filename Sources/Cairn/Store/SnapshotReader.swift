@@ -476,6 +476,7 @@ struct IDSpan: Sendable, Equatable {
     @inline(__always) func covers(_ id: UInt64) -> Bool { count > 0 && id >= first && id <= last }
 
     /// Whether every ID from the lowest to the highest is held: as many records as IDs in
-    /// the span, all distinct.
-    var isDense: Bool { count > 0 && last - first == UInt64(count - 1) }
+    /// the span, all distinct. (The checks at open make `first` ≤ `last`; it is tested
+    /// all the same, so no span can make the subtraction trap.)
+    var isDense: Bool { count > 0 && first <= last && last - first == UInt64(count - 1) }
 }
