@@ -18,6 +18,7 @@ public struct Model: Sendable {
         var classes: [String: ClassBox] = [:]
         for type in types {
             let layout = PropertyLayout.of(type)
+            if let ambiguity = layout.ambiguity { throw CairnError(.invalidArgument, ambiguity) }
             guard classes[layout.entity.name] == nil else {
                 throw CairnError(.invalidArgument, "entity \(layout.entity.name) is declared twice in the model")
             }

@@ -17,6 +17,31 @@ final class Sited: ManagedObject {
     @Attribute(file: "One.swift", line: 7, column: 5) var c: Int64 = 3
     @Attribute(file: "Two.swift", line: 7, column: 5) var d: Int64 = 4
     @Attribute(file: "Two.swift", line: 8, column: 5) var e: Int64 = 5
+    // The last column and line a site keeps apart from the one before.
+    @Attribute(file: "Two.swift", line: 8, column: 4_094) var f: Int64 = 6
+    @Attribute(file: "Two.swift", line: 8, column: 4_095) var g: Int64 = 7
+    @Attribute(file: "Two.swift", line: 1_048_574, column: 5) var h: Int64 = 8
+    @Attribute(file: "Two.swift", line: 1_048_575, column: 5) var i: Int64 = 9
+}
+
+/// Two properties whose sites Cairn keeps as one: columns past 4,095 are held at 4,095.
+final class Clashing: ManagedObject {
+    @Attribute(file: "Far.swift", line: 3, column: 4_096) var first: Int64 = 0
+    @Attribute(file: "Far.swift", line: 3, column: 5_000) var second: Int64 = 0
+}
+
+/// Reads its own attributes in `init`: while it is the prototype its layout is built
+/// from, it has no slots yet, and must read the defaults its wrappers declared.
+final class SelfReading: ManagedObject {
+    static let seenInInit = Locked<[String]>([])
+    @Attribute var start: Int64 = 42
+    @Attribute var label: String = "seed"
+
+    required init() {
+        super.init()
+        let seen = "\(start) \(label)"
+        Self.seenInInit.withLock { $0.append(seen) }
+    }
 }
 
 final class AnnotatedOwner: ManagedObject {
@@ -42,9 +67,9 @@ final class AnnotatedOwner: ManagedObject {
             #expect(owner.inverse == "annotated" && owner.deleteRule == .deny && !owner.isOptional && owner.renamingIdentifier == "oldOwner")
             #expect(parts.inverse == nil && parts.deleteRule == .cascade && parts.isToMany && parts.renamingIdentifier == "oldParts")
         }
-        // What every object carries per property: the default and where it was declared.
-        #expect(MemoryLayout<Attribute<Int64>>.size <= 24)
-        #expect(MemoryLayout<ToOne<AnnotatedOwner>>.size <= 16 && MemoryLayout<ToMany<AnnotatedOwner>>.size <= 16)
+        // What every object carries per property: where it was declared, in one word.
+        #expect(MemoryLayout<Attribute<Int64>>.size == 8 && MemoryLayout<Attribute<String>>.size == 8)
+        #expect(MemoryLayout<ToOne<AnnotatedOwner>>.size == 8 && MemoryLayout<ToMany<AnnotatedOwner>>.size == 8)
     }
 
     @Test func propertiesAreToldApartBySiteAloneFileLineAndColumn() throws {
@@ -52,11 +77,38 @@ final class AnnotatedOwner: ManagedObject {
         // file or only in the line: each must reach its own value.
         let model = try Model(Sited.self)
         let entity = try #require(model.schema.entity(named: "Sited"))
-        #expect(entity.attributes.map(\.name) == ["a", "b", "c", "d", "e"])
+        #expect(entity.attributes.map(\.name) == ["a", "b", "c", "d", "e", "f", "g", "h", "i"])
+        #expect(entity.attributes.map(\.defaultValue) == (1...9).map { .int64($0) })
         let object = Sited()
+        #expect([object.a, object.b, object.c, object.d, object.e, object.f, object.g, object.h, object.i] == Array(1...9))
         object.a = 10; object.b = 20; object.c = 30; object.d = 40; object.e = 50
-        #expect([object.a, object.b, object.c, object.d, object.e] == [10, 20, 30, 40, 50])
-        #expect(object.values == [.int64(10), .int64(20), .int64(30), .int64(40), .int64(50)])
+        object.f = 60; object.g = 70; object.h = 80; object.i = 90
+        #expect([object.a, object.b, object.c, object.d, object.e, object.f, object.g, object.h, object.i]
+                == [10, 20, 30, 40, 50, 60, 70, 80, 90])
+        #expect(object.values == [10, 20, 30, 40, 50, 60, 70, 80, 90].map { .int64($0) })
+    }
+
+    @Test func propertiesASiteCannotTellApartAreRefusedNotConfused() throws {
+        // Both columns are past what a site keeps: one property would read the other's
+        // value, so the model must refuse the class, naming both.
+        do {
+            _ = try Model(Clashing.self)
+            Issue.record("a model of a class with two properties at one site was made")
+        } catch let error as CairnError {
+            #expect(error.code == .invalidArgument)
+            #expect(error.message.contains("first") && error.message.contains("second"), "\(error.message)")
+        }
+    }
+
+    @Test func aPrototypeReadsTheDefaultsItsWrappersDeclared() throws {
+        // The layout is built from a prototype (the first instance made): what its init
+        // reads comes from the declarations its wrappers noted. Later objects read the
+        // layout's values.
+        let model = try Model(SelfReading.self)
+        #expect(model.schema.entity(named: "SelfReading")?.attributes.map(\.defaultValue) == [.int64(42), .string("seed")])
+        let later = SelfReading()
+        #expect(later.start == 42 && later.label == "seed")
+        #expect(SelfReading.seenInInit.value == ["42 seed", "42 seed"])
     }
 
     @Test func aLayoutFindsEverySlotAsASearchWould() {
