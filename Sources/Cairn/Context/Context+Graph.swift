@@ -6,7 +6,7 @@ extension Context {
     func write(_ object: ManagedObject, slot: Int, value: Value) {
         willRead(object)
         guard object.exists else {
-            recordError(CairnError(.invalidArgument, "cannot change \(object.entity.name) \(object.objectID.recordID): it is deleted"))
+            recordError(CairnError(.invalidArgument, "cannot change \(object.entity.name) \(object.recordID): it is deleted"))
             return
         }
         let attributeCount = object.entity.attributes.count
@@ -39,7 +39,7 @@ extension Context {
         object.setValue(value, at: slot)
         // Most writes are to an object changed already: a lookup, not a store (which would
         // retain the object and release the one it replaces).
-        let id = object.objectID.recordID
+        let id = object.recordID
         if dirty.contains(id, identicalTo: object) { changeGeneration &+= 1 } else { dirty[id] = object }
     }
 
@@ -90,7 +90,7 @@ extension Context {
                 insert(target)
             } else {
                 recordError(CairnError(.invalidArgument,
-                    "cannot relate \(object.entity.name) \(object.objectID.recordID) to \(target.entity.name) \(target.objectID.recordID): they are in different contexts"))
+                    "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): they are in different contexts"))
                 return
             }
         }
@@ -101,8 +101,8 @@ extension Context {
         }
         var newIDs: [UInt64] = []
         var seen = Set<UInt64>()
-        for target in targets where target.exists && seen.insert(target.objectID.recordID.rawValue).inserted {
-            newIDs.append(target.objectID.recordID.rawValue)
+        for target in targets where target.exists && seen.insert(target.recordID.rawValue).inserted {
+            newIDs.append(target.recordID.rawValue)
         }
         if !relationship.isToMany { newIDs = Array(newIDs.prefix(1)) }
         let oldIDs = ids(in: object.values[slot])
@@ -111,7 +111,7 @@ extension Context {
         undoManager.withGroup(in: self) {
             setPrimitive(object, slot, newValue)
             guard let inverseName = relationship.inverse else { return }
-            let me = object.objectID.recordID.rawValue
+            let me = object.recordID.rawValue
             let newSet = Set(newIDs), oldSet = Set(oldIDs)
             for raw in oldIDs where !newSet.contains(raw) {
                 if let target = self.object(for: RecordID(rawValue: raw)) { unlink(target, inverseName, from: me) }
@@ -138,7 +138,7 @@ extension Context {
     private func link(_ target: ManagedObject, _ name: String, to object: ManagedObject) {
         willRead(target)
         guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
-        let raw = object.objectID.recordID.rawValue
+        let raw = object.recordID.rawValue
         switch target.values[slot] {
         case .references(let list):
             if !list.contains(raw) { setPrimitive(target, slot, .references(list + [raw])) }
@@ -146,7 +146,7 @@ extension Context {
             if case .reference(let previous) = current, previous != raw,
                let partner = self.object(for: RecordID(rawValue: previous)),
                let backName = target.entity.relationships[slot - target.entity.attributes.count].inverse {
-                unlink(partner, backName, from: target.objectID.recordID.rawValue)
+                unlink(partner, backName, from: target.recordID.rawValue)
             }
             setPrimitive(target, slot, .reference(raw))
         }
@@ -165,7 +165,7 @@ extension Context {
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)
             object.exists = false
-            dirty[object.objectID.recordID] = object
+            dirty[object.recordID] = object
             let attributeCount = object.entity.attributes.count
             for (offset, relationship) in object.entity.relationships.enumerated() {
                 let slot = attributeCount + offset
@@ -175,7 +175,7 @@ extension Context {
                     for target in targets { delete(target) }
                 case .nullify:
                     if let inverse = relationship.inverse {
-                        for target in targets where target.exists { unlink(target, inverse, from: object.objectID.recordID.rawValue) }
+                        for target in targets where target.exists { unlink(target, inverse, from: object.recordID.rawValue) }
                     }
                 case .deny, .noAction:
                     break

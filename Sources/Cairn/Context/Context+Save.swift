@@ -71,7 +71,7 @@ extension Context {
 
     func validate(_ object: ManagedObject) throws {
         // Built only for a message: formatting it for every object was a tenth of a save.
-        let label = { "\(object.entity.name) \(object.objectID.recordID)" }
+        let label = { "\(object.entity.name) \(object.recordID)" }
         do {
             if object.isDeletedHere {
                 try validateDelete(object, label)
@@ -117,7 +117,7 @@ extension Context {
                 let target = registered[RecordID(rawValue: raw)]
                 if let target, !target.exists {
                     throw CairnError(.validation,
-                                     "\(label()): relationship '\(relationship.name)' points at deleted \(target.entity.name) \(target.objectID.recordID)")
+                                     "\(label()): relationship '\(relationship.name)' points at deleted \(target.entity.name) \(target.recordID)")
                 }
             }
         }
@@ -173,7 +173,7 @@ extension Context {
 
     /// An object's part of the transaction: its record checked and encoded by `preparer`.
     private func saveItem(for object: ManagedObject, preparer: inout Store.Preparer) throws -> Coordinator.SaveItem {
-        let id = object.objectID.recordID
+        let id = object.recordID
         if object.isNewHere {
             let values = object.values
             return .init(id: id, kind: .insert, values: values, baseVersion: 0, operation: try preparer.put(id, values))
@@ -195,7 +195,7 @@ extension Context {
 
     private func didSave(_ objects: [ManagedObject], sequence: UInt64) {
         for object in objects {
-            let id = object.objectID.recordID
+            let id = object.recordID
             if object.exists {
                 object.inStore = true
                 object.markSaved()
@@ -215,9 +215,9 @@ extension Context {
         let store = coordinator.store
         var conflicts: [(object: ManagedObject, stored: [Value]?, version: UInt64)] = []
         for object in objects where object.inStore {
-            let current = store.version(of: object.objectID.recordID)
+            let current = store.version(of: object.recordID)
             guard current != object.baseVersion else { continue }
-            let stored = try store.getVersioned(object.objectID.recordID)
+            let stored = try store.getVersioned(object.recordID)
             conflicts.append((object, stored?.record.values, stored?.version ?? current))
         }
         guard !conflicts.isEmpty else { return }  // another context's conflict; retry
@@ -226,11 +226,11 @@ extension Context {
                 let object = conflict.object
                 let here = object.changedKeys.sorted().joined(separator: ", ")
                 guard let stored = conflict.stored, let base = object.base else {
-                    return "\(object.entity.name) \(object.objectID.recordID) (deleted elsewhere; changed here: \(here))"
+                    return "\(object.entity.name) \(object.recordID) (deleted elsewhere; changed here: \(here))"
                 }
                 let there = object.layout.names.indices.filter { $0 < stored.count && !Value.same(stored[$0], base[$0]) }
                     .map { object.layout.names[$0] }.joined(separator: ", ")
-                return "\(object.entity.name) \(object.objectID.recordID) (changed here: \(here.isEmpty ? "deleted" : here); changed elsewhere: \(there))"
+                return "\(object.entity.name) \(object.recordID) (changed here: \(here.isEmpty ? "deleted" : here); changed elsewhere: \(there))"
             }
             throw CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
         }
@@ -245,8 +245,8 @@ extension Context {
                 default:
                     object.exists = false
                     object.inStore = false
-                    registered[object.objectID.recordID] = nil
-                    dirty[object.objectID.recordID] = nil
+                    registered[object.recordID] = nil
+                    dirty[object.recordID] = nil
                     object.context = nil
                 }
                 continue
@@ -276,7 +276,7 @@ extension Context {
     private func push(_ objects: [ManagedObject], into parent: Context) {
         parent.undoManager.withGroup(in: parent) {
             for object in inIDOrder(objects) {
-                let id = object.objectID.recordID
+                let id = object.recordID
                 if object.isDeleted || (!object.exists) {
                     if let target = parent.registered[id] ?? parent.object(for: id) { parent.delete(target, applyingRules: false) }
                     continue
@@ -289,7 +289,7 @@ extension Context {
                 } else if object.isInserted {
                     target = object.layout === PropertyLayout.of(type(of: object)) ? type(of: object).init() : ManagedObject(dynamic: object.entity)
                     target.entity = object.entity
-                    target.objectID = object.objectID
+                    target.recordID = object.recordID
                     target.context = parent
                     target.inStore = false
                     target.exists = false
@@ -313,7 +313,7 @@ extension Context {
                 object.inStore = true
                 object.markSaved()
             } else {
-                registered[object.objectID.recordID] = nil
+                registered[object.recordID] = nil
                 object.inStore = false
                 object.context = nil
             }
@@ -328,7 +328,7 @@ extension Context {
         guard object.exists else { return }
         undoManager.record(object, in: self)
         object.exists = false
-        dirty[object.objectID.recordID] = object
+        dirty[object.recordID] = object
     }
 
     // MARK: Merging other contexts' saves
@@ -377,7 +377,7 @@ extension Context {
     func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
         // Sorting plain (ID, position) pairs moves no references (no retain and release
         // per swap), which made this sort several times faster than sorting objects.
-        var order = objects.indices.map { (objects[$0].objectID.recordID.rawValue, $0) }
+        var order = objects.indices.map { (objects[$0].recordID.rawValue, $0) }
         RadixSort.sort(&order) { $0.0 }
         return order.map { objects[$0.1] }
     }

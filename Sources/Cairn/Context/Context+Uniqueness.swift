@@ -22,7 +22,7 @@ extension Context {
                 let claim = "\(entity.number)|\(group.joined(separator: ","))|" + key.map { ValueCoding.encode([$0]).description }.joined(separator: "|")
                 var rival: RecordID?
                 if let other = claimed[claim], other !== object {
-                    rival = other.objectID.recordID
+                    rival = other.recordID
                 } else {
                     claimed[claim] = object
                     rival = try storedRival(of: object, slots: slots, key: key)
@@ -42,7 +42,7 @@ extension Context {
     private func storedRival(of object: ManagedObject, slots: [Int], key: [Value]) throws -> RecordID? {
         let entity = object.entity
         let candidates = try coordinator.store.indexedIDs(entity: entity.number, slot: slots[0], matching: .equal([key[0]]))
-        for id in candidates where id != object.objectID.recordID {
+        for id in candidates where id != object.recordID {
             if let mine = registered[id], dirty.contains(id) {
                 // Changed here: judge by the context's values (checked above, or not a rival now).
                 guard mine.exists, !mine.isFault else { continue }
@@ -57,7 +57,7 @@ extension Context {
 
     /// Makes the inserted `object` stand for the existing record `rival`.
     private func adopt(_ object: ManagedObject, as rival: RecordID, keepingNewValues: Bool) throws {
-        let oldID = object.objectID.recordID
+        let oldID = object.recordID
         guard let stored = try sourceValues(for: rival) else { return }
         if let previous = registered[rival], previous !== object {
             // The context's own instance of the rival gives way to the adopting object.
@@ -79,7 +79,7 @@ extension Context {
         }
         registered[oldID] = nil
         dirty[oldID] = nil
-        object.objectID = ObjectID(recordID: rival, entityName: entity.name)
+        object.recordID = rival
         object.values = merged
         object.base = stored.values
         object.baseVersion = stored.version
@@ -94,11 +94,11 @@ extension Context {
                 switch other.values[slot] {
                 case .reference(let raw) where raw == oldID.rawValue:
                     other.setValue(.reference(rival.rawValue), at: slot)
-                    dirty[other.objectID.recordID] = other
+                    dirty[other.recordID] = other
                 case .references(let raws) where raws.contains(oldID.rawValue):
                     var seen = Set<UInt64>()
                     other.setValue(.references(raws.map { $0 == oldID.rawValue ? rival.rawValue : $0 }.filter { seen.insert($0).inserted }), at: slot)
-                    dirty[other.objectID.recordID] = other
+                    dirty[other.recordID] = other
                 default: break
                 }
             }

@@ -87,7 +87,7 @@ public final class Context {
             return
         }
         do {
-            object.objectID = ObjectID(recordID: try coordinator.store.allocateID(entity: stored.number), entityName: stored.name)
+            object.recordID = try coordinator.store.allocateID(entity: stored.number)
         } catch let error as CairnError {
             recordError(error)
             return
@@ -102,11 +102,11 @@ public final class Context {
         // The object's own values now, copied value by value: its first write would
         // otherwise copy the shared defaults through the generic value witnesses.
         object.values = Value.uniqueCopy(of: object.values)
-        registered[object.objectID.recordID] = object
+        registered[object.recordID] = object
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)
             object.exists = true
-            dirty[object.objectID.recordID] = object
+            dirty[object.recordID] = object
         }
         guard !object.detachedRelations.isEmpty else { return }
         let detached = object.detachedRelations
@@ -176,7 +176,7 @@ public final class Context {
         let object: ManagedObject
         if let type { object = type.init() } else { object = ManagedObject(dynamic: entity) }
         object.entity = entity
-        object.objectID = ObjectID(recordID: id, entityName: entity.name)
+        object.recordID = id
         object.context = self
         object.isFault = true
         object.inStore = true
@@ -200,7 +200,7 @@ public final class Context {
         }
         let cached = object.prefetched
         object.prefetched = nil
-        guard let (values, version) = try cached ?? sourceValues(for: object.objectID.recordID) else {
+        guard let (values, version) = try cached ?? sourceValues(for: object.recordID) else {
             object.isFault = false
             object.values = object.layout.defaults
             object.exists = false
@@ -325,7 +325,7 @@ public final class Context {
     public func rollback() {
         for object in dirty.values {
             if !object.inStore {
-                registered[object.objectID.recordID] = nil
+                registered[object.recordID] = nil
                 object.exists = false
                 object.context = nil
             } else if let base = object.base {
@@ -366,13 +366,13 @@ public final class Context {
         object.values = []
         object.exists = true
         guard mergeChanges else {
-            dirty[object.objectID.recordID] = nil
+            dirty[object.recordID] = nil
             return
         }
         willRead(object)
         for (index, value) in local where index < object.values.count { object.setValue(value, at: index) }
         if wasDeleted { object.exists = false }
-        if object.hasChanges { dirty[object.objectID.recordID] = object } else { dirty[object.objectID.recordID] = nil }
+        if object.hasChanges { dirty[object.recordID] = object } else { dirty[object.recordID] = nil }
     }
 }
 

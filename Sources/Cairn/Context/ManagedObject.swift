@@ -50,8 +50,9 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) public internal(set) var entity: EntityDescription
     /// The context the object belongs to, if any.
     @exclusivity(unchecked) public internal(set) weak var context: Context?
-    /// The object's permanent ID (a placeholder until it is inserted into a context).
-    @exclusivity(unchecked) public internal(set) var objectID: ObjectID
+    /// The record's ID (0 until the object is inserted into a context). Kept alone, as 8
+    /// bytes: ``objectID`` adds the entity's name, which each object kept a copy of.
+    @exclusivity(unchecked) var recordID: RecordID
 
     /// Current values, attributes then relationships (empty while a fault). A write of
     /// one value goes through ``setValue(_:at:)``; assigning the whole array keeps
@@ -82,7 +83,7 @@ open class ManagedObject: CustomStringConvertible {
         self.layout = layout
         entity = layout.entity
         storedValues = layout.defaults
-        objectID = ObjectID(recordID: RecordID(rawValue: 0), entityName: layout.entity.name)
+        recordID = RecordID(rawValue: 0)
     }
 
     /// An object of a run-time entity (the dynamic API); see ``Context/insertObject(entityName:)``.
@@ -91,7 +92,6 @@ open class ManagedObject: CustomStringConvertible {
         layout = PropertyLayout(entity: entity)
         self.entity = entity
         values = layout.defaults
-        objectID = ObjectID(recordID: RecordID(rawValue: 0), entityName: entity.name)
     }
 
     /// Creates the object and inserts it into `context`.
@@ -99,6 +99,9 @@ open class ManagedObject: CustomStringConvertible {
         self.init()
         context.insert(self)
     }
+
+    /// The object's permanent ID (a placeholder until it is inserted into a context).
+    public var objectID: ObjectID { ObjectID(recordID: recordID, entityName: entity.name) }
 
     // MARK: State
 

@@ -172,7 +172,7 @@ extension Context {
 
     func restore(_ state: UndoStack.ObjectState) {
         let object = state.object
-        let id = object.objectID.recordID
+        let id = object.recordID
         // A deleted object whose record is in the store stays registered until the save
         // that deletes it, even if the state was captured while it was detached (a save
         // detaches deleted objects; redoing the delete after undo and save must delete again).

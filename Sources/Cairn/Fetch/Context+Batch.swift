@@ -87,7 +87,7 @@ extension Context {
                 // A holder the closure kept (whether or not it changed its record) is left
                 // with that record: the next one gets a new holder.
                 if !isKnownUniquelyReferenced(&object) { object = try holder() }
-                object.objectID = ObjectID(recordID: id, entityName: entity.name)
+                object.recordID = id
                 object.inStore = true
                 object.exists = true
                 object.isFault = false
@@ -229,7 +229,7 @@ extension Context {
             // A holder the closure kept is left with its record: the next one gets a new one.
             if isKnownUniquelyReferenced(&object) { object.setDefaults() } else { object = try holder() }
             let id = try coordinator.store.allocateID(entity: entity.number)
-            object.objectID = ObjectID(recordID: id, entityName: entity.name)
+            object.recordID = id
             object.inStore = false
             object.exists = true
             object.isFault = false

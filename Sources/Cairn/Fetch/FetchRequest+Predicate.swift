@@ -101,7 +101,7 @@ extension PredicateExpressions.CollectionContainsCollection: FetchPredicateConve
 extension PredicateExpressions.Value: FetchExpressionConvertible {
     func fetchExpression() throws -> PredicateExpression {
         if let attribute = value as? any AttributeValue { return .constant(attribute.cairnValue) }
-        if let object = value as? ManagedObject { return .constant(.reference(object.objectID.recordID.rawValue)) }
+        if let object = value as? ManagedObject { return .constant(.reference(object.recordID.rawValue)) }
         if let list = value as? [any AttributeValue] { return .list(list.map { .constant($0.cairnValue) }) }
         if let flag = value as? Bool { return .constant(.bool(flag)) }
         throw UnsupportedPredicate()

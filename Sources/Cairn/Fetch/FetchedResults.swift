@@ -106,7 +106,7 @@ public final class FetchedResults<T: ManagedObject> {
                                                  schema: context.coordinator.schema)
         var result: [Section] = []
         for object in objects {
-            let values = context.viewValues(object.objectID.recordID) ?? []
+            let values = context.viewValues(object.recordID) ?? []
             let value = CompiledPredicate.follow(path, values, { context.viewValues($0) }).first ?? .null
             let name: String
             switch value {
@@ -122,7 +122,7 @@ public final class FetchedResults<T: ManagedObject> {
     private func values(of sections: [Section]) -> [RecordID: [Value]] {
         guard let context else { return [:] }
         var result: [RecordID: [Value]] = [:]
-        for object in sections.flatMap(\.objects) { result[object.objectID.recordID] = context.viewValues(object.objectID.recordID) }
+        for object in sections.flatMap(\.objects) { result[object.recordID] = context.viewValues(object.recordID) }
         return result
     }
 
