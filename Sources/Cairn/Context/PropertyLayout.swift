@@ -45,16 +45,6 @@ struct PropertyNote: Sendable {
     var inverse: String?
     var deleteRule: DeleteRule = .nullify
     var isOptional = true
-
-    init(defaultValue: Value? = nil, indexed: Bool = false, renamingIdentifier: String? = nil, inverse: String? = nil,
-         deleteRule: DeleteRule = .nullify, isOptional: Bool = true) {
-        self.defaultValue = defaultValue
-        self.indexed = indexed
-        self.renamingIdentifier = renamingIdentifier
-        self.inverse = inverse
-        self.deleteRule = deleteRule
-        self.isOptional = isOptional
-    }
 }
 
 /// A class's properties, in record order, and the slot of each wrapper.
