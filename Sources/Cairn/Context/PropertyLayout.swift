@@ -57,7 +57,6 @@ final class PropertyLayout: Sendable {
     let entity: EntityDescription
     let names: [String]
     let defaults: [Value]
-    let slots: [DeclarationSite: Int]
     /// Why two of the class's properties cannot be told apart (they were declared at one
     /// ``DeclarationSite``), or nil; a ``Model`` refuses such a class.
     let ambiguity: String?
@@ -69,7 +68,6 @@ final class PropertyLayout: Sendable {
         names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
         defaults = entity.attributes.map { $0.defaultValue ?? .null }
             + entity.relationships.map { $0.isToMany ? .references([]) : .null }
-        self.slots = slots
         var ordered = [DeclarationSite](repeating: DeclarationSite(file: "", line: 0, column: 0), count: slots.count)
         for (site, index) in slots where index < ordered.count { ordered[index] = site }
         sites = ordered
@@ -162,7 +160,8 @@ final class PropertyLayout: Sendable {
         for (index, site) in (attributes.map(\.1) + relationships.map(\.1)).enumerated() {
             if let earlier = slots[site] {
                 ambiguity = ambiguity ?? "properties \(names[earlier]) and \(names[index]) of \(type) were declared at sites "
-                    + "Cairn cannot tell apart (one line and column past 4,095, or classes of two binaries); declare them on separate lines"
+                    + "Cairn cannot tell apart (past column 4,095 or line 1,048,575 of a file, or in files of two binaries); "
+                    + "declare them on lines of their own"
             } else {
                 slots[site] = index
             }
