@@ -181,20 +181,33 @@ struct IDMap<Key: IDMapKey, Value> {
     }
 
     private mutating func insert(_ bits: UInt64, _ value: Value) {
-        if let index = bucket(of: bits) {
-            makeUnique()
-            buckets.values[index] = value
-            return
+        // One probe finds the key, or the empty bucket that ends its run: a new key goes
+        // there unless the table grows first (a copy made for a shared table keeps every
+        // bucket's place). Probing once for the key and again for the empty bucket walked
+        // each run twice.
+        var index = home(bits)
+        do {
+            let keys = buckets.keys, mask = self.mask
+            while true {
+                let key = keys[index]
+                if key == bits {
+                    makeUnique()
+                    buckets.values[index] = value
+                    return
+                }
+                if key == 0 { break }
+                index = (index &+ 1) & mask
+            }
         }
         if (count + 1) * 10 > buckets.capacity * 7 {
             resize(bucketsFor: count + 1)
+            index = home(bits)
+            let keys = buckets.keys, mask = self.mask
+            while keys[index] != 0 { index = (index &+ 1) & mask }
         } else {
             makeUnique()
         }
-        var index = home(bits)
-        let keys = buckets.keys, mask = self.mask
-        while keys[index] != 0 { index = (index &+ 1) & mask }
-        keys[index] = bits
+        buckets.keys[index] = bits
         (buckets.values + index).initialize(to: value)
         count += 1
     }

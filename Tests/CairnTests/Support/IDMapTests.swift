@@ -144,6 +144,15 @@ import Testing
         do {
             var original = IDMap<UInt64, Tracked>()
             for key in 1...1_000 as ClosedRange<UInt64> { original[key] = Tracked(Int(key)) }
+            // A new key and an overwrite, each the first write to a shared map, without a
+            // resize: the bucket found while probing is written in the map's own copy.
+            var added = original, overwritten = original
+            added[5_000] = Tracked(5_000)
+            overwritten[3] = Tracked(-3)
+            #expect(original.count == 1_000 && original[5_000] == nil && original[3]?.number == 3)
+            #expect(added.count == 1_001 && added[5_000]?.number == 5_000 && added[3]?.number == 3)
+            #expect(overwritten.count == 1_000 && overwritten[3]?.number == -3 && overwritten[5_000] == nil)
+            #expect((1...1_000 as ClosedRange<UInt64>).allSatisfy { added[$0]?.number == Int($0) })
             var copy = original
             for key in 1...500 as ClosedRange<UInt64> { copy[key] = nil }        // removal on a shared map
             copy[7] = Tracked(-7)
