@@ -37,10 +37,16 @@ extension Context {
     private func storePrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
         undoManager.record(object, in: self)
         object.setValue(value, at: slot)
+        let identity = ObjectIdentifier(object)
+        if lastWritten == identity {  // in `dirty` already (see ``lastWritten``)
+            changeGeneration &+= 1
+            return
+        }
         // Most writes are to an object changed already: a lookup, not a store (which would
         // retain the object and release the one it replaces).
         let id = object.recordID
         if dirty.contains(id, identicalTo: object) { changeGeneration &+= 1 } else { dirty[id] = object }
+        lastWritten = identity
     }
 
     /// The live targets of a relationship slot, as registered objects or faults.

@@ -40,7 +40,18 @@ public final class Context {
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
     @exclusivity(unchecked) var registered = IDMap<RecordID, ManagedObject>()
     /// Objects changed (inserted, updated, deleted) since the last save.
-    @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>() { didSet { changeGeneration &+= 1 } }
+    @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>() {
+        didSet {
+            changeGeneration &+= 1
+            lastWritten = nil
+        }
+    }
+    /// The object the last write found or put in ``dirty``, while `dirty` has not changed
+    /// since: a run of writes to one object (setting its properties one after another)
+    /// looks it up once. (`dirty` holds the object meanwhile, so its identifier is not
+    /// reused.) A lookup for each of insert_bulk's 10 writes per object had cost about 160
+    /// instructions, a third of a property write.
+    @exclusivity(unchecked) var lastWritten: ObjectIdentifier?
     /// Advances on every change to an object's values or to ``dirty``: a save that ran
     /// user code (validation hooks) sees whether that code changed anything.
     @exclusivity(unchecked) var changeGeneration = 0
@@ -107,6 +118,7 @@ public final class Context {
             undoManager.record(object, in: self)
             object.exists = true
             dirty[object.recordID] = object
+            lastWritten = ObjectIdentifier(object)
         }
         guard !object.detachedRelations.isEmpty else { return }
         let detached = object.detachedRelations

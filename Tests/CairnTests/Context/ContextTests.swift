@@ -257,6 +257,28 @@ final class AnnotatedOwner: ManagedObject {
         #expect(loaded.settings == BoxSettings(color: "blue", fragile: true))
     }
 
+    @Test func aWriteAfterASaveOrRollbackIsTrackedAgain() throws {
+        // A run of writes to one object finds it in the changed set once (the context
+        // remembers the object it last wrote); after a save or a rollback empties that
+        // set, the next write to the same object must put it back.
+        let stack = try Stack()
+        let context = stack.context()
+        let p = Person(context: context)
+        p.username = "a"
+        p.age = 1
+        try context.save()
+        p.age = 2
+        #expect(context.hasChanges && p.hasChanges)
+        try context.save()
+        p.age = 3
+        context.rollback()
+        #expect(p.age == 2 && !context.hasChanges)
+        p.age = 4
+        #expect(context.hasChanges)
+        try context.save()
+        #expect(try stack.context().existingObject(Person.self, with: p.objectID)?.age == 4)
+    }
+
     @Test func rollbackResetAndRefresh() throws {
         let stack = try Stack()
         let context = stack.context()
