@@ -332,7 +332,8 @@ open class ManagedObject: CustomStringConvertible {
     /// failed to load): the layout's default, or for a prototype under construction (no
     /// slot yet) the default its wrapper declared.
     @usableFromInline
-    func declaredDefault(_ slot: Int, site: DeclarationSite) -> Value {
+    func declaredDefault(_ site: DeclarationSite) -> Value {
+        let slot = layout.slot(for: site)
         guard slot >= 0 else { return PrototypeBuilder.notedDefault(at: site) ?? .null }
         return slot < layout.defaults.count ? layout.defaults[slot] : .null
     }
@@ -341,6 +342,17 @@ open class ManagedObject: CustomStringConvertible {
     @usableFromInline
     func slot(for site: DeclarationSite) -> Int {
         layout.slot(for: site)
+    }
+
+    /// Sets the attribute a wrapper declared at `site` (nothing without a slot for it):
+    /// ``slot(for:)`` and ``write(_:_:)`` in one call from a wrapper's inlined setter. Two
+    /// calls had made the client retain the object twice around each property set and
+    /// release it after (insert_bulk: 458.9M to 428.2M instructions at scale 5). (A getter
+    /// made the same way, returning an optional value, cost more than its two calls.)
+    @usableFromInline
+    func setValue(_ value: Value, at site: DeclarationSite) {
+        let slot = layout.slot(for: site)
+        if slot >= 0 { write(slot, value) }
     }
 
     open var description: String {

@@ -54,11 +54,10 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
             let site = object[keyPath: storageKeyPath].site
             let slot = object.slot(for: site)
             if slot >= 0, let value = T(cairnValue: object.read(slot)) { return value }
-            return T(cairnValue: object.declaredDefault(slot, site: site)) ?? T.fallback
+            return T(cairnValue: object.declaredDefault(site)) ?? T.fallback
         }
         set {
-            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
-            if slot >= 0 { object.write(slot, newValue.cairnValue) }
+            object.setValue(newValue.cairnValue, at: object[keyPath: storageKeyPath].site)
         }
     }
 
