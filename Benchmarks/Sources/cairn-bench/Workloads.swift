@@ -53,8 +53,17 @@ func mixedTexts() -> [String] { (0...100).map { String(repeating: "x", count: $0
 
 /// The timed part of a workload, in a function of its own so that a profiler can count
 /// it alone: `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*timedRegion*'
-/// cairn-bench --child NAME cairn SCALE DIR`.
-@inline(never) func timedRegion<T>(_ body: () throws -> T) rethrows -> T { try body() }
+/// cairn-bench --child NAME cairn SCALE DIR`. With `CAIRN_BENCH_PERF_CONTROL` naming the
+/// control FIFO of `perf record --delay=-1 --control fifo:FIFO`, perf samples it alone too.
+@inline(never) func timedRegion<T>(_ body: () throws -> T) rethrows -> T {
+    perfControl?.write(Data("enable\n".utf8))
+    defer { perfControl?.write(Data("disable\n".utf8)) }
+    return try body()
+}
+
+/// The FIFO through which ``timedRegion(_:)`` turns perf's sampling on and off, if any.
+let perfControl: FileHandle? = ProcessInfo.processInfo.environment["CAIRN_BENCH_PERF_CONTROL"]
+    .flatMap { FileHandle(forWritingAtPath: $0) }
 
 /// Starts a workload's timed part: the clock, and a new window for its peak resident
 /// memory (``resetPeakResident()``), so that the peak reported for a workload is that of

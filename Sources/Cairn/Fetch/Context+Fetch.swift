@@ -25,7 +25,12 @@ extension Context {
             // A record the scan already decoded stays with its fault, so the fault fires
             // without reading the store again (objects stay faults until touched). (The
             // version first: a row of a loaded object has none, and it is not read here.)
-            if let version = rows[index].version, object.isFault { object.prefetched = (rows[index].values, version) }
+            // The values move from the row to the object: copied, the array made by the
+            // scan, out of the cache by now for a large fetch, was retained here and
+            // released again when the rows went.
+            if let version = rows[index].version, object.isFault {
+                object.prefetched = (rows[index].takeValues(), version)
+            }
             objects.append(object)
         }
         if let filter = request.objectFilter {
@@ -220,7 +225,7 @@ extension Context {
     /// scan did not decode (``RowValues``) has no values and no version.
     struct FetchRow {
         let id: RecordID
-        let values: [Value]
+        private(set) var values: [Value]
         let version: UInt64?
         /// The object registered here for `id`, when the scan looked it up and found it of
         /// the class the model gives its entity, and that class a `T` (so the fetch need
@@ -229,6 +234,12 @@ extension Context {
         /// to each object later found most of them out of the cache again
         /// (query_unindexed: that retain was a tenth of its time).
         var registered: ManagedObject? = nil
+
+        /// The row's values, leaving it none.
+        mutating func takeValues() -> [Value] {
+            defer { values = [] }
+            return values
+        }
     }
 
     /// The rows matching a request, sorted and windowed (before any object filter).
