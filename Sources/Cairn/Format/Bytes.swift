@@ -37,6 +37,11 @@ public struct ByteWriter: Sendable {
         bytes.append(UInt8(v))
     }
 
+    /// The bytes ``varint(_:)`` writes for `value`.
+    @inline(__always) public static func varintSize(_ value: UInt64) -> Int {
+        (64 - value.leadingZeroBitCount + 6) / 7 + (value == 0 ? 1 : 0)
+    }
+
     /// Zigzag then LEB128: 0, -1, 1, -2, … map to 0, 1, 2, 3, ….
     @inline(__always) public mutating func signedVarint(_ value: Int64) { zigzag(value) }
 
@@ -66,6 +71,8 @@ public struct ByteWriter: Sendable {
     }
 
     public mutating func reserve(_ capacity: Int) { bytes.reserveCapacity(capacity) }
+    /// The bytes the buffer has room for without growing.
+    public var capacity: Int { bytes.capacity }
     public mutating func removeAll(keepingCapacity: Bool = true) { bytes.removeAll(keepingCapacity: keepingCapacity) }
 }
 

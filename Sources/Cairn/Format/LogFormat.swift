@@ -129,6 +129,18 @@ public enum TransactionCoding {
     public static let put: UInt8 = 1
     public static let delete: UInt8 = 2
 
+    /// The size of the payload ``encode(_:timestamp:into:)`` writes for `operations`.
+    public static func encodedSize(_ operations: [Operation]) -> Int {
+        var size = 8 + ByteWriter.varintSize(UInt64(operations.count))
+        for operation in operations {
+            switch operation {
+            case .put(_, let body): size += 9 + ByteWriter.varintSize(UInt64(body.count)) + body.count
+            case .delete: size += 9
+            }
+        }
+        return size
+    }
+
     public static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter) {
         writer.u64(timestamp)
         writer.varint(UInt64(operations.count))

@@ -18,6 +18,9 @@ final class LogWriter: @unchecked Sendable {
     let preallocationBytes: Int
     /// Reused commit buffer.
     var buffer = ByteWriter()
+    /// The largest capacity ``buffer`` keeps between commits (one large transaction's
+    /// buffer is let go after it, not held for the store's lifetime).
+    static let keptBufferCapacity = 1 << 20
 
     init(file: any StorageFile, fileSystem: any FileSystem, manifest: Manifest, appendOffset: Int,
          allocatedEnd: Int, lastWritten: UInt64, syncedThrough: UInt64, preallocationBytes: Int) {

@@ -271,6 +271,13 @@ extension Store {
                 var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
                 writer.buffer.removeAll()
+                // Room for every frame at once: a large transaction grown by doubling had
+                // copied its bytes several times over, into pages new each time.
+                writer.buffer.reserve(batch.reduce(0) {
+                    $0 + LogFrame.frameSize(payloadLength: TransactionCoding.encodedSize($1.operations))
+                })
+                // A buffer grown for a large transaction is not kept for the next ones.
+                defer { if writer.buffer.capacity > LogWriter.keptBufferCapacity { writer.buffer = ByteWriter() } }
                 for (index, ticket) in batch.enumerated() {
                     let stale: [RecordID] = ticket.expected.isEmpty ? [] : state.withLock { state in
                         var stale: [RecordID] = []

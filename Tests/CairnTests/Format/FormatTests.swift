@@ -249,6 +249,27 @@ import Testing
         }
     }
 
+    /// `varintSize` and `TransactionCoding.encodedSize` (a commit reserves its buffer by
+    /// them) give what the writers write, at every varint length's edges.
+    @Test func encodedSizesAreWhatIsWritten() {
+        for bits in 0...64 {
+            for v in [bits == 0 ? 0 : (UInt64(1) << (bits - 1)), bits == 64 ? .max : (UInt64(1) << bits) &- 1] {
+                var writer = ByteWriter()
+                writer.varint(v)
+                #expect(ByteWriter.varintSize(v) == writer.count, "\(v)")
+            }
+        }
+        let operations: [Cairn.Operation] = [.put(RecordID(rawValue: 1), body: []), .delete(RecordID(rawValue: 2)),
+                                       .put(RecordID(rawValue: 3), body: [UInt8](repeating: 7, count: 127)),
+                                       .put(RecordID(rawValue: 4), body: [UInt8](repeating: 7, count: 128)),
+                                       .put(RecordID(rawValue: .max), body: [UInt8](repeating: 1, count: 20_000))]
+        for count in 0...operations.count {
+            var writer = ByteWriter()
+            TransactionCoding.encode(Array(operations.prefix(count)), timestamp: 99, into: &writer)
+            #expect(TransactionCoding.encodedSize(Array(operations.prefix(count))) == writer.count)
+        }
+    }
+
     /// The decoder's fast path for common values (`ByteReader.commonValue`) agrees with the
     /// general one on every input: random bytes led by the tags it handles — values, short
     /// and overlong varints, 9- and 10-byte varints, truncated payloads — give the same
