@@ -69,6 +69,7 @@ let perfControl: FileHandle? = ProcessInfo.processInfo.environment["CAIRN_BENCH_
 /// memory (``resetPeakResident()``), so that the peak reported for a workload is that of
 /// its timed part, not of the setup that built its store.
 func startTimedPart() -> UInt64 {
+    _ = perfControl  // opened here, not on the timed part's first use (it reads the environment)
     resetPeakResident()
     return now()
 }

@@ -40,7 +40,10 @@ final class IDMapBuckets<Value> {
     }
 
     deinit {
-        for index in 0..<capacity where keys[index] != 0 { (values + index).deinitialize(count: 1) }
+        // (Values of a trivial type need no walk over the buckets.)
+        if !_isPOD(Value.self) {
+            for index in 0..<capacity where keys[index] != 0 { (values + index).deinitialize(count: 1) }
+        }
         keys.deallocate()
         values.deallocate()
     }
