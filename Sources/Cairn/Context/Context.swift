@@ -184,7 +184,7 @@ public final class Context {
         registered[id] ?? newFault(id, entity: entity, type: type)
     }
 
-    private func newFault(_ id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
+    func newFault(_ id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
         let object: ManagedObject
         if let type { object = type.init() } else { object = ManagedObject(dynamic: entity) }
         object.entity = entity

@@ -5,6 +5,7 @@ import Foundation
 /// window, and hand back objects (faults), IDs, counts or aggregates.
 extension Context {
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
+        if let objects = try fetchInOnePass(request) { return batched(objects, request) }
         var rows = try executeRows(request, values: .forUnloadedObjects)
         let entity = try entityDescription(request.entityName)
         let type = model.objectClass(for: entity.name)
@@ -40,10 +41,67 @@ extension Context {
             }
             objects = window(objects, request)
         }
+        return batched(objects, request)
+    }
+
+    /// `objects`, their faults grouped in batches of the request's fetch batch size, if any.
+    private func batched<T: ManagedObject>(_ objects: [T], _ request: FetchRequest<T>) -> [T] {
         if let size = request.fetchBatchSize, size > 0 {
             for start in stride(from: 0, to: objects.count, by: size) {
                 let batch = FaultBatch(objects: Array(objects[start..<min(start + size, objects.count)]))
                 for object in batch.objects where object.isFault { object.faultBatch = batch }
+            }
+        }
+        return objects
+    }
+
+    /// A query made in one pass: a full scan of the store with a predicate tested on the
+    /// stored bodies in place, no sort, window or object filter, and no pending change to
+    /// the entity here. Each match becomes its object as the scan hands it over, its
+    /// values decoded just before the object is made, while the record is in the cache.
+    /// (Nil when the request is not of that kind: ``executeRows(_:values:)`` then gathers
+    /// the matches first.) Gathering the matches and making the objects in a second pass
+    /// read every match again once the scan had pushed it out of the cache (query_unindexed
+    /// 0.096 to 0.081 s). A fetch of every record keeps the two passes: its objects then
+    /// lie together, apart from their values, and a save's walks over them were faster
+    /// that way (update_all took 11 % longer in one pass).
+    private func fetchInOnePass<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T]? {
+        guard parent == nil, request.sortDescriptors.isEmpty, request.objectFilter == nil,
+              request.fetchLimit == nil, request.fetchOffset == 0 else { return nil }
+        processExternalChanges()
+        try throwDeferredError()
+        let entity = try entityDescription(request.entityName)
+        guard let predicate = request.predicate, case .fullScan = plan(predicate, entity: entity).access,
+              let filter = RecordFilter(try CompiledPredicate(predicate, entity: entity, schema: coordinator.schema)),
+              !(request.includesPendingChanges && dirty.contains(where: { $0.key.entity == entity.number })) else { return nil }
+        let type = model.objectClass(for: entity.name)
+        // The class a registered object must be of for the fetch to take it as a `T` unchecked.
+        let fetchedClass = type.flatMap { $0 is T.Type ? ObjectIdentifier($0) : nil }
+        return try scanObjects(entity: entity, filter: filter, type: type,
+                               fetchedClass: fetchedClass, isFetched: { $0 is T }).take(as: T.self)
+    }
+
+    /// The objects of ``fetchInOnePass(_:)``: every record of `entity` the filter keeps,
+    /// registered or made here, each with the record read here if it is a
+    /// fault. Objects not of the fetched type (`isFetched`, asked only when the class is
+    /// not `fetchedClass`) are left out. Not generic: a closure of the generic fetch looked
+    /// the result array's type metadata up on every record.
+    private func scanObjects(entity: EntityDescription, filter: RecordFilter, type: ManagedObject.Type?,
+                             fetchedClass: ObjectIdentifier?, isFetched: (ManagedObject) -> Bool) throws -> GatheredObjects {
+        let objects = GatheredObjects(capacity: 0)
+        try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, body in
+            if let known = registered[id] {
+                guard ObjectIdentifier(Swift.type(of: known)) == fetchedClass || isFetched(known) else { return }
+                // A loaded object keeps its own values; a fault keeps the record read here.
+                if known.isFault { known.prefetched = (try Store.decodeRecord(body, id: id, entity: entity), version) }
+                objects.append(known)
+            } else {
+                // The values first, then their object: made one after the other, they lie together.
+                let values = try Store.decodeRecord(body, id: id, entity: entity)
+                let object = newFault(id, entity: entity, type: type)
+                guard fetchedClass != nil || isFetched(object) else { return }
+                object.prefetched = (values, version)
+                objects.append(object)
             }
         }
         return objects
@@ -411,4 +469,49 @@ private struct ScanEnough: Error {}
 final class FaultBatch {
     let objects: [ManagedObject]
     init(objects: [ManagedObject]) { self.objects = objects }
+}
+
+/// The objects a one-pass fetch gathers, handed over at the end as the fetched type's
+/// array by moving the references, not copying them: a copy (or a `reverse`, or a cast of
+/// the array) retained every object, each a cache miss once a large scan is over.
+final class GatheredObjects {
+    private var base: UnsafeMutablePointer<ManagedObject>
+    private var count = 0
+    private var capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
+
+    func append(_ object: ManagedObject) {
+        if count == capacity {
+            let larger = UnsafeMutablePointer<ManagedObject>.allocate(capacity: capacity * 2)
+            larger.moveInitialize(from: base, count: count)
+            base.deallocate()
+            base = larger
+            capacity *= 2
+        }
+        (base + count).initialize(to: object)
+        count += 1
+    }
+
+    /// The objects, each of which is a `T`, leaving none here.
+    func take<T: ManagedObject>(as _: T.Type) -> [T] {
+        let taken = count
+        count = 0
+        // A reference to an object is the same bits whatever its static class: each one
+        // moves from this buffer into the array, which then owns it.
+        return [T](unsafeUninitializedCapacity: taken) { buffer, initialized in
+            if let target = buffer.baseAddress, taken > 0 {
+                UnsafeMutableRawPointer(target).copyMemory(from: base, byteCount: taken * MemoryLayout<ManagedObject>.stride)
+            }
+            initialized = taken
+        }
+    }
 }

@@ -342,6 +342,43 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(try reader.fetch(FetchRequest<Group>(entityName: "Item")).isEmpty)
     }
 
+    /// A fetch whose predicate is tested on the stored bodies makes its objects in one
+    /// pass, as the scan hands the matches over. It hands back what gathering the matches
+    /// first does (forced here by a window that keeps them all): the same objects in the
+    /// same order, registered ones whether loaded or faults, with their values; none of
+    /// another class.
+    @Test func aOnePassFetchAgreesWithGatheringTheMatchesFirst() throws {
+        let fixture = try FetchFixture(seed: 9, count: 60)
+        let context = fixture.stack.context()
+        // Some objects registered and loaded, some registered faults, the rest unregistered.
+        let registered = try context.fetch(FetchRequest(Item.self, format: "rankPlain < 5"))
+        #expect(!registered.isEmpty)
+        for item in registered.prefix(registered.count / 2) { _ = item.rank }
+        let cases: [(String, (ItemData) -> Bool)] = [
+            ("rankPlain >= 0", { $0.rank >= 0 }),
+            ("labelPlain != nil", { $0.label != nil }),
+            ("score > 0 OR flag == YES", { $0.score > 0 || $0.flag }),
+            ("rankPlain < 1000", { _ in true }),
+        ]
+        for (format, test) in cases {
+            let onePass = try context.fetch(FetchRequest(Item.self, format: format))
+            var gathering = try FetchRequest(Item.self, format: format)
+            gathering.fetchLimit = .max
+            let gathered = try context.fetch(gathering)
+            #expect(onePass.map(\.objectID) == fixture.expected(test), "\(format)")
+            #expect(onePass.count == gathered.count && zip(onePass, gathered).allSatisfy { $0 === $1 }, "\(format)")
+            let byID = Dictionary(uniqueKeysWithValues: fixture.items.map { ($0.id, $0) })
+            #expect(onePass.allSatisfy { byID[$0.objectID]?.rank == $0.rank && byID[$0.objectID]?.label == $0.labelPlain }, "\(format)")
+        }
+        let predicate = try FetchPredicate(format: "rankPlain >= 0")
+        let typed = try context.fetch(FetchRequest(Item.self, format: "rankPlain >= 0"))
+        let dynamic = try context.fetch(FetchRequest<ManagedObject>(entityName: "Item", predicate: predicate))
+        #expect(dynamic.count == typed.count && zip(dynamic, typed).allSatisfy { $0 === $1 })
+        #expect(try context.fetch(FetchRequest<Group>(entityName: "Item", predicate: predicate)).isEmpty)
+        // An unknown key is an error on this path too.
+        #expect(throws: CairnError.self) { try context.fetch(FetchRequest(Item.self, format: "nothing == 1")) }
+    }
+
     @Test func dynamicRequests() throws {
         let fixture = try FetchFixture(seed: 6, count: 20)
         let request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try FetchPredicate(format: "rank > 0"),
