@@ -35,7 +35,7 @@ extension Context {
     /// range, and the value a change.
     @inline(__always)
     private func storePrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
-        undoManager.record(object, in: self)
+        undoManager.record(object, slot: slot)
         object.setValue(value, at: slot)
         let identity = ObjectIdentifier(object)
         if lastWritten == identity {  // in `dirty` already (see ``lastWritten``)

@@ -7,8 +7,13 @@
 /// change becomes an unsaved change, as in Core Data.
 ///
 /// A group remembers, for each object it touched, the object's state before the group
-/// (values and whether it existed); undo swaps those states back, redo swaps them again.
+/// (values and whether it existed) — or, when the group only set some of its values (the
+/// usual change: one property), what those values were — and undo puts them back; redo
+/// puts back what undo replaced. Setting one value records that value alone: recording
+/// the whole state made every property set copy all of the object's values (its next
+/// write then copied them again), ten times the cost of the set itself.
 public final class UndoStack {
+    /// An object's whole state before a group changed it.
     struct ObjectState {
         let object: ManagedObject
         let values: [Value]
@@ -16,10 +21,45 @@ public final class UndoStack {
         let isRegistered: Bool
     }
 
+    /// A value of an object before a group changed it.
+    struct SlotValue {
+        let slot: Int
+        let value: Value
+    }
+
+    /// What a group remembers of one object: its whole state, or the values of the slots
+    /// the group set (`whole` nil).
+    struct Entry {
+        let object: ManagedObject
+        var whole: ObjectState?
+        var slots: [SlotValue]
+    }
+
     struct Group {
         var name: String?
-        var states: [ObjectIdentifier: ObjectState] = [:]
-        var order: [ObjectIdentifier] = []
+        private(set) var entries: [Entry] = []
+        /// Each object's place in `entries`, kept once there are more than a few (a
+        /// group of one change is searched instead, and allocates no table).
+        private var positions: [ObjectIdentifier: Int] = [:]
+        private static let searchedEntries = 8
+
+        init(name: String?) { self.name = name }
+
+        func position(of object: ManagedObject) -> Int? {
+            entries.count <= Self.searchedEntries ? entries.firstIndex { $0.object === object } : positions[ObjectIdentifier(object)]
+        }
+
+        mutating func append(_ entry: Entry) {
+            entries.append(entry)
+            guard entries.count > Self.searchedEntries else { return }
+            if positions.isEmpty {
+                for (place, entry) in entries.enumerated() { positions[ObjectIdentifier(entry.object)] = place }
+            } else {
+                positions[ObjectIdentifier(entry.object)] = entries.count - 1
+            }
+        }
+
+        mutating func update(at position: Int, _ change: (inout Entry) -> Void) { change(&entries[position]) }
     }
 
     /// Most groups kept (0: no limit). The oldest are dropped first.
@@ -54,7 +94,7 @@ public final class UndoStack {
         depth -= 1
         guard depth == 0, let group = open else { return }
         open = nil
-        if !group.order.isEmpty {
+        if !group.entries.isEmpty {
             undoStack.append(group)
             redoStack.removeAll()
             trim()
@@ -102,12 +142,42 @@ public final class UndoStack {
         recordState(object, in: context)
     }
 
+    /// Remembers the value in `slot` of `object` (loaded) before the group first changes it.
+    @inline(__always)
+    func record(_ object: ManagedObject, slot: Int) {
+        guard isEnabled, !isReplaying, depth > 0 else { return }
+        recordValue(object, slot: slot)
+    }
+
     private func recordState(_ object: ManagedObject, in context: Context) {
         guard open != nil else { return }
-        let key = ObjectIdentifier(object)
-        guard open?.states[key] == nil else { return }
-        open?.states[key] = Self.state(of: object, in: context)
-        open?.order.append(key)
+        guard let position = open?.position(of: object) else {
+            open?.append(Entry(object: object, whole: Self.state(of: object, in: context), slots: []))
+            return
+        }
+        guard let earlier = open?.entries[position], earlier.whole == nil else { return }
+        // Values set earlier in the group: its state before the group is its state now with
+        // those values put back (setting a value changes nothing else).
+        let now = Self.state(of: object, in: context)
+        var values = now.values
+        for original in earlier.slots where original.slot < values.count { values[original.slot] = original.value }
+        let whole = ObjectState(object: object, values: values, exists: now.exists, isRegistered: now.isRegistered)
+        open?.update(at: position) { entry in
+            entry.whole = whole
+            entry.slots = []
+        }
+    }
+
+    private func recordValue(_ object: ManagedObject, slot: Int) {
+        guard open != nil, slot < object.values.count else { return }
+        let original = SlotValue(slot: slot, value: object.values[slot])
+        guard let position = open?.position(of: object) else {
+            open?.append(Entry(object: object, whole: nil, slots: [original]))
+            return
+        }
+        open?.update(at: position) { entry in
+            if entry.whole == nil, !entry.slots.contains(where: { $0.slot == slot }) { entry.slots.append(original) }
+        }
     }
 
     static func state(of object: ManagedObject, in context: Context) -> ObjectState {
@@ -136,15 +206,19 @@ public final class UndoStack {
         isReplaying = true
         defer { isReplaying = false }
         var reverse = Group(name: group.name)
-        for key in group.order {
-            guard let state = group.states[key] else { continue }
-            reverse.states[key] = Self.state(of: state.object, in: context)
-            reverse.order.append(key)
+        for entry in group.entries {
+            let object = entry.object
+            if entry.whole != nil {
+                reverse.append(Entry(object: object, whole: Self.state(of: object, in: context), slots: []))
+            } else {
+                if object.isFault { context.willRead(object) }
+                let values = object.values
+                reverse.append(Entry(object: object, whole: nil, slots: entry.slots.map { original in
+                    SlotValue(slot: original.slot, value: original.slot < values.count ? values[original.slot] : .null)
+                }))
+            }
         }
-        for key in group.order {
-            guard let state = group.states[key] else { continue }
-            context.restore(state)
-        }
+        for entry in group.entries { context.restore(entry) }
         return reverse
     }
 }
@@ -170,7 +244,16 @@ extension Context {
         try undoManager.group(named: name, body)
     }
 
-    func restore(_ state: UndoStack.ObjectState) {
+    func restore(_ entry: UndoStack.Entry) {
+        guard let state = entry.whole else {
+            let object = entry.object
+            if object.isFault { willRead(object) }
+            for original in entry.slots where original.slot < object.values.count {
+                object.setValue(original.value, at: original.slot)
+            }
+            dirty[object.recordID] = object
+            return
+        }
         let object = state.object
         let id = object.recordID
         // A deleted object whose record is in the store stays registered until the save

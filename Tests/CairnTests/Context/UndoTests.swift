@@ -116,6 +116,61 @@ import Testing
         #expect(p.isInserted)
     }
 
+    /// A property set records that value alone; a group that sets values and then deletes
+    /// (or otherwise changes the whole object) still undoes to the state before the group,
+    /// and one that sets a value twice undoes to the first value and redoes to the last.
+    @Test func valuesSetInAGroupUndoWithTheRestOfIt() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let p = Person(context: context)
+        p.username = "p"
+        p.age = 1
+        try context.save()
+        context.undoGroup(named: "set then delete") {
+            p.age = 2
+            p.name = "Two"
+            context.delete(p)
+        }
+        #expect(p.isDeleted)
+        context.undo()
+        #expect(!p.isDeleted && p.age == 1 && p.name == nil && p.username == "p")
+        context.redo()
+        #expect(p.isDeleted)
+        context.undo()
+        context.undoGroup {
+            p.name = "first"
+            p.age = 3
+            p.name = "second"
+        }
+        context.undo()
+        #expect(p.name == nil && p.age == 1)
+        context.redo()
+        #expect(p.name == "second" && p.age == 3)
+        // A group of many objects (past the few an entry search handles) undoes each one once.
+        let others = (0..<20).map { i -> Person in
+            let other = Person(context: context)
+            other.username = "u\(i)"
+            return other
+        }
+        context.undoGroup {
+            for (i, other) in others.enumerated() { other.age = i; other.age = i + 100; other.name = "n\(i)" }
+        }
+        context.undo()
+        #expect(others.allSatisfy { $0.age == 0 && $0.name == nil })
+        context.redo()
+        #expect(others.enumerated().allSatisfy { $0.element.age == $0.offset + 100 && $0.element.name == "n\($0.offset)" })
+        // Each set outside a group is its own step.
+        p.age = 7
+        p.age = 8
+        context.undo()
+        #expect(p.age == 7)
+        context.undo()
+        #expect(p.age == 3)
+        try context.save()
+        let reader = try stack.reopened().context()
+        #expect(try reader.fetch(Person.self).first { $0.username == "p" }?.age == 3)
+    }
+
     @Test func rollbackClearsUndo() throws {
         let context = try Stack().context()
         let p = Person(context: context)
