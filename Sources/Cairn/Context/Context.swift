@@ -110,9 +110,6 @@ public final class Context {
         object.inStore = false
         object.exists = false
         object.isFault = false
-        // The object's own values now, copied value by value: its first write would
-        // otherwise copy the shared defaults through the generic value witnesses.
-        object.values = Value.uniqueCopy(of: object.values)
         registered[object.recordID] = object
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)
@@ -120,6 +117,11 @@ public final class Context {
             dirty[object.recordID] = object
             lastWritten = ObjectIdentifier(object)
         }
+        // The object's own values now, copied value by value: its first write would
+        // otherwise copy the shared defaults through the generic value witnesses. (After
+        // the undo record, which keeps the values from before the insert: made before it,
+        // the copy was shared with the record, and the first write copied it again.)
+        object.values = Value.uniqueCopy(of: object.values)
         guard !object.detachedRelations.isEmpty else { return }
         let detached = object.detachedRelations
         object.detachedRelations = [:]

@@ -6,60 +6,84 @@
 /// several. A new change clears the redo stack. Undo after a save works: the undone
 /// change becomes an unsaved change, as in Core Data.
 ///
-/// A group remembers, for each object it touched, the object's state before the group
-/// (values and whether it existed) — or, when the group only set some of its values (the
-/// usual change: one property), what those values were — and undo puts them back; redo
-/// puts back what undo replaced. Setting one value records that value alone: recording
-/// the whole state made every property set copy all of the object's values (its next
-/// write then copied them again), ten times the cost of the set itself.
+/// Each change records what it is about to replace: a property set, the value it
+/// overwrites; any other change (insert, delete, relationship), the object's whole state
+/// (values and whether it existed). Undo puts a group's records back in reverse order,
+/// which leaves every object as it was before the group; redo puts back what undo
+/// replaced. Once an object's whole state is recorded in a group, later changes to it
+/// there record nothing (putting that state back covers them). The records of all groups
+/// lie in one array, each group a run of it: a property set outside a group costs one
+/// record, where a group of its own with a copy of every value of the object (which its
+/// next set copied again) had cost ten times the set itself.
 public final class UndoStack {
-    /// An object's whole state before a group changed it.
-    struct ObjectState {
+    /// What one record puts back.
+    enum Recorded {
+        /// One value, of slot `slot`.
+        case value(slot: Int, Value)
+        /// The whole object: its values, whether it existed, whether it was registered.
+        case whole(values: [Value], exists: Bool, isRegistered: Bool)
+    }
+
+    struct Record {
         let object: ManagedObject
-        let values: [Value]
-        let exists: Bool
-        let isRegistered: Bool
+        let recorded: Recorded
     }
 
-    /// A value of an object before a group changed it.
-    struct SlotValue {
-        let slot: Int
-        let value: Value
-    }
+    /// Groups of records, oldest first: the records in one array, each group the run from
+    /// its start to the next group's. Dropping the oldest groups (``levelsLimit``) moves a
+    /// start offset and compacts now and then, so that it costs no copy each time.
+    struct GroupLog {
+        private var records: [Record] = []
+        private var groups: [(name: String?, start: Int)] = []
+        /// The first live record and group; those before them are dropped.
+        private var firstRecord = 0
+        private var firstGroup = 0
 
-    /// What a group remembers of one object: its whole state, or the values of the slots
-    /// the group set (`whole` nil).
-    struct Entry {
-        let object: ManagedObject
-        var whole: ObjectState?
-        var slots: [SlotValue]
-    }
+        var count: Int { groups.count - firstGroup }
+        var isEmpty: Bool { count == 0 }
+        var lastName: String? {
+            get { name(fromEnd: 0) }
+            set { if !isEmpty { groups[groups.count - 1].name = newValue } }
+        }
+        /// The name of the group `back` places before the last (nil past the first).
+        func name(fromEnd back: Int) -> String? { back < count ? groups[groups.count - 1 - back].name : nil }
 
-    struct Group {
-        var name: String?
-        private(set) var entries: [Entry] = []
-        /// Each object's place in `entries`, kept once there are more than a few (a
-        /// group of one change is searched instead, and allocates no table).
-        private var positions: [ObjectIdentifier: Int] = [:]
-        private static let searchedEntries = 8
+        /// Opens a group at the end; records appended from now on belong to it.
+        mutating func open(named name: String?) { groups.append((name, records.count)) }
 
-        init(name: String?) { self.name = name }
+        mutating func append(_ record: Record) { records.append(record) }
 
-        func position(of object: ManagedObject) -> Int? {
-            entries.count <= Self.searchedEntries ? entries.firstIndex { $0.object === object } : positions[ObjectIdentifier(object)]
+        /// The records of the last group (at or after `start`).
+        var recordsOfLast: ArraySlice<Record> { isEmpty ? [] : records[groups[groups.count - 1].start...] }
+
+        /// Removes the last group, handing back its name and records.
+        mutating func popLast() -> (name: String?, records: [Record])? {
+            guard !isEmpty, let (name, start) = groups.popLast() else { return nil }
+            let taken = Array(records[start...])
+            records.removeSubrange(start...)
+            return (name, taken)
         }
 
-        mutating func append(_ entry: Entry) {
-            entries.append(entry)
-            guard entries.count > Self.searchedEntries else { return }
-            if positions.isEmpty {
-                for (place, entry) in entries.enumerated() { positions[ObjectIdentifier(entry.object)] = place }
-            } else {
-                positions[ObjectIdentifier(entry.object)] = entries.count - 1
-            }
+        /// Drops the oldest groups until at most `limit` remain.
+        mutating func keep(atMost limit: Int) {
+            guard count > limit else { return }
+            firstGroup = groups.count - limit
+            firstRecord = firstGroup < groups.count ? groups[firstGroup].start : records.count
+            // Compact once the dropped part is the larger: amortized, each record moves once.
+            guard firstRecord > records.count / 2 || firstGroup > groups.count / 2 else { return }
+            records.removeSubrange(..<firstRecord)
+            groups.removeSubrange(..<firstGroup)
+            for index in groups.indices { groups[index].start -= firstRecord }
+            firstRecord = 0
+            firstGroup = 0
         }
 
-        mutating func update(at position: Int, _ change: (inout Entry) -> Void) { change(&entries[position]) }
+        mutating func removeAll() {
+            records.removeAll()
+            groups.removeAll()
+            firstRecord = 0
+            firstGroup = 0
+        }
     }
 
     /// Most groups kept (0: no limit). The oldest are dropped first.
@@ -68,35 +92,44 @@ public final class UndoStack {
     @exclusivity(unchecked) public var isEnabled = true
 
     // Used only on the owning context's isolation: no dynamic exclusivity checks.
-    @exclusivity(unchecked) private(set) var undoStack: [Group] = []
-    @exclusivity(unchecked) private(set) var redoStack: [Group] = []
-    @exclusivity(unchecked) private var open: Group?
+    @exclusivity(unchecked) private var undoStack = GroupLog()
+    @exclusivity(unchecked) private var redoStack = GroupLog()
     @exclusivity(unchecked) private var depth = 0
     @exclusivity(unchecked) private var isReplaying = false
+    /// The objects whose whole state the open group has recorded (their later changes in it
+    /// record nothing).
+    @exclusivity(unchecked) private var wholeInOpenGroup: Set<ObjectIdentifier> = []
 
     public init() {}
 
-    public var canUndo: Bool { !undoStack.isEmpty }
+    // (While a group is open, it is the undo stack's last; these answer for the closed ones.)
+    public var canUndo: Bool { undoStack.count > (depth > 0 ? 1 : 0) }
     public var canRedo: Bool { !redoStack.isEmpty }
-    public var undoActionName: String? { undoStack.last?.name }
-    public var redoActionName: String? { redoStack.last?.name }
+    public var undoActionName: String? { undoStack.name(fromEnd: depth > 0 ? 1 : 0) }
+    public var redoActionName: String? { redoStack.lastName }
     public var groupingLevel: Int { depth }
 
     /// Opens a group; changes until the matching ``endGrouping()`` undo together.
     public func beginGrouping(named name: String? = nil) {
-        if depth == 0 { open = Group(name: name) } else if let name, open?.name == nil { open?.name = name }
+        if depth == 0 {
+            undoStack.open(named: name)
+        } else if let name, undoStack.lastName == nil {
+            undoStack.lastName = name
+        }
         depth += 1
     }
 
-    /// Closes the innermost group; closing the outermost pushes it on the undo stack.
+    /// Closes the innermost group; closing the outermost keeps it on the undo stack if it
+    /// recorded anything.
     public func endGrouping() {
         guard depth > 0 else { return }
         depth -= 1
-        guard depth == 0, let group = open else { return }
-        open = nil
-        if !group.entries.isEmpty {
-            undoStack.append(group)
-            redoStack.removeAll()
+        guard depth == 0 else { return }
+        if !wholeInOpenGroup.isEmpty { wholeInOpenGroup.removeAll(keepingCapacity: true) }
+        if undoStack.recordsOfLast.isEmpty {
+            _ = undoStack.popLast()
+        } else {
+            if !redoStack.isEmpty { redoStack.removeAll() }
             trim()
         }
     }
@@ -109,19 +142,17 @@ public final class UndoStack {
     }
 
     /// Names the group being recorded (or the last one, if none is open).
-    public func setActionName(_ name: String) {
-        if open != nil { open?.name = name } else if !undoStack.isEmpty { undoStack[undoStack.count - 1].name = name }
-    }
+    public func setActionName(_ name: String) { undoStack.lastName = name }
 
     public func removeAllActions() {
         undoStack.removeAll()
         redoStack.removeAll()
-        open = nil
+        wholeInOpenGroup.removeAll()
         depth = 0
     }
 
     private func trim() {
-        if levelsLimit > 0 && undoStack.count > levelsLimit { undoStack.removeFirst(undoStack.count - levelsLimit) }
+        if levelsLimit > 0 { undoStack.keep(atMost: levelsLimit + (depth > 0 ? 1 : 0)) }
     }
 
     // MARK: Recording (called by the context)
@@ -135,14 +166,14 @@ public final class UndoStack {
         endGrouping()
     }
 
-    /// Remembers `object`'s state before the group first changes it.
+    /// Records `object`'s whole state before a change to it.
     @inline(__always)
     func record(_ object: ManagedObject, in context: Context) {
         guard isEnabled, !isReplaying, depth > 0 else { return }
         recordState(object, in: context)
     }
 
-    /// Remembers the value in `slot` of `object` (loaded) before the group first changes it.
+    /// Records the value in `slot` of `object` (loaded) before a change to it.
     @inline(__always)
     func record(_ object: ManagedObject, slot: Int) {
         guard isEnabled, !isReplaying, depth > 0 else { return }
@@ -150,40 +181,19 @@ public final class UndoStack {
     }
 
     private func recordState(_ object: ManagedObject, in context: Context) {
-        guard open != nil else { return }
-        guard let position = open?.position(of: object) else {
-            open?.append(Entry(object: object, whole: Self.state(of: object, in: context), slots: []))
-            return
-        }
-        guard let earlier = open?.entries[position], earlier.whole == nil else { return }
-        // Values set earlier in the group: its state before the group is its state now with
-        // those values put back (setting a value changes nothing else).
-        let now = Self.state(of: object, in: context)
-        var values = now.values
-        for original in earlier.slots where original.slot < values.count { values[original.slot] = original.value }
-        let whole = ObjectState(object: object, values: values, exists: now.exists, isRegistered: now.isRegistered)
-        open?.update(at: position) { entry in
-            entry.whole = whole
-            entry.slots = []
-        }
+        guard wholeInOpenGroup.insert(ObjectIdentifier(object)).inserted else { return }
+        undoStack.append(Record(object: object, recorded: Self.state(of: object, in: context)))
     }
 
     private func recordValue(_ object: ManagedObject, slot: Int) {
-        guard open != nil, slot < object.values.count else { return }
-        let original = SlotValue(slot: slot, value: object.values[slot])
-        guard let position = open?.position(of: object) else {
-            open?.append(Entry(object: object, whole: nil, slots: [original]))
-            return
-        }
-        open?.update(at: position) { entry in
-            if entry.whole == nil, !entry.slots.contains(where: { $0.slot == slot }) { entry.slots.append(original) }
-        }
+        guard slot < object.values.count else { return }
+        if !wholeInOpenGroup.isEmpty, wholeInOpenGroup.contains(ObjectIdentifier(object)) { return }
+        undoStack.append(Record(object: object, recorded: .value(slot: slot, object.values[slot])))
     }
 
-    static func state(of object: ManagedObject, in context: Context) -> ObjectState {
+    static func state(of object: ManagedObject, in context: Context) -> Recorded {
         if object.isFault { context.willRead(object) }
-        return ObjectState(object: object, values: object.values, exists: object.exists,
-                           isRegistered: object.context === context)
+        return .whole(values: object.values, exists: object.exists, isRegistered: object.context === context)
     }
 
     // MARK: Undo and redo
@@ -192,34 +202,35 @@ public final class UndoStack {
     /// that owns this stack.
     func undo(in context: Context) {
         if depth > 0 { depth = 1; endGrouping() }
-        guard let group = undoStack.popLast() else { return }
-        redoStack.append(replay(group, in: context))
+        guard let (name, records) = undoStack.popLast() else { return }
+        redoStack.open(named: name)
+        replay(records, in: context, reversingInto: &redoStack)
     }
 
     func redo(in context: Context) {
-        guard depth == 0, let group = redoStack.popLast() else { return }
-        undoStack.append(replay(group, in: context))
+        guard depth == 0, let (name, records) = redoStack.popLast() else { return }
+        undoStack.open(named: name)
+        replay(records, in: context, reversingInto: &undoStack)
+        trim()
     }
 
-    /// Restores the states in `group`; returns the group that reverses it.
-    private func replay(_ group: Group, in context: Context) -> Group {
+    /// Puts `records` back, last first; records into `reverse` (whose group is open), for
+    /// each, what it replaces, so that putting those back, last first, redoes it.
+    private func replay(_ records: [Record], in context: Context, reversingInto reverse: inout GroupLog) {
         isReplaying = true
         defer { isReplaying = false }
-        var reverse = Group(name: group.name)
-        for entry in group.entries {
-            let object = entry.object
-            if entry.whole != nil {
-                reverse.append(Entry(object: object, whole: Self.state(of: object, in: context), slots: []))
-            } else {
+        for record in records.reversed() {
+            let object = record.object
+            switch record.recorded {
+            case .whole:
+                reverse.append(Record(object: object, recorded: Self.state(of: object, in: context)))
+            case .value(let slot, _):
                 if object.isFault { context.willRead(object) }
                 let values = object.values
-                reverse.append(Entry(object: object, whole: nil, slots: entry.slots.map { original in
-                    SlotValue(slot: original.slot, value: original.slot < values.count ? values[original.slot] : .null)
-                }))
+                reverse.append(Record(object: object, recorded: .value(slot: slot, slot < values.count ? values[slot] : .null)))
             }
+            context.restore(record)
         }
-        for entry in group.entries { context.restore(entry) }
-        return reverse
     }
 }
 
@@ -244,31 +255,28 @@ extension Context {
         try undoManager.group(named: name, body)
     }
 
-    func restore(_ entry: UndoStack.Entry) {
-        guard let state = entry.whole else {
-            let object = entry.object
-            if object.isFault { willRead(object) }
-            for original in entry.slots where original.slot < object.values.count {
-                object.setValue(original.value, at: original.slot)
-            }
-            dirty[object.recordID] = object
-            return
-        }
-        let object = state.object
+    func restore(_ record: UndoStack.Record) {
+        let object = record.object
         let id = object.recordID
-        // A deleted object whose record is in the store stays registered until the save
-        // that deletes it, even if the state was captured while it was detached (a save
-        // detaches deleted objects; redoing the delete after undo and save must delete again).
-        if state.isRegistered || (!state.exists && object.inStore) {
-            object.context = self
-            registered[id] = object
-        } else if object.context === self {
-            registered[id] = nil
-            object.context = nil
+        switch record.recorded {
+        case .value(let slot, let value):
+            if object.isFault { willRead(object) }
+            if slot < object.values.count { object.setValue(value, at: slot) }
+        case .whole(let values, let exists, let isRegistered):
+            // A deleted object whose record is in the store stays registered until the save
+            // that deletes it, even if the state was captured while it was detached (a save
+            // detaches deleted objects; redoing the delete after undo and save must delete again).
+            if isRegistered || (!exists && object.inStore) {
+                object.context = self
+                registered[id] = object
+            } else if object.context === self {
+                registered[id] = nil
+                object.context = nil
+            }
+            object.values = values
+            object.isFault = false
+            object.exists = exists
         }
-        object.values = state.values
-        object.isFault = false
-        object.exists = state.exists
         dirty[id] = object
     }
 }

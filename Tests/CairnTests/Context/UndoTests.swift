@@ -166,6 +166,19 @@ import Testing
         #expect(p.age == 7)
         context.undo()
         #expect(p.age == 3)
+        // A levels limit keeps the last groups only, however many went before.
+        context.undoManager.levelsLimit = 3
+        for age in 10..<110 { p.age = age }
+        for expected in [108, 107, 106] {
+            context.undo()
+            #expect(p.age == expected)
+        }
+        #expect(!context.undoManager.canUndo)
+        context.undo()
+        #expect(p.age == 106)
+        context.redo(); context.redo(); context.redo()
+        #expect(p.age == 109 && !context.undoManager.canRedo)
+        p.age = 3
         try context.save()
         let reader = try stack.reopened().context()
         #expect(try reader.fetch(Person.self).first { $0.username == "p" }?.age == 3)
