@@ -92,18 +92,20 @@ struct CairnSide {
                                       options: StoreOptions(durability: durability, compaction: .default))
     }
 
-    func context() -> Context {
+    /// A context with undo off (as Core Data's on iOS): SQLite keeps no undo history.
+    /// insert_bulk_undo measures the default, undo on.
+    func context(undo: Bool = false) -> Context {
         let context = Context(coordinator: coordinator, model: model)
-        context.undoManager.isEnabled = false
+        context.undoManager.isEnabled = undo
         return context
     }
 
     func close() { coordinator.close() }
 
-    func insertRows(_ count: Int, batch: Int = 100_000) throws {
+    func insertRows(_ count: Int, batch: Int = 100_000, undo: Bool = false) throws {
         var done = 0
         while done < count {
-            let context = self.context()
+            let context = self.context(undo: undo)
             for i in done..<min(count, done + batch) {
                 let row = Row.create(in: context)
                 row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
@@ -147,14 +149,14 @@ struct SQLiteSide {
 func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) throws -> Measurement {
     let path = directory + "/store"
     switch (name, engine) {
-    case ("insert_bulk", .cairn), ("insert_bulk_batch", .cairn):
+    case ("insert_bulk", .cairn), ("insert_bulk_batch", .cairn), ("insert_bulk_undo", .cairn):
         // insert_bulk_batch: the same rows through a batch insert (Context.batchInsert), one
         // transaction filled in through one object that holds each new record in turn.
         let side = try CairnSide(path: path)
         let n = 200_000 / scale
         let start = startTimedPart()
         try timedRegion {
-            guard name == "insert_bulk_batch" else { return try side.insertRows(n, batch: n) }
+            guard name == "insert_bulk_batch" else { return try side.insertRows(n, batch: n, undo: name == "insert_bulk_undo") }
             let ids = try side.context().batchInsert(Row.self, count: n) { row, i in
                 row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
                 row.a5 = cell(i, 5); row.a6 = cell(i, 6); row.a7 = cell(i, 7); row.a8 = cell(i, 8); row.a9 = cell(i, 9)
@@ -164,7 +166,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n)
-    case ("insert_bulk", .sqlite), ("insert_bulk_batch", .sqlite):
+    case ("insert_bulk", .sqlite), ("insert_bulk_batch", .sqlite), ("insert_bulk_undo", .sqlite):
         let side = try SQLiteSide(path: path)
         let n = 200_000 / scale
         let start = startTimedPart()
@@ -514,7 +516,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph",
-                     "insert_bulk_batch", "update_all_batch", "delete_compact_batch"]
+                     "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo"]
 
 func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }
