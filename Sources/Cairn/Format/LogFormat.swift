@@ -23,12 +23,7 @@ public enum LogFrame {
     public static func append(to writer: inout ByteWriter, sequence: UInt64, syncedThrough: UInt64,
                               payload: (inout ByteWriter) -> Void) {
         let start = writer.count
-        writer.u32(0)  // checksum, patched below
-        writer.u32(0)  // length, patched below
-        writer.u64(sequence)
-        writer.u64(syncedThrough)
-        writer.u8(typeTransaction)
-        writer.append([0, 0, 0, 0, 0, 0, 0])
+        header(into: &writer, length: 0, sequence: sequence, syncedThrough: syncedThrough)  // length patched below
         payload(&writer)
         let length = writer.count - start - headerSize
         writer.patch(u32: UInt32(length), at: start + 4)
@@ -37,6 +32,17 @@ public enum LogFrame {
         }
         writer.patch(u32: crc, at: start)
         writer.pad(to: alignment)
+    }
+
+    /// A transaction frame's header, its checksum field zero (the checksum covers the
+    /// header's other bytes and the payload, so it is written last).
+    public static func header(into writer: inout ByteWriter, length: Int, sequence: UInt64, syncedThrough: UInt64) {
+        writer.u32(0)
+        writer.u32(UInt32(truncatingIfNeeded: length))
+        writer.u64(sequence)
+        writer.u64(syncedThrough)
+        writer.u8(typeTransaction)
+        writer.append([0, 0, 0, 0, 0, 0, 0])
     }
 
     /// The total size of a frame with a payload of `length` bytes.
@@ -142,6 +148,14 @@ public enum TransactionCoding {
     }
 
     public static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter) {
+        encode(operations, timestamp: timestamp, into: &writer, handingOnPast: .max) { _ in }
+    }
+
+    /// ``encode(_:timestamp:into:)`` in pieces: whenever `writer` holds `piece` bytes or
+    /// more after an operation, `handOn` takes them (and leaves it empty); the last piece
+    /// stays in `writer`.
+    public static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter,
+                              handingOnPast piece: Int, _ handOn: (inout ByteWriter) throws -> Void) rethrows {
         writer.u64(timestamp)
         writer.varint(UInt64(operations.count))
         for operation in operations {
@@ -154,6 +168,7 @@ public enum TransactionCoding {
                 writer.u8(delete)
                 writer.u64(id.rawValue)
             }
+            if writer.count >= piece { try handOn(&writer) }
         }
     }
 

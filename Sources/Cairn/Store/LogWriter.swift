@@ -15,6 +15,9 @@ final class LogWriter: @unchecked Sendable {
     private(set) var syncedThrough: UInt64
     /// The end of what the last successful sync covered: bytes past it may not be on disk.
     private(set) var syncedOffset: Int
+    /// The end of everything written, which a frame written in pieces takes past
+    /// `appendOffset` before it is whole.
+    private var writtenEnd = 0
     let preallocationBytes: Int
     /// Reused commit buffer.
     var buffer = ByteWriter()
@@ -55,12 +58,60 @@ final class LogWriter: @unchecked Sendable {
     /// Appends `buffer` at the tail with one write, reserving space ahead first if needed.
     func appendBuffer() throws {
         let end = appendOffset + buffer.count
-        if end > allocatedEnd {
-            let target = (end + preallocationBytes - 1) / preallocationBytes * preallocationBytes
-            try file.preallocate(to: Int64(target))
-            allocatedEnd = target
-        }
+        try reserve(through: end)
+        writtenEnd = max(writtenEnd, end)
         try buffer.bytes.withUnsafeBytes { try file.write($0, at: Int64(appendOffset)) }
+        appendOffset = end
+    }
+
+    /// Reserves file space (a multiple of the preallocation size) through `end`.
+    private func reserve(through end: Int) throws {
+        guard end > allocatedEnd else { return }
+        let target = (end + preallocationBytes - 1) / preallocationBytes * preallocationBytes
+        try file.preallocate(to: Int64(target))
+        allocatedEnd = target
+    }
+
+    /// Appends one transaction frame (FORMAT.md §4) written in pieces of about `piece`
+    /// bytes, through ``buffer``, rather than whole: a large transaction needs no buffer
+    /// of its own size. `payloadLength` is the payload's exact size
+    /// (``TransactionCoding/encodedSize(_:)``); `encode` writes the payload into the
+    /// writer it is given, handing each piece to the closure it is given. The pieces go
+    /// first and the header, whose checksum covers them, last: until the header is
+    /// written the frame reads as unused space, and a crash that keeps only some pieces
+    /// leaves a frame whose checksum fails, a torn tail, as a torn single write would.
+    func appendFrame(sequence: UInt64, payloadLength: Int, piece: Int,
+                     encode: (inout ByteWriter, (inout ByteWriter) throws -> Void) throws -> Void) throws {
+        let start = appendOffset, end = start + LogFrame.frameSize(payloadLength: payloadLength)
+        try reserve(through: end)
+        buffer.removeAll()
+        LogFrame.header(into: &buffer, length: payloadLength, sequence: sequence, syncedThrough: syncedThrough)
+        let header = buffer.bytes
+        var crc = header.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[4...])) }
+        var position = start + LogFrame.headerSize
+        func write(_ piece: inout ByteWriter, checksummed: Bool = true) throws {
+            if checksummed { crc = piece.bytes.withUnsafeBytes { CRC32C.update(crc, $0) } }
+            writtenEnd = max(writtenEnd, position + piece.count)
+            try piece.bytes.withUnsafeBytes { try file.write($0, at: Int64(position)) }
+            position += piece.count
+            piece.removeAll()
+        }
+        buffer.removeAll()
+        try encode(&buffer) { try write(&$0) }
+        try write(&buffer)
+        guard position == start + LogFrame.headerSize + payloadLength else {
+            throw CairnError(.io, "internal error: a transaction of \(position - start - LogFrame.headerSize) bytes was sized at \(payloadLength)")
+        }
+        // Zero padding to the frame's end (outside the checksum), then the header with it.
+        if end > position {
+            buffer.append([UInt8](repeating: 0, count: end - position))
+            try write(&buffer, checksummed: false)
+        }
+        var headerWithChecksum = ByteWriter()
+        headerWithChecksum.append(header)
+        headerWithChecksum.patch(u32: CRC32C.mask(crc), at: 0)
+        writtenEnd = max(writtenEnd, end)
+        try headerWithChecksum.bytes.withUnsafeBytes { try file.write($0, at: Int64(start)) }
         appendOffset = end
     }
 
@@ -79,7 +130,7 @@ final class LogWriter: @unchecked Sendable {
     /// error and mark them clean). Best effort: the store is poisoned either way, and
     /// recovery treats a cut or torn tail as uncommitted.
     func discardUnsynced() {
-        guard appendOffset > syncedOffset else { return }
+        guard max(appendOffset, writtenEnd) > syncedOffset else { return }
         do {
             try file.truncate(to: Int64(syncedOffset))
             try file.sync()

@@ -87,15 +87,9 @@ extension Store {
         guard shared || schema == current else {
             throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
         }
-        var payloadEstimate = 16
-        for operation in operations {
-            switch operation {
-            case .put(_, let body): payloadEstimate += 20 + body.count
-            case .delete: payloadEstimate += 9
-            }
-        }
-        guard payloadEstimate <= FormatLimits.maxFramePayload else {
-            throw CairnError(.tooLarge, "transaction of about \(payloadEstimate) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
+        let payload = TransactionCoding.encodedSize(operations)
+        guard payload <= FormatLimits.maxFramePayload else {
+            throw CairnError(.tooLarge, "transaction of \(payload) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
                           expected: expected)
@@ -271,11 +265,12 @@ extension Store {
                 var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
                 writer.buffer.removeAll()
-                // Room for every frame at once: a large transaction grown by doubling had
-                // copied its bytes several times over, into pages new each time.
-                writer.buffer.reserve(batch.reduce(0) {
-                    $0 + LogFrame.frameSize(payloadLength: TransactionCoding.encodedSize($1.operations))
-                })
+                // A large batch is written frame by frame in pieces; any other through one
+                // buffer with room for every frame at once (grown by doubling, a large
+                // transaction had copied its bytes several times over, into new pages).
+                let size = batch.reduce(0) { $0 + LogFrame.frameSize(payloadLength: TransactionCoding.encodedSize($1.operations)) }
+                let streamed = size > options.streamedFramesMinimum
+                if !streamed { writer.buffer.reserve(size) }
                 // A buffer grown for a large transaction is not kept for the next ones.
                 defer { if writer.buffer.capacity > LogWriter.keptBufferCapacity { writer.buffer = ByteWriter() } }
                 for (index, ticket) in batch.enumerated() {
@@ -304,13 +299,26 @@ extension Store {
                     }
                     accepted.append((ticket, sequence))
                     assigned[index] = sequence
-                    LogFrame.append(to: &writer.buffer, sequence: sequence, syncedThrough: writer.syncedThrough) {
-                        TransactionCoding.encode(ticket.operations, timestamp: now, into: &$0)
+                    if !streamed {
+                        LogFrame.append(to: &writer.buffer, sequence: sequence, syncedThrough: writer.syncedThrough) {
+                            TransactionCoding.encode(ticket.operations, timestamp: now, into: &$0)
+                        }
                     }
                 }
                 guard !accepted.isEmpty else { return }
                 try poisonOnFailure(discarding: writer) {
-                    try writer.appendBuffer()
+                    if streamed {
+                        let piece = max(1, options.framePieceBytes)
+                        for (ticket, sequence) in accepted {
+                            try writer.appendFrame(sequence: sequence, payloadLength: TransactionCoding.encodedSize(ticket.operations),
+                                                   piece: piece) { payload, handOn in
+                                try TransactionCoding.encode(ticket.operations, timestamp: now, into: &payload,
+                                                             handingOnPast: piece, handOn)
+                            }
+                        }
+                    } else {
+                        try writer.appendBuffer()
+                    }
                     writer.lastWritten = sequence
                     if accepted.contains(where: \.ticket.durable) { try writer.sync(through: sequence) }
                 }

@@ -34,6 +34,11 @@ public struct StoreOptions: Sendable {
     /// while the log is replayed (`SnapshotChecksums`); a shorter one is checksummed in
     /// less time than handing it over takes. Tests lower it to exercise the hand-over.
     var backgroundChecksumMinimum = ChecksumInParts.minimumPerPart
+    /// A commit whose frames come to more than this is written frame by frame, each in
+    /// pieces of `framePieceBytes` (``LogWriter/appendFrame(sequence:payloadLength:piece:encode:)``),
+    /// instead of through one buffer that holds it all. Tests lower both to exercise it.
+    var streamedFramesMinimum = 4 << 20
+    var framePieceBytes = 1 << 20
 
     public init(fileSystem: any FileSystem = POSIXFileSystem(), durability: Durability = .durable,
                 compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,

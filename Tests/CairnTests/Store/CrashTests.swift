@@ -37,9 +37,10 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
     /// A workload of 240 transactions (mostly durable, some deferred) with a compaction
     /// every 40, crashed at every sync point with every pending write kept, dropped, or
     /// (four seeded ways) kept, dropped or garbled one by one.
-    @Test func everySyncPointReopensToACommittedPrefix() throws {
+    /// (Streamed: each commit's frame written in pieces, header last.)
+    @Test(arguments: [false, true]) func everySyncPointReopensToACommittedPrefix(streamed: Bool) throws {
         let fs = MemoryFileSystem()
-        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs, streamed: streamed))
         let tracker = Locked(CrashTracker())
         let modes: [MemoryFileSystem.CrashMode] = [.keepAll, .dropAll, .random(seed: 1), .random(seed: 2),
                                                    .random(seed: 3), .random(seed: 4)]
@@ -69,7 +70,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
         let result = tracker.value
         #expect(result.failures.isEmpty, "\(result.failures.prefix(5))")
         #expect(result.checked >= 1000, "crash states checked: \(result.checked)")
-        print("crash simulation: \(result.checked) crash states checked, \(result.failures.count) not a committed prefix")
+        print("crash simulation\(streamed ? " (frames in pieces)" : ""): \(result.checked) crash states checked, \(result.failures.count) not a committed prefix")
     }
 }
 
@@ -79,7 +80,8 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
     /// store's visible state is the last committed one; later writes are refused; and
     /// the store reopens to a committed prefix holding every acknowledged transaction,
     /// both as left and after a power loss.
-    @Test func everyFailingCallLeavesACommittedPrefix() throws {
+    /// (Streamed: each commit's frame written in pieces, so a call can fail between them.)
+    @Test(arguments: [false, true]) func everyFailingCallLeavesACommittedPrefix(streamed: Bool) throws {
         var n = 1
         var injected = 0
         while true {
@@ -100,7 +102,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
             var failed = false
             var store: Store?
             do {
-                let opened = try Store.open(at: "/db", options: memoryOptions(faulty))
+                let opened = try Store.open(at: "/db", options: memoryOptions(faulty, streamed: streamed))
                 store = opened
                 for step in 0..<10 {
                     if step == 6 {
@@ -131,6 +133,19 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
                     store.close()
                 }
             }
+            if failed {
+                // A failed write is cut back: nothing follows the log's last whole frame
+                // (a frame written in pieces leaves none of them behind).
+                for name in try base.listDirectory("/db") where name.hasSuffix(".log") {
+                    let log = base.contents(of: "/db/" + name) ?? []
+                    log.withUnsafeBytes { bytes in
+                        var offset = FileHeader.size
+                        while offset < bytes.count, case .frame(_, _, _, let next) = LogFrame.parse(bytes, at: offset) { offset = next }
+                        #expect(offset >= bytes.count || UnsafeRawBufferPointer(rebasing: bytes[offset...]).isAllZero,
+                                "N=\(n): \(name) holds bytes after its last frame (at \(offset) of \(bytes.count))")
+                    }
+                }
+            }
             if !failed && faulty.callCount < n { break }  // the workload finished before call N
             if failed { injected += 1 }
             // As left (the process goes on and reopens), and after a power loss.
@@ -140,7 +155,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
             n += 1
         }
         #expect(injected > 40, "faults injected: \(injected)")
-        print("I/O faults: \(injected) failing calls injected, each state checked kept and dropped")
+        print("I/O faults\(streamed ? " (frames in pieces)" : ""): \(injected) failing calls injected, each state checked kept and dropped")
     }
 
     @Test func aFailedSyncPoisonsUntilReopen() throws {
@@ -166,5 +181,49 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
         #expect(try reopened.get(id)?.values.first == .string("a"))
         try reopened.commit([.delete(id)])
         #expect(try reopened.get(id) == nil)
+    }
+}
+
+@Suite struct StreamedFrameTests {
+    /// A commit written in pieces (header last) leaves the very bytes the one-buffer path
+    /// writes for the same transaction, and reopens to it; pieces smaller than a record,
+    /// records larger than a piece, deletes, and several frames in a row.
+    @Test func aFrameWrittenInPiecesIsTheFrameWrittenWhole() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs, streamed: true))
+        var workload = BlobWorkload(seed: 5)
+        for round in 0..<6 {
+            var changes = workload.nextTransaction(maxBlob: round * 60)
+            if round == 3 {
+                let big = RecordID(entity: 1, serial: 9_999)
+                changes.append(.put(big, [.string("big"), .bytes(Data((0..<500).map { UInt8(truncatingIfNeeded: $0) }))]))
+                Cairn_apply([changes.last!], to: &workload.model)
+            }
+            try store.commit(changes, durability: round % 2 == 0 ? .durable : .deferred)
+        }
+        try store.sync()
+        let logName = try #require(try fs.listDirectory("/db").first { $0.hasSuffix(".log") })
+        let log = try #require(fs.contents(of: "/db/" + logName))
+        var offset = FileHeader.size, frames = 0
+        try log.withUnsafeBytes { bytes in
+            while case .frame(let sequence, let syncedThrough, let payload, let next) = LogFrame.parse(bytes, at: offset) {
+                var operations: [Cairn.Operation] = []
+                let timestamp = try TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: bytes[payload])) { id, body in
+                    operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
+                }
+                var whole = ByteWriter()
+                LogFrame.append(to: &whole, sequence: sequence, syncedThrough: syncedThrough) {
+                    TransactionCoding.encode(operations, timestamp: timestamp, into: &$0)
+                }
+                #expect(Array(bytes[offset..<next]) == whole.bytes, "frame \(sequence)")
+                offset = next
+                frames += 1
+            }
+        }
+        #expect(frames == 6)
+        store.close()
+        let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
+        #expect(try contents(of: reopened) == workload.model)
+        reopened.close()
     }
 }

@@ -112,8 +112,13 @@ func temporaryDirectory(_ name: String = #function) -> String {
 
 /// Options for a test store; its snapshot index's checksum is always computed in the
 /// background (as for a large store), so the tests exercise that hand-over.
-func memoryOptions(_ fs: any FileSystem, durability: Durability = .durable) -> StoreOptions {
+/// With `streamed`, every commit writes its frames in pieces of 61 bytes (`LogWriter.appendFrame`).
+func memoryOptions(_ fs: any FileSystem, durability: Durability = .durable, streamed: Bool = false) -> StoreOptions {
     var options = StoreOptions(fileSystem: fs, durability: durability, compaction: .manual, preallocationBytes: 4096)
     options.backgroundChecksumMinimum = 0
+    if streamed {
+        options.streamedFramesMinimum = 0
+        options.framePieceBytes = 61
+    }
     return options
 }
