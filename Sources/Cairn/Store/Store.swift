@@ -302,17 +302,15 @@ struct StoreState: Sendable {
         let raw = id.rawValue
         versions[raw] = sequence
         for index in watching { index.noteChange(raw) }
-        let prior = changes[raw]
         if let body {
-            switch prior {
+            switch changes.updateValue(.live(body), forKey: raw) {
             case .live?: break
             case .deleted?: count += 1
             case nil: if !snapshot.contains(id) { count += 1 }
             }
-            changes[raw] = .live(body)
             if id.serial >= nextSerial { nextSerial = id.serial + 1 }
         } else {
-            switch prior {
+            switch changes[raw] {
             case .live?:
                 count -= 1
                 if snapshot.contains(id) { changes[raw] = .deleted } else { _ = changes.removeValue(forKey: raw) }

@@ -159,8 +159,20 @@ struct IDMap<Key: IDMapKey, Value> {
                 zero = newValue
                 return
             }
-            if let newValue { insert(bits, newValue) } else { _ = remove(bits) }
+            if let newValue { _ = insert(bits, newValue) } else { _ = remove(bits) }
         }
+    }
+
+    /// Sets the value for `key` and returns the one it replaces, in one probe (a lookup
+    /// and then a store probed twice).
+    @discardableResult
+    mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
+        let bits = key.idBits
+        if bits == 0 {
+            defer { if zero == nil { count += 1 }; zero = value }
+            return zero
+        }
+        return insert(bits, value)
     }
 
     /// The value for `key`, or `defaultValue()` (stored first) when there is none.
@@ -183,7 +195,8 @@ struct IDMap<Key: IDMapKey, Value> {
         self = IDMap()
     }
 
-    private mutating func insert(_ bits: UInt64, _ value: Value) {
+    /// Stores `value` for `bits` (not 0); returns the value it replaces.
+    private mutating func insert(_ bits: UInt64, _ value: Value) -> Value? {
         // One probe finds the key, or the empty bucket that ends its run: a new key goes
         // there unless the table grows first (a copy made for a shared table keeps every
         // bucket's place). Probing once for the key and again for the empty bucket walked
@@ -195,8 +208,9 @@ struct IDMap<Key: IDMapKey, Value> {
                 let key = keys[index]
                 if key == bits {
                     makeUnique()
-                    buckets.values[index] = value
-                    return
+                    let replaced = (buckets.values + index).move()
+                    (buckets.values + index).initialize(to: value)
+                    return replaced
                 }
                 if key == 0 { break }
                 index = (index &+ 1) & mask
@@ -213,6 +227,7 @@ struct IDMap<Key: IDMapKey, Value> {
         buckets.keys[index] = bits
         (buckets.values + index).initialize(to: value)
         count += 1
+        return nil
     }
 
     private mutating func remove(_ bits: UInt64) -> Value? {

@@ -23,10 +23,13 @@ import Testing
         for step in 0..<20_000 {
             let k = key()
             switch random.next() % 5 {
-            case 0, 1:
+            case 0:
                 let v = Int(truncatingIfNeeded: random.next())
                 map[k] = v
                 reference[k] = v
+            case 1:
+                let v = Int(truncatingIfNeeded: random.next())
+                #expect(map.updateValue(v, forKey: k) == reference.updateValue(v, forKey: k))
             case 2:
                 #expect(map.removeValue(forKey: k) == reference.removeValue(forKey: k))
             case 3:
@@ -146,9 +149,11 @@ import Testing
             for key in 1...1_000 as ClosedRange<UInt64> { original[key] = Tracked(Int(key)) }
             // A new key and an overwrite, each the first write to a shared map, without a
             // resize: the bucket found while probing is written in the map's own copy.
-            var added = original, overwritten = original
+            var added = original, overwritten = original, updated = original
             added[5_000] = Tracked(5_000)
             overwritten[3] = Tracked(-3)
+            #expect(updated.updateValue(Tracked(-4), forKey: 4)?.number == 4 && updated[4]?.number == -4)
+            #expect(original[4]?.number == 4, "an update of a shared map writes its own copy")
             #expect(original.count == 1_000 && original[5_000] == nil && original[3]?.number == 3)
             #expect(added.count == 1_001 && added[5_000]?.number == 5_000 && added[3]?.number == 3)
             #expect(overwritten.count == 1_000 && overwritten[3]?.number == -3 && overwritten[5_000] == nil)
