@@ -61,7 +61,7 @@ public final class Store: Sendable {
 
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
     public func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
-        let (entry, snapshot) = state.withLock { ($0.overlay[id.entity]?[id.rawValue], $0.snapshot) }
+        let (entry, snapshot) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot) }
         switch entry {
         case .live(let bytes): return try bytes.withUnsafeBytes { try body($0) }
         case .deleted: return nil
@@ -83,7 +83,7 @@ public final class Store: Sendable {
     /// record since, instead of searching the snapshot's index. (The frame is checked to
     /// hold `id`, as any read from the snapshot is.)
     func getVersioned(_ id: RecordID, hint: (snapshot: SnapshotReader, place: SnapshotReader.Place?)?) throws -> (record: Record, version: UInt64)? {
-        let (entry, snapshot, version) = state.withLock { ($0.overlay[id.entity]?[id.rawValue], $0.snapshot, $0.version(of: id)) }
+        let (entry, snapshot, version) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id)) }
         let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
         case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try Self.decodeRecord($0, id: id, entity: entity) }), version)
@@ -244,7 +244,7 @@ struct StoreState: Sendable {
     }
 
     func contains(_ id: RecordID) -> Bool {
-        switch overlay[id.entity]?[id.rawValue] {
+        switch overlay.lookup(id.entity, { $0[id.rawValue] }) {
         case .live: return true
         case .deleted: return false
         case nil: return snapshot.contains(id)
