@@ -71,7 +71,7 @@ open class ManagedObject: CustomStringConvertible {
     /// firing it needs no second read. Dropped when the record changes elsewhere.
     @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
     /// Relationships set before the object was inserted into a context.
-    @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = [:]
+    @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = Dictionary()  // (not `[:]`, which called the literal initializer for every object)
 
     /// A new object not yet in any context (insert it, or use ``init(context:)``).
     public required init() {
