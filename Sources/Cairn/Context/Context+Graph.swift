@@ -67,17 +67,15 @@ extension Context {
         var resolved: (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)?
         for raw in raws {
             let id = RecordID(rawValue: raw)
-            let target: ManagedObject
-            if let known = registered[id] {
-                target = known
-            } else {
+            // The registered object, or a new fault registered in the same probe.
+            let found = registered.value(forKey: id) { () -> ManagedObject? in
                 if resolved?.number != id.entity {
-                    guard let entity = coordinator.entity(number: id.entity) else { continue }
+                    guard let entity = coordinator.entity(number: id.entity) else { return nil }
                     resolved = (id.entity, entity, model.objectClass(for: entity.name))
                 }
-                guard let resolved else { continue }
-                target = self.object(for: id, entity: resolved.entity, type: resolved.type)
+                return resolved.map { makeFault(id, entity: $0.entity, type: $0.type) }
             }
+            guard let target = found else { continue }
             if target.isFault { willRead(target) }
             if target.exists { targets.append(target) }
         }

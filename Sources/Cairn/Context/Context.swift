@@ -183,10 +183,19 @@ public final class Context {
     /// The registered object for `id` of an entity already looked up (many at a time:
     /// a fetch resolves its entity and class once, not per object), or a new fault.
     func object(for id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
-        registered[id] ?? newFault(id, entity: entity, type: type)
+        // (Never nil: the fault is always made.)
+        registered.value(forKey: id) { makeFault(id, entity: entity, type: type) } ?? newFault(id, entity: entity, type: type)
     }
 
+    /// A new fault for `id`, registered.
     func newFault(_ id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
+        let object = makeFault(id, entity: entity, type: type)
+        registered[id] = object
+        return object
+    }
+
+    /// A new fault for `id`, of this context but not yet registered.
+    func makeFault(_ id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
         let object: ManagedObject
         if let type { object = type.init() } else { object = ManagedObject(dynamic: entity) }
         object.entity = entity
@@ -195,7 +204,6 @@ public final class Context {
         object.isFault = true
         object.inStore = true
         object.values = []
-        registered[id] = object
         return object
     }
 

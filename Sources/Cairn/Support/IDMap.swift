@@ -79,6 +79,8 @@ struct IDMap<Key: IDMapKey, Value> {
     private var shift: UInt64
     private let seed: UInt64
     private(set) var count = 0
+    /// Advanced by every insert and removal (a table replaced or resized has new buckets).
+    private var changes: UInt = 0
 
     init() {
         seed = Self.mix(idMapSeeds.withLock { counter in
@@ -195,8 +197,44 @@ struct IDMap<Key: IDMapKey, Value> {
         self = IDMap()
     }
 
+    /// The value for `key`; if there is none, `make()`'s, stored for it first (nothing
+    /// is stored when `make` gives nil). One probe either way, where a lookup and then an
+    /// insert probed the key's run twice. (`make` may change this map: then the value is
+    /// stored with a probe of its own.)
+    @inline(__always)
+    mutating func value(forKey key: Key, orInsert make: () -> Value?) -> Value? {
+        let bits = key.idBits
+        guard bits != 0 else {
+            if let zero { return zero }
+            guard let made = make() else { return nil }
+            self[key] = made
+            return made
+        }
+        let keys = buckets.keys, mask = self.mask
+        var index = home(bits)
+        while true {
+            let found = keys[index]
+            if found == bits { return buckets.values[index] }
+            if found == 0 { break }
+            index = (index &+ 1) & mask
+        }
+        let before = (buckets: ObjectIdentifier(buckets), changes: changes)
+        guard let made = make() else { return nil }
+        if before != (ObjectIdentifier(buckets), changes) || (count + 1) * 10 > buckets.capacity * 7 {
+            _ = insert(bits, made)
+        } else {
+            makeUnique()
+            buckets.keys[index] = bits
+            (buckets.values + index).initialize(to: made)
+            count += 1
+            changes &+= 1
+        }
+        return made
+    }
+
     /// Stores `value` for `bits` (not 0); returns the value it replaces.
     private mutating func insert(_ bits: UInt64, _ value: Value) -> Value? {
+        changes &+= 1
         // One probe finds the key, or the empty bucket that ends its run: a new key goes
         // there unless the table grows first (a copy made for a shared table keeps every
         // bucket's place). Probing once for the key and again for the empty bucket walked
@@ -232,6 +270,7 @@ struct IDMap<Key: IDMapKey, Value> {
 
     private mutating func remove(_ bits: UInt64) -> Value? {
         guard var hole = bucket(of: bits) else { return nil }
+        changes &+= 1
         makeUnique()
         let keys = buckets.keys, values = buckets.values, mask = self.mask
         let removed = (values + hole).move()

@@ -27,9 +27,15 @@ import Testing
                 let v = Int(truncatingIfNeeded: random.next())
                 map[k] = v
                 reference[k] = v
-            case 1:
+            case 1 where step % 2 == 0:
                 let v = Int(truncatingIfNeeded: random.next())
                 #expect(map.updateValue(v, forKey: k) == reference.updateValue(v, forKey: k))
+            case 1:
+                // Found, or made and stored in the same probe (or, made nil, not stored).
+                let v = Int(truncatingIfNeeded: random.next())
+                let expected = reference[k] ?? (v % 3 == 0 ? nil : v)
+                if reference[k] == nil, v % 3 != 0 { reference[k] = v }
+                #expect(map.value(forKey: k) { v % 3 == 0 ? nil : v } == expected)
             case 2:
                 #expect(map.removeValue(forKey: k) == reference.removeValue(forKey: k))
             case 3:
@@ -137,6 +143,43 @@ import Testing
 
     /// Copies share buckets until one writes (then they part); values are released once,
     /// whether they were moved by a resize, shifted by a removal or dropped with the map.
+    /// `value(forKey:orInsert:)` whose `make` changes the map itself (as a class's own
+    /// `init` may register other objects): the value is still stored once, where a
+    /// lookup finds it, and every other entry stays reachable, through a resize and
+    /// through removals that shift probe runs.
+    @Test func aMakerThatChangesTheMapIsSafe() {
+        // Held as a context holds its registered objects: a class's property whose
+        // accesses are not checked at run time.
+        final class Holder { @exclusivity(unchecked) var map = IDMap<UInt64, Int>() }
+        let holder = Holder()
+        var reference: [UInt64: Int] = [:]
+        for key in 1...40 as ClosedRange<UInt64> { holder.map[key] = Int(key); reference[key] = Int(key) }
+        for round in 0..<200 {
+            let key = UInt64(1_000 + round)
+            let made = holder.map.value(forKey: key) {
+                // Remove one neighbour and add another (same count), then, every few
+                // rounds, enough keys to resize the table.
+                let victim = UInt64(1 + round % 40)
+                holder.map[victim] = nil
+                reference[victim] = nil
+                holder.map[UInt64(5_000 + round)] = round
+                reference[UInt64(5_000 + round)] = round
+                if round % 7 == 0 {
+                    for extra in 0..<64 as Range<UInt64> {
+                        holder.map[100_000 + UInt64(round) * 64 + extra] = -1
+                        reference[100_000 + UInt64(round) * 64 + extra] = -1
+                    }
+                }
+                return round * 10
+            }
+            reference[key] = round * 10
+            #expect(made == round * 10)
+            #expect(holder.map.count == reference.count, "round \(round)")
+        }
+        #expect(Dictionary(uniqueKeysWithValues: holder.map.map { ($0.key, $0.value) }) == reference)
+        for (key, value) in reference { #expect(holder.map[key] == value) }
+    }
+
     @Test func copiesAreIndependentAndValuesAreReleasedOnce() {
         final class Tracked {
             static let live = Protected(0)
