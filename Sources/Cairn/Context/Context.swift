@@ -175,9 +175,10 @@ public final class Context {
 
     /// The registered object for `id`, or a new fault.
     func object(for id: RecordID) -> ManagedObject? {
-        if let known = registered[id] { return known }
-        guard let entity = coordinator.entity(number: id.entity) else { return nil }
-        return newFault(id, entity: entity, type: model.objectClass(for: entity.name))
+        registered.value(forKey: id) {
+            guard let entity = coordinator.entity(number: id.entity) else { return nil }
+            return makeFault(id, entity: entity, type: model.objectClass(for: entity.name))
+        }
     }
 
     /// The registered object for `id` of an entity already looked up (many at a time:
