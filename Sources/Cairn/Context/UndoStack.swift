@@ -54,7 +54,9 @@ public final class UndoStack {
         mutating func append(_ record: Record) { records.append(record) }
 
         /// The records of the last group (at or after `start`).
-        var recordsOfLast: ArraySlice<Record> { isEmpty ? [] : records[groups[groups.count - 1].start...] }
+        /// Whether the last group holds no record (no slice of the records is made: this is
+        /// asked at the end of every change outside a group).
+        var lastIsEmpty: Bool { isEmpty || groups[groups.count - 1].start == records.count }
 
         /// Removes the last group, handing back its name and records.
         mutating func popLast() -> (name: String?, records: [Record])? {
@@ -126,7 +128,7 @@ public final class UndoStack {
         depth -= 1
         guard depth == 0 else { return }
         if !wholeInOpenGroup.isEmpty { wholeInOpenGroup.removeAll(keepingCapacity: true) }
-        if undoStack.recordsOfLast.isEmpty {
+        if undoStack.lastIsEmpty {
             _ = undoStack.popLast()
         } else {
             if !redoStack.isEmpty { redoStack.removeAll() }

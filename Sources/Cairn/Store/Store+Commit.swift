@@ -17,10 +17,15 @@ final class CommitTicket: Sendable {
     let semaphore = DispatchSemaphore(value: 0)
     let outcome = Protected<Outcome?>(nil)
 
+    /// The exact size of the transaction's payload (``TransactionCoding/encodedSize(_:)``),
+    /// computed once for the size limit, the batch's buffer and a streamed frame.
+    let payloadLength: Int
+
     init(operations: [Operation], durable: Bool, expected: [ExpectedVersion]) {
         self.operations = operations
         self.durable = durable
         self.expected = expected
+        payloadLength = TransactionCoding.encodedSize(operations)
     }
 
     func take() -> Outcome? { outcome.withLock { value in defer { value = nil }; return value } }
@@ -86,10 +91,6 @@ extension Store {
         }
         guard shared || schema == current else {
             throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
-        }
-        let payload = TransactionCoding.encodedSize(operations)
-        guard payload <= FormatLimits.maxFramePayload else {
-            throw CairnError(.tooLarge, "transaction of \(payload) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
                           expected: expected)
@@ -203,6 +204,9 @@ extension Store {
     /// leadership to the next waiter.
     func commit(operations: [Operation], durable: Bool, expected: [ExpectedVersion] = []) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
+        guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
+            throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
+        }
         let leads = queue.withLock { queue -> Bool in
             queue.pending.append(ticket)
             if queue.leading { return false }
@@ -268,7 +272,7 @@ extension Store {
                 // A large batch is written frame by frame in pieces; any other through one
                 // buffer with room for every frame at once (grown by doubling, a large
                 // transaction had copied its bytes several times over, into new pages).
-                let size = batch.reduce(0) { $0 + LogFrame.frameSize(payloadLength: TransactionCoding.encodedSize($1.operations)) }
+                let size = batch.reduce(0) { $0 + LogFrame.frameSize(payloadLength: $1.payloadLength) }
                 let streamed = size > options.streamedFramesMinimum
                 if !streamed { writer.buffer.reserve(size) }
                 // A buffer grown for a large transaction is not kept for the next ones.
@@ -310,7 +314,7 @@ extension Store {
                     if streamed {
                         let piece = max(1, options.framePieceBytes)
                         for (ticket, sequence) in accepted {
-                            try writer.appendFrame(sequence: sequence, payloadLength: TransactionCoding.encodedSize(ticket.operations),
+                            try writer.appendFrame(sequence: sequence, payloadLength: ticket.payloadLength,
                                                    piece: piece) { payload, handOn in
                                 try TransactionCoding.encode(ticket.operations, timestamp: now, into: &payload,
                                                              handingOnPast: piece, handOn)
