@@ -19,14 +19,34 @@ public enum JSON: Equatable, Sendable {
     /// Parses one JSON text (RFC 8259) from its UTF-8 bytes. Errors are `.invalidArgument`
     /// naming the byte offset.
     public init(parsing text: some StringProtocol) throws {
-        var utf8 = Array(text.utf8)
-        self = try utf8.withUnsafeMutableBufferPointer { buffer in
-            var parser = JSONParser(bytes: UnsafeBufferPointer(buffer))
-            let value = try parser.value(depth: 0)
-            parser.skipSpace()
-            guard parser.position == buffer.count else { throw parser.failure("unexpected text after the value") }
-            return value
+        if let parsed = try text.utf8.withContiguousStorageIfAvailable({ try JSON(utf8: UnsafeRawBufferPointer($0)) }) {
+            self = parsed
+        } else {
+            self = try Array(text.utf8).withUnsafeBytes { try JSON(utf8: $0) }
         }
+    }
+
+    /// Parses one JSON text from UTF-8 bytes (invalid UTF-8 in a string becomes U+FFFD).
+    public init(utf8 bytes: UnsafeRawBufferPointer) throws {
+        var parser = JSONParser(bytes: bytes.assumingMemoryBound(to: UInt8.self))
+        let value = try parser.value(depth: 0)
+        try parser.end()
+        self = value
+    }
+
+    /// The members of a JSON text that is an object, in their order, repeated keys
+    /// included; nil for a text that is another value. (A record line's members, looked
+    /// up by name a few times each, need no hashed table.)
+    static func members(utf8 bytes: UnsafeRawBufferPointer) throws -> [(key: String, value: JSON)]? {
+        var parser = JSONParser(bytes: bytes.assumingMemoryBound(to: UInt8.self))
+        parser.skipSpace()
+        guard parser.position < bytes.count, bytes[parser.position] == UInt8(ascii: "{") else {
+            _ = try JSON(utf8: bytes)  // (a malformed text is reported as such)
+            return nil
+        }
+        let members = try parser.members(depth: 0)
+        try parser.end()
+        return members
     }
 
     public subscript(key: String) -> JSON? {
@@ -58,8 +78,14 @@ private struct JSONParser {
         CairnError(.invalidArgument, "invalid JSON at byte \(position): \(message)")
     }
 
+    /// Only whitespace may follow the value.
+    mutating func end() throws {
+        skipSpace()
+        guard position == bytes.count else { throw failure("unexpected text after the value") }
+    }
+
     mutating func skipSpace() {
-        while position < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[position]) { position += 1 }
+        while position < bytes.count, JSONText.isSpace(bytes[position]) { position += 1 }
     }
 
     mutating func value(depth: Int) throws -> JSON {
@@ -68,23 +94,10 @@ private struct JSONParser {
         guard position < bytes.count else { throw failure("unexpected end") }
         switch bytes[position] {
         case UInt8(ascii: "{"):
-            position += 1
-            var members: [String: JSON] = [:]
-            skipSpace()
-            if position < bytes.count, bytes[position] == UInt8(ascii: "}") { position += 1; return .object(members) }
-            while true {
-                skipSpace()
-                guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw failure("expected a key") }
-                let key = try string()
-                skipSpace()
-                try expect(UInt8(ascii: ":"))
-                members[key] = try value(depth: depth + 1)
-                skipSpace()
-                guard position < bytes.count else { throw failure("unexpected end in an object") }
-                if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
-                try expect(UInt8(ascii: "}"))
-                return .object(members)
-            }
+            let pairs = try members(depth: depth)
+            var members = [String: JSON](minimumCapacity: pairs.count)
+            for (key, value) in pairs { members[key] = value }  // a repeated key keeps its last value
+            return .object(members)
         case UInt8(ascii: "["):
             position += 1
             var items: [JSON] = []
@@ -105,6 +118,29 @@ private struct JSONParser {
         case UInt8(ascii: "n"): try literal("null"); return .null
         default:
             return .number(try number())
+        }
+    }
+
+    /// An object's members in their order, repeated keys included (at `{`). Gathered as
+    /// a list, an object's table is made at its size once: grown member by member it was
+    /// rehashed at every doubling (a sixth of an import's time).
+    mutating func members(depth: Int) throws -> [(key: String, value: JSON)] {
+        position += 1
+        var pairs: [(key: String, value: JSON)] = []
+        skipSpace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "}") { position += 1; return pairs }
+        while true {
+            skipSpace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw failure("expected a key") }
+            let key = try string()
+            skipSpace()
+            try expect(UInt8(ascii: ":"))
+            pairs.append((key, try value(depth: depth + 1)))
+            skipSpace()
+            guard position < bytes.count else { throw failure("unexpected end in an object") }
+            if bytes[position] == UInt8(ascii: ",") { position += 1; continue }
+            try expect(UInt8(ascii: "}"))
+            return pairs
         }
     }
 
@@ -165,14 +201,27 @@ private struct JSONParser {
         return value
     }
 
+    /// A string's text. Without escapes (the common case) it is its bytes, decoded once;
+    /// with escapes, the runs between them and each escape's UTF-8 are gathered first.
     mutating func string() throws -> String {
         position += 1  // the opening quote
-        var scalars = String.UnicodeScalarView()
+        let start = position
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                position += 1
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)]), as: UTF8.self)
+            }
+            if byte < 0x20 { throw failure("control character in a string") }
+            if byte == UInt8(ascii: "\\") { break }
+            position += 1
+        }
+        guard position < bytes.count else { throw failure("unterminated string") }
+        var text: [UInt8] = []
+        text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<position]))
         var runStart = position
         func flushRun() {
-            if runStart < position {
-                scalars.append(contentsOf: String(decoding: bytes[runStart..<position], as: UTF8.self).unicodeScalars)
-            }
+            if runStart < position { text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<position])) }
         }
         while true {
             guard position < bytes.count else { throw failure("unterminated string") }
@@ -180,7 +229,7 @@ private struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 flushRun()
                 position += 1
-                return String(scalars)
+                return String(decoding: text, as: UTF8.self)
             }
             if byte < 0x20 { throw failure("control character in a string") }
             if byte != UInt8(ascii: "\\") { position += 1; continue }
@@ -189,15 +238,16 @@ private struct JSONParser {
             guard position < bytes.count else { throw failure("unterminated escape") }
             let escape = bytes[position]
             position += 1
+            let scalar: Unicode.Scalar
             switch escape {
-            case UInt8(ascii: "\""): scalars.append("\"")
-            case UInt8(ascii: "\\"): scalars.append("\\")
-            case UInt8(ascii: "/"): scalars.append("/")
-            case UInt8(ascii: "b"): scalars.append("\u{08}")
-            case UInt8(ascii: "f"): scalars.append("\u{0C}")
-            case UInt8(ascii: "n"): scalars.append("\n")
-            case UInt8(ascii: "r"): scalars.append("\r")
-            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "\""): scalar = "\""
+            case UInt8(ascii: "\\"): scalar = "\\"
+            case UInt8(ascii: "/"): scalar = "/"
+            case UInt8(ascii: "b"): scalar = "\u{08}"
+            case UInt8(ascii: "f"): scalar = "\u{0C}"
+            case UInt8(ascii: "n"): scalar = "\n"
+            case UInt8(ascii: "r"): scalar = "\r"
+            case UInt8(ascii: "t"): scalar = "\t"
             case UInt8(ascii: "u"):
                 var code = try hex4()
                 if (0xD800..<0xDC00).contains(code) {
@@ -209,11 +259,12 @@ private struct JSONParser {
                     guard (0xDC00..<0xE000).contains(low) else { throw failure("unpaired surrogate in a \\u escape") }
                     code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                 }
-                guard let scalar = Unicode.Scalar(code) else { throw failure("unpaired surrogate in a \\u escape") }
-                scalars.append(scalar)
+                guard let decoded = Unicode.Scalar(code) else { throw failure("unpaired surrogate in a \\u escape") }
+                scalar = decoded
             default:
                 throw failure("unknown escape \\\(Character(Unicode.Scalar(escape)))")
             }
+            text.append(contentsOf: scalar.utf8)
             runStart = position
         }
     }

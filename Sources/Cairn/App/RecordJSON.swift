@@ -20,25 +20,58 @@ public enum RecordJSON {
     }
 
     /// A line read but not yet turned into values: its entity, its `id` text if any, and
-    /// the JSON object.
+    /// the JSON object's members.
     public struct ParsedLine: Sendable {
         public let entity: EntityDescription
         public let id: String?
-        public let object: JSON
+        /// The members in their order, repeated keys included (the last one counts).
+        let members: [(key: String, value: JSON)]
+        /// Member positions by key, for a line of many members (a few are searched).
+        private let positions: [String: Int]?
+
+        init(entity: EntityDescription, id: String?, members: [(key: String, value: JSON)]) {
+            self.entity = entity
+            self.id = id
+            self.members = members
+            if members.count > 16 {
+                var positions = [String: Int](minimumCapacity: members.count)
+                for (index, member) in members.enumerated() { positions[member.key] = index }
+                self.positions = positions
+            } else {
+                positions = nil
+            }
+        }
+
+        /// The JSON object.
+        public var object: JSON { .object(Dictionary(members, uniquingKeysWith: { $1 })) }
+
+        /// The value of member `key` (of its last occurrence), nil if there is none.
+        public subscript(key: String) -> JSON? {
+            if let positions { return positions[key].map { members[$0].value } }
+            return members.last { $0.key == key }?.value
+        }
     }
 
     /// Reads one line: a JSON object naming an entity of `schema`. Errors are
     /// `.invalidArgument` with the reason (the caller adds the line number).
     public static func parse(_ line: some StringProtocol, schema: Schema) throws -> ParsedLine {
-        let object = try JSON(parsing: line)
-        guard case .object = object else { throw CairnError(.invalidArgument, "not a JSON object") }
-        guard case .string(let name)? = object["entity"], let entity = schema.entity(named: name) else {
-            throw CairnError(.invalidArgument, "missing or unknown \"entity\" \(object["entity"]?.summary ?? "null")")
+        if let parsed = try line.utf8.withContiguousStorageIfAvailable({ try parse(utf8: UnsafeRawBufferPointer($0), schema: schema) }) {
+            return parsed
         }
-        let id = object["id"] ?? .null
-        if case .string(let text) = id { return ParsedLine(entity: entity, id: text, object: object) }
+        return try Array(line.utf8).withUnsafeBytes { try parse(utf8: $0, schema: schema) }
+    }
+
+    /// ``parse(_:schema:)`` of a line's UTF-8 bytes.
+    public static func parse(utf8 line: UnsafeRawBufferPointer, schema: Schema) throws -> ParsedLine {
+        guard let members = try JSON.members(utf8: line) else { throw CairnError(.invalidArgument, "not a JSON object") }
+        let found = { (key: String) in members.last { $0.key == key }?.value }
+        guard case .string(let name)? = found("entity"), let entity = schema.entity(named: name) else {
+            throw CairnError(.invalidArgument, "missing or unknown \"entity\" \(found("entity")?.summary ?? "null")")
+        }
+        let id = found("id") ?? .null
+        if case .string(let text) = id { return ParsedLine(entity: entity, id: text, members: members) }
         guard id.isNull else { throw CairnError(.invalidArgument, "\"id\" must be a string, not \(id.summary)") }
-        return ParsedLine(entity: entity, id: nil, object: object)
+        return ParsedLine(entity: entity, id: nil, members: members)
     }
 
     /// The record values of a parsed line, in schema order. A missing or null attribute
@@ -49,7 +82,7 @@ public enum RecordJSON {
         var values: [Value] = []
         values.reserveCapacity(entity.valueCount)
         for attribute in entity.attributes {
-            let raw = line.object[attribute.name] ?? .null
+            let raw = line[attribute.name] ?? .null
             if raw.isNull {
                 if let fallback = attribute.defaultValue { values.append(fallback); continue }
                 guard attribute.isOptional else {
@@ -76,7 +109,7 @@ public enum RecordJSON {
                     throw CairnError(error.code, "\(label): \(error.message)")
                 }
             }
-            let raw = line.object[relationship.name] ?? .null
+            let raw = line[relationship.name] ?? .null
             if relationship.isToMany {
                 let list: [JSON]
                 switch raw {
@@ -174,6 +207,12 @@ public enum RecordJSON {
 
 /// JSON text built by hand, with keys in the order given.
 public enum JSONText {
+    /// Whether a byte is JSON whitespace (space, tab, line feed, carriage return).
+    @inline(__always)
+    public static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+    }
+
     public static func string(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {

@@ -17,6 +17,61 @@ import Testing
         #expect { try JSON(parsing: deep) } throws: { ($0 as? CairnError)?.message.contains("deeper") == true }
     }
 
+    /// Strings of every kind of character come back from their JSON text as they went
+    /// in (escapes anywhere, multi-byte text around them), from a `String` and from bytes;
+    /// bytes that are not UTF-8 read as U+FFFD, as `String(decoding:as:)` reads them.
+    @Test func stringsComeBackFromTheirJSONText() throws {
+        var generator = SystemRandomNumberGenerator()
+        let pool: [Unicode.Scalar] = ["a", "z", " ", "\"", "\\", "/", "\u{00}", "\u{08}", "\n", "\u{1F}", "\u{7F}",
+                                      "é", "€", "\u{FFFF}", "😀", "\u{10FFFF}"]
+        for _ in 0..<2_000 {
+            var scalars = String.UnicodeScalarView()
+            for _ in 0..<Int.random(in: 0...12, using: &generator) { scalars.append(pool.randomElement(using: &generator) ?? "a") }
+            let text = String(scalars)
+            let json = JSONText.string(text)
+            #expect(try JSON(parsing: json) == .string(text), "\(json)")
+            #expect(try Array(json.utf8).withUnsafeBytes { try JSON(utf8: $0) } == .string(text), "\(json)")
+        }
+        for _ in 0..<2_000 {
+            // Raw bytes with no quote, backslash or control character, valid UTF-8 or not,
+            // with an escape somewhere or none.
+            var raw: [UInt8] = (0..<Int.random(in: 0...10, using: &generator)).map { _ in
+                let byte = UInt8.random(in: 0x20...0xFF, using: &generator)
+                return byte == 0x22 || byte == 0x5C ? 0x41 : byte
+            }
+            let escaped = Bool.random(using: &generator)
+            let cut = Int.random(in: 0...raw.count, using: &generator)
+            if escaped { raw.insert(contentsOf: Array(#"\n"#.utf8), at: cut) }
+            let expected = escaped ? String(decoding: raw[..<cut], as: UTF8.self) + "\n" + String(decoding: raw[(cut + 2)...], as: UTF8.self)
+                                   : String(decoding: raw, as: UTF8.self)
+            let bytes = [0x22] + raw + [0x22]
+            #expect(try bytes.withUnsafeBytes { try JSON(utf8: $0) } == .string(expected), "\(raw)")
+        }
+    }
+
+    /// A record line's member lookup answers as the parsed object's: the last of a
+    /// repeated key, nil for an absent one, for lines of few members (searched) and of
+    /// many (indexed).
+    @Test func aLinesMembersAnswerAsItsObject() throws {
+        let schema = Schema(entities: [EntityDescription(name: "E", number: 1, attributes: [AttributeDescription(name: "k0", type: .int64)])])
+        var generator = SystemRandomNumberGenerator()
+        let keys = (0..<24).map { "k\($0)" } + ["entity", "id"]
+        for _ in 0..<500 {
+            var members = [#""entity": "E""#]
+            for _ in 0..<Int.random(in: 0...40, using: &generator) {
+                members.append("\"k\(Int.random(in: 0..<24, using: &generator))\": \(Int.random(in: 0...9, using: &generator))")
+            }
+            members.shuffle(using: &generator)
+            let text = "{" + members.joined(separator: ", ") + "}"
+            let line = try RecordJSON.parse(text, schema: schema)
+            let object = try JSON(parsing: text)
+            for key in keys { #expect(line[key] == object[key], "\(key) in \(text)") }
+            #expect(line.object == object)
+        }
+        #expect(throws: CairnError.self) { try RecordJSON.parse("[1]", schema: schema) }
+        #expect(throws: CairnError.self) { try RecordJSON.parse(#"{"entity": "E"} x"#, schema: schema) }
+    }
+
     @Test func numbersConvertExactly() throws {
         let cases: [(String, AttributeType, Value)] = [
             ("-5.657169167550999e+99", .double, .double(-5.657169167550999e+99)),

@@ -124,6 +124,27 @@ import Testing
         #expect(second.err.contains("store at \(store) is locked by pid \(getpid())"))
     }
 
+    /// Lines are numbered as the file's, across blank lines (spaces, a lone carriage
+    /// return) and CRLF endings; a line that is not JSON stops the import there.
+    @Test func importCountsLinesAcrossBlankLinesAndCRLF() throws {
+        let (dir, _) = try workspace()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = dir + "/s"
+        _ = try CLI.run(["create", store, "--schema", dir + "/schema.json"])
+        let text = [#"{"entity": "Person", "id": "a", "username": "ann", "dvds": ["d"]}"#, "", "   \t",
+                    #"{"entity": "DVD", "id": "d", "title": "T\u00e9 \"q\"", "owner": "a"}"#, "\r",
+                    #"{"entity": "Person", "username": "bo"}"#, #"{"entity": "Person", "username": "x"#,
+                    #"{"entity": "Person", "username": "never"}"#].joined(separator: "\r\n")
+        try text.write(toFile: dir + "/crlf.ndjson", atomically: true, encoding: .utf8)
+        let result = try CLI.run(["import", store, "--in", dir + "/crlf.ndjson", "--batch", "2"])
+        #expect(result.status == 1)
+        #expect(result.err.contains("line 7: invalid JSON"), "\(result.err)")
+        #expect(result.out.contains("committed 3"), "\(result.out)")
+        #expect(try CLI.run(["query", store, "Person", "--count"]).out == "2\n")
+        let dvd = try CLI.run(["query", store, "DVD"]).out
+        #expect(dvd.contains(#""title": "Té \"q\"""#), "\(dvd)")
+    }
+
     @Test func badLinesStopTheImportAfterEarlierBatches() throws {
         let (dir, data) = try workspace()
         defer { try? FileManager.default.removeItem(atPath: dir) }
