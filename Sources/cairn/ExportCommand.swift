@@ -4,7 +4,7 @@ import Foundation
 /// Collects output lines and writes them to a file or standard output in chunks.
 final class LineSink {
     private let handle: FileHandle
-    private var buffer = Data()
+    private var buffer: [UInt8] = []
 
     init(path: String?) throws {
         if let path {
@@ -17,13 +17,23 @@ final class LineSink {
         }
     }
 
-    func write(_ line: String) {
-        buffer.append(Data((line + "\n").utf8))
-        if buffer.count > 1 << 20 { flush() }
+    func write(_ line: String) throws {
+        try write { $0.append(contentsOf: line.utf8) }
     }
 
-    func flush() {
-        handle.write(buffer)
+    /// Appends a line that `make` writes (without its newline) into the buffer.
+    func write(_ make: (inout [UInt8]) throws -> Void) throws {
+        try make(&buffer)
+        buffer.append(0x0A)
+        if buffer.count > 1 << 20 { try flush() }
+    }
+
+    /// Writes what is buffered; a failed write (a full disk, a closed pipe) is an `.io`
+    /// error, not a trap.
+    func flush() throws {
+        do { try handle.write(contentsOf: buffer) } catch {
+            throw CairnError(.io, "cannot write the output: \(error.localizedDescription)")
+        }
         buffer.removeAll(keepingCapacity: true)
     }
 }
@@ -56,12 +66,13 @@ enum ExportCommand {
         var written = 0
         for entity in entities {
             try store.scan(entity: entity.number) { id, body in
-                sink.write(RecordJSON.line(entity: entity, id: id, values: try ValueCoding.decode(body)))
+                let values = try ValueCoding.decode(body)
+                try sink.write { RecordJSON.appendLine(entity: entity, id: id, values: values, to: &$0) }
                 written += 1
                 if written % 10_000 == 0 { Console.progress("exported \(written) records", json: json) }
             }
         }
-        sink.flush()
+        try sink.flush()
         Console.endProgress(json: json)
         if args.options["--out"] != nil { Console.out("exported \(written) records to \(args.options["--out"]!)") }
     }

@@ -45,9 +45,9 @@ enum QueryCommand {
         }
         let sink = try LineSink(path: nil)
         for object in try context.fetch(request) {
-            sink.write(RecordJSON.line(entity: object.entity, id: object.objectID.recordID, values: object.entity.attributes.indices.map { object[object.entity.attributes[$0].name] }
+            try sink.write(RecordJSON.line(entity: object.entity, id: object.objectID.recordID, values: object.entity.attributes.indices.map { object[object.entity.attributes[$0].name] }
                 + object.entity.relationships.map { object[$0.name] }))
         }
-        sink.flush()
+        try sink.flush()
     }
 }

@@ -8,15 +8,33 @@ import Foundation
 public enum RecordJSON {
     /// One record as a line (without the newline).
     public static func line(entity: EntityDescription, id: RecordID, values: [Value]) -> String {
-        var pairs: [(String, String)] = [("entity", JSONText.string(entity.name)), ("id", JSONText.string(id.description))]
+        var bytes: [UInt8] = []
+        appendLine(entity: entity, id: id, values: values, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``line(entity:id:values:)``'s UTF-8 to `bytes` (an export writes its lines
+    /// into one buffer this way: building each as a `String` of parts took most of its time).
+    public static func appendLine(entity: EntityDescription, id: RecordID, values: [Value], to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: #"{"entity": "#.utf8)
+        JSONText.append(string: entity.name, to: &bytes)
+        bytes.append(contentsOf: #", "id": "#.utf8)
+        JSONText.append(string: id.description, to: &bytes)
+        func member(_ name: String) {
+            bytes.append(contentsOf: ", ".utf8)
+            JSONText.append(string: name, to: &bytes)
+            bytes.append(contentsOf: ": ".utf8)
+        }
         for (index, attribute) in entity.attributes.enumerated() {
-            pairs.append((attribute.name, JSONText.value(index < values.count ? values[index] : .null)))
+            member(attribute.name)
+            JSONText.append(value: index < values.count ? values[index] : .null, to: &bytes)
         }
         for (offset, relationship) in entity.relationships.enumerated() {
             let value = entity.attributes.count + offset < values.count ? values[entity.attributes.count + offset] : .null
-            pairs.append((relationship.name, relationship.isToMany && value.isNull ? "[]" : JSONText.value(value)))
+            member(relationship.name)
+            if relationship.isToMany && value.isNull { bytes.append(contentsOf: "[]".utf8) } else { JSONText.append(value: value, to: &bytes) }
         }
-        return JSONText.object(pairs)
+        bytes.append(UInt8(ascii: "}"))
     }
 
     /// A line read but not yet turned into values: its entity, its `id` text if any, and
@@ -214,28 +232,49 @@ public enum JSONText {
     }
 
     public static func string(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    result.unicodeScalars.append(scalar)
+        var bytes: [UInt8] = []
+        append(string: text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `text` as a JSON string: its UTF-8 whole when nothing in it needs an
+    /// escape (the common case), else run by run between escapes.
+    public static func append(string text: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for (index, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                runStart = index + 1
+                bytes.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+                case UInt8(ascii: "\n"): bytes.append(UInt8(ascii: "n"))
+                case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "r"))
+                case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "t"))
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    bytes.append(contentsOf: "u00".utf8)
+                    bytes.append(hex[Int(byte >> 4)])
+                    bytes.append(hex[Int(byte & 0xF)])
                 }
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
         }
-        return result + "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 
     public static func object(_ pairs: [(String, String)]) -> String {
-        "{" + pairs.map { "\(string($0.0)): \($0.1)" }.joined(separator: ", ") + "}"
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        for (index, (key, value)) in pairs.enumerated() {
+            if index > 0 { bytes.append(contentsOf: ", ".utf8) }
+            append(string: key, to: &bytes)
+            bytes.append(contentsOf: ": ".utf8)
+            bytes.append(contentsOf: value.utf8)
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public static func array(_ items: [String]) -> String { "[" + items.joined(separator: ", ") + "]" }
@@ -247,6 +286,17 @@ public enum JSONText {
     }
 
     public static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// Appends ``value(_:)``'s UTF-8 to `bytes`.
+    public static func append(value: Value, to bytes: inout [UInt8]) {
+        switch value {
+        case .int64(let v): bytes.append(contentsOf: String(v).utf8)
+        case .int32(let v): bytes.append(contentsOf: String(v).utf8)
+        case .string(let v): append(string: v, to: &bytes)
+        case .null: bytes.append(contentsOf: "null".utf8)
+        default: bytes.append(contentsOf: self.value(value).utf8)
+        }
+    }
 
     /// A value in the interchange format.
     public static func value(_ value: Value) -> String {

@@ -21,6 +21,7 @@ import Testing
     /// in (escapes anywhere, multi-byte text around them), from a `String` and from bytes;
     /// bytes that are not UTF-8 read as U+FFFD, as `String(decoding:as:)` reads them.
     @Test func stringsComeBackFromTheirJSONText() throws {
+        #expect(JSONText.string("a\"\\\n\r\t\u{01}\u{1F}é/") == #""a\"\\\n\r\t\u0001\u001fé/""#)
         var generator = SystemRandomNumberGenerator()
         let pool: [Unicode.Scalar] = ["a", "z", " ", "\"", "\\", "/", "\u{00}", "\u{08}", "\n", "\u{1F}", "\u{7F}",
                                       "é", "€", "\u{FFFF}", "😀", "\u{10FFFF}"]
