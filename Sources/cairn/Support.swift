@@ -84,12 +84,14 @@ enum Console {
 }
 
 /// Opens a store for a command, turning failures into a readable line.
-func openStore(_ path: String, command: String) throws -> Store {
+/// Opens an existing store. Commands compact only when asked (`.manual`), except those
+/// that write much, which compact as an app's store does (`cairn import`).
+func openStore(_ path: String, command: String, compaction: CompactionPolicy = .manual) throws -> Store {
     guard FileManager.default.fileExists(atPath: path + "/MANIFEST") else {
         throw CairnError(.notFound, "no store at \(path)")
     }
     var options = StoreOptions()
     options.createIfMissing = false
-    options.compaction = .manual
+    options.compaction = compaction
     return try Store.open(at: path, options: options)
 }
