@@ -69,7 +69,7 @@ final class ObjectQueueStorage: Sendable {
     let name: String
     let store: Store
     let entity: UInt16
-    private let items = Protected<[(position: Int64, id: RecordID)]?>(nil)
+    private let items = Protected<QueueItems?>(nil)
 
     init(name: String, store: Store) throws {
         guard let entity = store.schema.entity(named: Container.queueEntity.name) else {
@@ -81,19 +81,25 @@ final class ObjectQueueStorage: Sendable {
     }
 
     /// Runs `body` with the loaded items, under the queue's lock.
-    private func withItems<T>(_ body: (inout [(position: Int64, id: RecordID)]) throws -> T) throws -> T {
+    private func withItems<T>(_ body: (inout QueueItems) throws -> T) throws -> T {
         try items.withLock { items in
-            if items == nil {
-                var loaded: [(position: Int64, id: RecordID)] = []
-                for id in try store.indexedIDs(entity: entity, slot: 0, matching: .equal([.string(name)])) {
-                    guard let record = try store.get(id), case .int64(let position) = record.values[1] else { continue }
-                    loaded.append((position, id))
-                }
-                loaded.sort { $0.position < $1.position }
-                items = loaded
-            }
-            return try body(&items!)
+            var loaded: QueueItems
+            if let existing = items { loaded = existing } else { loaded = try load() }
+            items = nil  // (`loaded` is then its array's only holder: changes to it copy nothing)
+            defer { items = loaded }
+            return try body(&loaded)
         }
+    }
+
+    /// The queue's records, read from the store.
+    private func load() throws -> QueueItems {
+        var loaded: [(position: Int64, id: RecordID)] = []
+        for id in try store.indexedIDs(entity: entity, slot: 0, matching: .equal([.string(name)])) {
+            guard let record = try store.get(id), case .int64(let position) = record.values[1] else { continue }
+            loaded.append((position, id))
+        }
+        loaded.sort { $0.position < $1.position }
+        return QueueItems(loaded)
     }
 
     func push(_ payload: Data) throws {
@@ -127,7 +133,7 @@ final class ObjectQueueStorage: Sendable {
     }
 
     func payloads() throws -> [Data] {
-        try withItems { items in try items.map { try payload(of: $0.id) } }
+        try withItems { items in try (0..<items.count).map { try payload(of: items[$0].id) } }
     }
 
     func count() throws -> Int { try withItems { $0.count } }
@@ -146,9 +152,39 @@ final class ObjectQueueStorage: Sendable {
 
     func removeAll() throws {
         try withItems { items in
-            guard !items.isEmpty else { return }
-            try store.commit(items.map { .delete($0.id) }, durability: .durable)
-            items.removeAll()
+            guard items.count > 0 else { return }
+            try store.commit((0..<items.count).map { .delete(items[$0].id) }, durability: .durable)
+            items = QueueItems([])
         }
     }
+}
+
+/// A queue's (position, record ID) pairs, first to last. Removing the first moves a start
+/// offset, not the rest of the array (`Array.removeFirst` moved every element: popping a
+/// queue of n elements took time in n²); the removed part is dropped once it is the larger.
+struct QueueItems: Sendable {
+    private var storage: [(position: Int64, id: RecordID)]
+    private var start = 0
+
+    init(_ items: [(position: Int64, id: RecordID)]) { storage = items }
+
+    var count: Int { storage.count - start }
+    var first: (position: Int64, id: RecordID)? { count > 0 ? storage[start] : nil }
+    var last: (position: Int64, id: RecordID)? { count > 0 ? storage[storage.count - 1] : nil }
+    subscript(index: Int) -> (position: Int64, id: RecordID) { storage[start + index] }
+
+    mutating func append(_ item: (position: Int64, id: RecordID)) { storage.append(item) }
+
+    mutating func removeFirst() {
+        start += 1
+        if start == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start >= 64, start * 2 >= storage.count {
+            storage.removeFirst(start)
+            start = 0
+        }
+    }
+
+    mutating func remove(at index: Int) { storage.remove(at: start + index) }
 }

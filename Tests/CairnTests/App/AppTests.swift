@@ -176,6 +176,43 @@ struct Stamp: Codable, Equatable, Sendable {
         container.close()
     }
 
+    /// Random pushes, pops, removals at any index, peeks and counts, long enough that
+    /// the popped front is dropped from memory many times over, with reopens between:
+    /// the queue answers as an array does.
+    @Test func aQueueAnswersAsAnArray() throws {
+        let fs = MemoryFileSystem()
+        let model = try Model(entities: [Container.queueEntity])
+        var store = try Store.open(at: "/q", schema: model.schema, options: memoryOptions(fs))
+        var queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", store: store))
+        var expected: [Int] = []
+        var generator = ValueGenerator(random: SplitMix64(seed: 7))
+        for step in 0..<3_000 {
+            // A thousand steps that mostly push, a thousand that mostly pop, then as many of each.
+            let pushes = [6, 2, 4][step / 1_000]
+            switch generator.int(10) {
+            case 0..<pushes: try queue.push(step); expected.append(step)
+            case pushes..<8: #expect(try queue.popFirst() == (expected.isEmpty ? nil : expected.removeFirst()))
+            case 8:
+                if expected.isEmpty { continue }
+                let index = generator.int(expected.count)
+                #expect(try queue.remove(at: index) == expected.remove(at: index))
+            default:
+                #expect(try queue.peek() == expected.first)
+                #expect(try queue.count == expected.count)
+            }
+            if step % 1_000 == 999 {
+                #expect(try queue.elements() == expected)
+                store.close()
+                store = try Store.open(at: "/q", options: memoryOptions(fs))
+                queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", store: store))
+            }
+        }
+        #expect(try queue.elements() == expected)
+        try queue.removeAll()
+        #expect(try queue.isEmpty)
+        store.close()
+    }
+
     @Test func concurrentPushersAndPoppers() throws {
         let container = try Container(entities: [], storage: .inMemory)
         let queue = try container.queue(named: "work", of: Int.self)
