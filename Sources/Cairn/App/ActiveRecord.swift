@@ -44,7 +44,11 @@ extension ActiveRecord {
 
     /// The first object matching a typed predicate.
     public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortDescriptor] = [], in context: Context) throws -> Self? {
-        try context.fetch(FetchRequest(Self.self, where: predicate, sortDescriptors: sort)).first
+        // (With a limit of one, a predicate Cairn understands stops at the first match, as
+        // the string form does; without one, every match was made an object.)
+        var request = FetchRequest(Self.self, where: predicate, sortDescriptors: sort)
+        request.fetchLimit = 1
+        return try context.fetch(request).first
     }
 
     /// How many objects of this class `context` holds (optionally matching a predicate).

@@ -43,6 +43,11 @@ struct Stamp: Codable, Equatable, Sendable {
         #expect(try Person.first(where: try FetchPredicate(format: "username == %@", .string("b")), in: context)?.age == 12)
         #expect(try Person.first(where: #Predicate { $0.username == "c" }, in: context)?.age == 45)
         #expect(try Person.count(where: try FetchPredicate(format: "age < 40"), in: context) == 2)
+        // The first match only is made an object (typed and string predicates alike).
+        let fresh = Context(coordinator: container.coordinator, model: container.model)
+        #expect(try Person.first(where: #Predicate { $0.age > 0 }, in: fresh)?.username == "a")
+        #expect(try Person.first(where: try FetchPredicate(format: "age > 0"), in: fresh)?.username == "a")
+        #expect(fresh.registeredObjects.count == 1)
         let other = Context(coordinator: container.coordinator, model: container.model)
         let a = try #require(try Person.first(where: try FetchPredicate(format: "username == 'a'"), in: context))
         let moved = try #require(try a.inContext(other))
