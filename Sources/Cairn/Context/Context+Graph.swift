@@ -37,6 +37,43 @@ extension Context {
     private func storePrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
         undoManager.record(object, slot: slot)
         object.setValue(value, at: slot)
+        noteWritten(object)
+    }
+
+    /// Adds `raw` at the end of the reference list in `slot` of `object` (loaded), unless
+    /// the list holds it, in place, recorded for undo as that one insertion (inside an
+    /// undo group).
+    private func appendReference(_ raw: UInt64, to object: ManagedObject, slot: Int) {
+        let appended = object.editReferences(at: slot) { list in
+            guard !list.contains(raw) else { return false }
+            undoManager.record(object, slot: slot, inserting: list.count)
+            list.append(raw)
+            return true
+        }
+        if appended { noteWritten(object) }
+    }
+
+    /// Removes every `raw` from the reference list in `slot` of `object` (loaded), in
+    /// place, each removal recorded for undo (inside an undo group).
+    private func removeReference(_ raw: UInt64, from object: ManagedObject, slot: Int) {
+        let removed = object.editReferences(at: slot) { list in
+            // First to last, each at its index in the list the earlier removals left, so
+            // that undo, putting them back last first, restores the list exactly.
+            var found = 0
+            for index in list.indices where list[index] == raw {
+                undoManager.record(object, slot: slot, removing: raw, at: index - found)
+                found += 1
+            }
+            guard found > 0 else { return false }
+            list.removeAll { $0 == raw }
+            return true
+        }
+        if removed { noteWritten(object) }
+    }
+
+    /// Marks a written object changed (in `dirty`).
+    @inline(__always)
+    private func noteWritten(_ object: ManagedObject) {
         let identity = ObjectIdentifier(object)
         if lastWritten == identity {  // in `dirty` already (see ``lastWritten``)
             changeGeneration &+= 1
@@ -130,10 +167,10 @@ extension Context {
     private func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
         willRead(target)
         guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
-        switch target.values[slot] {
-        case .reference(let current) where current == raw: setPrimitive(target, slot, .null)
-        case .references(let list) where list.contains(raw): setPrimitive(target, slot, .references(list.filter { $0 != raw }))
-        default: break
+        if target.holdsReferences(at: slot) {
+            removeReference(raw, from: target, slot: slot)
+        } else if case .reference(let current) = target.values[slot], current == raw {
+            setPrimitive(target, slot, .null)
         }
     }
 
@@ -143,17 +180,16 @@ extension Context {
         willRead(target)
         guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
         let raw = object.recordID.rawValue
-        switch target.values[slot] {
-        case .references(let list):
-            if !list.contains(raw) { setPrimitive(target, slot, .references(list + [raw])) }
-        case let current:
-            if case .reference(let previous) = current, previous != raw,
-               let partner = self.object(for: RecordID(rawValue: previous)),
-               let backName = target.entity.relationships[slot - target.entity.attributes.count].inverse {
-                unlink(partner, backName, from: target.recordID.rawValue)
-            }
-            setPrimitive(target, slot, .reference(raw))
+        if target.holdsReferences(at: slot) {
+            appendReference(raw, to: target, slot: slot)
+            return
         }
+        if case .reference(let previous) = target.values[slot], previous != raw,
+           let partner = self.object(for: RecordID(rawValue: previous)),
+           let backName = target.entity.relationships[slot - target.entity.attributes.count].inverse {
+            unlink(partner, backName, from: target.recordID.rawValue)
+        }
+        setPrimitive(target, slot, .reference(raw))
     }
 
     /// Deletes an object, applying its relationships' delete rules now: `cascade`

@@ -158,6 +158,34 @@ open class ManagedObject: CustomStringConvertible {
         storedValues[slot] = value
     }
 
+    /// Edits the reference list in `slot` (a to-many relationship) in place, as
+    /// ``setValue(_:at:)`` would set the edited list; `edit` returns whether it changed
+    /// it. The list is not copied unless something else holds it (the saved value, before
+    /// the first change since a save). Setting `list + [raw]` had copied the whole list
+    /// for every target added. False if the slot holds no list.
+    func editReferences(at slot: Int, _ edit: (inout [UInt64]) -> Bool) -> Bool {
+        guard slot < storedValues.count, case .references(var list) = storedValues[slot] else { return false }
+        var originals: [SavedValue]?
+        if case .except(let noted) = saved, !noted.contains(where: { $0.slot == slot }) { originals = noted }
+        // Without an original to keep, the slot lets go of the list while it is edited, so
+        // `list` is its storage's only holder and changes it in place.
+        if originals == nil { storedValues[slot] = .null }
+        let changed = edit(&list)
+        if var originals, changed {
+            saved = .none  // (`originals` is then the list's only holder: appended in place)
+            originals.append(SavedValue(slot: slot, value: storedValues[slot]))
+            saved = .except(originals)
+        }
+        if originals == nil || changed { storedValues[slot] = .references(list) }
+        return changed
+    }
+
+    /// Whether `slot` holds a list of references (a to-many relationship's value).
+    func holdsReferences(at slot: Int) -> Bool {
+        guard slot < storedValues.count, case .references = storedValues[slot] else { return false }
+        return true
+    }
+
     /// The values of a fault just read from the parent store, which are now also its saved ones.
     func setLoaded(_ values: [Value]) {
         storedValues = values

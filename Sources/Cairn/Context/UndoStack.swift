@@ -22,6 +22,10 @@ public final class UndoStack {
         case value(slot: Int, Value)
         /// The whole object: its values, whether it existed, whether it was registered.
         case whole(values: [Value], exists: Bool, isRegistered: Bool)
+        /// A reference inserted at `index` of the list in `slot` (undo removes it).
+        case inserted(slot: Int, index: Int)
+        /// The reference `raw` removed from `index` of the list in `slot` (undo puts it back).
+        case removed(slot: Int, raw: UInt64, index: Int)
     }
 
     struct Record {
@@ -110,6 +114,8 @@ public final class UndoStack {
     public var undoActionName: String? { undoStack.name(fromEnd: depth > 0 ? 1 : 0) }
     public var redoActionName: String? { redoStack.lastName }
     public var groupingLevel: Int { depth }
+    /// The number of groups undo can undo (tests compare it around a change).
+    var undoCount: Int { undoStack.count - (depth > 0 ? 1 : 0) }
 
     /// Opens a group; changes until the matching ``endGrouping()`` undo together.
     public func beginGrouping(named name: String? = nil) {
@@ -182,6 +188,27 @@ public final class UndoStack {
         recordValue(object, slot: slot)
     }
 
+    /// Records a reference about to be inserted at `index` of the list in `slot`, or the
+    /// reference `raw` about to be removed from there (`removing`): a relationship's inverse
+    /// list gaining or losing one target records that, not the list it replaces (which
+    /// kept a copy of the list per target added: memory in n² for n targets).
+    @inline(__always)
+    func record(_ object: ManagedObject, slot: Int, inserting index: Int) {
+        guard isEnabled, !isReplaying, depth > 0 else { return }
+        recordEdit(object, .inserted(slot: slot, index: index))
+    }
+
+    @inline(__always)
+    func record(_ object: ManagedObject, slot: Int, removing raw: UInt64, at index: Int) {
+        guard isEnabled, !isReplaying, depth > 0 else { return }
+        recordEdit(object, .removed(slot: slot, raw: raw, index: index))
+    }
+
+    private func recordEdit(_ object: ManagedObject, _ recorded: Recorded) {
+        if !wholeInOpenGroup.isEmpty, wholeInOpenGroup.contains(ObjectIdentifier(object)) { return }
+        undoStack.append(Record(object: object, recorded: recorded))
+    }
+
     private func recordState(_ object: ManagedObject, in context: Context) {
         guard wholeInOpenGroup.insert(ObjectIdentifier(object)).inserted else { return }
         undoStack.append(Record(object: object, recorded: Self.state(of: object, in: context)))
@@ -230,6 +257,13 @@ public final class UndoStack {
                 if object.isFault { context.willRead(object) }
                 let values = object.values
                 reverse.append(Record(object: object, recorded: .value(slot: slot, slot < values.count ? values[slot] : .null)))
+            case .inserted(let slot, let index):
+                // (Last first, the list is as the insertion left it: the reference is there.)
+                if object.isFault { context.willRead(object) }
+                guard slot < object.values.count, case .references(let list) = object.values[slot], index < list.count else { continue }
+                reverse.append(Record(object: object, recorded: .removed(slot: slot, raw: list[index], index: index)))
+            case .removed(let slot, _, let index):
+                reverse.append(Record(object: object, recorded: .inserted(slot: slot, index: index)))
             }
             context.restore(record)
         }
@@ -264,6 +298,19 @@ extension Context {
         case .value(let slot, let value):
             if object.isFault { willRead(object) }
             if slot < object.values.count { object.setValue(value, at: slot) }
+        case .inserted(let slot, let index):
+            if object.isFault { willRead(object) }
+            _ = object.editReferences(at: slot) { list in
+                guard index < list.count else { return false }
+                list.remove(at: index)
+                return true
+            }
+        case .removed(let slot, let raw, let index):
+            if object.isFault { willRead(object) }
+            _ = object.editReferences(at: slot) { list in
+                list.insert(raw, at: min(index, list.count))
+                return true
+            }
         case .whole(let values, let exists, let isRegistered):
             // A deleted object whose record is in the store stays registered until the save
             // that deletes it, even if the state was captured while it was detached (a save

@@ -43,6 +43,80 @@ import Testing
         #expect(try state(context) == "alice:31:[] Alien->-")
     }
 
+    /// DVDs moving between people (each person's list gaining and losing one at a time,
+    /// as undo records it), whole lists set, DVDs deleted, some changes grouped, a save now
+    /// and then, with undo and redo at random: every undo and redo gives back the state
+    /// seen before, lists in their order.
+    @Test(arguments: [3, 11, 29])
+    func relationshipListsUndoAndRedoExactly(seed: UInt64) throws {
+        let context = try Stack().context()
+        var generator = ValueGenerator(random: SplitMix64(seed: seed))
+        let people = (0..<4).map { index -> Person in
+            let person = Person(context: context)
+            person.username = "p\(index)"
+            return person
+        }
+        let dvds = (0..<12).map { index -> DVD in
+            let dvd = DVD(context: context)
+            dvd.title = "d\(index)"
+            return dvd
+        }
+        context.undoManager.removeAllActions()
+        var log: [String] = []
+        var done = [try state(context)]  // the state after each undoable step, oldest first
+        var undone: [String] = []        // states redo gives back, next last
+        func change() {
+            let live = dvds.filter { $0.context === context && !$0.isDeleted }  // (a saved delete leaves no context)
+            guard let dvd = live.isEmpty ? nil : live[generator.int(live.count)] else { return }
+            switch generator.int(10) {
+            case 0...4: let p = people[generator.int(people.count)]; log.append("\(dvd.title).owner=\(p.username)"); dvd.owner = p
+            case 5: log.append("\(dvd.title).owner=nil"); dvd.owner = nil
+            case 6:
+                let person = people[generator.int(people.count)]
+                person.dvds = Array(live.shuffled(using: &generator.random).prefix(generator.int(5)))
+                log.append("\(person.username).dvds=\(person.dvds.map(\.title))")
+            case 7: log.append("delete \(dvd.title)"); context.delete(dvd)
+            default:
+                log.append("group")
+                context.undoGroup {
+                    for _ in 0..<3 { live[generator.int(live.count)].owner = people[generator.int(people.count)] }
+                }
+            }
+        }
+        for step in 0..<300 {
+            switch generator.int(10) {
+            case 0...5:
+                let groups = context.undoManager.undoCount
+                change()
+                let now = try state(context)
+                // A step of its own whenever a group was recorded (a group's changes may add up
+                // to nothing seen), and never a change seen without one.
+                if context.undoManager.undoCount > groups {
+                    done.append(now)
+                    undone.removeAll()
+                } else {
+                    #expect(now == done.last, "a change at \(step) with no undo group: \(log.suffix(4))")
+                }
+            case 6, 7:
+                guard done.count > 1, context.undoManager.canUndo else { continue }
+                context.undo()
+                log.append("undo")
+                undone.append(done.removeLast())
+                #expect(try state(context) == done.last, "undo at \(step): \(log.suffix(8))")
+            case 8:
+                guard let next = undone.popLast() else { continue }
+                context.redo()
+                log.append("redo")
+                done.append(next)
+                #expect(try state(context) == next, "redo at \(step): \(log.suffix(8))")
+            default:
+                try context.save()
+                log.append("save \(step)")
+            }
+        }
+        _ = log
+    }
+
     @Test func explicitGroupsNamesAndLevels() throws {
         let context = try Stack().context()
         let p = Person(context: context)
