@@ -179,6 +179,42 @@ import Testing
         }
     }
 
+    /// An index in memory through tens of thousands of puts and deletes over a thousand
+    /// to twelve thousand IDs (its delta folded into the recent run many times, that run
+    /// into the large one several times), looked up by value and by range between
+    /// changes: every answer is what a scan of the current values gives.
+    @Test(arguments: [1_000, 12_000])
+    func anIndexInMemoryAnswersAsAScanThroughManyChanges(ids: Int) throws {
+        var random = SplitMix64(seed: UInt64(ids))
+        func value() -> Value { .int64(Int64(random.next() % 50)) }
+        var model: [UInt64: Value] = [:]
+        var initial: [(Value, UInt64)] = []
+        for id in 1...UInt64(3_000) { let v = value(); model[id] = v; initial.append((v, id)) }
+        let index = SecondaryIndex(slot: 0, entries: initial)
+        var overlay = IDMap<UInt64, OverlayEntry>()
+        for step in 0..<30_000 {
+            let id = random.next() % UInt64(ids) + 1
+            if random.next() % 5 == 0 {
+                model[id] = nil
+                overlay[id] = .deleted
+            } else {
+                let v = value()
+                model[id] = v
+                overlay[id] = .live(ValueCoding.encode([v]))
+            }
+            index.noteChange(id)
+            guard step % 97 == 0 else { continue }
+            let low = Int64(random.next() % 50), high = low + Int64(random.next() % 10)
+            let conditions: [IndexCondition] = [.equal([.int64(low)]), .equal([.int64(low), .int64(high)]),
+                                                .range(lower: .int64(low), lowerInclusive: step % 2 == 0, upper: .int64(high), upperInclusive: true)]
+            for condition in conditions {
+                let found = try index.lookup(condition, changes: overlay).map(\.id)
+                let expected = Set(model.filter { SecondaryIndex.matches($0.value, condition) }.keys)
+                #expect(found.count == Set(found).count && Set(found) == expected, "step \(step) \(condition)")
+            }
+        }
+    }
+
     @Test(arguments: Seeds.list()) func lookupsMatchAScanAcrossCommitsCompactionsAndReopens(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
         let fs = MemoryFileSystem()
