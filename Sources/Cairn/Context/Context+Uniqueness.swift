@@ -12,6 +12,8 @@ extension Context {
         let changed = dirty.values.filter { $0.exists && $0.hasUnsavedChanges && !$0.entity.uniqueness.isEmpty }
             .sorted { $0.objectID < $1.objectID }
         var claimed: [String: ManagedObject] = [:]
+        var renamed: [UInt64: UInt64] = [:]  // provisional ID → the record adopted
+        defer { if !renamed.isEmpty { redirectReferences(renamed) } }
         for object in changed where object.exists {
             let entity = object.entity
             for group in entity.uniqueness {
@@ -33,7 +35,10 @@ extension Context {
                     throw CairnError(.validation,
                                      "uniqueness of \(entity.name) (\(group.joined(separator: ", "))) violated: \(values) is already used by \(entity.name) \(rival)")
                 }
-                try adopt(object, as: rival, keepingNewValues: mergePolicy == .objectTrumps || mergePolicy == .overwrite)
+                let provisional = object.recordID
+                if try adopt(object, as: rival, keepingNewValues: mergePolicy == .objectTrumps || mergePolicy == .overwrite) {
+                    renamed[provisional.rawValue] = rival.rawValue
+                }
             }
         }
     }
@@ -55,10 +60,12 @@ extension Context {
         return nil
     }
 
-    /// Makes the inserted `object` stand for the existing record `rival`.
-    private func adopt(_ object: ManagedObject, as rival: RecordID, keepingNewValues: Bool) throws {
+    /// Makes the inserted `object` stand for the existing record `rival` (false if there
+    /// is no such record any more). References to its provisional ID are left to
+    /// ``redirectReferences(_:)``.
+    private func adopt(_ object: ManagedObject, as rival: RecordID, keepingNewValues: Bool) throws -> Bool {
         let oldID = object.recordID
-        guard let stored = try sourceValues(for: rival) else { return }
+        guard let stored = try sourceValues(for: rival) else { return false }
         if let previous = registered[rival], previous !== object {
             // The context's own instance of the rival gives way to the adopting object.
             previous.context = nil
@@ -87,18 +94,24 @@ extension Context {
         object.exists = true
         registered[rival] = object
         dirty[rival] = object
-        // References to the provisional ID now point at the rival.
-        for other in registered.values where !other.isFault {
+        return true
+    }
+
+    /// Points references to provisional IDs at the records adopted in their place, in
+    /// one pass over the changed objects: only they can hold a provisional ID (one not yet
+    /// saved), as setting a reference to it changed them. (A pass over every registered
+    /// object for each adopted duplicate had made an upsert of d duplicates in a context
+    /// of R objects cost d × R.)
+    private func redirectReferences(_ renamed: [UInt64: UInt64]) {
+        for other in dirty.values where !other.isFault {
             let attributeCount = other.entity.attributes.count
             for slot in attributeCount..<other.values.count {
                 switch other.values[slot] {
-                case .reference(let raw) where raw == oldID.rawValue:
-                    other.setValue(.reference(rival.rawValue), at: slot)
-                    dirty[other.recordID] = other
-                case .references(let raws) where raws.contains(oldID.rawValue):
+                case .reference(let raw):
+                    if let rival = renamed[raw] { other.setValue(.reference(rival), at: slot) }
+                case .references(let raws) where raws.contains(where: { renamed[$0] != nil }):
                     var seen = Set<UInt64>()
-                    other.setValue(.references(raws.map { $0 == oldID.rawValue ? rival.rawValue : $0 }.filter { seen.insert($0).inserted }), at: slot)
-                    dirty[other.recordID] = other
+                    other.setValue(.references(raws.map { renamed[$0] ?? $0 }.filter { seen.insert($0).inserted }), at: slot)
                 default: break
                 }
             }

@@ -446,6 +446,54 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(all.count == 1 && all[0].note == "new" && all[0].number == 10)
     }
 
+    final class Member: ManagedObject {
+        @Attribute var handle: String = ""
+        @ToMany(inverse: "owner") var pets: [Pet]
+        override class var uniqueness: [[String]] { [["handle"]] }
+    }
+    final class Pet: ManagedObject {
+        @Attribute var name: String = ""
+        @ToOne(inverse: "pets") var owner: Member?
+    }
+    final class Team: ManagedObject {
+        @Attribute var title: String = ""
+        @ToMany var members: [Member]
+    }
+
+    /// Upserted duplicates take the stored records' IDs, and every reference to them made
+    /// in the saving context follows: to-ones, inverse lists, and lists without an inverse
+    /// (a list naming both a duplicate and its record keeps one of them).
+    @Test func referencesToUpsertedObjectsFollowThem() throws {
+        let stack = try Stack(model: try Model(Member.self, Pet.self, Team.self))
+        let first = stack.context()
+        let ann = Member(context: first), bob = Member(context: first)
+        ann.handle = "ann"; bob.handle = "bob"
+        try first.save()
+        let second = stack.context()
+        second.mergePolicy = .objectTrumps
+        let newAnn = Member(context: second), newBob = Member(context: second), cat = Member(context: second)
+        newAnn.handle = "ann"; newBob.handle = "bob"; cat.handle = "cat"
+        let pets = (0..<3).map { index -> Pet in
+            let pet = Pet(context: second)
+            pet.name = "pet\(index)"
+            return pet
+        }
+        pets[0].owner = newAnn; pets[1].owner = newAnn; pets[2].owner = newBob
+        let team = Team(context: second)
+        team.title = "t"
+        let storedBob = try #require(try second.existingObject(with: bob.objectID) as? Member)
+        team.members = [newBob, cat, newAnn, storedBob]
+        try second.save()
+        let reader = stack.context()
+        let owners = try reader.fetch(Pet.self).sorted { $0.name < $1.name }.map { $0.owner?.objectID }
+        #expect(owners == [ann.objectID, ann.objectID, bob.objectID])
+        let readTeam = try #require(try reader.fetch(Team.self).first)
+        #expect(readTeam.members.map(\.handle) == ["bob", "cat", "ann"])
+        #expect(try reader.fetch(Member.self).count == 3)
+        let readAnn = try #require(try reader.existingObject(with: ann.objectID) as? Member)
+        #expect(readAnn.pets.map(\.name).sorted() == ["pet0", "pet1"])
+    }
+
     @Test func storeTrumpsKeepsTheExistingValues() throws {
         let stack = try stack()
         let context = stack.context()
