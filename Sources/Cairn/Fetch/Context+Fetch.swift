@@ -194,8 +194,10 @@ extension Context {
     // MARK: Planning
 
     func plan(_ predicate: FetchPredicate?, entity: EntityDescription) -> QueryPlan {
+        // (A child context's fetch uses the plan too: an index finds the store's matches,
+        // and the objects its ancestors changed are tested besides.)
         var result = QueryPlan(entity: entity.name, access: .fullScan, residualPredicate: predicate)
-        guard parent == nil, let predicate else { return result }
+        guard let predicate else { return result }
         let conjuncts: [FetchPredicate]
         if case .and(let parts) = predicate { conjuncts = parts } else { conjuncts = [predicate] }
         var best: (attribute: String, condition: IndexCondition, rank: Int)?
@@ -391,7 +393,27 @@ extension Context {
                 } catch is ScanEnough {}
             }
         } else if let parent {
-            for id in parent.currentIDs(entity: entity.number) where !pending.contains(id) {
+            // The candidates, in ID order: with an index, the store's matches and every
+            // record an ancestor context changed (the others are as the store has them);
+            // else every record the parent sees. (Every ID the parent saw had been read
+            // through it: a lookup by an indexed value in a child context, as
+            // DataStore.write's scratch child makes, read the whole entity.)
+            var candidates: [RecordID]
+            if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
+               let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
+                var found = Set(try store.indexedIDs(entity: entity.number, slot: slot, matching: condition))
+                var ancestor: Context? = parent
+                while let context = ancestor {
+                    context.processExternalChanges()
+                    for (id, _) in context.dirty where id.entity == entity.number { found.insert(id) }
+                    ancestor = context.parent
+                }
+                candidates = found.sorted()
+            } else {
+                candidates = parent.currentIDs(entity: entity.number)
+            }
+            for id in candidates where !pending.contains(id) {
+                if matches.count >= enough { break }
                 if let values = try parent.currentValues(for: id)?.values, accepts(values) {
                     matches.append(FetchRow(id: id, values: values, version: nil))
                 }

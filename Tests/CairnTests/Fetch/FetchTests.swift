@@ -388,6 +388,51 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     }
 }
 
+@Suite struct ChildFetchTests {
+    /// A child of a child, each level (and the root, unsaved) changing ranks, inserting and
+    /// deleting: a fetch in the grandchild by the indexed rank (an index lookup plus the
+    /// records the ancestors changed) finds what the same fetch by the unindexed copy of
+    /// the rank (every record read) finds, with and without a limit and an offset.
+    @Test(arguments: [5, 6, 7])
+    func aChildsIndexedFetchFindsWhatAScanFinds(seed: UInt64) throws {
+        let fixture = try FetchFixture(seed: seed, count: 150)
+        var random = SplitMix64(seed: seed)
+        let root = fixture.context
+        let child = Context(parent: root), grandchild = Context(parent: child)
+        func mess(_ context: Context) throws {
+            let items = try context.fetch(Item.self)
+            for _ in 0..<12 {
+                let item = items[Int(random.next() % UInt64(items.count))]
+                if item.isDeleted { continue }
+                switch random.next() % 4 {
+                case 0: context.delete(item)
+                case 1:
+                    let made = Item(context: context)
+                    made.rank = Int(random.next() % 40) - 10
+                    made.rankPlain = made.rank
+                default:
+                    item.rank = Int(random.next() % 40) - 10
+                    item.rankPlain = item.rank
+                }
+            }
+        }
+        try mess(root)
+        try mess(child)
+        try mess(grandchild)
+        for rank in -10..<30 {
+            for (limit, offset) in [(nil, 0), (3, 0), (2, 1)] as [(Int?, Int)] {
+                var indexed = try FetchRequest(Item.self, format: "rank == %@", .int64(Int64(rank)))
+                var scanned = try FetchRequest(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))
+                indexed.fetchLimit = limit; scanned.fetchLimit = limit
+                indexed.fetchOffset = offset; scanned.fetchOffset = offset
+                #expect(try grandchild.fetch(indexed).map(\.objectID) == grandchild.fetch(scanned).map(\.objectID), "rank \(rank) limit \(String(describing: limit)) offset \(offset)")
+                #expect(try child.fetch(indexed).map(\.objectID) == child.fetch(scanned).map(\.objectID), "rank \(rank)")
+            }
+        }
+        #expect(try grandchild.explain(FetchRequest(Item.self, format: "rank == 3")).access != .fullScan)
+    }
+}
+
 @Suite struct UniquenessTests {
     final class Account: ManagedObject {
         @Attribute var email: String = ""
