@@ -35,7 +35,7 @@ final class RecordFilter {
         var number: Number          // the constant, for the six comparisons of one number
         var right: [Value]          // the constant (one) or the list
         var options: ComparisonOptions
-        var regex: CompiledPredicate.RegexBox?
+        var prepared: CompiledPredicate.Prepared?
     }
 
     private let entity: EntityDescription
@@ -174,7 +174,7 @@ final class RecordFilter {
             for (offset, part) in parts.enumerated() {
                 place(part, at: first + offset, nodes: &nodes, leaves: &leaves, positions: positions)
             }
-        case .compare(let lhs, let op, let rhs, let options, _, let regex):
+        case .compare(let lhs, let op, let rhs, let options, _, let prepared):
             // `collectSlots` admitted only a path of the record against a constant or a list.
             guard case .path(let path) = lhs, let slot = path.last else { return }
             var right: [Value] = []
@@ -188,7 +188,7 @@ final class RecordFilter {
             }
             nodes[index] = Node(kind: .leaf, first: Int32(leaves.count), count: 0)
             leaves.append(Leaf(position: Int(positions[slot]), op: op, number: number, right: right,
-                               options: options, regex: regex))
+                               options: options, prepared: prepared))
         }
     }
 
@@ -373,7 +373,7 @@ final class RecordFilter {
             case .real(let x): value = .double(x)
             case .none: value = values[place]
             }
-            return CompiledPredicate.compare(value, op, leaves[index].right, leaves[index].options, leaves[index].regex)
+            return CompiledPredicate.compare(value, op, leaves[index].right, leaves[index].options, leaves[index].prepared)
         }
     }
 

@@ -124,6 +124,13 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             ("\(label) MATCHES[c] 'A.*E'", [], { folded($0.label, ci).map { $0.hasPrefix("a") && $0.hasSuffix("e") } ?? false }),
             ("\(label) IN {'apple', 'zebra'}", [], { ["apple", "zebra"].contains($0.label) }),
             ("\(label) IN[c] {'APPLE'}", [], { folded($0.label, ci) == "apple" }),
+            // Lists long enough to be tested through a hashed set (numbers of other types and
+            // nil among the items; folded strings).
+            ("\(rank) IN {1, 2, 3, 100, -10, 7.0, 8.5, 29, 1000, nil}", [], { [1, 2, 3, -10, 7, 29].contains($0.rank) }),
+            ("\(label) IN[cd] {'APPLE', 'bANANA', 'emile', 'x', 'y', 'z', 'w', 'v', 'u'}", [],
+             { ["apple", "banana", "emile"].contains(folded($0.label, cd) ?? "-") }),
+            ("\(label) IN {'apple', 'Apple', 'zebra', '日本', 'a', 'b', 'c', 'd', nil}", [],
+             { $0.label == nil || ["apple", "Apple", "zebra", "日本"].contains($0.label ?? "-") }),
             ("%K == %@", [.string(label), .string("banana")], { $0.label == "banana" }),
             ("TRUEPREDICATE", [], { _ in true }),
             ("FALSEPREDICATE", [], { _ in false }),
@@ -385,6 +392,32 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
                                                   sortDescriptors: [SortDescriptor("rank")])
         let objects = try fixture.context.fetch(request)
         #expect(objects.map { $0["rank"] } == fixture.items.filter { $0.rank > 0 }.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map { .int64(Int64($0.rank)) })
+    }
+}
+
+@Suite struct MemberSetTests {
+    /// An IN list's hashed test answers as comparing with every item, for values and items
+    /// of every kind (integers of each width and booleans, integral and other reals,
+    /// decimals, strings differing by case and accents, references, UUIDs, dates, nil)
+    /// under each option set.
+    @Test func anInListsSetAnswersAsComparingWithEachItem() throws {
+        var random = SplitMix64(seed: 99)
+        let uuids = (0..<3).map { _ in UUID() }
+        let pool: [Value] = [.null, .bool(true), .bool(false), .int8(1), .int16(-2), .int32(3), .int64(0), .int64(1 << 40),
+                             .double(1), .double(3.0), .double(2.5), .double(.nan), .float(-2), .decimal(Decimal(3)), .decimal(Decimal(string: "2.5")!),
+                             .string("apple"), .string("Apple"), .string("äpple"), .string("ÄPPLE"), .string(""), .string("e\u{301}"), .string("é"),
+                             .reference(5), .reference(6), .uuid(uuids[0]), .uuid(uuids[1]), .uuid(uuids[2]),
+                             .date(Date(timeIntervalSince1970: 0)), .date(Date(timeIntervalSince1970: 1))]
+        for options in [[], [.caseInsensitive], [.diacriticInsensitive], [.caseInsensitive, .diacriticInsensitive]] as [ComparisonOptions] {
+            for _ in 0..<60 {
+                let items = (0..<(8 + Int(random.next() % 12))).map { _ in pool[Int(random.next() % UInt64(pool.count))] }
+                let prepared = try #require(CompiledPredicate.MemberSet(items, options: options))
+                for value in pool {
+                    #expect(prepared.contains(value) == items.contains { ValueOrder.equal(value, $0, options) }, "\(value) in \(items) \(options)")
+                }
+            }
+        }
+        #expect(CompiledPredicate.MemberSet([.int64(1)], options: []) == nil)
     }
 }
 
