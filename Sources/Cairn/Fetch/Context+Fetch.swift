@@ -393,11 +393,12 @@ extension Context {
                 } catch is ScanEnough {}
             }
         } else if let parent {
-            // The candidates, in ID order: with an index, the store's matches and every
-            // record an ancestor context changed (the others are as the store has them);
-            // else every record the parent sees. (Every ID the parent saw had been read
-            // through it: a lookup by an indexed value in a child context, as
-            // DataStore.write's scratch child makes, read the whole entity.)
+            // The candidates, in ID order: with an index, the store's matches and the
+            // records an ancestor context changed whose value there meets the index's
+            // condition (the others are as the store has them); else every record the
+            // parent sees. (Every ID the parent saw had been read through it: a lookup by an
+            // indexed value in a child context, as DataStore.write's scratch child makes,
+            // read the whole entity.)
             var candidates: [RecordID]
             if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
@@ -405,7 +406,11 @@ extension Context {
                 var ancestor: Context? = parent
                 while let context = ancestor {
                     context.processExternalChanges()
-                    for (id, _) in context.dirty where id.entity == entity.number { found.insert(id) }
+                    for (id, object) in context.dirty where id.entity == entity.number && object.exists {
+                        if object.isFault || slot >= object.values.count || SecondaryIndex.matches(object.values[slot], condition) {
+                            found.insert(id)
+                        }
+                    }
                     ancestor = context.parent
                 }
                 candidates = found.sorted()
