@@ -34,6 +34,17 @@ final class Child: ManagedObject {
     @ToOne(inverse: "children") var parent: Parent?
 }
 
+/// insert_unique's entity: a key every object must have its own of.
+final class Keyed: ManagedObject {
+    @Attribute var key: String = ""
+    @Attribute var value: Int64 = 0
+    override class var uniqueness: [[String]] { [["key"]] }
+}
+
+/// insert_unique's keys, made before either engine's timed part: `k` and a permutation
+/// of 0..<n, so that keys do not arrive in order.
+func uniqueKeys(_ n: Int) -> [String] { (0..<n).map { "k\(($0 &* 7_919) % n)" } }
+
 /// What one timed run measured.
 struct Measurement: Codable {
     var seconds: Double
@@ -87,7 +98,7 @@ struct CairnSide {
     init(path: String, durability: Durability = .durable) throws {
         self.path = path
         self.durability = durability
-        model = try Model(Row.self, Mixed.self, Parent.self, Child.self)
+        model = try Model(Row.self, Mixed.self, Parent.self, Child.self, Keyed.self)
         coordinator = try Coordinator(path: path, schema: model.schema,
                                       options: StoreOptions(durability: durability, compaction: .default))
     }
@@ -130,6 +141,7 @@ struct SQLiteSide {
             CREATE TABLE IF NOT EXISTS parent (id INTEGER PRIMARY KEY, name TEXT);
             CREATE TABLE IF NOT EXISTS child (id INTEGER PRIMARY KEY, value INT, parent INT REFERENCES parent(id));
             CREATE INDEX IF NOT EXISTS child_parent ON child(parent);
+            CREATE TABLE IF NOT EXISTS keyed (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value INT);
             """)
     }
 
@@ -208,6 +220,47 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             try insert.step(); insert.reset()
         }
         try side.db.exec("COMMIT")
+        return Measurement(seconds: seconds(since: start), operations: n)
+
+    case ("insert_unique", .cairn):
+        // 100k objects with a unique key, saved 1,000 at a time: each save checks every new
+        // key against the stored ones (an index lookup each), as SQLite's UNIQUE index does.
+        let side = try CairnSide(path: path)
+        let n = 100_000 / scale
+        let keys = uniqueKeys(n)
+        let start = startTimedPart()
+        try timedRegion {
+            var done = 0
+            while done < n {
+                let context = side.context()
+                for i in done..<min(n, done + 1_000) {
+                    let object = Keyed.create(in: context)
+                    object.key = keys[i]
+                    object.value = Int64(i)
+                }
+                try context.save()
+                done += 1_000
+            }
+        }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: n)
+    case ("insert_unique", .sqlite):
+        let side = try SQLiteSide(path: path)
+        let n = 100_000 / scale
+        let keys = uniqueKeys(n)
+        let start = startTimedPart()
+        let insert = try side.db.prepare("INSERT INTO keyed (key, value) VALUES (?, ?)")
+        var done = 0
+        while done < n {
+            try side.db.exec("BEGIN")
+            for i in done..<min(n, done + 1_000) {
+                insert.bind(1, keys[i]); insert.bind(2, Int64(i))
+                _ = try insert.step(); insert.reset()
+            }
+            try side.db.exec("COMMIT")
+            done += 1_000
+        }
         return Measurement(seconds: seconds(since: start), operations: n)
 
     case ("commit_single", .cairn):
@@ -516,7 +569,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph",
-                     "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo"]
+                     "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique"]
 
 func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }
