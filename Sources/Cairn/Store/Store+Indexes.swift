@@ -9,17 +9,18 @@ public enum IndexCondition: Sendable, Hashable {
 }
 
 /// A secondary index over one attribute of one entity, in ``IndexOrder``, in up to
-/// four tiers: the index stored in the snapshot (format version 2, FORMAT.md §6.6),
-/// read in place; a sorted run in memory; a smaller sorted run of the changes since; and
-/// an unsorted delta of the latest few hundred changes. The delta is folded into the
-/// smaller run when it reaches ``deltaLimit``, that run into the large one when it
-/// outgrows a few times the square root of it. So a lookup searches two runs and tests
-/// at most a few hundred changes one by one: with one unsorted delta folded at an eighth
-/// of the run, each lookup had tested up to that eighth (inserting 200k objects with a
-/// unique attribute spent four fifths of its time there). Without a stored index the
-/// large run is built on first use (one scan of the entity). A commit only notes the IDs
-/// it changed; the next lookup reads their current values from the store's overlay (so
-/// commits to an entity nobody looks up by value pay one append per record).
+/// four tiers: the index stored in the snapshot (format version 2, FORMAT.md §6.6), read
+/// in place; a sorted run in memory; a smaller sorted run of the changes since; and an
+/// unsorted delta of the latest few thousand changes, hashed by value for equality
+/// lookups. The delta is folded into the smaller run when it reaches ``deltaLimit``, that
+/// run into the large one when it outgrows a few times the square root of it. So a lookup
+/// searches two runs and, for equality, one hashed table (a range tests the delta's
+/// changes one by one). With one unsorted delta folded at an eighth of the run, each
+/// lookup had tested up to that eighth (inserting 200k objects with a unique attribute
+/// spent four fifths of its time there). Without a stored index the large run is built
+/// on first use (one scan of the entity). A commit only notes the IDs it changed; the
+/// next lookup reads their current values from the store's overlay (so commits to an
+/// entity nobody looks up by value pay one append per record).
 // Mutated and read only under the store's state lock.
 final class SecondaryIndex: @unchecked Sendable {
     let slot: Int
@@ -35,8 +36,14 @@ final class SecondaryIndex: @unchecked Sendable {
     private var recent: [(value: Value, id: UInt64)] = []
     /// Current values of IDs changed since `recent` was made (nil: deleted).
     private var delta: [UInt64: Value?] = [:]
+    /// The IDs of `delta`'s values by their key (``CompiledPredicate/MemberSet/key(_:_:)``,
+    /// equal exactly when the values are), for equality lookups; values of kinds without a
+    /// key are in `unkeyedDelta`. (Tested one by one, the delta had been the larger part
+    /// of each uniqueness check of a save.)
+    private var deltaByKey: [CompiledPredicate.MemberSet.Key: Set<UInt64>] = [:]
+    private var unkeyedDelta = Set<UInt64>()
     /// Most changes kept in `delta` before it is folded into `recent`.
-    static let deltaLimit = 256
+    static let deltaLimit = 4096
     /// IDs committed since the last lookup, not yet in `delta` (see ``catchUp(with:)``).
     private var pending: [UInt64] = []
 
@@ -153,8 +160,24 @@ final class SecondaryIndex: @unchecked Sendable {
 
     private func update(_ id: UInt64, to value: Value?) {
         stale.insert(id)
-        delta.updateValue(value, forKey: id)
+        if case let old?? = delta.updateValue(value, forKey: id) { forgetKey(of: old, id) }
+        if let value {
+            if let key = CompiledPredicate.MemberSet.key(value, []) {
+                deltaByKey[key, default: []].insert(id)
+            } else {
+                unkeyedDelta.insert(id)
+            }
+        }
         if delta.count >= Self.deltaLimit { foldDelta() }
+    }
+
+    private func forgetKey(of value: Value, _ id: UInt64) {
+        guard let key = CompiledPredicate.MemberSet.key(value, []) else {
+            unkeyedDelta.remove(id)
+            return
+        }
+        deltaByKey[key]?.remove(id)
+        if deltaByKey[key]?.isEmpty == true { deltaByKey[key] = nil }
     }
 
     /// Folds `delta` into `recent` (whose entries of the IDs in it are dropped), and
@@ -169,6 +192,8 @@ final class SecondaryIndex: @unchecked Sendable {
         let delta = self.delta
         recent = Self.merge(recent.filter { delta[$0.id] == nil }, Self.sortedRun(changed))
         self.delta = [:]
+        deltaByKey = [:]
+        unkeyedDelta = []
         // (Every ID with an entry in `recent`, and every one deleted, is in `stale`.)
         if stale.count > max(4096, 8 * Int(Double(sorted.count).squareRoot())) {
             sorted = Self.merge(sorted.filter { !stale.contains($0.id) }, recent)
@@ -228,8 +253,27 @@ final class SecondaryIndex: @unchecked Sendable {
                          value: { sorted[$0].value }, match: { IndexMatch(id: sorted[$0].id, snapshotPlace: nil) })
         try Self.collect(condition, count: recent.count, skipping: { delta[$0] != nil }, into: &result,
                          value: { recent[$0].value }, match: { IndexMatch(id: recent[$0].id, snapshotPlace: nil) })
-        for (id, value) in delta {
-            if let value, Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
+        if case .equal(let wanted) = condition {
+            // A wanted value with a key: the delta's values with that key, and those without
+            // one that equal it (a real may equal an integer); one without a key: every value.
+            var found = Set<UInt64>()
+            for target in wanted {
+                if let key = CompiledPredicate.MemberSet.key(target, []) {
+                    found.formUnion(deltaByKey[key] ?? [])
+                    for id in unkeyedDelta {
+                        if case let value?? = delta[id], ValueOrder.equal(value, target, []) { found.insert(id) }
+                    }
+                } else {
+                    for (id, value) in delta {
+                        if let value, ValueOrder.equal(value, target, []) { found.insert(id) }
+                    }
+                }
+            }
+            for id in found { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
+        } else {
+            for (id, value) in delta {
+                if let value, Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
+            }
         }
         if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
         return result

@@ -183,16 +183,27 @@ import Testing
     /// to twelve thousand IDs (its delta folded into the recent run many times, that run
     /// into the large one several times), looked up by value and by range between
     /// changes: every answer is what a scan of the current values gives.
-    @Test(arguments: [1_000, 12_000])
-    func anIndexInMemoryAnswersAsAScanThroughManyChanges(ids: Int) throws {
+    @Test(arguments: [(1_000, false), (12_000, false), (3_000, true)])
+    func anIndexInMemoryAnswersAsAScanThroughManyChanges(ids: Int, mixed: Bool) throws {
         var random = SplitMix64(seed: UInt64(ids))
-        func value() -> Value { .int64(Int64(random.next() % 50)) }
+        // Mixed: integers, integral reals equal to them, other reals and strings (values
+        // with and without a hashed key in the delta).
+        func value() -> Value {
+            let n = Int64(random.next() % 50)
+            guard mixed else { return .int64(n) }
+            switch random.next() % 4 {
+            case 0: return .double(Double(n))
+            case 1: return .double(Double(n) + 0.5)
+            case 2: return .string("s\(n)")
+            default: return .int64(n)
+            }
+        }
         var model: [UInt64: Value] = [:]
         var initial: [(Value, UInt64)] = []
         for id in 1...UInt64(3_000) { let v = value(); model[id] = v; initial.append((v, id)) }
         let index = SecondaryIndex(slot: 0, entries: initial)
         var overlay = IDMap<UInt64, OverlayEntry>()
-        for step in 0..<30_000 {
+        for step in 0..<20_000 {
             let id = random.next() % UInt64(ids) + 1
             if random.next() % 5 == 0 {
                 model[id] = nil
@@ -205,8 +216,12 @@ import Testing
             index.noteChange(id)
             guard step % 97 == 0 else { continue }
             let low = Int64(random.next() % 50), high = low + Int64(random.next() % 10)
-            let conditions: [IndexCondition] = [.equal([.int64(low)]), .equal([.int64(low), .int64(high)]),
+            var conditions: [IndexCondition] = [.equal([.int64(low)]), .equal([.int64(low), .int64(high)]),
                                                 .range(lower: .int64(low), lowerInclusive: step % 2 == 0, upper: .int64(high), upperInclusive: true)]
+            if mixed {
+                conditions += [.equal([.double(Double(low))]), .equal([.double(Double(low) + 0.5), .string("s\(high)")]),
+                               .equal([.int32(Int32(high)), .string("s\(low)")])]
+            }
             for condition in conditions {
                 let found = try index.lookup(condition, changes: overlay).map(\.id)
                 let expected = Set(model.filter { SecondaryIndex.matches($0.value, condition) }.keys)
