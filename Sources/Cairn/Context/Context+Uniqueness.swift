@@ -9,8 +9,16 @@
 extension Context {
     func enforceUniqueness() throws {
         guard coordinator.hasUniquenessConstraints else { return }
-        let changed = dirty.values.filter { $0.exists && $0.hasUnsavedChanges && !$0.entity.uniqueness.isEmpty }
-            .sorted { $0.objectID < $1.objectID }
+        // (Objects of constrained entities picked by their ID's entity number first: asking
+        // every changed object of the save whether it had changes compared its values, 10 %
+        // of update_all once any entity of the model had a constraint.)
+        let constrained = coordinator.constrainedEntities
+        var changed: [ManagedObject] = []
+        for (id, object) in dirty where Int(id.entity) < constrained.count && constrained[Int(id.entity)]
+            && object.exists && object.hasUnsavedChanges {
+            changed.append(object)
+        }
+        changed.sort { $0.objectID < $1.objectID }
         var claimed: [UniquenessClaim: ManagedObject] = [:]
         var renamed: [UInt64: UInt64] = [:]  // provisional ID → the record adopted
         defer { if !renamed.isEmpty { redirectReferences(renamed) } }

@@ -12,6 +12,8 @@ public final class Coordinator: Sendable {
     let entitiesByNumber: EntityMap<EntityDescription>
     /// Whether any entity declares a uniqueness constraint (saves skip the check otherwise).
     let hasUniquenessConstraints: Bool
+    /// Whether the entity of each number has uniqueness constraints (indexed by number).
+    let constrainedEntities: [Bool]
     private let subscribers = Protected<[WeakInbox]>([])
     private let observers = Protected<[UUID: @Sendable (ChangeSet) -> Void]>([:])
 
@@ -60,6 +62,9 @@ public final class Coordinator: Sendable {
         for entity in self.schema.entities { byNumber[entity.number] = entity }
         entitiesByNumber = byNumber
         hasUniquenessConstraints = self.schema.entities.contains { !$0.uniqueness.isEmpty }
+        var constrained = [Bool](repeating: false, count: Int(self.schema.entities.map(\.number).max() ?? 0) + 1)
+        for entity in self.schema.entities where !entity.uniqueness.isEmpty { constrained[Int(entity.number)] = true }
+        constrainedEntities = constrained
     }
 
     static func mismatchMessage(path: String, stored: Schema, requested: Schema) -> String {
