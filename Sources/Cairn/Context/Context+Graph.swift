@@ -46,7 +46,7 @@ extension Context {
     private func appendReference(_ raw: UInt64, to object: ManagedObject, slot: Int) {
         let appended = object.editReferences(at: slot) { list in
             guard !list.contains(raw) else { return false }
-            undoManager.record(object, slot: slot, inserting: list.count)
+            undoManager.record(object, slot: slot, inserting: raw, at: list.count)
             list.append(raw)
             return true
         }

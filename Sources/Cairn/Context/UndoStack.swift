@@ -22,8 +22,8 @@ public final class UndoStack {
         case value(slot: Int, Value)
         /// The whole object: its values, whether it existed, whether it was registered.
         case whole(values: [Value], exists: Bool, isRegistered: Bool)
-        /// A reference inserted at `index` of the list in `slot` (undo removes it).
-        case inserted(slot: Int, index: Int)
+        /// The reference `raw` inserted at `index` of the list in `slot` (undo removes it).
+        case inserted(slot: Int, raw: UInt64, index: Int)
         /// The reference `raw` removed from `index` of the list in `slot` (undo puts it back).
         case removed(slot: Int, raw: UInt64, index: Int)
     }
@@ -188,14 +188,14 @@ public final class UndoStack {
         recordValue(object, slot: slot)
     }
 
-    /// Records a reference about to be inserted at `index` of the list in `slot`, or the
-    /// reference `raw` about to be removed from there (`removing`): a relationship's inverse
-    /// list gaining or losing one target records that, not the list it replaces (which
-    /// kept a copy of the list per target added: memory in n² for n targets).
+    /// Records the reference `raw` about to be inserted at `index` of the list in `slot`,
+    /// or removed from there: a relationship's inverse list gaining or losing one target
+    /// records that, not the list it replaces (which kept a copy of the list per target
+    /// added: memory in n² for n targets).
     @inline(__always)
-    func record(_ object: ManagedObject, slot: Int, inserting index: Int) {
+    func record(_ object: ManagedObject, slot: Int, inserting raw: UInt64, at index: Int) {
         guard isEnabled, !isReplaying, depth > 0 else { return }
-        recordEdit(object, .inserted(slot: slot, index: index))
+        recordEdit(object, .inserted(slot: slot, raw: raw, index: index))
     }
 
     @inline(__always)
@@ -257,13 +257,10 @@ public final class UndoStack {
                 if object.isFault { context.willRead(object) }
                 let values = object.values
                 reverse.append(Record(object: object, recorded: .value(slot: slot, slot < values.count ? values[slot] : .null)))
-            case .inserted(let slot, let index):
-                // (Last first, the list is as the insertion left it: the reference is there.)
-                if object.isFault { context.willRead(object) }
-                guard slot < object.values.count, case .references(let list) = object.values[slot], index < list.count else { continue }
-                reverse.append(Record(object: object, recorded: .removed(slot: slot, raw: list[index], index: index)))
-            case .removed(let slot, _, let index):
-                reverse.append(Record(object: object, recorded: .inserted(slot: slot, index: index)))
+            case .inserted, .removed:
+                // The edit undone is the reverse's record (none if there was nothing to undo).
+                if let undone = context.undoEdit(record) { reverse.append(Record(object: object, recorded: undone)) }
+                continue
             }
             context.restore(record)
         }
@@ -298,19 +295,8 @@ extension Context {
         case .value(let slot, let value):
             if object.isFault { willRead(object) }
             if slot < object.values.count { object.setValue(value, at: slot) }
-        case .inserted(let slot, let index):
-            if object.isFault { willRead(object) }
-            _ = object.editReferences(at: slot) { list in
-                guard index < list.count else { return false }
-                list.remove(at: index)
-                return true
-            }
-        case .removed(let slot, let raw, let index):
-            if object.isFault { willRead(object) }
-            _ = object.editReferences(at: slot) { list in
-                list.insert(raw, at: min(index, list.count))
-                return true
-            }
+        case .inserted, .removed:
+            _ = undoEdit(record)
         case .whole(let values, let exists, let isRegistered):
             // A deleted object whose record is in the store stays registered until the save
             // that deletes it, even if the state was captured while it was detached (a save
@@ -327,5 +313,38 @@ extension Context {
             object.exists = exists
         }
         dirty[id] = object
+    }
+
+    /// Undoes one edit of a reference list, returning the edit that redoes it (nil if there
+    /// was nothing to undo). Last first, the list is as the edit left it, unless a merge or
+    /// a refresh changed it since (they record no undo): an inserted reference is removed
+    /// where it was put if it is still there, else where it is, and not at all if it is
+    /// gone; a removed one is put back where it was unless it is back already. So a
+    /// target another context added is never the one taken out.
+    func undoEdit(_ record: UndoStack.Record) -> UndoStack.Recorded? {
+        let object = record.object
+        if object.isFault { willRead(object) }
+        var redo: UndoStack.Recorded?
+        switch record.recorded {
+        case .inserted(let slot, let raw, let index):
+            _ = object.editReferences(at: slot) { list in
+                guard let at = index < list.count && list[index] == raw ? index : list.lastIndex(of: raw) else { return false }
+                list.remove(at: at)
+                redo = .removed(slot: slot, raw: raw, index: at)
+                return true
+            }
+        case .removed(let slot, let raw, let index):
+            _ = object.editReferences(at: slot) { list in
+                guard !list.contains(raw) else { return false }
+                let at = min(index, list.count)
+                list.insert(raw, at: at)
+                redo = .inserted(slot: slot, raw: raw, index: at)
+                return true
+            }
+        case .value, .whole:
+            return nil
+        }
+        if redo != nil { dirty[object.recordID] = object }
+        return redo
     }
 }

@@ -117,6 +117,39 @@ import Testing
         _ = log
     }
 
+    /// Undoing a link after another context changed the same list (merged here, with no
+    /// undo record) takes out the target this context added, wherever it now is, and never
+    /// one the other context added; redo puts it back.
+    @Test func undoingALinkTakesOutThatTargetAfterAMergedChange() throws {
+        let stack = try Stack()
+        let a = stack.context()
+        let person = Person(context: a)
+        person.username = "p"
+        let dvds = (1...4).map { index -> DVD in
+            let dvd = DVD(context: a)
+            dvd.title = "d\(index)"
+            return dvd
+        }
+        dvds[0].owner = person
+        dvds[1].owner = person
+        try a.save()
+        dvds[2].owner = person                             // p.dvds: d1, d2, d3 (d3 inserted at 2)
+        try a.save()
+        let b = stack.context()
+        let theirs = try #require(try b.existingObject(with: person.objectID) as? Person)
+        let d1 = try #require(try b.existingObject(with: dvds[0].objectID) as? DVD)
+        let d4 = try #require(try b.existingObject(with: dvds[3].objectID) as? DVD)
+        d1.owner = nil
+        d4.owner = theirs                                  // stored: d2, d3, d4
+        try b.save()
+        #expect(try a.fetch(Person.self).first?.dvds.map(\.title) == ["d2", "d3", "d4"])
+        a.undo()                                           // d3.owner = person, undone
+        #expect(person.dvds.map(\.title) == ["d2", "d4"], "d4, which b added at d3's old place, stays")
+        #expect(dvds[2].owner == nil && dvds[3].owner === person)
+        a.redo()
+        #expect(person.dvds.map(\.title) == ["d2", "d3", "d4"] && dvds[2].owner === person)
+    }
+
     @Test func explicitGroupsNamesAndLevels() throws {
         let context = try Stack().context()
         let p = Person(context: context)
