@@ -394,11 +394,12 @@ extension Context {
             }
         } else if let parent {
             // The candidates, in ID order: with an index, the store's matches and the
-            // records an ancestor context changed whose value there meets the index's
-            // condition (the others are as the store has them); else every record the
-            // parent sees. (Every ID the parent saw had been read through it: a lookup by an
-            // indexed value in a child context, as DataStore.write's scratch child makes,
-            // read the whole entity.)
+            // records whose value in an ancestor context meets the index's condition (the
+            // root's changed objects; every object a child ancestor holds, which may hold
+            // values from before its own parent changed them); the others are as the store
+            // has them. Without an index, every record the parent sees. (Every ID the parent
+            // saw had been read through it: a lookup by an indexed value in a child context,
+            // as DataStore.write's scratch child makes, read the whole entity.)
             var candidates: [RecordID]
             if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
@@ -406,7 +407,8 @@ extension Context {
                 var ancestor: Context? = parent
                 while let context = ancestor {
                     context.processExternalChanges()
-                    for (id, object) in context.dirty where id.entity == entity.number && object.exists {
+                    for (id, object) in context.parent == nil ? context.dirty : context.registered
+                    where id.entity == entity.number && object.exists {
                         if object.isFault || slot >= object.values.count || SecondaryIndex.matches(object.values[slot], condition) {
                             found.insert(id)
                         }

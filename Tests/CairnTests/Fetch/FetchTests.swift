@@ -466,6 +466,27 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     }
 }
 
+extension ChildFetchTests {
+    /// A middle context holding an object loaded before its parent changed it again: a
+    /// grandchild's fetch by the indexed value sees the middle context's value, as a fetch
+    /// by the unindexed copy does.
+    @Test func aMiddleContextsOlderValueIsWhatAGrandchildFetches() throws {
+        let fixture = try FetchFixture(seed: 3, count: 20)
+        let root = fixture.context
+        let item = try #require(try root.fetch(Item.self).first)
+        item.rank = 105; item.rankPlain = 105                  // unsaved in the root
+        let middle = Context(parent: root)
+        let held = try #require(try middle.existingObject(with: item.objectID) as? Item)
+        #expect(held.rank == 105)                               // loaded in the middle context
+        item.rank = 107; item.rankPlain = 107                  // changed again in the root
+        let grandchild = Context(parent: middle)
+        let indexed = try grandchild.fetch(FetchRequest(Item.self, format: "rank == 105")).map(\.objectID)
+        let scanned = try grandchild.fetch(FetchRequest(Item.self, format: "rankPlain == 105")).map(\.objectID)
+        #expect(scanned == [item.objectID])
+        #expect(indexed == scanned)
+    }
+}
+
 @Suite struct UniquenessTests {
     final class Account: ManagedObject {
         @Attribute var email: String = ""
