@@ -1,3 +1,5 @@
+import Foundation
+
 /// Uniqueness constraints, checked when a root context saves.
 ///
 /// An inserted or changed object whose constrained values equal another object's is a
@@ -29,7 +31,9 @@ extension Context {
                 guard slots.count == group.count else { continue }
                 let key = slots.map { object.values[$0] }
                 if key.contains(where: \.isNull) { continue }  // nil never collides, as in SQL
-                let claim = UniquenessClaim(entity: entity.number, group: index, key: ValueCoding.encode(key))
+                let parts = key.compactMap(UniquenessClaim.Part.init)
+                if parts.count < key.count { continue }  // a NaN equals nothing, as in the stored check
+                let claim = UniquenessClaim(entity: entity.number, group: index, parts: parts)
                 var rival: RecordID?
                 if let other = claimed[claim], other !== object {
                     rival = other.recordID
@@ -127,12 +131,47 @@ extension Context {
     }
 }
 
-/// A uniqueness group's values as one object of a save claims them: equal claims are
-/// equal encoded values (each value's encoding ends where it says, so the encoded list is
-/// equal exactly when every value's encoding is). (A string built of each value's bytes'
-/// description had cost a third of a save of objects with a unique key.)
+/// A uniqueness group's values as one object of a save claims them: two claims are equal
+/// when their values are equal as the check against stored records compares them
+/// (``ValueOrder/equal(_:_:_:)``): strings by Unicode equivalence, 0.0 as -0.0, integers
+/// by value. (A string of each value's encoded bytes had cost a third of a save of
+/// objects with a unique key, and let two spellings of one string, or 0.0 and -0.0,
+/// pass within one save when the stored check would have refused them across two.)
 private struct UniquenessClaim: Hashable {
+    enum Part: Hashable {
+        case key(CompiledPredicate.MemberSet.Key)
+        case real(UInt64)
+        case decimal(Decimal)
+        case text(String)
+        case bytes(Data)
+
+        /// Nil for a NaN, which equals nothing.
+        init?(_ value: Value) {
+            if let key = CompiledPredicate.MemberSet.key(value, []) {
+                self = .key(key)
+                return
+            }
+            switch value {
+            case .float(let v):
+                guard !v.isNaN else { return nil }
+                self = .real((v == 0 ? 0 : Double(v)).bitPattern)
+            case .double(let v):
+                guard !v.isNaN else { return nil }
+                self = .real((v == 0 ? 0 : v).bitPattern)
+            case .date(let v):
+                // (Dates compare with < and >: every NaN date is the same as the others.)
+                let t = v.timeIntervalSinceReferenceDate
+                self = .real(t.isNaN ? Double.nan.bitPattern : (t == 0 ? 0 : t).bitPattern)
+            case .decimal(let v):
+                guard !v.isNaN else { return nil }
+                self = .decimal(v)
+            case .url(let v): self = .text(v.absoluteString)
+            case .bytes(let v), .archived(let v): self = .bytes(v)
+            default: self = .text("\(value)")
+            }
+        }
+    }
     let entity: UInt16
     let group: Int
-    let key: [UInt8]
+    let parts: [Part]
 }

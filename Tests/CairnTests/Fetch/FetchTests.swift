@@ -527,6 +527,25 @@ extension ChildFetchTests {
         try context.save()
     }
 
+    /// Within one save, values equal as the check against stored records compares them
+    /// collide: two spellings of one string (composed and decomposed), as they do across
+    /// two saves.
+    @Test func equalSpellingsCollideWithinASaveAsAcrossSaves() throws {
+        let stack = try stack()
+        let context = stack.context()
+        let a = Account(context: context), b = Account(context: context)
+        a.email = "caf\u{E9}"; a.number = 1
+        b.email = "cafe\u{301}"; b.number = 2
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.code == .validation }
+        context.rollback()
+        let c = Account(context: context)
+        c.email = "caf\u{E9}"; c.number = 1
+        try context.save()
+        let d = Account(context: context)
+        d.email = "cafe\u{301}"; d.number = 2
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.code == .validation }
+    }
+
     @Test func objectTrumpsUpserts() throws {
         var stack = try stack()
         let context = stack.context()
