@@ -83,9 +83,8 @@ enum Console {
     }
 }
 
-/// Opens a store for a command, turning failures into a readable line.
-/// Opens an existing store. Commands compact only when asked (`.manual`), except those
-/// that write much, which compact as an app's store does (`cairn import`).
+/// Opens an existing store for a command. Commands compact only when asked (`.manual`),
+/// except those that write much, which compact as an app's store does (`cairn import`).
 func openStore(_ path: String, command: String, compaction: CompactionPolicy = .manual) throws -> Store {
     guard FileManager.default.fileExists(atPath: path + "/MANIFEST") else {
         throw CairnError(.notFound, "no store at \(path)")

@@ -44,29 +44,27 @@ public enum RecordJSON {
         public let id: String?
         /// The members in their order, repeated keys included (the last one counts).
         let members: [(key: String, value: JSON)]
-        /// Member positions by key, for a line of many members (a few are searched).
-        private let positions: [String: Int]?
 
         init(entity: EntityDescription, id: String?, members: [(key: String, value: JSON)]) {
             self.entity = entity
             self.id = id
             self.members = members
-            if members.count > 16 {
-                var positions = [String: Int](minimumCapacity: members.count)
-                for (index, member) in members.enumerated() { positions[member.key] = index }
-                self.positions = positions
-            } else {
-                positions = nil
-            }
         }
 
         /// The JSON object.
         public var object: JSON { .object(Dictionary(members, uniquingKeysWith: { $1 })) }
 
         /// The value of member `key` (of its last occurrence), nil if there is none.
-        public subscript(key: String) -> JSON? {
-            if let positions { return positions[key].map { members[$0].value } }
-            return members.last { $0.key == key }?.value
+        public subscript(key: String) -> JSON? { members.last { $0.key == key }?.value }
+
+        /// A lookup of members by key, as ``subscript(_:)`` answers, for looking up every
+        /// property: a search for a few members, a table made once for many (which only
+        /// lines being turned into values need, not the import's first pass).
+        func memberLookup() -> (String) -> JSON? {
+            guard members.count > 16 else { return { key in members.last { $0.key == key }?.value } }
+            var positions = [String: Int](minimumCapacity: members.count)
+            for (index, member) in members.enumerated() { positions[member.key] = index }
+            return { [members] key in positions[key].map { members[$0].value } }
         }
     }
 
@@ -97,10 +95,11 @@ public enum RecordJSON {
     /// reference's id text into a raw record ID (or throws).
     public static func values(of line: ParsedLine, resolve: (String) throws -> UInt64) throws -> [Value] {
         let entity = line.entity
+        let member = line.memberLookup()
         var values: [Value] = []
         values.reserveCapacity(entity.valueCount)
         for attribute in entity.attributes {
-            let raw = line[attribute.name] ?? .null
+            let raw = member(attribute.name) ?? .null
             if raw.isNull {
                 if let fallback = attribute.defaultValue { values.append(fallback); continue }
                 guard attribute.isOptional else {
@@ -127,7 +126,7 @@ public enum RecordJSON {
                     throw CairnError(error.code, "\(label): \(error.message)")
                 }
             }
-            let raw = line[relationship.name] ?? .null
+            let raw = member(relationship.name) ?? .null
             if relationship.isToMany {
                 let list: [JSON]
                 switch raw {
@@ -254,15 +253,19 @@ public enum JSONText {
                 case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "r"))
                 case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "t"))
                 default:
-                    let hex = Array("0123456789abcdef".utf8)
                     bytes.append(contentsOf: "u00".utf8)
-                    bytes.append(hex[Int(byte >> 4)])
-                    bytes.append(hex[Int(byte & 0xF)])
+                    bytes.append(hexDigit(byte >> 4))
+                    bytes.append(hexDigit(byte & 0xF))
                 }
             }
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The lowercase hexadecimal digit of `value` (0...15).
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
     public static func object(_ pairs: [(String, String)]) -> String {

@@ -50,9 +50,9 @@ import Testing
         }
     }
 
-    /// A record line's member lookup answers as the parsed object's: the last of a
+    /// A record line's member lookups answer as the parsed object's: the last of a
     /// repeated key, nil for an absent one, for lines of few members (searched) and of
-    /// many (indexed).
+    /// many (a table, in the lookup for making values).
     @Test func aLinesMembersAnswerAsItsObject() throws {
         let schema = Schema(entities: [EntityDescription(name: "E", number: 1, attributes: [AttributeDescription(name: "k0", type: .int64)])])
         var generator = SystemRandomNumberGenerator()
@@ -66,7 +66,8 @@ import Testing
             let text = "{" + members.joined(separator: ", ") + "}"
             let line = try RecordJSON.parse(text, schema: schema)
             let object = try JSON(parsing: text)
-            for key in keys { #expect(line[key] == object[key], "\(key) in \(text)") }
+            let lookup = line.memberLookup()
+            for key in keys { #expect(line[key] == object[key] && lookup(key) == object[key], "\(key) in \(text)") }
             #expect(line.object == object)
         }
         #expect(throws: CairnError.self) { try RecordJSON.parse("[1]", schema: schema) }
