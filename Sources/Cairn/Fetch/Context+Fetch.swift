@@ -138,9 +138,13 @@ extension Context {
         let path = try CompiledPredicate.resolve(key.split(separator: ".").map(String.init), entity: entity, schema: coordinator.schema)
         var unwindowed = request
         unwindowed.sortDescriptors = []
-        let values = try execute(unwindowed).flatMap { id in
-            CompiledPredicate.follow(path, viewValues(id) ?? [], { self.viewValues($0) })
-        }.filter { !$0.isNull }
+        // The rows carry each match's values as this context sees them: not read again by
+        // ID (which read and decoded every match a second time).
+        let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
+        var values: [Value] = []
+        for row in try executeRows(unwindowed, values: .all) {
+            for value in CompiledPredicate.follow(path, row.values, resolver) where !value.isNull { values.append(value) }
+        }
         switch aggregate {
         case .min: return values.min { ValueOrder.sortOrder($0, $1, localizedCaseInsensitive: false) == .orderedAscending } ?? .null
         case .max: return values.max { ValueOrder.sortOrder($0, $1, localizedCaseInsensitive: false) == .orderedAscending } ?? .null

@@ -310,6 +310,18 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let ranks = fixture.items.filter { $0.rank > 0 }.map { Double($0.rank) }
         #expect(try fixture.context.aggregate(.average("rank"), for: positive) == .double(ranks.reduce(0, +) / Double(ranks.count)))
         #expect(throws: CairnError.self) { try fixture.context.aggregate(.sum("label"), for: all) }
+        // Unsaved changes count: a changed rank, a new item, a deleted one; and a key path
+        // through a relationship.
+        let items = try fixture.context.fetch(Item.self)
+        items[0].rank += 1000
+        let made = Item(context: fixture.context)
+        made.rank = 7
+        fixture.context.delete(items[1])
+        let expectedSum = fixture.items.map(\.rank).reduce(0, +) + 1000 + 7 - items[1].rank
+        #expect(try fixture.context.aggregate(.sum("rank"), for: all) == .int64(Int64(expectedSum)))
+        #expect(try fixture.context.aggregate(.max("rank"), for: all) == .int64(Int64(items[0].rank)))
+        let titles = try fixture.context.fetch(Item.self).compactMap { $0.group?.title }
+        #expect(try fixture.context.aggregate(.min("group.title"), for: all) == (titles.min().map { .string($0) } ?? .null))
     }
 
     @Test func batchesFaultTogether() throws {
