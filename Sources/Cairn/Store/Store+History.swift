@@ -23,11 +23,14 @@ extension Store {
         let file = try fileSystem.open(path, create: false, truncate: false)
         defer { file.close() }
         let end = log.withLock { $0?.appendOffset ?? 0 }
-        let bytes = try file.read(at: 0, count: end)
+        // Mapped, not read (as recovery maps it): the log can be as large as the snapshot,
+        // and a copy of it on the heap was the most of `cairn stats`' memory.
+        let mapping = try file.map()
         var seen = Set<UInt64>()
         var deleted = Set<UInt64>()
         var result: [Transaction] = []
-        try bytes.withUnsafeBytes { buffer in
+        try withExtendedLifetime(mapping) {
+            let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])
             var offset = FileHeader.size
             while case .frame(let sequence, _, let payload, let next) = LogFrame.parse(buffer, at: offset) {
                 var transaction = Transaction(sequence: sequence, time: 0, changes: [:])
