@@ -314,7 +314,16 @@ public final class Context {
         guard let entity = coordinator.entity(named: type.entityName) else {
             throw CairnError(.invalidArgument, "entity \(type.entityName) is not in the model")
         }
-        return currentIDs(entity: entity.number).count
+        guard parent == nil else { return currentIDs(entity: entity.number).count }
+        // The store's count and this context's inserts and deletes, without a list of every
+        // ID (which the count had been taken of).
+        processExternalChanges()
+        var count = coordinator.store.count(entity: entity.number)
+        for (id, object) in dirty where id.entity == entity.number {
+            if object.exists && !object.inStore { count += 1 }
+            if !object.exists && object.inStore && coordinator.store.contains(id) { count -= 1 }
+        }
+        return count
     }
 
     // MARK: State

@@ -324,6 +324,32 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(try fixture.context.aggregate(.min("group.title"), for: all) == (titles.min().map { .string($0) } ?? .null))
     }
 
+    /// A count of a class's objects (the store's count with this context's inserts and
+    /// deletes) is the number a fetch finds, through inserts, deletes, saves, rollbacks
+    /// and another context's saved deletes.
+    @Test func aCountOfAClassIsWhatAFetchFinds() throws {
+        let fixture = try FetchFixture(seed: 12, count: 30)
+        let context = fixture.context, other = fixture.stack.context()
+        var random = SplitMix64(seed: 12)
+        for step in 0..<200 {
+            switch random.next() % 6 {
+            case 0, 1: _ = Item(context: context)
+            case 2:
+                let items = try context.fetch(Item.self)
+                if !items.isEmpty { context.delete(items[Int(random.next() % UInt64(items.count))]) }
+            case 3:
+                // (A delete both contexts made conflicts: the unsaved one is rolled back.)
+                do { try context.save() } catch let error as CairnError where error.code == .conflict { context.rollback() }
+            case 4:
+                let theirs = try other.fetch(Item.self).filter { $0.group == nil }  // (no inverse to keep in step here)
+                if !theirs.isEmpty { other.delete(theirs[Int(random.next() % UInt64(theirs.count))]) }
+                try other.save()
+            default: if random.next() % 3 == 0 { context.rollback() }
+            }
+            #expect(try context.count(Item.self) == context.fetch(Item.self).count, "step \(step)")
+        }
+    }
+
     @Test func batchesFaultTogether() throws {
         let fixture = try FetchFixture(seed: 4, count: 25)
         let reader = fixture.stack.context()
