@@ -539,6 +539,10 @@ final class GatheredObjects {
     func take<T: ManagedObject>(as _: T.Type) -> [T] {
         let taken = count
         count = 0
+        // (With nothing to take, an empty array: `init(unsafeUninitializedCapacity: 0)`
+        // writes its count into the standard library's one shared empty storage, which
+        // other threads read: the thread sanitizer reported it as a race.)
+        guard taken > 0 else { return [] }
         // A reference to an object is the same bits whatever its static class: each one
         // moves from this buffer into the array, which then owns it.
         return [T](unsafeUninitializedCapacity: taken) { buffer, initialized in

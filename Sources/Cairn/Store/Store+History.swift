@@ -24,7 +24,7 @@ extension Store {
         defer { file.close() }
         let end = log.withLock { $0?.appendOffset ?? 0 }
         // Mapped, not read (as recovery maps it): the log can be as large as the snapshot,
-        // and a copy of it on the heap was the most of `cairn stats`' memory.
+        // and its pages are then the file's, which the kernel can drop, not a copy on the heap.
         let mapping = try file.map()
         var seen = Set<UInt64>()
         var deleted = Set<UInt64>()

@@ -69,6 +69,33 @@ import Testing
         }
     }
 
+    /// A one-pass fetch that matches nothing, on one thread, while another thread reads
+    /// empty arrays: the fetch's empty result writes nothing shared (it had written its
+    /// count into the standard library's one empty array storage, a race the thread
+    /// sanitizer reports; CI runs this suite under it).
+    @Test func anEmptyOnePassFetchWritesNothingShared() throws {
+        let stack = try Stack(model: try Model(Sample.self, Item.self, Group.self))
+        defer { stack.coordinator.close() }
+        let writer = stack.context()
+        for index in 0..<20 { Sample(context: writer).big = Int64(index) }
+        try writer.save()
+        let context = stack.context()
+        let request = try FetchRequest(Sample.self, format: "big > 1000")
+        let reads = Locked(0), stop = Locked(false)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            while !stop.value {
+                let empty: [Int] = []
+                reads.withLock { $0 += empty.withUnsafeBufferPointer { $0.count } + 1 }
+            }
+            done.signal()
+        }.start()
+        for _ in 0..<200 { #expect(try context.fetch(request).isEmpty) }
+        stop.withLock { $0 = true }
+        done.wait()
+        #expect(reads.value > 0)
+    }
+
     @Test func anErrorInOneRunEndsTheScan() throws {
         let fs = MemoryFileSystem()
         let store = try Self.store(fs, seed: 64)
