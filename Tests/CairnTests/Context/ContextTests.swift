@@ -302,6 +302,38 @@ final class AnnotatedOwner: ManagedObject {
         #expect(context.registeredObjects.isEmpty && p.context == nil)
     }
 
+    /// An object keeps no context alive, and finds none once its context is gone (each
+    /// object reaches its context through the context's link, which the context clears
+    /// as it goes). Reads still answer; a write changes only the detached object.
+    @Test func objectsOutliveTheirContext() throws {
+        let stack = try Stack()
+        weak var gone: Context?
+        var saved: Person?, unsaved: Person?, child: Person?
+        do {
+            let context = stack.context()
+            gone = context
+            saved = Person(context: context)
+            saved?.username = "kept"
+            try context.save()
+            unsaved = Person(context: context)
+            unsaved?.username = "pending"
+            let scratch = Context(parent: context)
+            child = try scratch.existingObject(with: saved!.objectID) as? Person
+            #expect(child?.context === scratch && saved?.context === context)
+        }
+        #expect(gone == nil)
+        for object in [saved, unsaved, child] {
+            let object = try #require(object)
+            #expect(object.context == nil && !object.hasChanges && !object.isInserted && !object.isDeleted)
+        }
+        #expect(saved?.username == "kept" && unsaved?.username == "pending" && child?.username == "kept")
+        unsaved?.username = "detached"
+        #expect(unsaved?.username == "detached")
+        // The store holds what was saved, and only that.
+        let reader = stack.context()
+        #expect(try reader.fetch(FetchRequest(Person.self)).map(\.username) == ["kept"])
+    }
+
     @Test func dynamicEntitiesWithoutClasses() throws {
         let note = EntityDescription(name: "Note", number: 0, attributes: [
             AttributeDescription(name: "text", type: .string),
