@@ -123,21 +123,12 @@ extension Context {
 
     /// Sets a relationship to `targets` and updates the inverse of every target gained or lost.
     func setRelationship(of object: ManagedObject, slot: Int, to targets: [ManagedObject]) {
-        willRead(object)
-        let attributeCount = object.entity.attributes.count
-        guard slot >= attributeCount, slot < object.values.count, object.exists else { return }
-        for target in targets where target.context !== self {
-            if target.context == nil {
-                insert(target)
-            } else {
-                recordError(CairnError(.invalidArgument,
-                    "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): they are in different contexts"))
-                return
-            }
-        }
-        let relationship = object.entity.relationships[slot - attributeCount]
-        guard targets.allSatisfy({ $0.entity.name == relationship.destination }) else {
-            recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) holds \(relationship.destination) objects only"))
+        guard let relationship = relationship(of: object, slot: slot, accepting: targets) else { return }
+        let oldIDs = ids(in: object.values[slot])
+        if relationship.isToMany, object.holdsReferences(at: slot),
+           let edits = Self.listEdits(from: oldIDs, to: targets) {
+            guard !edits.isEmpty else { return }
+            undoManager.withGroup(in: self) { applyListEdits(edits, to: object, slot: slot, inverse: relationship.inverse) }
             return
         }
         var newIDs: [UInt64] = []
@@ -146,7 +137,6 @@ extension Context {
             newIDs.append(target.recordID.rawValue)
         }
         if !relationship.isToMany { newIDs = Array(newIDs.prefix(1)) }
-        let oldIDs = ids(in: object.values[slot])
         let newValue: Value = relationship.isToMany ? .references(newIDs) : (newIDs.first.map { .reference($0) } ?? .null)
         guard newValue != object.values[slot] else { return }
         undoManager.withGroup(in: self) {
@@ -160,6 +150,157 @@ extension Context {
             for raw in newIDs where !oldSet.contains(raw) {
                 if let target = self.object(for: RecordID(rawValue: raw)) { link(target, inverseName, to: object) }
             }
+        }
+    }
+
+    /// The relationship in `slot` of `object` (loaded here), once `targets` are known to be
+    /// of its destination and in this context (those in none are inserted); nil, with the
+    /// error recorded, if not.
+    private func relationship(of object: ManagedObject, slot: Int, accepting targets: [ManagedObject]) -> RelationshipDescription? {
+        willRead(object)
+        let attributeCount = object.entity.attributes.count
+        guard slot >= attributeCount, slot < object.values.count, object.exists else { return nil }
+        for target in targets where target.context !== self {
+            if target.context == nil {
+                insert(target)
+            } else {
+                recordError(CairnError(.invalidArgument,
+                    "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): they are in different contexts"))
+                return nil
+            }
+        }
+        let relationship = object.entity.relationships[slot - attributeCount]
+        guard targets.allSatisfy({ $0.entity.name == relationship.destination }) else {
+            recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) holds \(relationship.destination) objects only"))
+            return nil
+        }
+        return relationship
+    }
+
+    /// Adds `targets` at the end of the to-many relationship in `slot` (those it holds
+    /// already stay where they are), or takes them out (`removing`), updating their
+    /// inverses: in place, recorded for undo as those edits. What `$dvds.append(dvd)`
+    /// and `$dvds.remove(dvd)` do; unlike setting the whole list, it does not build the
+    /// list of objects first.
+    func editRelationship(of object: ManagedObject, slot: Int, adding targets: [ManagedObject], removing: Bool = false) {
+        guard let relationship = relationship(of: object, slot: slot, accepting: targets) else { return }
+        guard relationship.isToMany, object.holdsReferences(at: slot) else {
+            recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) is not a to-many relationship"))
+            return
+        }
+        let list = ids(in: object.values[slot])
+        let edits: ListEdits
+        if removing {
+            let raws = targets.map(\.recordID.rawValue)
+            if raws.count > 16 {
+                let set = Set(raws)
+                edits = .removed(list.indices.filter { set.contains(list[$0]) })
+            } else {
+                edits = .removed(list.indices.filter { raws.contains(list[$0]) })
+            }
+        } else {
+            edits = .appended(Self.missing(targets.filter(\.exists).map(\.recordID.rawValue), from: list))
+        }
+        guard !edits.isEmpty else { return }
+        undoManager.withGroup(in: self) { applyListEdits(edits, to: object, slot: slot, inverse: relationship.inverse) }
+    }
+
+    /// The distinct IDs of `raws` that `list` does not hold, in order: a few checked
+    /// against the list as it is (a comparison per element, no hashing), many through a set.
+    private static func missing(_ raws: [UInt64], from list: [UInt64]) -> [UInt64] {
+        if raws.count > 16 {
+            var seen = Set(list)
+            return raws.filter { seen.insert($0).inserted }
+        }
+        var added: [UInt64] = []
+        for raw in raws where !list.contains(raw) && !added.contains(raw) { added.append(raw) }
+        return added
+    }
+
+    /// A to-many list's change from `old` to the live, distinct IDs of `targets`, when it is
+    /// only targets added at the end (`list.append(x)`) or only targets taken out
+    /// (`list.removeAll { … }`, `remove(at:)`): nil for any other change (a new order, a
+    /// list built anew), which replaces the whole list. Costs a comparison per element
+    /// and no hashing, where the whole-list path hashes both lists.
+    static func listEdits(from old: [UInt64], to targets: [ManagedObject]) -> ListEdits? {
+        if targets.count >= old.count {
+            // Added at the end: the old list first, in order, then targets it lacks.
+            for index in old.indices {
+                let target = targets[index]
+                guard target.exists, target.recordID.rawValue == old[index] else { return nil }
+            }
+            return .appended(missing(targets[old.count...].filter(\.exists).map(\.recordID.rawValue), from: old))
+        }
+        // Taken out: the targets, in order, are what is left of the old list.
+        var removed: [Int] = []
+        var next = 0
+        for (index, raw) in old.enumerated() {
+            if next < targets.count, targets[next].exists, targets[next].recordID.rawValue == raw {
+                next += 1
+            } else {
+                removed.append(index)
+            }
+        }
+        guard next == targets.count else { return nil }
+        return .removed(removed)
+    }
+
+    /// A change to a to-many list made of edits (see ``listEdits(from:to:)``).
+    enum ListEdits {
+        /// IDs to add at the end, none of them in the list.
+        case appended([UInt64])
+        /// Indexes to remove, ascending.
+        case removed([Int])
+
+        var isEmpty: Bool {
+            switch self {
+            case .appended(let raws): return raws.isEmpty
+            case .removed(let indexes): return indexes.isEmpty
+            }
+        }
+    }
+
+    /// Applies `edits` to the list in `slot` of `object` in place, each recorded for undo
+    /// as one insertion or removal (not the list it replaces: a copy of the whole list per
+    /// `append`, memory in n² for n appends), and updates the inverse of every target
+    /// gained or lost (inside an undo group).
+    private func applyListEdits(_ edits: ListEdits, to object: ManagedObject, slot: Int, inverse: String?) {
+        var gained: [UInt64] = [], lost: [UInt64] = []
+        let changed = object.editReferences(at: slot) { list in
+            switch edits {
+            case .appended(let raws):
+                for raw in raws {
+                    undoManager.record(object, slot: slot, inserting: raw, at: list.count)
+                    list.append(raw)
+                }
+                gained = raws
+            case .removed(let indexes):
+                // First to last, each at its index in the list the earlier removals left,
+                // so that undo, putting them back last first, restores the list exactly.
+                for (done, index) in indexes.enumerated() {
+                    undoManager.record(object, slot: slot, removing: list[index], at: index - done)
+                    lost.append(list[index])
+                }
+                var removing = indexes.makeIterator(), next = removing.next()
+                var position = 0
+                list.removeAll { _ in
+                    defer { position += 1 }
+                    guard position == next else { return false }
+                    next = removing.next()
+                    return true
+                }
+            }
+            return !edits.isEmpty
+        }
+        guard changed else { return }
+        noteWritten(object)
+        guard let inverse else { return }
+        let me = object.recordID.rawValue
+        for raw in lost {
+            if let target = self.object(for: RecordID(rawValue: raw)) { unlink(target, inverse, from: me) }
+        }
+        for raw in gained {
+            if let target = self.object(for: RecordID(rawValue: raw)) { link(target, inverse, to: object) }
         }
     }
 

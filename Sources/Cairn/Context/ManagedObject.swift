@@ -363,6 +363,34 @@ open class ManagedObject: CustomStringConvertible {
         }
     }
 
+    /// Adds `targets` to the to-many relationship in `slot`, or takes them out, as edits
+    /// (``ToManyEdits``); before the object is in a context, on its noted relationships.
+    func editRelated(_ slot: Int, _ targets: [ManagedObject], removing: Bool) {
+        if let context {
+            context.editRelationship(of: self, slot: slot, adding: targets, removing: removing)
+            return
+        }
+        let current = related(slot)
+        if removing {
+            setRelated(slot, current.filter { held in !targets.contains { $0 === held } })
+        } else {
+            var added: [ManagedObject] = []
+            for target in targets where !current.contains(where: { $0 === target }) && !added.contains(where: { $0 === target }) {
+                added.append(target)
+            }
+            setRelated(slot, current + added)
+        }
+    }
+
+    /// Whether the relationship in `slot` holds `target`.
+    func relatedContains(_ slot: Int, _ target: ManagedObject) -> Bool {
+        guard let context else { return detachedRelations[slot]?.contains { $0 === target } ?? false }
+        guard target.context === context, target.exists else { return false }
+        context.willRead(self)
+        guard slot < values.count else { return false }
+        return values[slot].referencedIDs.contains(target.recordID.rawValue)
+    }
+
     /// What an attribute reads as when its slot holds no value of its type (a fault that
     /// failed to load): the layout's default, or for a prototype under construction (no
     /// slot yet) the default its wrapper declared.

@@ -219,9 +219,63 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
         }
     }
 
+    /// `$dvds`: edits of the relationship that cost what they change (see ``ToManyEdits``).
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        projected projectedKeyPath: KeyPath<Object, ToManyEdits<Target>>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Self>
+    ) -> ToManyEdits<Target> {
+        ToManyEdits(object: object, slot: object.slot(for: object[keyPath: storageKeyPath].site))
+    }
+
     @available(*, unavailable, message: "@ToMany is only for properties of ManagedObject subclasses")
     public var wrappedValue: [Target] {
         get { fatalError("unreachable") }
         set { fatalError("unreachable") }
     }
+
+    @available(*, unavailable, message: "@ToMany is only for properties of ManagedObject subclasses")
+    public var projectedValue: ToManyEdits<Target> { fatalError("unreachable") }
 }
+
+/// Edits of one object's to-many relationship (`person.$dvds`) that cost what they
+/// change: `person.$dvds.append(dvd)` adds one target, where `person.dvds.append(dvd)`
+/// reads the whole list as objects and sets it back (a pass over the list each time, so
+/// n appends to one list take time in n²). Inverses and undo are kept as for a set.
+///
+/// ```swift
+/// person.$dvds.append(dvd)        // at the end, unless the list holds it already
+/// person.$dvds.remove(dvd)
+/// person.$dvds.contains(dvd)
+/// ```
+public struct ToManyEdits<Target: ManagedObject> {
+    let object: ManagedObject
+    let slot: Int
+
+    /// Adds `target` at the end, unless the relationship holds it already.
+    public func append(_ target: Target) { append(contentsOf: [target]) }
+
+    /// Adds the targets not held already at the end, in order.
+    public func append(contentsOf targets: some Sequence<Target>) {
+        guard slot >= 0 else { return }
+        object.editRelated(slot, targets.map { $0 as ManagedObject }, removing: false)
+    }
+
+    /// Takes `target` out (nothing if the relationship does not hold it).
+    public func remove(_ target: Target) { remove(contentsOf: [target]) }
+
+    /// Takes every one of `targets` out.
+    public func remove(contentsOf targets: some Sequence<Target>) {
+        guard slot >= 0 else { return }
+        object.editRelated(slot, targets.map { $0 as ManagedObject }, removing: true)
+    }
+
+    /// Whether the relationship holds `target` (a comparison of IDs per element; no
+    /// object is made for the others).
+    public func contains(_ target: Target) -> Bool {
+        slot >= 0 && object.relatedContains(slot, target)
+    }
+}
+
+@available(*, unavailable, message: "relationship edits are confined to their object's context")
+extension ToManyEdits: Sendable {}

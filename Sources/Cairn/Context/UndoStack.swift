@@ -57,6 +57,18 @@ public final class UndoStack {
 
         mutating func append(_ record: Record) { records.append(record) }
 
+        /// How many references the live records keep in lists (what undo costs in memory
+        /// for relationships; for tests).
+        var heldReferences: Int {
+            records[firstRecord...].reduce(0) { sum, record in
+                switch record.recorded {
+                case .value(_, let value): return sum + value.referencedIDs.count
+                case .whole(let values, _, _): return sum + values.reduce(0) { $0 + $1.referencedIDs.count }
+                default: return sum + 1
+                }
+            }
+        }
+
         /// The records of the last group (at or after `start`).
         /// Whether the last group holds no record (no slice of the records is made: this is
         /// asked at the end of every change outside a group).
@@ -116,6 +128,8 @@ public final class UndoStack {
     public var groupingLevel: Int { depth }
     /// The number of groups undo can undo (tests compare it around a change).
     var undoCount: Int { undoStack.count - (depth > 0 ? 1 : 0) }
+    /// References kept by undo's records (see ``GroupLog/heldReferences``).
+    var heldReferences: Int { undoStack.heldReferences }
 
     /// Opens a group; changes until the matching ``endGrouping()`` undo together.
     public func beginGrouping(named name: String? = nil) {

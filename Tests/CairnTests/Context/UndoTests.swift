@@ -66,9 +66,10 @@ import Testing
         var done = [try state(context)]  // the state after each undoable step, oldest first
         var undone: [String] = []        // states redo gives back, next last
         func change() {
-            let live = dvds.filter { $0.context === context && !$0.isDeleted }  // (a saved delete leaves no context)
+            // (A saved delete leaves no context; an insert deleted before any save keeps it.)
+            let live = dvds.filter { $0.context === context && $0.exists }
             guard let dvd = live.isEmpty ? nil : live[generator.int(live.count)] else { return }
-            switch generator.int(10) {
+            switch generator.int(15) {
             case 0...4: let p = people[generator.int(people.count)]; log.append("\(dvd.title).owner=\(p.username)"); dvd.owner = p
             case 5: log.append("\(dvd.title).owner=nil"); dvd.owner = nil
             case 6:
@@ -76,6 +77,42 @@ import Testing
                 person.dvds = Array(live.shuffled(using: &generator.random).prefix(generator.int(5)))
                 log.append("\(person.username).dvds=\(person.dvds.map(\.title))")
             case 7: log.append("delete \(dvd.title)"); context.delete(dvd)
+            case 10...14:
+                // One target added or taken out, through the list or through `$dvds`: the list
+                // changes by that one target, in place (as edits, not a new list).
+                let person = people[generator.int(people.count)]
+                let before = person.dvds
+                let held = before.contains { $0 === dvd }
+                var expected = before
+                switch generator.int(6) {
+                case 0:
+                    log.append("\(person.username).dvds.append(\(dvd.title))"); person.dvds.append(dvd)
+                    if !held { expected.append(dvd) }
+                case 1:
+                    log.append("\(person.username).$dvds.append(\(dvd.title))"); person.$dvds.append(dvd)
+                    if !held { expected.append(dvd) }
+                case 2:
+                    let other = live[generator.int(live.count)]
+                    log.append("\(person.username).$dvds.append(contentsOf: \(dvd.title), \(other.title), \(dvd.title))")
+                    person.$dvds.append(contentsOf: [dvd, other, dvd])
+                    if !held { expected.append(dvd) }
+                    if !expected.contains(where: { $0 === other }) { expected.append(other) }
+                case 3:
+                    log.append("\(person.username).$dvds.remove(\(dvd.title))"); person.$dvds.remove(dvd)
+                    expected.removeAll { $0 === dvd }
+                case 4:
+                    // Several taken out at once: every other one.
+                    log.append("\(person.username).dvds = every other")
+                    expected = before.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+                    person.dvds = expected
+                default:
+                    guard !before.isEmpty else { return }
+                    let index = generator.int(before.count)
+                    log.append("\(person.username).dvds.remove(at: \(index))"); person.dvds.remove(at: index)
+                    expected.remove(at: index)
+                }
+                #expect(person.dvds.map(\.title) == expected.map(\.title), "\(log.suffix(4))")
+                #expect(person.$dvds.contains(dvd) == expected.contains { $0 === dvd })
             default:
                 log.append("group")
                 context.undoGroup {
@@ -83,7 +120,15 @@ import Testing
                 }
             }
         }
+        // Both sides agree: a DVD is in the list of the person it names, and of no other.
+        func inversesAgree() -> Bool {
+            people.allSatisfy { person in person.dvds.allSatisfy { $0.owner === person } }
+                && dvds.filter { $0.context === context && $0.exists }.allSatisfy { dvd in
+                    people.filter { $0.$dvds.contains(dvd) }.map(\.username) == (dvd.owner.map { [$0.username] } ?? [])
+                }
+        }
         for step in 0..<300 {
+            defer { #expect(inversesAgree(), "inverses after step \(step): \(log.suffix(4))") }
             switch generator.int(10) {
             case 0...5:
                 let groups = context.undoManager.undoCount
@@ -115,6 +160,50 @@ import Testing
             }
         }
         _ = log
+    }
+
+    /// Adding to a long list, through the list (`dvds.append`) or through `$dvds`, and taking
+    /// targets out keeps the edits for undo, not a copy of the list per change: undo's
+    /// records hold a few references per change, not the list's length. Undo then gives
+    /// the list back exactly.
+    @Test func listEditsKeepEditsForUndoNotLists() throws {
+        let context = try Stack().context()
+        let person = Person(context: context)
+        person.username = "p"
+        let shelf = (0..<1_000).map { index -> DVD in
+            let dvd = DVD(context: context)
+            dvd.title = "d\(index)"
+            return dvd
+        }
+        person.$dvds.append(contentsOf: shelf)
+        try context.save()
+        context.undoManager.removeAllActions()
+        let extra = (0..<50).map { index -> DVD in
+            let dvd = DVD(context: context)
+            dvd.title = "x\(index)"
+            return dvd
+        }
+        let before = context.undoManager.heldReferences
+        for (index, dvd) in extra.enumerated() {
+            if index % 2 == 0 { person.dvds.append(dvd) } else { person.$dvds.append(dvd) }
+        }
+        person.dvds.remove(at: 10)
+        person.$dvds.remove(shelf[20])
+        person.dvds = person.dvds.filter { !$0.title.hasSuffix("7") }
+        // About 5 references per change (the edit, and each DVD's owner before and after);
+        // a list per change would be over 50,000.
+        #expect(context.undoManager.heldReferences - before < 1_000)
+        var expected = shelf + extra
+        expected.remove(at: 10)
+        expected.removeAll { $0 === shelf[20] }
+        expected.removeAll { $0.title.hasSuffix("7") }
+        #expect(person.dvds.map(\.title) == expected.map(\.title))
+        while context.undoManager.canUndo, context.undoManager.undoCount > 0 {
+            context.undo()
+            if person.dvds.count == 1_000 { break }
+        }
+        #expect(person.dvds.map(\.title) == shelf.map(\.title))
+        #expect(shelf.allSatisfy { $0.owner === person } && extra.allSatisfy { $0.owner == nil })
     }
 
     /// Undoing a link after another context changed the same list (merged here, with no
