@@ -48,7 +48,10 @@ public final class FetchedResults<T: ManagedObject> {
 
     public let request: FetchRequest<T>
     public let sectionKeyPath: String?
-    public private(set) var sections: [Section] = []
+    public private(set) var sections: [Section] = [] { didSet { flattened = nil } }
+    /// ``objects``, made once per change of ``sections``: a table view reading
+    /// `objects[row]` for each cell had flattened every section per cell.
+    private var flattened: [T]?
     /// Called with each change, on the context's isolation.
     public var onChange: ((ResultsChange) -> Void)?
     /// Every change, as an asynchronous sequence.
@@ -76,7 +79,12 @@ public final class FetchedResults<T: ManagedObject> {
     }
 
     /// All results, section after section.
-    public var objects: [T] { sections.flatMap(\.objects) }
+    public var objects: [T] {
+        if let flattened { return flattened }
+        let all = sections.count == 1 ? sections[0].objects : sections.flatMap(\.objects)
+        flattened = all
+        return all
+    }
 
     public func object(at indexPath: ResultIndex) -> T { sections[indexPath.section].objects[indexPath.item] }
 
@@ -131,8 +139,9 @@ public final class FetchedResults<T: ManagedObject> {
     static func diff(old: [(String, [ObjectID])], new: [(String, [ObjectID])], changed: (ObjectID) -> Bool) -> ResultsChange {
         var change = ResultsChange()
         let oldNames = old.map(\.0), newNames = new.map(\.0)
-        change.deletedSections = oldNames.indices.filter { !newNames.contains(oldNames[$0]) }
-        change.insertedSections = newNames.indices.filter { !oldNames.contains(newNames[$0]) }
+        let oldNameSet = Set(oldNames), newNameSet = Set(newNames)
+        change.deletedSections = oldNames.indices.filter { !newNameSet.contains(oldNames[$0]) }
+        change.insertedSections = newNames.indices.filter { !oldNameSet.contains(newNames[$0]) }
         var oldPositions: [ObjectID: ResultIndex] = [:], newPositions: [ObjectID: ResultIndex] = [:]
         for (s, section) in old.enumerated() { for (i, id) in section.1.enumerated() { oldPositions[id] = ResultIndex(section: s, item: i) } }
         for (s, section) in new.enumerated() { for (i, id) in section.1.enumerated() { newPositions[id] = ResultIndex(section: s, item: i) } }
