@@ -314,10 +314,10 @@ extension Context {
         let entity = try entityDescription(request.entityName)
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
-        var pending = IDMap<RecordID, ManagedObject>()
-        if request.includesPendingChanges {
-            for (id, object) in dirty where id.entity == entity.number { pending[id] = object }
-        }
+        // The changed objects whose values replace the stored ones (a copy of the table, not
+        // of its entries: building a table of the entity's changed objects on every fetch
+        // was most of a find-or-create loop's time). Only IDs of this entity are asked about.
+        let pending = request.includesPendingChanges ? dirty : IDMap<RecordID, ManagedObject>()
         var matches: [FetchRow] = []
         // The class a registered object must be of for a fetch to take it as a `T` unchecked.
         let fetchedClass = model.objectClass(for: entity.name).flatMap { $0 is T.Type ? ObjectIdentifier($0) : nil }
@@ -327,10 +327,21 @@ extension Context {
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
         let store = coordinator.store
         let enough = storedMatchesFillingWindow(request), limited = enough != .max
+        // The index's condition, when a lookup answered the stored part: a changed object
+        // whose value does not meet it cannot match either, and is passed over with one
+        // comparison (testing the whole predicate on each changed object at every fetch made
+        // a find-or-create loop before a save take time in n²). Not for a long IN list,
+        // which the predicate tests through a hashed set.
+        var pendingCondition: (slot: Int, condition: IndexCondition)?
+        func noteIndex(_ slot: Int, _ condition: IndexCondition) {
+            if case .equal(let wanted) = condition, wanted.count > 8 { return }
+            pendingCondition = (slot, condition)
+        }
         if parent == nil {
             switch plan(request.predicate, entity: entity).access {
             case .index(let attribute, let condition):
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
+                noteIndex(slot, condition)
                 var (found, snapshot) = try store.indexedRecords(entity: entity.number, slot: slot, matching: condition)
                 RadixSort.sort(&found) { $0.id }
                 for match in found where matches.count < enough {
@@ -407,6 +418,7 @@ extension Context {
             var candidates: [RecordID]
             if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
+                noteIndex(slot, condition)
                 var found = Set(try store.indexedIDs(entity: entity.number, slot: slot, matching: condition))
                 var ancestor: Context? = parent
                 while let context = ancestor {
@@ -430,7 +442,13 @@ extension Context {
                 }
             }
         }
-        for (id, object) in pending {
+        // (The condition is taken apart once, out of the loop: an optional tuple tested in
+        // it was copied, and its array retained, for every object.)
+        let conditionSlot = pendingCondition?.slot ?? -1
+        let condition = pendingCondition?.condition ?? .equal([])
+        for (id, object) in pending where id.entity == entity.number {
+            if conditionSlot >= 0, !object.isFault, conditionSlot < object.values.count,
+               !SecondaryIndex.matches(object.values[conditionSlot], condition) { continue }
             willRead(object)
             if object.exists && object.context === self && accepts(object.values) {
                 matches.append(FetchRow(id: id, values: object.values, version: nil))
