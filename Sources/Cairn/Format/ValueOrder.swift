@@ -60,7 +60,7 @@ public enum ValueOrder {
         case (.date(let x), .date(let y)):
             return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
         case (.uuid(let x), .uuid(let y)):
-            return x == y ? .orderedSame : (x.uuidString < y.uuidString ? .orderedAscending : .orderedDescending)
+            return uuidOrder(x, y)
         case (.url(let x), .url(let y)):
             let l = x.absoluteString, r = y.absoluteString
             return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
@@ -119,3 +119,21 @@ public struct ComparisonOptions: OptionSet, Sendable, Hashable, CustomStringConv
     }
 }
 
+
+
+extension ValueOrder {
+    /// UUIDs in the order of their upper-case hex strings (FORMAT.md §6.6), which is the
+    /// order of their 16 bytes: each byte is two hex digits, and the dashes stand at the
+    /// same places in every string. Comparing the strings made two of them per comparison
+    /// (sorting or indexing a million UUIDs: tens of millions of allocations).
+    static func uuidOrder(_ x: UUID, _ y: UUID) -> ComparisonResult {
+        withUnsafeBytes(of: x.uuid) { a in
+            withUnsafeBytes(of: y.uuid) { b in
+                for index in 0..<16 where a[index] != b[index] {
+                    return a[index] < b[index] ? .orderedAscending : .orderedDescending
+                }
+                return .orderedSame
+            }
+        }
+    }
+}

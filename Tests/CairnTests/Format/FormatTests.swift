@@ -646,3 +646,43 @@ struct SchemaGenerator {
 private extension Value {
     var isNaN: Bool { if case .double(let x) = self { return x.isNaN } else { return false } }
 }
+
+@Suite struct UUIDOrderTests {
+    /// UUIDs compare by their bytes in the order of their upper-case strings (the order
+    /// FORMAT.md §6.6 gives stored indexes): random pairs, and pairs that differ in one
+    /// byte at each position, in either nibble, across the digit/letter boundary.
+    @Test func bytesOrderAsTheUpperCaseStrings() {
+        var random = SplitMix64(seed: 41)
+        func uuid(_ bytes: [UInt8]) -> UUID {
+            UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                        bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        }
+        func randomBytes() -> [UInt8] { (0..<16).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+        var pairs: [(UUID, UUID)] = (0..<5_000).map { _ in (uuid(randomBytes()), uuid(randomBytes())) }
+        for position in 0..<16 {
+            for (a, b) in [(0x09, 0x0A), (0x90, 0xA0), (0x0F, 0x10), (0x00, 0xFF), (0x7F, 0x80), (0x3C, 0x3C)] as [(UInt8, UInt8)] {
+                var x = randomBytes(), y = x
+                x[position] = a; y[position] = b
+                pairs.append((uuid(x), uuid(y)))
+            }
+        }
+        var mismatches = 0
+        for (x, y) in pairs {
+            let strings: ComparisonResult = x.uuidString == y.uuidString ? .orderedSame
+                : (x.uuidString < y.uuidString ? .orderedAscending : .orderedDescending)
+            if ValueOrder.order(.uuid(x), .uuid(y), []) != strings { mismatches += 1 }
+            if ValueOrder.order(.uuid(y), .uuid(x), []) != strings.reversed { mismatches += 1 }
+        }
+        #expect(mismatches == 0)
+    }
+}
+
+private extension ComparisonResult {
+    var reversed: ComparisonResult {
+        switch self {
+        case .orderedAscending: return .orderedDescending
+        case .orderedDescending: return .orderedAscending
+        case .orderedSame: return .orderedSame
+        }
+    }
+}
