@@ -91,6 +91,13 @@ open class ManagedObject: CustomStringConvertible {
         entity = layout.entity
         storedValues = layout.defaults
         recordID = RecordID(rawValue: 0)
+        if !layout.madeDefaults.isEmpty { makeDefaults() }
+    }
+
+    /// Evaluates the initial values made for each object (`@Attribute var id = UUID()`:
+    /// ``DefaultMaker``) into their slots.
+    private func makeDefaults() {
+        for (slot, maker) in layout.madeDefaults where slot < storedValues.count { storedValues[slot] = maker.make() }
     }
 
     /// An object of a run-time entity (the dynamic API); see ``Context/insertObject(entityName:)``.
@@ -216,6 +223,7 @@ open class ManagedObject: CustomStringConvertible {
         let defaults = layout.defaults
         guard storedValues.count == defaults.count else {
             storedValues = Value.uniqueCopy(of: defaults)
+            if !layout.madeDefaults.isEmpty { makeDefaults() }
             return
         }
         // Through the buffers: one uniqueness check for the array, not one for each slot.
@@ -230,6 +238,7 @@ open class ManagedObject: CustomStringConvertible {
                 }
             }
         }
+        if !layout.madeDefaults.isEmpty { makeDefaults() }
     }
 
     /// After a save or a merge: the current values are the saved ones.

@@ -35,16 +35,31 @@ protocol PropertyDeclaration {
 
 /// The parts of a property's declaration that only the layout needs, so wrappers do not
 /// store them in every object: an attribute's declared default, and what differs from
-/// the defaults here. A wrapper's init passes them to ``PrototypeBuilder/note(_:defaultValue:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``
+/// the defaults here. A wrapper's init passes them to ``PrototypeBuilder/note(_:defaultValue:maker:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``
 /// while a prototype is built.
 struct PropertyNote: Sendable {
     /// An attribute's initial value as declared (`@Attribute var n = 5`), stored.
     var defaultValue: Value?
+    /// The declared initial value's expression, evaluated again (see ``DefaultMaker``).
+    var maker: DefaultMaker?
     var indexed = false
     var renamingIdentifier: String?
     var inverse: String?
     var deleteRule: DeleteRule = .nullify
     var isOptional = true
+}
+
+/// An attribute's declared initial value as an expression that can be evaluated again:
+/// one that gives a new value each time (`UUID()`, `Date()`) is evaluated for each new
+/// object, as the declaration reads, and is not the entity's default in the schema
+/// (whose hash it would change on every launch, and every open would migrate the store).
+@usableFromInline
+final class DefaultMaker: @unchecked Sendable {
+    // `@unchecked Sendable`: `make` is the closure of a property's initial value
+    // expression, which cannot refer to the object; it is called wherever objects of the
+    // class are made (on any thread), as the expression itself was before it was kept here.
+    let make: () -> Value
+    @usableFromInline init(_ make: @escaping () -> Value) { self.make = make }
 }
 
 /// A class's properties, in record order, and the slot of each wrapper.
@@ -57,14 +72,19 @@ final class PropertyLayout: Sendable {
     let entity: EntityDescription
     let names: [String]
     let defaults: [Value]
+    /// The attributes whose declared initial value is new each time it is evaluated, with
+    /// that expression: evaluated for each new object (``DefaultMaker``).
+    let madeDefaults: [(slot: Int, maker: DefaultMaker)]
     /// Why two of the class's properties cannot be told apart (they were declared at one
     /// ``DeclarationSite``), or nil; a ``Model`` refuses such a class.
     let ambiguity: String?
     private let indexByName: [String: Int]
 
-    init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil) {
+    init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil,
+         madeDefaults: [(slot: Int, maker: DefaultMaker)] = []) {
         self.ambiguity = ambiguity
         self.entity = entity
+        self.madeDefaults = madeDefaults
         names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
         defaults = entity.attributes.map { $0.defaultValue ?? .null }
             + entity.relationships.map { $0.isToMany ? .references([]) : .null }
@@ -141,11 +161,19 @@ final class PropertyLayout: Sendable {
         var mirrors: [Mirror] = []
         var mirror: Mirror? = Mirror(reflecting: prototype)
         while let current = mirror { mirrors.insert(current, at: 0); mirror = current.superclassMirror }
+        var madeDefaults: [(slot: Int, maker: DefaultMaker)] = []
         for current in mirrors {
             for child in current.children {
                 guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
                 let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
-                switch declaration.describe(name: name, note: notes[declaration.site] ?? PropertyNote()) {
+                var note = notes[declaration.site] ?? PropertyNote()
+                // An initial value that comes out different when evaluated again is made for
+                // each object, and the schema has no default for it.
+                if let maker = note.maker, !Value.same(maker.make(), note.defaultValue ?? .null) {
+                    madeDefaults.append((attributes.count, maker))
+                    note.defaultValue = nil
+                }
+                switch declaration.describe(name: name, note: note) {
                 case .attribute(let attribute): attributes.append((attribute, declaration.site))
                 case .relationship(let relationship): relationships.append((relationship, declaration.site))
                 }
@@ -166,7 +194,7 @@ final class PropertyLayout: Sendable {
                 slots[site] = index
             }
         }
-        let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity)
+        let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, madeDefaults: madeDefaults)
         cache.withLock { $0[ObjectIdentifier(type)] = layout }
         published.insert(layout, for: type)
         return layout
@@ -216,11 +244,11 @@ enum PrototypeBuilder {
     /// under way on this thread, if any. A site's first note stands: the prototype's own
     /// wrappers are made before anything its `init` makes.
     @usableFromInline
-    static func note(_ site: DeclarationSite, defaultValue: Value? = nil, indexed: Bool = false,
+    static func note(_ site: DeclarationSite, defaultValue: Value? = nil, maker: DefaultMaker? = nil, indexed: Bool = false,
                      renamingIdentifier: String? = nil, inverse: String? = nil, deleteRule: DeleteRule = .nullify,
                      isOptional: Bool = true) {
         guard isActive, let build = Thread.current.threadDictionary[key] as? Build, build.notes[site] == nil else { return }
-        build.notes[site] = PropertyNote(defaultValue: defaultValue, indexed: indexed, renamingIdentifier: renamingIdentifier,
+        build.notes[site] = PropertyNote(defaultValue: defaultValue, maker: maker, indexed: indexed, renamingIdentifier: renamingIdentifier,
                                          inverse: inverse, deleteRule: deleteRule, isOptional: isOptional)
     }
 

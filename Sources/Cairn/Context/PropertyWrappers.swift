@@ -12,7 +12,7 @@ import Foundation
 public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     // Only the site is stored, in every object: 8 bytes a property. The rest of the
     // declaration, its default too, goes to the layout builder while a prototype is built
-    // (``PrototypeBuilder/note(_:defaultValue:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``),
+    // (``PrototypeBuilder/note(_:defaultValue:maker:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``),
     // and a read that finds no value of type `T` falls back to the layout's default. A
     // stored default made each `Int64` property 24 bytes (a site of 16 and the default):
     // 240 bytes of each object of 10 properties, which every insert wrote and every fetch
@@ -21,13 +21,17 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
 
     // Inlinable so each use is specialized in the client: a generic init asks the runtime
     // for `Attribute<T>`'s metadata on every object created (most of an init's cost).
+    //
+    // The initial value is taken as an expression (an autoclosure), evaluated only while a
+    // prototype is built: one that gives a new value each time (`UUID()`, `Date()`) is then
+    // evaluated for each new object (``DefaultMaker``); any other is the entity's default.
     @inlinable
-    public init(wrappedValue: T, indexed: Bool = false, renamingIdentifier: String? = nil,
+    public init(wrappedValue: @autoclosure @escaping () -> T, indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         site = DeclarationSite(file: file, line: line, column: column)
         if PrototypeBuilder.isActive {
-            PrototypeBuilder.note(site, defaultValue: wrappedValue.cairnValue, indexed: indexed,
-                                  renamingIdentifier: renamingIdentifier)
+            PrototypeBuilder.note(site, defaultValue: wrappedValue().cairnValue, maker: DefaultMaker { wrappedValue().cairnValue },
+                                  indexed: indexed, renamingIdentifier: renamingIdentifier)
         }
     }
 

@@ -48,7 +48,49 @@ final class AnnotatedOwner: ManagedObject {
     @ToMany(inverse: "owner") var annotated: [Annotated]
 }
 
+/// Initial values of every kind: ones that are new each time (`UUID()`, `Date()`, a
+/// random number) and constant ones.
+final class Stamped: ManagedObject {
+    @Attribute var id: UUID = UUID()
+    @Attribute var created: Date = Date()
+    @Attribute var roll: Int = Int.random(in: 0..<1_000_000_000)
+    @Attribute var count: Int = 5
+    @Attribute var note: String? = nil
+    @Attribute var fixed: UUID = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!
+}
+
 @Suite struct ModelTests {
+    /// An initial value that is new each time it is evaluated is made for each object, as
+    /// the declaration reads, and is no default in the schema (a default drawn once per
+    /// launch changed the schema's hash at every launch, so every open migrated the store);
+    /// a constant one is the schema's default. Batch inserts and reopened stores agree.
+    @Test func initialValuesNewEachTimeAreMadeForEachObject() throws {
+        let stack = try Stack(model: try Model(Stamped.self))
+        let context = stack.context()
+        let objects = (0..<50).map { _ in Stamped(context: context) }
+        #expect(Set(objects.map(\.id)).count == 50)
+        #expect(Set(objects.map(\.roll)).count > 45)
+        #expect(Set(objects.map(\.created)).count > 1)
+        #expect(objects.allSatisfy { $0.count == 5 && $0.note == nil && $0.fixed.uuidString == "E621E1F8-C36C-495A-93FC-0C247A3E6E5F" })
+        let detached = Stamped(), other = Stamped()
+        #expect(detached.id != other.id && detached.id != objects[0].id)
+
+        let entity = try #require(stack.model.schema.entity(named: "Stamped"))
+        let defaults = Dictionary(uniqueKeysWithValues: entity.attributes.map { ($0.name, $0.defaultValue) })
+        #expect(defaults["id"] == .some(nil) && defaults["created"] == .some(nil) && defaults["roll"] == .some(nil))
+        #expect(defaults["count"] == .some(.int64(5)))
+        #expect(defaults["fixed"] == .some(.uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!)))
+
+        let batch = try context.batchInsert(Stamped.self, count: 20) { stamped, index in stamped.count = index }
+        try context.save()
+        let reopened = try stack.reopened()
+        let reader = reopened.context()
+        let all = try reader.fetch(FetchRequest(Stamped.self))
+        #expect(all.count == 70 && Set(all.map(\.id)).count == 70)
+        #expect(Set(try batch.map { try (reader.existingObject(with: $0) as? Stamped)?.id }).count == 20)
+        #expect(try reader.fetch(FetchRequest(Stamped.self)).map(\.id) == all.map(\.id), "a fetch reads stored values, not new ones")
+    }
+
     @Test func everyWrapperOptionReachesTheEntityThoughObjectsDoNotStoreIt() throws {
         // Built on several threads at once: declarations noted by one prototype must not be
         // lost or mixed up with another's.
