@@ -62,6 +62,21 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
                                               .references([RecordID(entity: 2, serial: 4).rawValue, RecordID(entity: 2, serial: 5).rawValue])])
     }
 
+    /// A required attribute with no default (as one whose initial value is made for each
+    /// object, such as `UUID()`, has none in the schema) cannot be added to records that
+    /// exist: the migration is refused, naming it, and the store is left as it was.
+    @Test func addingARequiredAttributeWithoutADefaultIsRefused() throws {
+        let fs = try MigrationSchemas.populated()
+        let schema = MigrationSchemas.with {
+            $0.entities[0].attributes.append(AttributeDescription(name: "id", type: .uuid))
+        }
+        #expect { try Store.migrate(at: "/m", to: [MigrationStage(schema)], options: memoryOptions(fs)) } throws: {
+            ($0 as? CairnError)?.message.contains("new required attribute Person.id has no default") == true
+        }
+        let store = try openMigrated(fs)
+        #expect(store.schema.versionHash == MigrationSchemas.v1.versionHash && store.verify().isEmpty)
+    }
+
     @Test func removeAttributeAndRelationship() throws {
         let store = try migrate(MigrationSchemas.with {
             $0.entities[0].attributes.remove(at: 2)
