@@ -183,7 +183,9 @@ extension Context {
     /// and `$dvds.remove(dvd)` do; unlike setting the whole list, it does not build the
     /// list of objects first.
     func editRelationship(of object: ManagedObject, slot: Int, adding targets: [ManagedObject], removing: Bool = false) {
-        guard let relationship = relationship(of: object, slot: slot, accepting: targets) else { return }
+        // Targets to take out need not be accepted (one in no context is not inserted for it;
+        // one in another context is in no list here).
+        guard let relationship = relationship(of: object, slot: slot, accepting: removing ? [] : targets) else { return }
         guard relationship.isToMany, object.holdsReferences(at: slot) else {
             recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) is not a to-many relationship"))
             return
@@ -191,7 +193,7 @@ extension Context {
         let list = ids(in: object.values[slot])
         let edits: ListEdits
         if removing {
-            let raws = targets.map(\.recordID.rawValue)
+            let raws = targets.filter { $0.context === self }.map(\.recordID.rawValue)
             if raws.count > 16 {
                 let set = Set(raws)
                 edits = .removed(list.indices.filter { set.contains(list[$0]) })
@@ -281,14 +283,18 @@ extension Context {
                     undoManager.record(object, slot: slot, removing: list[index], at: index - done)
                     lost.append(list[index])
                 }
-                var removing = indexes.makeIterator(), next = removing.next()
-                var position = 0
-                list.removeAll { _ in
-                    defer { position += 1 }
-                    guard position == next else { return false }
-                    next = removing.next()
-                    return true
+                // The kept ones moved down over the removed, in one pass.
+                guard let first = indexes.first else { break }
+                var write = first, next = 0
+                for read in first..<list.count {
+                    if next < indexes.count, indexes[next] == read {
+                        next += 1
+                    } else {
+                        list[write] = list[read]
+                        write += 1
+                    }
                 }
+                list.removeLast(list.count - write)
             }
             return !edits.isEmpty
         }

@@ -189,6 +189,9 @@ import Testing
         }
         person.dvds.remove(at: 10)
         person.$dvds.remove(shelf[20])
+        let stray = DVD()
+        person.$dvds.remove(stray)
+        #expect(stray.context == nil, "taking out an object in no context does not insert it")
         person.dvds = person.dvds.filter { !$0.title.hasSuffix("7") }
         // About 5 references per change (the edit, and each DVD's owner before and after);
         // a list per change would be over 50,000.
