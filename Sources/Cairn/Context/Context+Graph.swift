@@ -57,6 +57,15 @@ extension Context {
     /// place, each removal recorded for undo (inside an undo group).
     private func removeReference(_ raw: UInt64, from object: ManagedObject, slot: Int) {
         let removed = object.editReferences(at: slot) { list in
+            guard let first = list.firstIndex(of: raw) else { return false }
+            // A list holds a target once (only damaged data holds one twice): that one is
+            // taken out where it is, after two tight passes (deleting a list's targets one by
+            // one had run a closure over the whole list twice for each).
+            if !list[(first + 1)...].contains(raw) {
+                undoManager.record(object, slot: slot, removing: raw, at: first)
+                list.remove(at: first)
+                return true
+            }
             // First to last, each at its index in the list the earlier removals left, so
             // that undo, putting them back last first, restores the list exactly.
             var found = 0
