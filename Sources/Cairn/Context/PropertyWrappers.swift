@@ -82,17 +82,24 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     @usableFromInline let defaultValue: T
     @usableFromInline let site: DeclarationSite
 
+    // As `Attribute`'s: an initial value that archives differently each time it is
+    // evaluated (one holding a `UUID()` or a `Date()`) is made for each object and is no
+    // default in the schema (``DefaultMaker``).
     @inlinable
-    public init(wrappedValue: T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
-        defaultValue = wrappedValue
+    public init(wrappedValue: @autoclosure @escaping () -> T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
+        defaultValue = wrappedValue()
         site = DeclarationSite(file: file, line: line, column: column)
+        if PrototypeBuilder.isActive {
+            PrototypeBuilder.note(site, defaultValue: Self.archive(defaultValue), maker: DefaultMaker { Self.archive(wrappedValue()) })
+        }
     }
 
     func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .attribute(AttributeDescription(name: name, type: .archived, isOptional: false,
-                                        defaultValue: Self.archive(defaultValue)))
+                                        defaultValue: note.maker == nil ? Self.archive(defaultValue) : note.defaultValue))
     }
 
+    @usableFromInline
     static func archive(_ value: T) -> Value {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

@@ -57,6 +57,13 @@ final class Stamped: ManagedObject {
     @Attribute var count: Int = 5
     @Attribute var note: String? = nil
     @Attribute var fixed: UUID = UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!
+    @Archived var badge: Badge = Badge(serial: UUID(), label: "new")
+    @Archived var style: Badge = Badge(serial: nil, label: "plain")
+
+    struct Badge: Codable, Equatable {
+        var serial: UUID?
+        var label: String
+    }
 }
 
 @Suite struct ModelTests {
@@ -80,13 +87,18 @@ final class Stamped: ManagedObject {
         #expect(defaults["id"] == .some(nil) && defaults["created"] == .some(nil) && defaults["roll"] == .some(nil))
         #expect(defaults["count"] == .some(.int64(5)))
         #expect(defaults["fixed"] == .some(.uuid(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!)))
+        // Archived values too: one holding a new UUID is made per object, a constant one is the default.
+        #expect(Set(objects.map { $0.badge.serial }).count == 50 && objects.allSatisfy { $0.badge.label == "new" })
+        #expect(defaults["badge"] == .some(nil))
+        #expect(objects.allSatisfy { $0.style == Stamped.Badge(serial: nil, label: "plain") })
+        if case .some(.some(.archived)) = defaults["style"] {} else { Issue.record("style has no archived default: \(String(describing: defaults["style"]))") }
 
         let batch = try context.batchInsert(Stamped.self, count: 20) { stamped, index in stamped.count = index }
         try context.save()
         let reopened = try stack.reopened()
         let reader = reopened.context()
         let all = try reader.fetch(FetchRequest(Stamped.self))
-        #expect(all.count == 70 && Set(all.map(\.id)).count == 70)
+        #expect(all.count == 70 && Set(all.map(\.id)).count == 70 && Set(all.map { $0.badge.serial }).count == 70)
         #expect(Set(try batch.map { try (reader.existingObject(with: $0) as? Stamped)?.id }).count == 20)
         #expect(try reader.fetch(FetchRequest(Stamped.self)).map(\.id) == all.map(\.id), "a fetch reads stored values, not new ones")
     }
