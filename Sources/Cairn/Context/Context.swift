@@ -287,8 +287,28 @@ public final class Context {
             if object.exists && !object.inStore { added.append(id) }
         }
         if !removed.isEmpty { ids.removeAll { removed.contains($0) } }
-        if !added.isEmpty { ids = (Set(ids).union(added)).sorted() }
+        if !added.isEmpty { ids = Self.merged(ids, added.sorted()) }
         return ids
+    }
+
+    /// Two ascending lists of IDs as one, each ID once: a merge of the few added into the
+    /// many (which had all been hashed into a set and sorted again whenever one was added).
+    static func merged(_ ids: [RecordID], _ added: [RecordID]) -> [RecordID] {
+        var result: [RecordID] = []
+        result.reserveCapacity(ids.count + added.count)
+        var i = 0, j = 0
+        while i < ids.count, j < added.count {
+            if ids[i] < added[j] {
+                result.append(ids[i]); i += 1
+            } else if added[j] < ids[i] {
+                result.append(added[j]); j += 1
+            } else {
+                result.append(ids[i]); i += 1; j += 1
+            }
+        }
+        result.append(contentsOf: ids[i...])
+        result.append(contentsOf: added[j...])
+        return result
     }
 
     // MARK: Fetching (simple; predicates and sorting in FetchRequest)

@@ -356,6 +356,17 @@ final class Stamped: ManagedObject {
         #expect(context.registeredObjects.isEmpty && p.context == nil)
     }
 
+    /// The IDs a child context sees: its parent's ascending list and its own inserts merged,
+    /// each once, as a set's sorted union would give them.
+    @Test func idListsMergeAsASortedUnion() {
+        var random = SplitMix64(seed: 17)
+        for _ in 0..<300 {
+            let ids = Set((0..<Int(random.next() % 40)).map { _ in RecordID(entity: 1, serial: random.next() % 100 + 1) }).sorted()
+            let added = Set((0..<Int(random.next() % 6)).map { _ in RecordID(entity: 1, serial: random.next() % 110 + 1) }).sorted()
+            #expect(Context.merged(ids, added) == Set(ids).union(added).sorted())
+        }
+    }
+
     /// An object keeps no context alive, and finds none once its context is gone (each
     /// object reaches its context through the context's link, which the context clears
     /// as it goes). Reads still answer; a write changes only the detached object.
