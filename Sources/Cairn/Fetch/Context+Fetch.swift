@@ -461,9 +461,11 @@ extension Context {
             let keyed = matches.indices.map { index in
                 (index, paths.map { CompiledPredicate.follow($0, matches[index].values, resolver).first ?? .null })
             }
+            // The locale read once for the sort, not at each comparison.
+            let localized = request.sortDescriptors.contains { $0.localizedCaseInsensitive } ? LocalizedOrder() : nil
             let sorted = keyed.sorted { a, b in
                 for (index, descriptor) in request.sortDescriptors.enumerated() {
-                    let order = ValueOrder.sortOrder(a.1[index], b.1[index], localizedCaseInsensitive: descriptor.localizedCaseInsensitive)
+                    let order = ValueOrder.sortOrder(a.1[index], b.1[index], localized: descriptor.localizedCaseInsensitive ? localized : nil)
                     if order == .orderedSame { continue }
                     return (order == .orderedAscending) == descriptor.ascending
                 }

@@ -686,3 +686,38 @@ private extension ComparisonResult {
         }
     }
 }
+
+@Suite struct LocalizedOrderTests {
+    /// In every language the fast path is taken for, strings of ASCII letters, digits and
+    /// spaces (random, with long shared prefixes and case changes) order as Foundation's
+    /// locale-aware case-insensitive comparison orders them, and so do strings with other
+    /// characters (which go through it); locales that reorder ASCII letters take no fast path.
+    @Test func theFastPathOrdersAsFoundationDoes() {
+        var random = SplitMix64(seed: 5)
+        let plain = Array("aAbBzZ09 mM")
+        let other = Array("aé-_.Ä,ß")
+        func string(_ alphabet: [Character], _ length: Int) -> String {
+            String((0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+        }
+        for identifier in ["en_US", "en_GB", "de_DE", "fr_FR", "it_IT", "pt_BR", "nl_NL", "es_ES"] {
+            let locale = Locale(identifier: identifier)
+            let order = LocalizedOrder(locale: locale)
+            #expect(order.foldsASCII, "\(identifier)")
+            var mismatches: [String] = []
+            for round in 0..<4_000 {
+                let prefix = string(plain, Int(random.next() % 6))
+                let x = prefix + string(round % 4 == 0 ? other : plain, Int(random.next() % 5))
+                let y = prefix + string(round % 5 == 0 ? other : plain, Int(random.next() % 5))
+                let expected = x.compare(y, options: [.caseInsensitive], range: nil, locale: locale)
+                if order.compare(x, y) != expected { mismatches.append("'\(x)' '\(y)'") }
+            }
+            #expect(mismatches.isEmpty, "\(identifier): \(mismatches.prefix(5))")
+        }
+        for identifier in ["da_DK", "cs_CZ", "en_US_POSIX", "en_US@colNumeric=yes", "ja_JP"] {
+            #expect(!LocalizedOrder(locale: Locale(identifier: identifier)).foldsASCII, "\(identifier)")
+        }
+        #expect(LocalizedOrder.foldedASCIIOrder("abc", "abé") == nil && LocalizedOrder.foldedASCIIOrder("a-b", "ab") == nil)
+        #expect(LocalizedOrder.foldedASCIIOrder("Apple pie", "apple Pie") == .orderedSame)
+        #expect(LocalizedOrder.foldedASCIIOrder("ab", "abc") == .orderedAscending)
+    }
+}
