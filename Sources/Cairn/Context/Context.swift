@@ -35,8 +35,6 @@ public final class Context {
     public let undoManager = UndoStack()
     /// A name for debugging.
     public var name: String?
-    /// What this context's objects hold to reach it (``ManagedObject/context``).
-    let link = ContextLink()
 
     // A context's tables are touched only on its isolation, by Cairn's own code: no
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
@@ -75,7 +73,6 @@ public final class Context {
         self.model = model
         parent = nil
         coordinator.subscribe(inbox)
-        link.context = self
     }
 
     /// A child context: reads see the parent's unsaved changes; `save()` pushes into the
@@ -85,13 +82,6 @@ public final class Context {
         model = parent.model
         self.parent = parent
         mergePolicy = parent.mergePolicy
-        link.context = self
-    }
-
-    deinit {
-        // First, before any object this context holds is released: no object reads a
-        // context that is going.
-        link.context = nil
     }
 
     // MARK: Inserting and finding objects
@@ -447,18 +437,3 @@ extension ManagedObject {
         return values.indices.filter { $0 < base.count && !Value.same(base[$0], values[$0]) }
     }
 }
-
-/// A context as its objects reach it: one per context, shared by all its objects, and
-/// cleared by the context's `deinit` before anything of the context is torn down. It
-/// stands for a weak reference from each object (``ManagedObject/context``) without the
-/// runtime's weak-reference call on every read.
-final class ContextLink {
-    // `unowned(unsafe)`: no reference count is taken. Safe because the context clears it
-    // first thing in its `deinit`, so it is nil whenever the context is gone; and a link
-    // is read and written only on the context's isolation (it is not Sendable), as are the
-    // context and its objects, so no read races that clearing.
-    unowned(unsafe) var context: Context?
-}
-
-@available(*, unavailable, message: "a context's link is confined to the context's isolation")
-extension ContextLink: Sendable {}

@@ -48,15 +48,8 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var inStore = false
     /// The entity, with its stored number once the object is registered.
     @exclusivity(unchecked) public internal(set) var entity: EntityDescription
-    /// The context the object belongs to, if any (nil once that context is gone).
-    public internal(set) var context: Context? {
-        get { link?.context }
-        set { link = newValue?.link }
-    }
-    /// The context's link, which it clears when it goes: what ``context`` reads. A weak
-    /// reference had cost a runtime call of about 50 instructions on every property write
-    /// (insert_bulk: 4.7 % of its instructions).
-    @exclusivity(unchecked) var link: ContextLink?
+    /// The context the object belongs to, if any.
+    @exclusivity(unchecked) public internal(set) weak var context: Context?
     /// The record's ID (0 until the object is inserted into a context). Kept alone, as 8
     /// bytes: ``objectID`` adds the entity's name, which each object kept a copy of.
     @exclusivity(unchecked) var recordID: RecordID

@@ -367,9 +367,8 @@ final class Stamped: ManagedObject {
         }
     }
 
-    /// An object keeps no context alive, and finds none once its context is gone (each
-    /// object reaches its context through the context's link, which the context clears
-    /// as it goes). Reads still answer; a write changes only the detached object.
+    /// An object keeps no context alive, and finds none once its context is gone (a weak
+    /// reference). Reads still answer; a write changes only the detached object.
     @Test func objectsOutliveTheirContext() throws {
         let stack = try Stack()
         weak var gone: Context?
