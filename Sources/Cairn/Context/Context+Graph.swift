@@ -253,6 +253,13 @@ extension Context {
             }
         }
         guard next == targets.count else { return nil }
+        // A target taken out that the list holds again (only damaged data does) stays
+        // linked: the whole-list path, which unlinks only targets no longer held, takes it.
+        if removed.count <= 16 {
+            for index in removed where old.firstIndex(of: old[index]) != index || old.lastIndex(of: old[index]) != index { return nil }
+        } else if Set(old).count != old.count {
+            return nil
+        }
         return .removed(removed)
     }
 
@@ -277,6 +284,14 @@ extension Context {
     /// gained or lost (inside an undo group).
     private func applyListEdits(_ edits: ListEdits, to object: ManagedObject, slot: Int, inverse: String?) {
         var gained: [UInt64] = [], lost: [UInt64] = []
+        // Taking out many of a list (`dvds = []`) is recorded as the list it was: undoing
+        // removals one by one puts each back at its index, a shift of the list each, time in
+        // n² for n taken out.
+        var recordsEdits = true
+        if case .removed(let indexes) = edits, indexes.count > 16, indexes.count * 8 > ids(in: object.values[slot]).count {
+            undoManager.record(object, slot: slot)
+            recordsEdits = false
+        }
         let changed = object.editReferences(at: slot) { list in
             switch edits {
             case .appended(let raws):
@@ -289,7 +304,7 @@ extension Context {
                 // First to last, each at its index in the list the earlier removals left,
                 // so that undo, putting them back last first, restores the list exactly.
                 for (done, index) in indexes.enumerated() {
-                    undoManager.record(object, slot: slot, removing: list[index], at: index - done)
+                    if recordsEdits { undoManager.record(object, slot: slot, removing: list[index], at: index - done) }
                     lost.append(list[index])
                 }
                 // The kept ones moved down over the removed, in one pass.

@@ -58,6 +58,8 @@ final class DefaultMaker: @unchecked Sendable {
     // `@unchecked Sendable`: `make` is the closure of a property's initial value
     // expression, which cannot refer to the object; it is called wherever objects of the
     // class are made (on any thread), as the expression itself was before it was kept here.
+    // (A wrapper made by hand in an `init`, `_x = Attribute(wrappedValue: counter.next())`,
+    // would share the prototype's `counter` among objects: its type must be safe to share.)
     let make: () -> Value
     @usableFromInline init(_ make: @escaping () -> Value) { self.make = make }
 }
@@ -167,9 +169,10 @@ final class PropertyLayout: Sendable {
                 guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
                 let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
                 var note = notes[declaration.site] ?? PropertyNote()
-                // An initial value that comes out different when evaluated again is made for
-                // each object, and the schema has no default for it.
-                if let maker = note.maker, !Value.same(maker.make(), note.defaultValue ?? .null) {
+                // An initial value that comes out different when evaluated again (up to eight
+                // times: `Bool.random()` repeats itself half the time) is made for each
+                // object, and the schema has no default for it.
+                if let maker = note.maker, (0..<8).contains(where: { _ in !Value.same(maker.make(), note.defaultValue ?? .null) }) {
                     madeDefaults.append((attributes.count, maker))
                     note.defaultValue = nil
                 }

@@ -57,6 +57,9 @@ public final class UndoStack {
 
         mutating func append(_ record: Record) { records.append(record) }
 
+        /// How many records are live (for tests).
+        var recordCount: Int { records.count - firstRecord }
+
         /// How many references the live records keep in lists (what undo costs in memory
         /// for relationships; for tests).
         var heldReferences: Int {
@@ -130,6 +133,8 @@ public final class UndoStack {
     var undoCount: Int { undoStack.count - (depth > 0 ? 1 : 0) }
     /// References kept by undo's records (see ``GroupLog/heldReferences``).
     var heldReferences: Int { undoStack.heldReferences }
+    /// Records undo keeps (see ``GroupLog/recordCount``).
+    var recordCount: Int { undoStack.recordCount }
 
     /// Opens a group; changes until the matching ``endGrouping()`` undo together.
     public func beginGrouping(named name: String? = nil) {

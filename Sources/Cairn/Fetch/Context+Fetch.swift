@@ -352,7 +352,8 @@ extension Context {
                     }
                 }
             case .fullScan:
-                let filterPending = !pending.isEmpty
+                // (Only changed objects of this entity make a stored record's probe worth it.)
+                let filterPending = pending.contains { $0.key.entity == entity.number }
                 // Without a predicate, every record is decoded into an array of its own. A
                 // predicate that reads only values of the record itself is tested on the
                 // stored body in place (RecordFilter); only a match is decoded, checked and

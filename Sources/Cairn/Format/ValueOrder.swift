@@ -91,7 +91,11 @@ public enum ValueOrder {
 
     /// Sort order: nil first, then by ``order(_:_:_:)``; unlike types by type tag.
     public static func sortOrder(_ a: Value, _ b: Value, localizedCaseInsensitive: Bool) -> ComparisonResult {
-        sortOrder(a, b, localized: localizedCaseInsensitive ? LocalizedOrder() : nil)
+        if localizedCaseInsensitive, case .string(let x) = a, case .string(let y) = b {
+            // One comparison: not worth setting up a LocalizedOrder (a sort makes one).
+            return x.compare(y, options: [.caseInsensitive], range: nil, locale: Locale.current)
+        }
+        return sortOrder(a, b, localized: nil)
     }
 
     /// ``sortOrder(_:_:localizedCaseInsensitive:)`` with strings compared by `localized`
@@ -165,7 +169,8 @@ struct LocalizedOrder {
         self.locale = locale
         let identifier = locale.identifier
         foldsASCII = locale.language.languageCode.map { Self.asciiLanguages.contains($0.identifier) } ?? false
-            && !identifier.contains("@") && !identifier.uppercased().contains("POSIX")
+            && !identifier.contains("@") && !identifier.contains("-u-") && !identifier.contains("_u_")
+            && !identifier.uppercased().contains("POSIX")
     }
 
     func compare(_ x: String, _ y: String) -> ComparisonResult {

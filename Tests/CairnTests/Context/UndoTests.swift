@@ -209,6 +209,49 @@ import Testing
         #expect(shelf.allSatisfy { $0.owner === person } && extra.allSatisfy { $0.owner == nil })
     }
 
+    /// Clearing a long list is recorded as the list it was (one record, not one removal per
+    /// target, which undo put back one shift of the list at a time); undo and redo give the
+    /// list back exactly, inverses included.
+    @Test func clearingALongListUndoesAsOneList() throws {
+        let context = try Stack().context()
+        let person = Person(context: context)
+        person.username = "p"
+        let shelf = (0..<2_000).map { index -> DVD in
+            let dvd = DVD(context: context)
+            dvd.title = "d\(index)"
+            return dvd
+        }
+        person.$dvds.append(contentsOf: shelf)
+        try context.save()
+        context.undoManager.removeAllActions()
+        person.dvds = []
+        // One record for the list, one for each DVD's owner (per-removal records: 4,000).
+        #expect(context.undoManager.recordCount <= 2_001)
+        #expect(shelf.allSatisfy { $0.owner == nil })
+        context.undo()
+        #expect(person.dvds.map(\.title) == shelf.map(\.title) && shelf.allSatisfy { $0.owner === person })
+        context.redo()
+        #expect(person.dvds.isEmpty && shelf.allSatisfy { $0.owner == nil })
+    }
+
+    /// A list that holds a target twice (only damaged data does) and is set without the
+    /// second copy keeps the target linked on its side: taking out one copy is not taking
+    /// out the target.
+    @Test func aDuplicateTakenOutOfADamagedListStaysLinked() throws {
+        let context = try Stack().context()
+        let person = Person(context: context)
+        person.username = "p"
+        let a = DVD(context: context), b = DVD(context: context)
+        a.title = "a"; b.title = "b"
+        a.owner = person; b.owner = person
+        let slot = try #require(person.layout.index(of: "dvds"))
+        person.setValue(.references([a.recordID.rawValue, b.recordID.rawValue, a.recordID.rawValue]), at: slot)
+        #expect(person.dvds.map(\.title) == ["a", "b", "a"])
+        person.dvds = [a, b]
+        #expect(person.dvds.map(\.title) == ["a", "b"])
+        #expect(a.owner === person && b.owner === person)
+    }
+
     /// Undoing a link after another context changed the same list (merged here, with no
     /// undo record) takes out the target this context added, wherever it now is, and never
     /// one the other context added; redo puts it back.
