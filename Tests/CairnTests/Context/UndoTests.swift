@@ -162,15 +162,12 @@ import Testing
         _ = log
     }
 
-    /// Adding to a long list, through the list (`dvds.append`) or through `$dvds`, and taking
-    /// targets out keeps the edits for undo, not a copy of the list per change: undo's
-    /// records hold a few references per change, not the list's length. Undo then gives
-    /// the list back exactly.
-    @Test func listEditsKeepEditsForUndoNotLists() throws {
+    /// A saved person owning `count` DVDs titled d0, d1, …, with no undo recorded yet.
+    func savedShelf(_ count: Int) throws -> (Context, Person, [DVD]) {
         let context = try Stack().context()
         let person = Person(context: context)
         person.username = "p"
-        let shelf = (0..<1_000).map { index -> DVD in
+        let shelf = (0..<count).map { index -> DVD in
             let dvd = DVD(context: context)
             dvd.title = "d\(index)"
             return dvd
@@ -178,6 +175,15 @@ import Testing
         person.$dvds.append(contentsOf: shelf)
         try context.save()
         context.undoManager.removeAllActions()
+        return (context, person, shelf)
+    }
+
+    /// Adding to a long list, through the list (`dvds.append`) or through `$dvds`, and taking
+    /// targets out keeps the edits for undo, not a copy of the list per change: undo's
+    /// records hold a few references per change, not the list's length. Undo then gives
+    /// the list back exactly.
+    @Test func listEditsKeepEditsForUndoNotLists() throws {
+        let (context, person, shelf) = try savedShelf(1_000)
         let extra = (0..<50).map { index -> DVD in
             let dvd = DVD(context: context)
             dvd.title = "x\(index)"
@@ -213,17 +219,7 @@ import Testing
     /// target, which undo put back one shift of the list at a time); undo and redo give the
     /// list back exactly, inverses included.
     @Test func clearingALongListUndoesAsOneList() throws {
-        let context = try Stack().context()
-        let person = Person(context: context)
-        person.username = "p"
-        let shelf = (0..<2_000).map { index -> DVD in
-            let dvd = DVD(context: context)
-            dvd.title = "d\(index)"
-            return dvd
-        }
-        person.$dvds.append(contentsOf: shelf)
-        try context.save()
-        context.undoManager.removeAllActions()
+        let (context, person, shelf) = try savedShelf(2_000)
         person.dvds = []
         // One record for the list, one for each DVD's owner (per-removal records: 4,000).
         #expect(context.undoManager.recordCount <= 2_001)
