@@ -213,10 +213,11 @@ open class ManagedObject: CustomStringConvertible {
     /// turn (``Context/batchInsert(_:from:durability:_:)``).
     func setDefaults() {
         saved = .none
+        // Then the initial values made for each object, over the shared defaults.
+        defer { if !layout.madeDefaults.isEmpty { makeDefaults() } }
         let defaults = layout.defaults
         guard storedValues.count == defaults.count else {
             storedValues = Value.uniqueCopy(of: defaults)
-            if !layout.madeDefaults.isEmpty { makeDefaults() }
             return
         }
         // Through the buffers: one uniqueness check for the array, not one for each slot.
@@ -231,7 +232,6 @@ open class ManagedObject: CustomStringConvertible {
                 }
             }
         }
-        if !layout.madeDefaults.isEmpty { makeDefaults() }
     }
 
     /// After a save or a merge: the current values are the saved ones.

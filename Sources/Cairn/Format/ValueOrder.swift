@@ -93,7 +93,7 @@ public enum ValueOrder {
     public static func sortOrder(_ a: Value, _ b: Value, localizedCaseInsensitive: Bool) -> ComparisonResult {
         if localizedCaseInsensitive, case .string(let x) = a, case .string(let y) = b {
             // One comparison: not worth setting up a LocalizedOrder (a sort makes one).
-            return x.compare(y, options: [.caseInsensitive], range: nil, locale: Locale.current)
+            return LocalizedOrder.foundationOrder(x, y, locale: .current)
         }
         return sortOrder(a, b, localized: nil)
     }
@@ -175,7 +175,12 @@ struct LocalizedOrder {
 
     func compare(_ x: String, _ y: String) -> ComparisonResult {
         if foldsASCII, let order = Self.foldedASCIIOrder(x, y) { return order }
-        return x.compare(y, options: [.caseInsensitive], range: nil, locale: locale)
+        return Self.foundationOrder(x, y, locale: locale)
+    }
+
+    /// Foundation's locale-aware, case-insensitive order: what the fast path must agree with.
+    static func foundationOrder(_ x: String, _ y: String, locale: Locale) -> ComparisonResult {
+        x.compare(y, options: [.caseInsensitive], range: nil, locale: locale)
     }
 
     /// The order of `x` and `y` as bytes with A–Z folded to a–z, or nil unless both are

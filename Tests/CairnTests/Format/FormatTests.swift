@@ -708,7 +708,7 @@ private extension ComparisonResult {
                 let prefix = string(plain, Int(random.next() % 6))
                 let x = prefix + string(round % 4 == 0 ? other : plain, Int(random.next() % 5))
                 let y = prefix + string(round % 5 == 0 ? other : plain, Int(random.next() % 5))
-                let expected = x.compare(y, options: [.caseInsensitive], range: nil, locale: locale)
+                let expected = x.compare(y, options: [.caseInsensitive], range: nil, locale: locale)  // (Foundation itself, not foundationOrder)
                 if order.compare(x, y) != expected { mismatches.append("'\(x)' '\(y)'") }
             }
             #expect(mismatches.isEmpty, "\(identifier): \(mismatches.prefix(5))")
