@@ -288,6 +288,7 @@ extension Context {
                     if !target.exists { parent.undoManager.record(target, in: parent); target.exists = true }
                 } else if object.isInserted {
                     target = object.layout === PropertyLayout.of(type(of: object)) ? type(of: object).init() : ManagedObject(dynamic: object.entity)
+                    target.skipMadeDefaults()  // it takes the child's values
                     target.entity = object.entity
                     target.recordID = object.recordID
                     target.context = parent

@@ -105,6 +105,7 @@ public final class Context {
         } catch {
             return
         }
+        object.makeDefaultsIfPending()
         object.entity = stored
         object.context = self
         object.inStore = false

@@ -46,6 +46,11 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var exists = true
     /// Whether the record exists in the parent store (fetched, or saved).
     @exclusivity(unchecked) var inStore = false
+    /// Whether the initial values made for each object (``DefaultMaker``) are still to be
+    /// made: they are made when the new object is first read, written or inserted, and
+    /// never for an object whose values are all set at once (a fetched fault, the parent's
+    /// copy of a child's insert), which would throw them away.
+    @exclusivity(unchecked) private var madeDefaultsPending = false
     /// The entity, with its stored number once the object is registered.
     @exclusivity(unchecked) public internal(set) var entity: EntityDescription
     /// The context the object belongs to, if any.
@@ -84,13 +89,25 @@ open class ManagedObject: CustomStringConvertible {
         entity = layout.entity
         storedValues = layout.defaults
         recordID = RecordID(rawValue: 0)
-        if !layout.madeDefaults.isEmpty { makeDefaults() }
+        madeDefaultsPending = !layout.madeDefaults.isEmpty
     }
 
     /// Evaluates the initial values made for each object (`@Attribute var id = UUID()`:
     /// ``DefaultMaker``) into their slots.
     private func makeDefaults() {
+        madeDefaultsPending = false
         for (slot, maker) in layout.madeDefaults where slot < storedValues.count { storedValues[slot] = maker.make() }
+    }
+
+    /// Leaves the initial values made for each object unmade: for a new object that takes
+    /// all its values from elsewhere (the parent's copy of a child's insert).
+    func skipMadeDefaults() { madeDefaultsPending = false }
+
+    /// Makes the initial values made for each object, if they are still to be made: before
+    /// a new object is first read, written or inserted.
+    @inline(__always)
+    func makeDefaultsIfPending() {
+        if madeDefaultsPending { makeDefaults() }
     }
 
     /// An object of a run-time entity (the dynamic API); see ``Context/insertObject(entityName:)``.
@@ -249,6 +266,7 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     private func replaceValues(with values: [Value]) {
+        madeDefaultsPending = false  // all set at once: nothing is left to make
         guard case .except(let originals) = saved else {
             storedValues = values  // no saved values, or kept whole: unchanged either way
             return
@@ -335,6 +353,7 @@ open class ManagedObject: CustomStringConvertible {
     func read(_ slot: Int) -> Value {
         // A loaded object needs no context (and no weak load) to be read.
         if isFault { context?.willRead(self) }
+        makeDefaultsIfPending()
         return slot < values.count ? values[slot] : .null
     }
 
@@ -343,6 +362,7 @@ open class ManagedObject: CustomStringConvertible {
         if let context {
             context.write(self, slot: slot, value: value)
         } else if slot < values.count {
+            makeDefaultsIfPending()
             setValue(value, at: slot)
         }
     }
@@ -421,6 +441,7 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     open var description: String {
+        makeDefaultsIfPending()
         let state = isFault ? "fault" : layout.names.indices.map { "\(layout.names[$0]): \(values[$0])" }.joined(separator: ", ")
         return "<\(entity.name) \(objectID.recordID) \(state)>"
     }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 @testable import Cairn
 
@@ -66,6 +67,15 @@ final class Stamped: ManagedObject {
     }
 }
 
+/// An initial value that counts its evaluations: each new object should make one, and
+/// nothing else should (a fetched object holds its stored value).
+final class Counted: ManagedObject {
+    static let evaluations = Atomic<Int>(0)
+    static func nextSerial() -> Int { evaluations.add(1, ordering: .relaxed).newValue }
+    @Attribute var serial: Int = Counted.nextSerial()
+    @Attribute var label: String = ""
+}
+
 @Suite struct ModelTests {
     /// An initial value that is new each time it is evaluated is made for each object, as
     /// the declaration reads, and is no default in the schema (a default drawn once per
@@ -101,6 +111,51 @@ final class Stamped: ManagedObject {
         #expect(all.count == 70 && Set(all.map(\.id)).count == 70 && Set(all.map { $0.badge.serial }).count == 70)
         #expect(Set(try batch.map { try (reader.existingObject(with: $0) as? Stamped)?.id }).count == 20)
         #expect(try reader.fetch(FetchRequest(Stamped.self)).map(\.id) == all.map(\.id), "a fetch reads stored values, not new ones")
+    }
+
+    /// An initial value made for each object is made once for each new object, when it is
+    /// first read, written or inserted, and never for an object that holds a stored record
+    /// (a fetched fault, or the parent's copy of a child's insert): `UUID()` made for every
+    /// fetched object had made a fetch five times slower, and its value was thrown away.
+    @Test func initialValuesAreMadeOnlyForNewObjects() throws {
+        let stack = try Stack(model: try Model(Counted.self))
+        let context = stack.context()
+        func evaluations() -> Int { Counted.evaluations.load(ordering: .relaxed) }
+        let start = evaluations()
+        let inserted = (0..<10).map { _ in Counted(context: context) }
+        #expect(evaluations() == start + 10)
+        #expect(Set(inserted.map(\.serial)).count == 10)
+
+        // A detached object: made when first read, and kept by its insert.
+        let detached = Counted()
+        let serial = detached.serial
+        #expect(evaluations() == start + 11 && detached.serial == serial)
+        context.insert(detached)
+        #expect(detached.serial == serial && evaluations() == start + 11)
+        // Written before its insert: made once, then overwritten; the insert keeps the write.
+        let written = Counted()
+        written.label = "w"
+        context.insert(written)
+        #expect(written.label == "w" && evaluations() == start + 12)
+        try context.save()
+
+        // A child's insert saved into its parent: the parent's object takes the child's value.
+        let child = Context(parent: context)
+        let fromChild = Counted(context: child)
+        #expect(evaluations() == start + 13)
+        try child.save()
+        let inParent = try #require(try context.existingObject(Counted.self, with: fromChild.objectID))
+        #expect(inParent.serial == fromChild.serial && evaluations() == start + 13)
+        try context.save()
+
+        let reader = try stack.reopened().context()
+        let fetched = try reader.fetch(FetchRequest(Counted.self))
+        #expect(fetched.count == 13)
+        #expect(Set(fetched.map(\.serial)) == Set((inserted + [detached, written, inParent]).map(\.serial)))
+        #expect(evaluations() == start + 13, "fetched objects made initial values they then threw away")
+        // A batch insert makes one per record.
+        _ = try reader.batchInsert(Counted.self, count: 5) { counted, index in counted.label = "b\(index)" }
+        #expect(evaluations() == start + 18)
     }
 
     @Test func everyWrapperOptionReachesTheEntityThoughObjectsDoNotStoreIt() throws {
