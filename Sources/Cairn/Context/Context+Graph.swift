@@ -169,8 +169,14 @@ extension Context {
         willRead(object)
         let attributeCount = object.entity.attributes.count
         guard slot >= attributeCount, slot < object.values.count, object.exists else { return nil }
-        for target in targets where target.context !== self {
-            if target.context == nil {
+        for target in targets where target.context !== self || !target.exists {
+            if target.context === self {
+                // Deleted here (or inserted and deleted): no list may point at it. (A fault
+                // is not loaded to ask: one whose record is gone is left out when read.)
+                recordError(CairnError(.invalidArgument,
+                    "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): it is deleted"))
+                return nil
+            } else if target.context == nil {
                 insert(target)
             } else {
                 recordError(CairnError(.invalidArgument,

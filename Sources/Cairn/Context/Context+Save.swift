@@ -16,7 +16,7 @@ extension Context {
         let generation = changeGeneration
         var (changed, items) = try validateChanges(preparing: parent == nil)
         guard !changed.isEmpty else {
-            dirty = [:]
+            clearChanges(saved: 0)
             return
         }
         // A validation hook may have changed objects; what it changed is saved too.
@@ -207,6 +207,20 @@ extension Context {
                 object.context = nil
             }
         }
+        clearChanges(saved: objects.count)
+    }
+
+    /// Ends a save that succeeded, `saved` of the changed objects having had changes to
+    /// save: the changed set is emptied, and the objects inserted and deleted since the
+    /// last save (never in the store, so not saved) leave the context, as deleted stored
+    /// objects do. (They are looked for only when some changed object had nothing to save.)
+    private func clearChanges(saved: Int) {
+        if dirty.count > saved {
+            for (_, object) in dirty where !object.exists && !object.inStore && object.context === self {
+                registered[object.recordID] = nil
+                object.context = nil
+            }
+        }
         dirty = [:]
     }
 
@@ -319,7 +333,7 @@ extension Context {
                 object.context = nil
             }
         }
-        dirty = [:]
+        clearChanges(saved: objects.count)
     }
 
     /// Deletes without applying delete rules (a child already applied them).

@@ -499,6 +499,47 @@ final class Counted: ManagedObject {
         #expect(try fresh.fetch(Person.self).map(\.username) == ["borrower"])
     }
 
+    /// An object inserted and deleted before a save was never in the store: the save lets
+    /// it go, as it lets a deleted stored object go (it had stayed tied to the context, in
+    /// no table of it, and relating it to anything was ignored without a word). Relating a
+    /// deleted object is an error that names it; undoing the delete after the save brings
+    /// the object back as an insert. The same holds for a child context's save.
+    @Test func anObjectInsertedAndDeletedBeforeASaveLeavesTheContext() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let owner = Person(context: context)
+        owner.username = "owner"
+        try context.save()
+
+        let ghost = DVD(context: context)
+        ghost.title = "ghost"
+        context.delete(ghost)
+        #expect(!ghost.isInserted && !ghost.isDeleted)
+        // Relating a deleted object: an error naming it, at the next save.
+        owner.dvds.append(ghost)
+        #expect(owner.dvds.isEmpty)
+        #expect(throws: CairnError.self) { try context.save() }
+        try context.save()
+        #expect(ghost.context == nil && !context.registeredObjects.contains(ghost) && !context.hasChanges)
+
+        // Undoing the delete after the save: the object is an insert again, and saves.
+        context.undo()
+        #expect(ghost.context === context && ghost.isInserted && context.registeredObjects.contains(ghost))
+        ghost.owner = owner
+        try context.save()
+        let reader = try stack.reopened().context()
+        #expect(try reader.fetch(DVD.self).map(\.title) == ["ghost"])
+        #expect(try reader.fetch(Person.self).first?.dvds.map(\.title) == ["ghost"])
+
+        // A child's save lets it go too.
+        let child = Context(parent: context)
+        let childGhost = DVD(context: child)
+        child.delete(childGhost)
+        try child.save()
+        #expect(childGhost.context == nil && !child.registeredObjects.contains(childGhost))
+        #expect(!context.hasChanges)
+    }
+
     @Test func denyRefusesTheSaveAndChangesNothing() throws {
         let stack = try Stack()
         let context = stack.context()
