@@ -31,31 +31,82 @@ public final class UndoStack {
     struct Record {
         let object: ManagedObject
         let recorded: Recorded
+        /// Whether this record is its group's first (where the group starts).
+        var opensGroup = false
     }
 
     /// Groups of records, oldest first: the records in one array, each group the run from
-    /// its start to the next group's. Dropping the oldest groups (``levelsLimit``) moves a
-    /// start offset and compacts now and then, so that it costs no copy each time.
+    /// a record that opens a group to the next such record. A group's start is a flag in
+    /// its first record (in the padding of the record's 40 bytes), not an entry of its own:
+    /// a property set outside a group is a group of one record, and an entry for each had
+    /// added 24 bytes (a start and a name) to every such set. Names, which few groups have,
+    /// are kept apart by start. Dropping the oldest groups (``levelsLimit``) moves a start
+    /// offset and compacts now and then, so that it costs no copy each time.
     struct GroupLog {
         private var records: [Record] = []
-        private var groups: [(name: String?, start: Int)] = []
-        /// The first live record and group; those before them are dropped.
+        /// The names of the groups that have one, by the index of their first record.
+        private var names: [Int: String] = [:]
+        /// The first live record; those before it are dropped.
         private var firstRecord = 0
-        private var firstGroup = 0
+        /// How many live groups have records.
+        private var recordedGroups = 0
+        /// The first records of the last two of those (while there are that many).
+        private var lastStart = 0
+        private var previousStart = 0
+        /// A group opened with no record yet (the last group), and its name: its first
+        /// record, once appended, opens it.
+        private var emptyOpen = false
+        private var emptyName: String?
 
-        var count: Int { groups.count - firstGroup }
+        var count: Int { recordedGroups + (emptyOpen ? 1 : 0) }
         var isEmpty: Bool { count == 0 }
         var lastName: String? {
             get { name(fromEnd: 0) }
-            set { if !isEmpty { groups[groups.count - 1].name = newValue } }
+            set {
+                if emptyOpen {
+                    emptyName = newValue
+                } else if recordedGroups > 0 {
+                    names[lastStart] = newValue
+                }
+            }
         }
-        /// The name of the group `back` places before the last (nil past the first).
-        func name(fromEnd back: Int) -> String? { back < count ? groups[groups.count - 1 - back].name : nil }
 
-        /// Opens a group at the end; records appended from now on belong to it.
-        mutating func open(named name: String?) { groups.append((name, records.count)) }
+        /// The name of the group `back` places before the last (nil past the first); only
+        /// the last two are asked for.
+        func name(fromEnd back: Int) -> String? {
+            let recordedBack = emptyOpen ? back - 1 : back
+            switch recordedBack {
+            case -1: return emptyName
+            case 0: return recordedGroups > 0 ? names[lastStart] : nil
+            case 1: return recordedGroups > 1 ? names[previousStart] : nil
+            default: return nil
+            }
+        }
 
-        mutating func append(_ record: Record) { records.append(record) }
+        /// Opens a group at the end; records appended from now on belong to it. (An empty
+        /// group is never left behind one: the stack drops it when it is closed.)
+        mutating func open(named name: String?) {
+            emptyOpen = true
+            emptyName = name
+        }
+
+        mutating func append(_ record: Record) {
+            guard emptyOpen else {
+                records.append(record)
+                return
+            }
+            var first = record
+            first.opensGroup = true
+            emptyOpen = false
+            if let name = emptyName {
+                names[records.count] = name
+                emptyName = nil
+            }
+            previousStart = lastStart
+            lastStart = records.count
+            recordedGroups += 1
+            records.append(first)
+        }
 
         /// How many records are live (for tests).
         var recordCount: Int { records.count - firstRecord }
@@ -72,43 +123,70 @@ public final class UndoStack {
             }
         }
 
-        /// The records of the last group (at or after `start`).
-        /// Whether the last group holds no record (no slice of the records is made: this is
-        /// asked at the end of every change outside a group).
-        var lastIsEmpty: Bool { isEmpty || groups[groups.count - 1].start == records.count }
+        /// Whether the last group holds no record (asked at the end of every change outside
+        /// a group).
+        var lastIsEmpty: Bool { emptyOpen || recordedGroups == 0 }
 
         /// Removes the last group, handing back its name and records.
         mutating func popLast() -> (name: String?, records: [Record])? {
-            guard !isEmpty, let (name, start) = groups.popLast() else { return nil }
+            if emptyOpen {
+                emptyOpen = false
+                defer { emptyName = nil }
+                return (emptyName, [])
+            }
+            guard recordedGroups > 0 else { return nil }
+            let start = lastStart
             let taken = Array(records[start...])
             records.removeSubrange(start...)
+            let name = names.removeValue(forKey: start)
+            recordedGroups -= 1
+            lastStart = previousStart
+            if recordedGroups > 1 {
+                // The group before the new last one starts at the nearest opening record
+                // before it (each pop walks one group: in all, each record once).
+                var index = lastStart - 1
+                while index > firstRecord, !records[index].opensGroup { index -= 1 }
+                previousStart = index
+            }
             return (name, taken)
         }
 
         /// Drops the oldest groups until at most `limit` remain.
         mutating func keep(atMost limit: Int) {
             guard count > limit else { return }
-            firstGroup = groups.count - limit
-            firstRecord = firstGroup < groups.count ? groups[firstGroup].start : records.count
+            let drop = min(count - limit, recordedGroups)
+            var index = firstRecord
+            for _ in 0..<drop {
+                index += 1
+                while index < records.count, !records[index].opensGroup { index += 1 }
+            }
+            if !names.isEmpty { names = names.filter { $0.key >= index } }
+            firstRecord = index
+            recordedGroups -= drop
             // Compact once the dropped part is the larger: amortized, each record moves once.
-            guard firstRecord > records.count / 2 || firstGroup > groups.count / 2 else { return }
-            records.removeSubrange(..<firstRecord)
-            groups.removeSubrange(..<firstGroup)
-            for index in groups.indices { groups[index].start -= firstRecord }
+            guard firstRecord > records.count / 2 else { return }
+            let shift = firstRecord
+            records.removeSubrange(..<shift)
+            if !names.isEmpty { names = Dictionary(uniqueKeysWithValues: names.map { ($0.key - shift, $0.value) }) }
+            lastStart = max(lastStart - shift, 0)
+            previousStart = max(previousStart - shift, 0)
             firstRecord = 0
-            firstGroup = 0
         }
 
         mutating func removeAll() {
             records.removeAll()
-            groups.removeAll()
+            names.removeAll()
             firstRecord = 0
-            firstGroup = 0
+            recordedGroups = 0
+            lastStart = 0
+            previousStart = 0
+            emptyOpen = false
+            emptyName = nil
         }
     }
 
     /// Most groups kept (0: no limit). The oldest are dropped first.
-    public var levelsLimit = 0 { didSet { trim() } }
+    @exclusivity(unchecked) public var levelsLimit = 0 { didSet { trim() } }
     /// When false, changes are not recorded.
     @exclusivity(unchecked) public var isEnabled = true
 
@@ -253,12 +331,15 @@ public final class UndoStack {
         guard let (name, records) = undoStack.popLast() else { return }
         redoStack.open(named: name)
         replay(records, in: context, reversingInto: &redoStack)
+        // An undo that changed nothing (its list edits were undone elsewhere) leaves nothing to redo.
+        if redoStack.lastIsEmpty { _ = redoStack.popLast() }
     }
 
     func redo(in context: Context) {
         guard depth == 0, let (name, records) = redoStack.popLast() else { return }
         undoStack.open(named: name)
         replay(records, in: context, reversingInto: &undoStack)
+        if undoStack.lastIsEmpty { _ = undoStack.popLast() }
         trim()
     }
 

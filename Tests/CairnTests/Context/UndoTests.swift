@@ -281,6 +281,66 @@ import Testing
         #expect(person.dvds.map(\.title) == ["d2", "d3", "d4"] && dvds[2].owner === person)
     }
 
+    /// The group log against a list of groups, through random opens (named or not),
+    /// records, renames, pops and level limits: the same groups, records, names and counts
+    /// after every step. (A group's start is a flag in its first record, names are kept by
+    /// start, and the starts of the last two groups are cached.)
+    @Test(arguments: [1, 2, 3])
+    func groupLogKeepsGroupsAsAListOfThemWould(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var log = UndoStack.GroupLog()
+        var model: [(name: String?, markers: [Int])] = []
+        var lastOpenIsEmpty = false  // the stack never opens a group over an empty one
+        var marker = 0
+        let object = DVD()
+        func markers(_ records: [UndoStack.Record]) -> [Int] {
+            records.map { record in
+                if case .value(_, .int64(let value)) = record.recorded { return Int(value) }
+                return -1
+            }
+        }
+        for step in 0..<3_000 {
+            switch random.next() % 100 {
+            case 0..<15 where !lastOpenIsEmpty:
+                let name: String? = random.next() % 3 == 0 ? "g\(step)" : nil
+                log.open(named: name)
+                model.append((name, []))
+                lastOpenIsEmpty = true
+            case 15..<70 where !model.isEmpty:
+                marker += 1
+                log.append(UndoStack.Record(object: object, recorded: .value(slot: 0, .int64(Int64(marker)))))
+                model[model.count - 1].markers.append(marker)
+                lastOpenIsEmpty = false
+            case 70..<75 where !model.isEmpty:
+                let name: String? = random.next() % 2 == 0 ? "r\(step)" : nil
+                log.lastName = name
+                model[model.count - 1].name = name
+            case 75..<90:
+                let popped = log.popLast()
+                let expected = model.popLast()
+                #expect(popped?.name == expected?.name && popped.map { markers($0.records) } == expected?.markers, "step \(step)")
+                lastOpenIsEmpty = false
+            case 90..<95:
+                let limit = Int(random.next() % 6) + 1
+                log.keep(atMost: limit)
+                if model.count > limit { model.removeFirst(model.count - limit) }
+            default:
+                continue
+            }
+            #expect(log.count == model.count && log.isEmpty == model.isEmpty, "step \(step)")
+            #expect(log.lastIsEmpty == (model.last?.markers.isEmpty ?? true), "step \(step)")
+            #expect(log.recordCount == model.reduce(0) { $0 + $1.markers.count }, "step \(step)")
+            #expect(log.name(fromEnd: 0) == model.last?.name, "step \(step)")
+            #expect(log.name(fromEnd: 1) == (model.count > 1 ? model[model.count - 2].name : nil), "step \(step)")
+        }
+        // Everything left pops out as it went in.
+        while let expected = model.popLast() {
+            let popped = log.popLast()
+            #expect(popped?.name == expected.name && popped.map { markers($0.records) } == expected.markers)
+        }
+        #expect(log.popLast() == nil && log.isEmpty)
+    }
+
     @Test func explicitGroupsNamesAndLevels() throws {
         let context = try Stack().context()
         let p = Person(context: context)
