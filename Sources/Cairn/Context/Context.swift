@@ -55,6 +55,9 @@ public final class Context {
     /// Advances on every change to an object's values or to ``dirty``: a save that ran
     /// user code (validation hooks) sees whether that code changed anything.
     @exclusivity(unchecked) var changeGeneration = 0
+    /// Advances on every rollback and reset: live results compare it (objects they hold may
+    /// have left the context without a change to a record or to ``dirty`` they could see).
+    @exclusivity(unchecked) var resetGeneration = 0
     /// The class last inserted and its entity as the coordinator describes it.
     @exclusivity(unchecked) private var lastInserted: (layout: PropertyLayout, entity: EntityDescription)?
     let inbox = Inbox()
@@ -376,6 +379,7 @@ public final class Context {
 
     /// Discards every unsaved change and clears the undo stack.
     public func rollback() {
+        resetGeneration &+= 1
         for object in dirty.values {
             if !object.inStore {
                 registered[object.recordID] = nil
@@ -393,10 +397,12 @@ public final class Context {
         dirty = [:]
         deferredErrors = []
         undoManager.removeAllActions()
+        processPendingChanges()  // live results follow
     }
 
     /// Forgets every object (registered objects are detached) and the undo stack.
     public func reset() {
+        resetGeneration &+= 1
         for object in registered.values {
             object.context = nil
             object.prefetched = nil
@@ -405,6 +411,7 @@ public final class Context {
         dirty = [:]
         deferredErrors = []
         undoManager.removeAllActions()
+        processPendingChanges()  // live results fetch their objects again
     }
 
     /// Re-reads an object. With `mergeChanges: false` its unsaved changes are dropped

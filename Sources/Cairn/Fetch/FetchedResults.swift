@@ -37,8 +37,13 @@ public struct ResultsChange: Sendable, Equatable {
 /// A fetch that stays current — the NSFetchedResultsController of Cairn.
 ///
 /// After the context saves, merges another context's save, undoes or redoes, or is
-/// told ``Context/processPendingChanges()``, the results are fetched again and the
-/// difference is delivered to ``onChange`` and to the ``changes`` sequence.
+/// told ``Context/processPendingChanges()``, the results are fetched again, if what they
+/// were fetched from may have changed, and the difference is delivered to ``onChange``
+/// and to the ``changes`` sequence. What they were fetched from: the stored records of
+/// the request's entity and the unsaved changes to them in the context and its
+/// ancestors; or, when the predicate, a sort or the sections follow a relationship (or
+/// the request filters objects with a closure), every entity's. So a save of other
+/// entities costs the results nothing (it had cost a fetch of all of them).
 /// Sections group results by the value of ``sectionKeyPath``, in ascending order.
 public final class FetchedResults<T: ManagedObject> {
     public struct Section {
@@ -60,16 +65,25 @@ public final class FetchedResults<T: ManagedObject> {
     private weak var context: Context?
     private var snapshot: [RecordID: [Value]] = [:]
     private var observation: UUID?
+    /// The entity whose records and changes the results depend on, or nil for every entity.
+    private let watchedEntity: UInt16?
+    /// What the results were last fetched from (see ``ResultsInputs``).
+    private var inputs: ResultsInputs?
+    /// How many times the results were fetched (for tests).
+    private(set) var fetchCount = 0
 
     public init(request: FetchRequest<T>, context: Context, sectionKeyPath: String? = nil) throws {
         self.request = request
         self.context = context
         self.sectionKeyPath = sectionKeyPath
         (changes, continuation) = AsyncStream.makeStream(of: ResultsChange.self)
+        let followsRelationships = request.objectFilter != nil || sectionKeyPath?.contains(".") == true
+            || request.sortDescriptors.contains { $0.keyPath.count > 1 } || request.predicate?.followsRelationships == true
+        watchedEntity = followsRelationships ? nil : try context.entityDescription(request.entityName).number
         sections = try compute()
         snapshot = values(of: sections)
         observation = context.addChangeObserver { [weak self] in
-            do { try self?.refresh() } catch { context.recordError(error as? CairnError ?? CairnError(.io, "\(error)")) }
+            do { try self?.refreshIfInputsChanged() } catch { context.recordError(error as? CairnError ?? CairnError(.io, "\(error)")) }
         }
     }
 
@@ -103,8 +117,16 @@ public final class FetchedResults<T: ManagedObject> {
         continuation.yield(change)
     }
 
+    /// Fetches again if what the results were fetched from may have changed since.
+    func refreshIfInputsChanged() throws {
+        guard let context, ResultsInputs(of: context, entity: watchedEntity) != inputs else { return }
+        try refresh()
+    }
+
     private func compute() throws -> [Section] {
         guard let context else { return [] }
+        inputs = ResultsInputs(of: context, entity: watchedEntity)
+        fetchCount += 1
         var request = self.request
         if let sectionKeyPath { request.sortDescriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
         let objects = try context.fetch(request)
@@ -183,6 +205,47 @@ public final class FetchedResults<T: ManagedObject> {
 
 @available(*, unavailable, message: "live results belong to their context's isolation")
 extension FetchedResults: Sendable {}
+
+/// What a fetch of one entity's records (or of every entity's, `entity` nil) saw, in a
+/// form cheap to compare: the last store transaction that changed them, each context's
+/// reset count from this one up to the root, and the unsaved state (object, existence,
+/// values) of every changed object of the entity in each of those contexts. Equal inputs
+/// give an equal fetch; unequal ones may not (a value set and set back).
+struct ResultsInputs: Equatable {
+    struct Pending: Equatable {
+        let id: RecordID
+        let object: ObjectIdentifier
+        let exists: Bool
+        let values: [Value]
+
+        static func == (a: Pending, b: Pending) -> Bool {
+            a.id == b.id && a.object == b.object && a.exists == b.exists && Value.sameValues(a.values, b.values)
+        }
+    }
+
+    var storeChange: UInt64
+    var resets: [Int] = []
+    /// Each context's changed objects of the entity in ID order, contexts separated by a
+    /// count of their entries.
+    var pending: [Pending] = []
+    var counts: [Int] = []
+
+    init(of context: Context, entity: UInt16?) {
+        let store = context.coordinator.store
+        storeChange = entity.map { store.lastChange(entity: $0) } ?? store.lastSequence
+        var level: Context? = context
+        while let current = level {
+            resets.append(current.resetGeneration)
+            let start = pending.count
+            for (id, object) in current.dirty where entity == nil || id.entity == entity {
+                pending.append(Pending(id: id, object: ObjectIdentifier(object), exists: object.exists, values: object.values))
+            }
+            pending[start...].sort { $0.id.rawValue < $1.id.rawValue }
+            counts.append(pending.count - start)
+            level = current.parent
+        }
+    }
+}
 
 extension Context {
     /// Tells live results (and other observers) that objects changed: call after a batch

@@ -23,6 +23,17 @@ public indirect enum FetchPredicate: Sendable, Hashable, CustomStringConvertible
         self = try parser.parse()
     }
 
+    /// Whether a key path goes past the entity's own properties (`owner.username`,
+    /// `dvds.@count`): then other entities' records can change what it matches.
+    var followsRelationships: Bool {
+        switch self {
+        case .constant: return false
+        case .not(let inner): return inner.followsRelationships
+        case .and(let parts), .or(let parts): return parts.contains { $0.followsRelationships }
+        case .comparison(let lhs, _, let rhs, _, _): return lhs.followsRelationships || rhs.followsRelationships
+        }
+    }
+
     public var description: String {
         switch self {
         case .constant(let value): return value ? "TRUEPREDICATE" : "FALSEPREDICATE"
@@ -42,6 +53,14 @@ public indirect enum PredicateExpression: Sendable, Hashable, CustomStringConver
     case constant(Value)
     /// `{1, 2, 3}`, for `IN` and `BETWEEN`.
     case list([PredicateExpression])
+
+    var followsRelationships: Bool {
+        switch self {
+        case .keyPath(let parts): return parts.count > 1
+        case .constant: return false
+        case .list(let items): return items.contains { $0.followsRelationships }
+        }
+    }
 
     public var description: String {
         switch self {

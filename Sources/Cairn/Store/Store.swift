@@ -113,6 +113,12 @@ public final class Store: Sendable {
         state.withLock { $0.counts[entity] ?? 0 }
     }
 
+    /// The sequence number of the last transaction that changed a record of `entity` since
+    /// the store was opened (0 if none has).
+    func lastChange(entity: UInt16) -> UInt64 {
+        state.withLock { $0.lastChanges[entity] ?? 0 }
+    }
+
     /// Every record of an entity, in ID order, from one consistent state.
     public func records(entity: UInt16) throws -> [Record] {
         var result: [Record] = []
@@ -226,6 +232,10 @@ struct StoreState: Sendable {
     /// Changes since the snapshot, by entity then raw ID.
     var overlay = EntityMap<IDMap<UInt64, OverlayEntry>>()
     var counts = EntityMap<Int>()
+    /// The sequence number of the last transaction that changed each entity's records
+    /// (entities unchanged since the store was opened are absent): live results ask it
+    /// whether a save could have changed them.
+    var lastChanges = EntityMap<UInt64>()
     var lastSequence: UInt64
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?
@@ -267,6 +277,7 @@ struct StoreState: Sendable {
             Self.apply(operations[start..<end], sequence: sequence, snapshot: snapshot, watching: watching,
                        changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
             counts[entity] = count
+            lastChanges[entity] = sequence
             start = end
         }
     }

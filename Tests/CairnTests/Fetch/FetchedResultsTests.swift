@@ -60,6 +60,83 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         }
     }
 
+    /// Live results fetch again only when what they read may have changed: the entity's
+    /// stored records, the unsaved changes to them here and in the ancestors, or (when a
+    /// sort follows a relationship) any entity's. Random steps: each result set must equal a
+    /// fresh fetch after every one, and a step that changes only groups must not make the
+    /// items-only results fetch.
+    @Test(arguments: Seeds.list([41, 42, 43]))
+    func resultsFetchAgainOnlyWhenWhatTheyReadChanged(seed: UInt64) throws {
+        let fixture = try FetchFixture(seed: seed, count: 30)
+        let context = fixture.context
+        context.mergePolicy = .objectTrumps  // another context changes the same objects
+        try context.save()
+        let own = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortDescriptor("score")])
+        let related = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
+                                   sortDescriptors: [SortDescriptor("group.title"), SortDescriptor("score")])
+        let ownResults = try FetchedResults(request: own, context: context)
+        let relatedResults = try FetchedResults(request: related, context: context)
+        let other = fixture.stack.context()
+        var random = SplitMix64(seed: seed)
+        for step in 0..<80 {
+            let items = try context.fetch(FetchRequest(Item.self))
+            let groups = try context.fetch(FetchRequest(Group.self))
+            let item = items[Int(random.next() % UInt64(items.count))]
+            let group = groups[Int(random.next() % UInt64(groups.count))]
+            let fetches = ownResults.fetchCount
+            var onlyGroups = false
+            switch random.next() % 11 {
+            case 0: let new = Item(context: context); new.rank = Int(random.next() % 10); new.score = Double(random.next() % 100)
+            case 1: context.delete(item)
+            case 2: item.score = Double(random.next() % 100) - 50
+            case 3: item.rank = Int(random.next() % 20) - 10
+            case 4:
+                onlyGroups = !context.hasChanges
+                group.title = "g\(random.next() % 100)"
+            case 5: item.group = group
+            case 6: context.undo()
+            case 7: context.rollback()
+            case 8:
+                let theirs = try #require(try other.fetch(FetchRequest(Item.self)).randomElement(using: &random))
+                theirs.score = Double(random.next() % 100)
+                try other.save()
+                context.processExternalChanges()
+            case 9:
+                let theirs = try #require(try other.fetch(FetchRequest(Group.self)).randomElement(using: &random))
+                theirs.title = "t\(random.next() % 100)"
+                let quiet = !context.hasChanges
+                try other.save()
+                context.processExternalChanges()
+                onlyGroups = quiet
+            default: context.reset()
+            }
+            if random.next() % 3 == 0 { try context.save() } else { context.processPendingChanges() }
+            let freshOwn = try context.fetch(own), freshRelated = try context.fetch(related)
+            #expect(ownResults.objects.map(\.objectID) == freshOwn.map(\.objectID), "seed \(seed) step \(step)")
+            #expect(ownResults.objects.map(\.score) == freshOwn.map(\.score), "seed \(seed) step \(step)")
+            #expect(relatedResults.objects.map(\.objectID) == freshRelated.map(\.objectID), "seed \(seed) step \(step)")
+            #expect(ownResults.objects.allSatisfy { $0.context === context }, "seed \(seed) step \(step): objects of this context")
+            if onlyGroups { #expect(ownResults.fetchCount == fetches, "seed \(seed) step \(step): a change of groups only") }
+        }
+    }
+
+    /// A child's results see the unsaved changes of its parent.
+    @Test func aChildsResultsSeeTheParentsUnsavedChanges() throws {
+        let fixture = try FetchFixture(seed: 5, count: 10)
+        let parent = fixture.context
+        try parent.save()
+        let child = Context(parent: parent)
+        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])
+        let results = try FetchedResults(request: request, context: child)
+        let item = try #require(try parent.fetch(request).first)
+        item.score = 1_000
+        child.processPendingChanges()
+        #expect(results.objects.last?.objectID == item.objectID, "the parent's unsaved change moves the item last")
+        let fetches = results.fetchCount
+        child.processPendingChanges()
+        #expect(results.fetchCount == fetches, "nothing changed since")
+    }
+
     @Test func changesArriveAsAnAsyncSequence() async throws {
         let fixture = try FetchFixture(seed: 2, count: 5)
         let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]), context: fixture.context)
