@@ -63,7 +63,8 @@ public final class FetchedResults<T: ManagedObject> {
     public let changes: AsyncStream<ResultsChange>
     private let continuation: AsyncStream<ResultsChange>.Continuation
     private weak var context: Context?
-    private var snapshot: [RecordID: [Value]] = [:]
+    /// The values each result had when last fetched (to tell updates).
+    private var snapshot = IDMap<RecordID, [Value]>()
     private var observation: UUID?
     /// The entity whose records and changes the results depend on, or nil for every entity.
     private let watchedEntity: UInt16?
@@ -107,14 +108,21 @@ public final class FetchedResults<T: ManagedObject> {
         let old = sections
         let new = try compute()
         let newSnapshot = values(of: new)
-        let change = Self.diff(old: old.map { ($0.name, $0.objects.map(\.objectID)) },
-                               new: new.map { ($0.name, $0.objects.map(\.objectID)) },
-                               changed: { id in self.snapshot[id.recordID] != newSnapshot[id.recordID] })
+        // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
+        let change = Self.diff(old: old.map { ($0.name, $0.objects.map { $0.recordID }) },
+                               new: new.map { ($0.name, $0.objects.map { $0.recordID }) },
+                               changed: { id in !Self.sameValues(self.snapshot[id], newSnapshot[id]) },
+                               objectID: { new[$0.section].objects[$0.item].objectID })
         sections = new
         snapshot = newSnapshot
         guard !change.isEmpty else { return }
         onChange?(change)
         continuation.yield(change)
+    }
+
+    private static func sameValues(_ a: [Value]?, _ b: [Value]?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return Value.sameValues(a, b)
     }
 
     /// Fetches again if what the results were fetched from may have changed since.
@@ -149,35 +157,47 @@ public final class FetchedResults<T: ManagedObject> {
         return result
     }
 
-    private func values(of sections: [Section]) -> [RecordID: [Value]] {
-        guard let context else { return [:] }
-        var result: [RecordID: [Value]] = [:]
-        for object in sections.flatMap(\.objects) { result[object.recordID] = context.viewValues(object.recordID) }
+    private func values(of sections: [Section]) -> IDMap<RecordID, [Value]> {
+        var result = IDMap<RecordID, [Value]>()
+        guard let context else { return result }
+        result.reserveCapacity(sections.reduce(0) { $0 + $1.objects.count })
+        for section in sections {
+            for object in section.objects { result[object.recordID] = context.viewValues(object.recordID) }
+        }
         return result
     }
 
     /// The change from `old` to `new` sections (name, IDs): kept objects are the longest
-    /// run that stays in order within a section; the rest of the common ones are moves.
-    static func diff(old: [(String, [ObjectID])], new: [(String, [ObjectID])], changed: (ObjectID) -> Bool) -> ResultsChange {
+    /// run that stays in order within a section; the rest of the common ones are moves
+    /// (`objectID` names the object at a new position).
+    static func diff(old: [(String, [RecordID])], new: [(String, [RecordID])], changed: (RecordID) -> Bool,
+                     objectID: (ResultIndex) -> ObjectID) -> ResultsChange {
         var change = ResultsChange()
         let oldNames = old.map(\.0), newNames = new.map(\.0)
         let oldNameSet = Set(oldNames), newNameSet = Set(newNames)
         change.deletedSections = oldNames.indices.filter { !newNameSet.contains(oldNames[$0]) }
         change.insertedSections = newNames.indices.filter { !oldNameSet.contains(newNames[$0]) }
-        var oldPositions: [ObjectID: ResultIndex] = [:], newPositions: [ObjectID: ResultIndex] = [:]
+        var oldPositions = IDMap<RecordID, ResultIndex>(), newPositions = IDMap<RecordID, ResultIndex>()
+        oldPositions.reserveCapacity(old.reduce(0) { $0 + $1.1.count })
+        newPositions.reserveCapacity(new.reduce(0) { $0 + $1.1.count })
         for (s, section) in old.enumerated() { for (i, id) in section.1.enumerated() { oldPositions[id] = ResultIndex(section: s, item: i) } }
         for (s, section) in new.enumerated() { for (i, id) in section.1.enumerated() { newPositions[id] = ResultIndex(section: s, item: i) } }
-        for (id, position) in oldPositions where newPositions[id] == nil { change.deleted.append(position) }
-        for (id, position) in newPositions where oldPositions[id] == nil { change.inserted.append(position) }
+        for section in old { for id in section.1 where !newPositions.contains(id) { if let at = oldPositions[id] { change.deleted.append(at) } } }
+        for section in new { for id in section.1 where !oldPositions.contains(id) { if let at = newPositions[id] { change.inserted.append(at) } } }
         for (s, section) in new.enumerated() {
             // Objects that stayed in a section of the same name: keep the longest in-order run.
-            let staying = section.1.filter { id in oldPositions[id].map { oldNames[$0.section] == section.0 } ?? false }
-            let kept = longestIncreasing(staying.map { oldPositions[$0]!.item })
-            let keptIDs = Set(kept.map { staying[$0] })
+            var staying: [RecordID] = [], stayingFrom: [Int] = []
+            for id in section.1 {
+                guard let from = oldPositions[id], oldNames[from.section] == section.0 else { continue }
+                staying.append(id)
+                stayingFrom.append(from.item)
+            }
+            var kept = IDMap<RecordID, Bool>()
+            for index in longestIncreasing(stayingFrom) { kept[staying[index]] = true }
             for (i, id) in section.1.enumerated() {
                 guard let from = oldPositions[id] else { continue }
                 let to = ResultIndex(section: s, item: i)
-                if !keptIDs.contains(id) { change.moved.append(.init(from: from, to: to, objectID: id)) }
+                if !kept.contains(id) { change.moved.append(.init(from: from, to: to, objectID: objectID(to))) }
                 if changed(id) { change.updated.append(to) }
             }
         }
