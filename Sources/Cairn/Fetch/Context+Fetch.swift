@@ -140,7 +140,7 @@ extension Context {
         unwindowed.sortDescriptors = []
         // The rows carry each match's values as this context sees them: not read again by
         // ID (which read and decoded every match a second time).
-        let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
+        let resolver = memoizedViewValues()
         var values: [Value] = []
         for row in try executeRows(unwindowed, values: .all) {
             for value in CompiledPredicate.follow(path, row.values, resolver) where !value.isNull { values.append(value) }
@@ -193,6 +193,20 @@ extension Context {
             return object.exists ? object.values : nil
         }
         return try? sourceValues(for: id)?.values
+    }
+
+    /// ``viewValues(_:)`` for the records one fetch follows relationships to, each read
+    /// once: sorting 50,000 DVDs by `owner.name`, or testing `owner.name == "x"`, had read
+    /// and decoded the owner's record again for every DVD. (Nothing changes during a fetch.)
+    /// Up to 65,536 records are kept; past that, the others are read each time.
+    func memoizedViewValues() -> CompiledPredicate.Resolver {
+        var cache = IDMap<RecordID, [Value]?>()
+        return { id in
+            if let known = cache[id] { return known }
+            let values = self.viewValues(id)
+            if cache.count < 65_536 { cache[id] = values }
+            return values
+        }
     }
 
     // MARK: Planning
@@ -313,7 +327,7 @@ extension Context {
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
-        let resolver: CompiledPredicate.Resolver = { self.viewValues($0) }
+        let resolver = memoizedViewValues()
         // The changed objects whose values replace the stored ones (a copy of the table, not
         // of its entries: building a table of the entity's changed objects on every fetch
         // was most of a find-or-create loop's time). Only IDs of this entity are asked about.

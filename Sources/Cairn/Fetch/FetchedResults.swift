@@ -143,9 +143,10 @@ public final class FetchedResults<T: ManagedObject> {
         let path = try CompiledPredicate.resolve(sectionKeyPath.split(separator: ".").map(String.init), entity: entity,
                                                  schema: context.coordinator.schema)
         var result: [Section] = []
+        let resolver = context.memoizedViewValues()
         for object in objects {
             let values = context.viewValues(object.recordID) ?? []
-            let value = CompiledPredicate.follow(path, values, { context.viewValues($0) }).first ?? .null
+            let value = CompiledPredicate.follow(path, values, resolver).first ?? .null
             let name: String
             switch value {
             case .null: name = ""

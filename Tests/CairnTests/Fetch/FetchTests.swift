@@ -244,6 +244,32 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(titles == titles.sorted())
     }
 
+    /// A fetch reads each related record once (``Context/memoizedViewValues()``), as this
+    /// context sees it: unsaved renames, a new group and a deleted one count, in the
+    /// context and in a child of it, for a sort and a predicate through `group.title`.
+    @Test func relatedRecordsAreReadAsTheContextSeesThem() throws {
+        let fixture = try FetchFixture(seed: 17, count: 200)
+        let context = fixture.context
+        try context.save()
+        let groups = try context.fetch(FetchRequest(Group.self, sortDescriptors: [SortDescriptor("title")]))
+        groups[0].title = "zz"                                  // blue, renamed, now last
+        let extra = Group(context: context)
+        extra.title = "aa"
+        let items = try context.fetch(FetchRequest(Item.self))
+        for item in items.prefix(20) { item.group = extra }
+        context.delete(groups[1])                               // green: its items lose their group
+        for reader in [context, Context(parent: context)] {
+            let all = try reader.fetch(FetchRequest(Item.self))
+            let expected = all.sorted { ($0.group?.title ?? "", $0.objectID.recordID) < ($1.group?.title ?? "", $1.objectID.recordID) }
+            let sorted = try reader.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("group.title")]))
+            #expect(sorted.map(\.objectID) == expected.map(\.objectID))
+            for title in ["zz", "aa", "green", "red"] {
+                let matching = try reader.fetch(try FetchRequest(Item.self, format: "group.title == %@", .string(title)))
+                #expect(Set(matching.map(\.objectID)) == Set(all.filter { $0.group?.title == title }.map(\.objectID)), "\(title)")
+            }
+        }
+    }
+
     /// Without a sort, a fetch stops reading the store once it holds offset + limit
     /// matches: the window must still be the first matches in ID order, pending changes
     /// (matches lost, gained, deleted, inserted) included, on both plans.
