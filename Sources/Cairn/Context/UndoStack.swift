@@ -43,7 +43,7 @@ public final class UndoStack {
     /// are kept apart by start. Dropping the oldest groups (``levelsLimit``) moves a start
     /// offset and compacts now and then, so that it costs no copy each time.
     struct GroupLog {
-        private var records: [Record] = []
+        private var records = RecordChunks()
         /// The names of the groups that have one, by the index of their first record.
         private var names: [Int: String] = [:]
         /// The first live record; those before it are dropped.
@@ -114,8 +114,8 @@ public final class UndoStack {
         /// How many references the live records keep in lists (what undo costs in memory
         /// for relationships; for tests).
         var heldReferences: Int {
-            records[firstRecord...].reduce(0) { sum, record in
-                switch record.recorded {
+            (firstRecord..<records.count).reduce(0) { sum, index in
+                switch records[index].recorded {
                 case .value(_, let value): return sum + value.referencedIDs.count
                 case .whole(let values, _, _): return sum + values.reduce(0) { $0 + $1.referencedIDs.count }
                 default: return sum + 1
@@ -136,8 +136,7 @@ public final class UndoStack {
             }
             guard recordedGroups > 0 else { return nil }
             let start = lastStart
-            let taken = Array(records[start...])
-            records.removeSubrange(start...)
+            let taken = records.removeSuffix(from: start)
             let name = names.removeValue(forKey: start)
             recordedGroups -= 1
             lastStart = previousStart
@@ -163,14 +162,15 @@ public final class UndoStack {
             if !names.isEmpty { names = names.filter { $0.key >= index } }
             firstRecord = index
             recordedGroups -= drop
-            // Compact once the dropped part is the larger: amortized, each record moves once.
+            // Let the chunks wholly dropped go once they are the larger part: amortized, each
+            // chunk header moves once.
             guard firstRecord > records.count / 2 else { return }
-            let shift = firstRecord
-            records.removeSubrange(..<shift)
+            let shift = records.removeChunks(before: firstRecord)
+            guard shift > 0 else { return }
             if !names.isEmpty { names = Dictionary(uniqueKeysWithValues: names.map { ($0.key - shift, $0.value) }) }
             lastStart = max(lastStart - shift, 0)
             previousStart = max(previousStart - shift, 0)
-            firstRecord = 0
+            firstRecord -= shift
         }
 
         mutating func removeAll() {
@@ -182,6 +182,62 @@ public final class UndoStack {
             previousStart = 0
             emptyOpen = false
             emptyName = nil
+        }
+    }
+
+    /// Undo's records in chunks of 4,096. Appending never moves the records before: an
+    /// array grown by doubling had copied them all at each growth, and held both copies at
+    /// once (insert_bulk with undo on keeps 2.2 million records, 88 MB).
+    struct RecordChunks {
+        private static let shift = 12
+        private static let size = 1 << shift
+        private var chunks: [[Record]] = []
+        private(set) var count = 0
+
+        subscript(index: Int) -> Record {
+            chunks[index >> Self.shift][index & (Self.size - 1)]
+        }
+
+        mutating func append(_ record: Record) {
+            if count & (Self.size - 1) == 0 {
+                var chunk: [Record] = []
+                chunk.reserveCapacity(Self.size)
+                chunks.append(chunk)
+            }
+            chunks[chunks.count - 1].append(record)
+            count += 1
+        }
+
+        /// Removes the records from `start` on, handing them back in order.
+        mutating func removeSuffix(from start: Int) -> [Record] {
+            guard start < count else { return [] }
+            var taken: [Record] = []
+            taken.reserveCapacity(count - start)
+            let first = start >> Self.shift
+            for chunk in first..<chunks.count {
+                let from = chunk == first ? start & (Self.size - 1) : 0
+                taken.append(contentsOf: chunks[chunk][from...])
+            }
+            chunks.removeSubrange((first + 1)...)
+            chunks[first].removeSubrange((start & (Self.size - 1))...)
+            if chunks[first].isEmpty { chunks.removeLast() }
+            count = start
+            return taken
+        }
+
+        /// Removes the whole chunks before `index`, returning how many records went (the
+        /// indices of the rest are that much lower).
+        mutating func removeChunks(before index: Int) -> Int {
+            let whole = min(index >> Self.shift, chunks.count)
+            guard whole > 0 else { return 0 }
+            chunks.removeSubrange(..<whole)
+            count -= whole << Self.shift
+            return whole << Self.shift
+        }
+
+        mutating func removeAll() {
+            chunks.removeAll()
+            count = 0
         }
     }
 

@@ -341,6 +341,50 @@ import Testing
         #expect(log.popLast() == nil && log.isEmpty)
     }
 
+    /// Undo's chunked record storage against an array: random appends, suffix removals
+    /// and drops of leading chunks, across several 4,096-record chunks.
+    @Test func recordChunksKeepRecordsAsAnArrayWould() {
+        var random = SplitMix64(seed: 7)
+        var chunks = UndoStack.RecordChunks()
+        var model: [Int] = []
+        var dropped = 0  // records the model has let go of at its front
+        var serial = 0
+        let object = DVD()
+        func serialOf(_ record: UndoStack.Record) -> Int {
+            if case .value(_, .int64(let value)) = record.recorded { return Int(value) }
+            return -1
+        }
+        for step in 0..<400 {
+            switch random.next() % 10 {
+            case 0..<6:
+                for _ in 0..<Int(random.next() % 3_000) {
+                    serial += 1
+                    chunks.append(UndoStack.Record(object: object, recorded: .value(slot: 0, .int64(Int64(serial)))))
+                    model.append(serial)
+                }
+            case 6..<8:
+                var start = model.isEmpty ? 0 : Int(random.next() % UInt64(model.count + 1))
+                if random.next() % 3 == 0 { start -= start % 4_096 }  // at a chunk's start
+                let taken = chunks.removeSuffix(from: start)
+                #expect(taken.map(serialOf) == Array(model[start...]), "step \(step)")
+                model.removeSubrange(start...)
+            default:
+                let before = model.isEmpty ? 0 : Int(random.next() % UInt64(model.count + 1))
+                let gone = chunks.removeChunks(before: before)
+                #expect(gone % 4_096 == 0 && gone <= before, "step \(step)")
+                model.removeFirst(gone)
+                dropped += gone
+            }
+            #expect(chunks.count == model.count, "step \(step)")
+            if !model.isEmpty {
+                for index in [0, model.count / 2, model.count - 1, Int(random.next() % UInt64(model.count))] {
+                    #expect(serialOf(chunks[index]) == model[index], "step \(step) index \(index)")
+                }
+            }
+        }
+        #expect(dropped > 0 && serial > 20_000, "the walk went past several chunks and dropped some")
+    }
+
     @Test func explicitGroupsNamesAndLevels() throws {
         let context = try Stack().context()
         let p = Person(context: context)
