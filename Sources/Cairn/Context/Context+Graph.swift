@@ -84,14 +84,17 @@ extension Context {
     @inline(__always)
     private func noteWritten(_ object: ManagedObject) {
         let identity = ObjectIdentifier(object)
+        let before = changeGeneration
         if lastWritten == identity {  // in `dirty` already (see ``lastWritten``)
             changeGeneration &+= 1
+            noteForLookup(object, since: before)
             return
         }
         // Most writes are to an object changed already: a lookup, not a store (which would
         // retain the object and release the one it replaces).
         let id = object.recordID
         if dirty.contains(id, identicalTo: object) { changeGeneration &+= 1 } else { dirty[id] = object }
+        noteForLookup(object, since: before)
         lastWritten = identity
     }
 
@@ -382,7 +385,9 @@ extension Context {
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)
             object.exists = false
+            let before = changeGeneration
             dirty[object.recordID] = object
+            noteForLookup(object, since: before)
             let attributeCount = object.entity.attributes.count
             for (offset, relationship) in object.entity.relationships.enumerated() {
                 let slot = attributeCount + offset

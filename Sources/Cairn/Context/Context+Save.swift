@@ -11,6 +11,9 @@ extension Context {
     /// Saves with a durability other than the store's: `.deferred` returns without
     /// waiting for the disk (call ``Store/sync()`` later to make it durable).
     public func save(durability: Durability?) throws {
+        // A save may change objects' values without a change to `dirty` (conflicts merged
+        // by the merge policy) even when it fails: the next fetch builds the lookup again.
+        pendingLookup = nil
         processExternalChanges()
         try throwDeferredError()
         let generation = changeGeneration
@@ -367,6 +370,7 @@ extension Context {
         guard let object = registered[id] else { return }
         object.prefetched = nil
         guard !object.hasChanges else { return }
+        pendingLookup = nil
         registered[id] = nil
         dirty[id] = nil
         object.exists = false
@@ -381,6 +385,7 @@ extension Context {
         guard let object = registered[id] else { return }
         object.prefetched = nil
         guard !object.isFault, !object.hasChanges else { return }
+        pendingLookup = nil  // it may be a changed object that changes here without a change to `dirty`
         object.isFault = true
         object.values = []
     }

@@ -58,6 +58,11 @@ public final class Context {
     /// Advances on every rollback and reset: live results compare it (objects they hold may
     /// have left the context without a change to a record or to ``dirty`` they could see).
     @exclusivity(unchecked) var resetGeneration = 0
+    /// The changed objects of one entity by one attribute's value, for fetches by an
+    /// indexed value before a save (see ``PendingLookup``).
+    @exclusivity(unchecked) var pendingLookup: PendingLookup?
+    /// How many fetches the pending lookup answered (for tests).
+    @exclusivity(unchecked) var lookupAnswers = 0
     /// The class last inserted and its entity as the coordinator describes it.
     @exclusivity(unchecked) private var lastInserted: (layout: PropertyLayout, entity: EntityDescription)?
     let inbox = Inbox()
@@ -118,7 +123,9 @@ public final class Context {
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)
             object.exists = true
+            let before = changeGeneration
             dirty[object.recordID] = object
+            noteForLookup(object, since: before)
             lastWritten = ObjectIdentifier(object)
         }
         // The object's own values now, copied value by value: its first write would

@@ -461,13 +461,21 @@ extension Context {
         // it was copied, and its array retained, for every object.)
         let conditionSlot = pendingCondition?.slot ?? -1
         let condition = pendingCondition?.condition ?? .equal([])
-        for (id, object) in pending where id.entity == entity.number {
+        func takePending(_ id: RecordID, _ object: ManagedObject) {
             if conditionSlot >= 0, !object.isFault, conditionSlot < object.values.count,
-               !SecondaryIndex.matches(object.values[conditionSlot], condition) { continue }
+               !SecondaryIndex.matches(object.values[conditionSlot], condition) { return }
             willRead(object)
             if object.exists && object.context === self && accepts(object.values) {
                 matches.append(FetchRow(id: id, values: object.values, version: nil))
             }
+        }
+        // By equality on an index, many changed objects: those a lookup of their values
+        // names (see ``PendingLookup``), not every one.
+        if request.includesPendingChanges, conditionSlot >= 0, case .equal(let wanted) = condition,
+           let candidates = pendingCandidates(entity: entity.number, slot: conditionSlot, wanted: wanted) {
+            for object in candidates { takePending(object.recordID, object) }
+        } else {
+            for (id, object) in pending where id.entity == entity.number { takePending(id, object) }
         }
         if !request.sortDescriptors.isEmpty {
             let paths = try request.sortDescriptors.map {
