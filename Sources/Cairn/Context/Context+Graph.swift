@@ -17,7 +17,8 @@ extension Context {
             case .references(let raws): ids = raws
             default: ids = []
             }
-            setRelationship(of: object, slot: slot, to: ids.compactMap { self.object(for: RecordID(rawValue: $0)) })
+            // (IDs of deleted objects are left out, as a list read by key may still hold them.)
+            setRelationship(of: object, slot: slot, to: ids.compactMap { self.object(for: RecordID(rawValue: $0)) }.filter(\.exists))
             return
         }
         guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }

@@ -212,6 +212,7 @@ open class ManagedObject: CustomStringConvertible {
 
     /// The values of a fault just read from the parent store, which are now also its saved ones.
     func setLoaded(_ values: [Value]) {
+        madeDefaultsPending = false  // a stored record: nothing is left to make
         storedValues = values
         saved = .except([])
     }
@@ -220,6 +221,7 @@ open class ManagedObject: CustomStringConvertible {
     /// as its values and saved ones: a batch update's one object holds each record in turn
     /// (``Context/batchUpdate(_:durability:_:)``) and allocates no array for each.
     func setLoaded(decoding body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription) throws {
+        madeDefaultsPending = false
         saved = .except([])
         try ValueCoding.decode(body, into: &storedValues)
         try Store.checkRecord(storedValues, id: id, entity: entity)

@@ -227,7 +227,9 @@ extension Context {
                 throw CairnError(.tooLarge, "a batch insert of more than \(FormatLimits.maxOperations) objects exceeds a transaction's limit; split it")
             }
             // A holder the closure kept is left with its record: the next one gets a new one.
-            if isKnownUniquelyReferenced(&object) { object.setDefaults() } else { object = try holder() }
+            // Either way it starts from the defaults, with its made initial values made.
+            if !isKnownUniquelyReferenced(&object) { object = try holder() }
+            object.setDefaults()
             let id = try coordinator.store.allocateID(entity: entity.number)
             object.recordID = id
             object.inStore = false

@@ -131,10 +131,18 @@ public final class FetchedResults<T: ManagedObject> {
         try refresh()
     }
 
+    /// Fetches the sections, and notes what they were fetched from once they are (a fetch
+    /// that throws leaves the inputs as they were, so the next change fetches again).
     private func compute() throws -> [Section] {
         guard let context else { return [] }
-        inputs = ResultsInputs(of: context, entity: watchedEntity)
+        let seen = ResultsInputs(of: context, entity: watchedEntity)
+        let sections = try fetchSections(in: context)
+        inputs = seen
         fetchCount += 1
+        return sections
+    }
+
+    private func fetchSections(in context: Context) throws -> [Section] {
         var request = self.request
         if let sectionKeyPath { request.sortDescriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
         let objects = try context.fetch(request)
@@ -229,19 +237,18 @@ extension FetchedResults: Sendable {}
 
 /// What a fetch of one entity's records (or of every entity's, `entity` nil) saw, in a
 /// form cheap to compare: the last store transaction that changed them, each context's
-/// reset count from this one up to the root, and the unsaved state (object, existence,
-/// values) of every changed object of the entity in each of those contexts. Equal inputs
-/// give an equal fetch; unequal ones may not (a value set and set back).
+/// reset count from this one up to the root, and the unsaved state (object, existence, a
+/// hash of the values) of every changed object of the entity in each of those contexts.
+/// Equal inputs give an equal fetch (but for two different values of 64-bit hash
+/// alike); unequal ones may not (a value set and set back). A hash, not the values: held
+/// here, the values array (and a to-many list in it) would be copied by the object's next
+/// write, an append to a long list copying the whole list after each notification.
 struct ResultsInputs: Equatable {
     struct Pending: Equatable {
         let id: RecordID
         let object: ObjectIdentifier
         let exists: Bool
-        let values: [Value]
-
-        static func == (a: Pending, b: Pending) -> Bool {
-            a.id == b.id && a.object == b.object && a.exists == b.exists && Value.sameValues(a.values, b.values)
-        }
+        let digest: Int
     }
 
     var storeChange: UInt64
@@ -259,7 +266,7 @@ struct ResultsInputs: Equatable {
             resets.append(current.resetGeneration)
             let start = pending.count
             for (id, object) in current.dirty where entity == nil || id.entity == entity {
-                pending.append(Pending(id: id, object: ObjectIdentifier(object), exists: object.exists, values: object.values))
+                pending.append(Pending(id: id, object: ObjectIdentifier(object), exists: object.exists, digest: object.values.hashValue))
             }
             pending[start...].sort { $0.id.rawValue < $1.id.rawValue }
             counts.append(pending.count - start)

@@ -148,14 +148,31 @@ final class Counted: ManagedObject {
         #expect(inParent.serial == fromChild.serial && evaluations() == start + 13)
         try context.save()
 
-        let reader = try stack.reopened().context()
+        let reopened = try stack.reopened()
+        let reader = reopened.context()
         let fetched = try reader.fetch(FetchRequest(Counted.self))
         #expect(fetched.count == 13)
         #expect(Set(fetched.map(\.serial)) == Set((inserted + [detached, written, inParent]).map(\.serial)))
         #expect(evaluations() == start + 13, "fetched objects made initial values they then threw away")
-        // A batch insert makes one per record.
-        _ = try reader.batchInsert(Counted.self, count: 5) { counted, index in counted.label = "b\(index)" }
+        // A batch insert makes one per record, kept when the closure writes nothing or keeps
+        // the object it is given.
+        var kept: [Counted] = []
+        let batch = try reader.batchInsert(Counted.self, count: 5) { counted, index in
+            if index % 2 == 0 { kept.append(counted) }
+        }
         #expect(evaluations() == start + 18)
+        #expect(Set(try batch.map { try #require(try reader.existingObject(Counted.self, with: $0)).serial }).count == 5)
+        // A batch update reads what is stored and makes nothing, even reading first (a made
+        // value written over the stored one had changed the record behind the closure's back).
+        let before = Dictionary(uniqueKeysWithValues: try reader.fetch(FetchRequest(Counted.self)).map { ($0.objectID, $0.serial) })
+        let updated = try reader.batchUpdate(FetchRequest(Counted.self)) { counted in
+            if counted.serial >= 0 { counted.label = "u" }
+        }
+        #expect(updated == 18 && evaluations() == start + 18)
+        let checker = reopened.context()
+        let after = try checker.fetch(FetchRequest(Counted.self))
+        #expect(Dictionary(uniqueKeysWithValues: after.map { ($0.objectID, $0.serial) }) == before)
+        #expect(after.allSatisfy { $0.label == "u" })
     }
 
     @Test func everyWrapperOptionReachesTheEntityThoughObjectsDoNotStoreIt() throws {
@@ -515,6 +532,9 @@ final class Counted: ManagedObject {
         ghost.title = "ghost"
         context.delete(ghost)
         #expect(!ghost.isInserted && !ghost.isDeleted)
+        // A list of IDs set by key leaves a deleted one out (a list read by key may hold it).
+        owner["dvds"] = .references([ghost.objectID.recordID.rawValue])
+        #expect(owner.dvds.isEmpty && owner["dvds"] == .references([]) && context.deferredErrors.isEmpty)
         // Relating a deleted object: an error naming it, at the next save.
         owner.dvds.append(ghost)
         #expect(owner.dvds.isEmpty)

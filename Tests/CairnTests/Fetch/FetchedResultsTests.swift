@@ -120,6 +120,26 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         }
     }
 
+    /// A fetch of live results that throws (here, the error of relating a deleted object,
+    /// which the next fetch throws) leaves them to fetch again at the next change: they had
+    /// noted what they were fetched from before the fetch, and then took the failed fetch
+    /// for a done one.
+    @Test func resultsFetchAgainAfterAFetchThatFailed() throws {
+        let fixture = try FetchFixture(seed: 4, count: 5)
+        let context = fixture.context
+        try context.save()
+        let results = try FetchedResults(request: FetchRequest(Item.self), context: context)
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).first)
+        context.delete(group)
+        let item = Item(context: context)
+        item.group = group                                   // an error, thrown by the next fetch
+        context.processPendingChanges()                      // so the refetch fails
+        #expect(!results.objects.contains { $0 === item })
+        #expect(throws: CairnError.self) { try context.save() }
+        context.processPendingChanges()
+        #expect(results.objects.contains { $0 === item }, "fetched again once the error was taken")
+    }
+
     /// A child's results see the unsaved changes of its parent.
     @Test func aChildsResultsSeeTheParentsUnsavedChanges() throws {
         let fixture = try FetchFixture(seed: 5, count: 10)
