@@ -55,8 +55,9 @@ public final class Context {
     /// Advances on every change to an object's values or to ``dirty``: a save that ran
     /// user code (validation hooks) sees whether that code changed anything.
     @exclusivity(unchecked) var changeGeneration = 0
-    /// Advances on every rollback and reset: live results compare it (objects they hold may
-    /// have left the context without a change to a record or to ``dirty`` they could see).
+    /// Advances on every rollback, reset and refresh: live results here and in child contexts
+    /// compare it (objects may have left the context, or changed what a child reads, without
+    /// a change to a record or to ``dirty`` they could see).
     @exclusivity(unchecked) var resetGeneration = 0
     /// The changed objects of one entity by one attribute's value, for fetches by an
     /// indexed value before a save (see ``PendingLookup``).
@@ -426,6 +427,9 @@ public final class Context {
     /// freshly read values.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         guard object.context === self, object.inStore else { return }
+        // A child reads this object's values as held here, changed or not: its live results
+        // take a refresh as they take a reset.
+        resetGeneration &+= 1
         let local = mergeChanges && !object.isFault ? object.changedKeyIndices.map { ($0, object.values[$0]) } : []
         let wasDeleted = !object.exists
         object.prefetched = nil

@@ -120,6 +120,28 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         }
     }
 
+    /// A grandchild's results read through the middle context's objects, changed there or
+    /// not: a refresh of one in the middle context (no change to any changed set) makes them
+    /// fetch again.
+    @Test func aRefreshInTheMiddleReachesAGrandchildsResults() throws {
+        let fixture = try FetchFixture(seed: 6, count: 10)
+        let root = fixture.context
+        try root.save()
+        let middle = Context(parent: root), grandchild = Context(parent: middle)
+        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])
+        let results = try FetchedResults(request: request, context: grandchild)
+        let first = try #require(results.objects.first)
+        let held = try #require(try middle.existingObject(Item.self, with: first.objectID))
+        _ = held.score                                            // loaded in the middle
+        let inRoot = try #require(try root.existingObject(Item.self, with: first.objectID))
+        inRoot.score = 1_000                                      // unsaved in the root
+        grandchild.processPendingChanges()
+        #expect(results.objects.first?.objectID == first.objectID, "the middle still holds the old score")
+        middle.refresh(held, mergeChanges: false)
+        grandchild.processPendingChanges()
+        #expect(results.objects.last?.objectID == first.objectID, "after the refresh it reads the root's")
+    }
+
     /// A fetch of live results that throws (here, the error of relating a deleted object,
     /// which the next fetch throws) leaves them to fetch again at the next change: they had
     /// noted what they were fetched from before the fetch, and then took the failed fetch
