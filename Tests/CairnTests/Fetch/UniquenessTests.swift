@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+@Suite struct UniquenessTests {
+    final class Account: ManagedObject {
+        @Attribute var email: String = ""
+        @Attribute var region: String = ""
+        @Attribute var number: Int = 0
+        @Attribute var note: String? = nil
+        override class var uniqueness: [[String]] { [["email"], ["region", "number"]] }
+    }
+
+    func stack() throws -> Stack { try Stack(model: try Model(Account.self)) }
+
+    @Test func violationsNameEntityAttributesAndValues() throws {
+        let stack = try stack()
+        let context = stack.context()
+        let a = Account(context: context)
+        a.email = "a@x"; a.region = "eu"; a.number = 1
+        try context.save()
+        let b = Account(context: context)
+        b.email = "a@x"; b.region = "us"; b.number = 1
+        #expect { try context.save() } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .validation && error.message.contains("Account (email)") && error.message.contains("email = \"a@x\"")
+        }
+        b.email = "b@x"
+        b.region = "eu"
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.message.contains("region = \"eu\", number = 1") == true }
+        b.number = 2
+        try context.save()
+        // Two new objects colliding with each other in one save.
+        let c = Account(context: context), d = Account(context: context)
+        c.email = "same"; d.email = "same"; c.number = 3; d.number = 4
+        #expect(throws: CairnError.self) { try context.save() }
+        d.email = "other"
+        try context.save()
+        // Swapping values between two saved objects in one save is fine.
+        a.email = "tmp"; try context.save()
+        a.email = "b@x"; b.email = "a@x"
+        try context.save()
+    }
+
+    /// Within one save, values equal as the check against stored records compares them
+    /// collide: two spellings of one string (composed and decomposed), as they do across
+    /// two saves.
+    @Test func equalSpellingsCollideWithinASaveAsAcrossSaves() throws {
+        let stack = try stack()
+        let context = stack.context()
+        let a = Account(context: context), b = Account(context: context)
+        a.email = "caf\u{E9}"; a.number = 1
+        b.email = "cafe\u{301}"; b.number = 2
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.code == .validation }
+        context.rollback()
+        let c = Account(context: context)
+        c.email = "caf\u{E9}"; c.number = 1
+        try context.save()
+        let d = Account(context: context)
+        d.email = "cafe\u{301}"; d.number = 2
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.code == .validation }
+    }
+
+    @Test func objectTrumpsUpserts() throws {
+        var stack = try stack()
+        let context = stack.context()
+        let original = Account(context: context)
+        original.email = "u@x"; original.note = "old"; original.region = "eu"; original.number = 9
+        try context.save()
+        let other = stack.context()
+        other.mergePolicy = .objectTrumps
+        let incoming = Account(context: other)
+        incoming.email = "u@x"; incoming.note = "new"; incoming.region = "eu"; incoming.number = 10
+        try other.save()
+        #expect(incoming.objectID == original.objectID, "the new object took the existing record's ID")
+        stack = try stack.reopened()
+        let reader = stack.context()
+        let all = try reader.fetch(Account.self)
+        #expect(all.count == 1 && all[0].note == "new" && all[0].number == 10)
+    }
+
+    final class Member: ManagedObject {
+        @Attribute var handle: String = ""
+        @ToMany(inverse: "owner") var pets: [Pet]
+        override class var uniqueness: [[String]] { [["handle"]] }
+    }
+    final class Pet: ManagedObject {
+        @Attribute var name: String = ""
+        @ToOne(inverse: "pets") var owner: Member?
+    }
+    final class Team: ManagedObject {
+        @Attribute var title: String = ""
+        @ToMany var members: [Member]
+    }
+
+    /// Upserted duplicates take the stored records' IDs, and every reference to them made
+    /// in the saving context follows: to-ones, inverse lists, and lists without an inverse
+    /// (a list naming both a duplicate and its record keeps one of them).
+    @Test func referencesToUpsertedObjectsFollowThem() throws {
+        let stack = try Stack(model: try Model(Member.self, Pet.self, Team.self))
+        let first = stack.context()
+        let ann = Member(context: first), bob = Member(context: first)
+        ann.handle = "ann"; bob.handle = "bob"
+        try first.save()
+        let second = stack.context()
+        second.mergePolicy = .objectTrumps
+        let newAnn = Member(context: second), newBob = Member(context: second), cat = Member(context: second)
+        newAnn.handle = "ann"; newBob.handle = "bob"; cat.handle = "cat"
+        let pets = (0..<3).map { index -> Pet in
+            let pet = Pet(context: second)
+            pet.name = "pet\(index)"
+            return pet
+        }
+        pets[0].owner = newAnn; pets[1].owner = newAnn; pets[2].owner = newBob
+        let team = Team(context: second)
+        team.title = "t"
+        let storedBob = try #require(try second.existingObject(with: bob.objectID) as? Member)
+        team.members = [newBob, cat, newAnn, storedBob]
+        try second.save()
+        let reader = stack.context()
+        let owners = try reader.fetch(Pet.self).sorted { $0.name < $1.name }.map { $0.owner?.objectID }
+        #expect(owners == [ann.objectID, ann.objectID, bob.objectID])
+        let readTeam = try #require(try reader.fetch(Team.self).first)
+        #expect(readTeam.members.map(\.handle) == ["bob", "cat", "ann"])
+        #expect(try reader.fetch(Member.self).count == 3)
+        let readAnn = try #require(try reader.existingObject(with: ann.objectID) as? Member)
+        #expect(readAnn.pets.map(\.name).sorted() == ["pet0", "pet1"])
+    }
+
+    @Test func storeTrumpsKeepsTheExistingValues() throws {
+        let stack = try stack()
+        let context = stack.context()
+        let original = Account(context: context)
+        original.email = "s@x"; original.note = "kept"; original.number = 1
+        try context.save()
+        let other = stack.context()
+        other.mergePolicy = .storeTrumps
+        let incoming = Account(context: other)
+        incoming.email = "s@x"; incoming.note = "ignored"; incoming.number = 2
+        try other.save()
+        let reader = stack.context()
+        let all = try reader.fetch(Account.self)
+        #expect(all.count == 1 && all[0].note == "kept" && incoming.note == "kept")
+    }
+}
