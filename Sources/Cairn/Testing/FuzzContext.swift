@@ -14,8 +14,9 @@ final class FuzzNode: ManagedObject {
 /// rollback, crash-and-reopen, compact — run on a real stack over a `MemoryFileSystem`
 /// and on a plain reference model (`[key: (value, parent)]` with undo and redo as
 /// stacks of whole states). After every step the context's objects must equal the
-/// model; any difference stops the process (`preconditionFailure`) so libFuzzer keeps
-/// the input.
+/// model, and live results (one of the entity alone, one sorted through a relationship)
+/// must equal a fresh fetch once told of the changes; any difference stops the process
+/// (`preconditionFailure`) so libFuzzer keeps the input.
 struct ContextDifferential {
     struct Node: Equatable, CustomStringConvertible {
         var value: Int64
@@ -34,6 +35,8 @@ struct ContextDifferential {
     var redo: [World] = []
     var nextKey: Int64 = 1
     var log: [String] = []
+    /// Live results on the context, made again with it after a crash.
+    var results: [FetchedResults<FuzzNode>] = []
 
     static let path = "/fuzz"
 
@@ -41,6 +44,13 @@ struct ContextDifferential {
         model = try Model(FuzzNode.self)
         coordinator = try Coordinator(path: Self.path, schema: model.schema, options: Self.options(fs))
         context = Context(coordinator: coordinator, model: model)
+        results = try Self.liveResults(on: context)
+    }
+
+    static func liveResults(on context: Context) throws -> [FetchedResults<FuzzNode>] {
+        [try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key")]), context: context),
+         try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("parent.key"), SortDescriptor("key")]),
+                            context: context)]
     }
 
     static func options(_ fs: MemoryFileSystem) -> StoreOptions {
@@ -159,6 +169,7 @@ struct ContextDifferential {
                 fail("reopen after a crash failed: \(error)")
             }
             self.context = Context(coordinator: coordinator, model: model)
+            do { results = try Self.liveResults(on: self.context) } catch { fail("live results after a crash failed: \(error)") }
             working = committed
             undo.removeAll()
             redo.removeAll()
@@ -185,6 +196,16 @@ struct ContextDifferential {
                 "\($0): context \(seen[$0].map(String.init(describing:)) ?? "none"), model \(working[$0].map(String.init(describing:)) ?? "none")"
             }
             fail("context and model differ: \(differences.joined(separator: ", "))")
+        }
+        // Live results, told of the changes (edits alone tell no one), are a fresh fetch.
+        context.processPendingChanges()
+        for live in results {
+            let fresh: [FuzzNode]
+            do { fresh = try context.fetch(live.request) } catch { fail("fetch failed: \(error)") }
+            guard live.objects.map(\.key) == fresh.map(\.key), live.objects.allSatisfy({ $0.context === context }) else {
+                fail("live results by \(live.request.sortDescriptors.map { $0.keyPath.joined(separator: ".") }) are "
+                     + "\(live.objects.map(\.key)), a fetch gives \(fresh.map(\.key))")
+            }
         }
         // Each to-many is the inverse of the to-ones.
         for object in objects {
