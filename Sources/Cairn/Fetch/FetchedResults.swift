@@ -108,10 +108,16 @@ public final class FetchedResults<T: ManagedObject> {
         let old = sections
         let new = try compute()
         let newSnapshot = values(of: new)
+        // An object is updated if its values changed, or if it is another instance of the
+        // record (after a reset: the rows must show the new ones).
+        var oldObjects = IDMap<RecordID, ObjectIdentifier>()
+        for section in old { for object in section.objects { oldObjects[object.recordID] = ObjectIdentifier(object) } }
+        var newObjects = IDMap<RecordID, ObjectIdentifier>()
+        for section in new { for object in section.objects { newObjects[object.recordID] = ObjectIdentifier(object) } }
         // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
         let change = Self.diff(old: old.map { ($0.name, $0.objects.map { $0.recordID }) },
                                new: new.map { ($0.name, $0.objects.map { $0.recordID }) },
-                               changed: { id in !Self.sameValues(self.snapshot[id], newSnapshot[id]) },
+                               changed: { id in oldObjects[id] != newObjects[id] || !Self.sameValues(self.snapshot[id], newSnapshot[id]) },
                                objectID: { new[$0.section].objects[$0.item].objectID })
         sections = new
         snapshot = newSnapshot

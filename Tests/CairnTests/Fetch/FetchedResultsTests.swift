@@ -142,6 +142,22 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         #expect(results.objects.last?.objectID == first.objectID, "after the refresh it reads the root's")
     }
 
+    /// After a reset the results hold the context's new instances of the same records, and
+    /// say so: every row is reported updated (the rows still show the old, detached ones).
+    @Test func aResetReportsEveryRowUpdated() throws {
+        let fixture = try FetchFixture(seed: 8, count: 6)
+        let context = fixture.context
+        try context.save()
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]), context: context)
+        var delivered: [ResultsChange] = []
+        results.onChange = { delivered.append($0) }
+        let before = results.objects
+        context.reset()
+        #expect(results.objects.map(\.objectID) == before.map(\.objectID))
+        #expect(results.objects.allSatisfy { $0.context === context } && before.allSatisfy { $0.context == nil })
+        #expect(delivered.count == 1 && delivered.last?.updated == (0..<6).map { ResultIndex(section: 0, item: $0) })
+    }
+
     /// A fetch of live results that throws (here, the error of relating a deleted object,
     /// which the next fetch throws) leaves them to fetch again at the next change: they had
     /// noted what they were fetched from before the fetch, and then took the failed fetch
