@@ -72,6 +72,9 @@ public final class FetchedResults<T: ManagedObject> {
     private var inputs: ResultsInputs?
     /// How many times the results were fetched (for tests).
     private(set) var fetchCount = 0
+    /// A refresh is under way; another was asked for meanwhile.
+    private var isRefreshing = false
+    private var refreshAgain = false
 
     public init(request: FetchRequest<T>, context: Context, sectionKeyPath: String? = nil) throws {
         self.request = request
@@ -105,6 +108,22 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// Fetches again and delivers the difference, if any.
     public func refresh() throws {
+        // A fetch takes in other contexts' saves, which tells observers (these results
+        // too) of the change: a refresh started meanwhile runs after this one, not inside
+        // it, where it delivered a change this one then delivered again, from old sections.
+        guard !isRefreshing else {
+            refreshAgain = true
+            return
+        }
+        isRefreshing = true
+        defer { isRefreshing = false }
+        repeat {
+            refreshAgain = false
+            try refreshOnce()
+        } while refreshAgain
+    }
+
+    private func refreshOnce() throws {
         let old = sections
         let new = try compute()
         let newSnapshot = values(of: new)

@@ -158,6 +158,32 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         #expect(delivered.count == 1 && delivered.last?.updated == (0..<6).map { ResultIndex(section: 0, item: $0) })
     }
 
+    /// An undo while another context's save waits to be taken in: the refetch takes it in,
+    /// which tells the results again while they refresh. One change arrives, from the
+    /// results before to the results after (a refresh inside the refresh had delivered
+    /// one, and the outer one another, from the old sections).
+    @Test func aSaveTakenInDuringARefreshIsDeliveredOnce() throws {
+        let fixture = try FetchFixture(seed: 9, count: 6)
+        let context = fixture.context
+        try context.save()
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]), context: context)
+        let first = try #require(results.objects.first)
+        context.undoGroup { first.score = 1_000 }
+        context.processPendingChanges()
+        var delivered: [ResultsChange] = []
+        results.onChange = { delivered.append($0) }
+        let before = results.sections.map { ($0.name, $0.objects.map(\.objectID)) }
+        let other = fixture.stack.context()
+        let theirs = Item(context: other)
+        theirs.score = -1_000
+        try other.save()                                    // waits in this context's inbox
+        context.undo()                                      // the refresh takes it in
+        let after = results.sections.map { $0.objects.map(\.objectID) }
+        #expect(after.first?.first == theirs.objectID && after.first?[1] == first.objectID)
+        #expect(delivered.count == 1)
+        if let change = delivered.first { #expect(apply(change, to: before, new: after) == after) }
+    }
+
     /// A fetch of live results that throws (here, the error of relating a deleted object,
     /// which the next fetch throws) leaves them to fetch again at the next change: they had
     /// noted what they were fetched from before the fetch, and then took the failed fetch
