@@ -1,5 +1,5 @@
 /// The changed objects of one entity by their value of one attribute, for the fetches by
-/// an indexed value that a root context makes before a save: a find-or-create loop
+/// an indexed value that a context makes before a save: a find-or-create loop
 /// (fetch by key, insert if missing, 20,000 times) had tested every changed object at
 /// every fetch, a time in n² (3.4 s for 20,000).
 ///
@@ -84,9 +84,10 @@ extension Context {
     }
 
     /// The changed objects of `entity` that may hold one of `wanted` in `slot`, each once
-    /// (nil: test every changed object). Only for a root context.
+    /// (nil: test every changed object). Only this context's own changes: a child's fetch
+    /// finds its ancestors' apart.
     func pendingCandidates(entity: UInt16, slot: Int, wanted: [Value]) -> [ManagedObject]? {
-        guard parent == nil, dirty.count > 64 else { return nil }
+        guard dirty.count > 64 else { return nil }
         let lookup: PendingLookup
         if let current = pendingLookup, current.serves(entity: entity, slot: slot, generation: changeGeneration) {
             lookup = current
