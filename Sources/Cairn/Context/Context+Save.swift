@@ -251,6 +251,10 @@ extension Context {
             }
             throw CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
         }
+        // Merged values are set here without a change to `dirty`: the pending lookup (which a
+        // live results' fetch during this save may have built again) goes, even if the save
+        // then fails.
+        pendingLookup = nil
         for (object, stored, version) in conflicts {
             let base = object.base ?? object.values
             guard let stored else {
