@@ -108,6 +108,11 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// Fetches again and delivers the difference, if any.
     public func refresh() throws {
+        try refresh(seen: nil)
+    }
+
+    /// ``refresh()``, the first fetch's inputs already taken (`seen`) when known.
+    private func refresh(seen: ResultsInputs?) throws {
         // A fetch takes in other contexts' saves, which tells observers (these results
         // too) of the change: a refresh started meanwhile runs after this one, not inside
         // it, where it delivered a change this one then delivered again, from old sections.
@@ -117,26 +122,27 @@ public final class FetchedResults<T: ManagedObject> {
         }
         isRefreshing = true
         defer { isRefreshing = false }
+        var seen = seen
         repeat {
             refreshAgain = false
-            try refreshOnce()
+            try refreshOnce(seen: seen)
+            seen = nil
         } while refreshAgain
     }
 
-    private func refreshOnce() throws {
+    private func refreshOnce(seen: ResultsInputs?) throws {
         let old = sections
-        let new = try compute()
+        let new = try compute(seen: seen)
         let newSnapshot = values(of: new)
-        // An object is updated if its values changed, or if it is another instance of the
-        // record (after a reset: the rows must show the new ones).
-        var oldObjects = IDMap<RecordID, ObjectIdentifier>()
-        for section in old { for object in section.objects { oldObjects[object.recordID] = ObjectIdentifier(object) } }
-        var newObjects = IDMap<RecordID, ObjectIdentifier>()
-        for section in new { for object in section.objects { newObjects[object.recordID] = ObjectIdentifier(object) } }
         // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
+        // An object is updated if its values changed, or if another instance holds the record
+        // now (after a reset: the rows must show the new ones).
         let change = Self.diff(old: old.map { ($0.name, $0.objects.map { $0.recordID }) },
                                new: new.map { ($0.name, $0.objects.map { $0.recordID }) },
-                               changed: { id in oldObjects[id] != newObjects[id] || !Self.sameValues(self.snapshot[id], newSnapshot[id]) },
+                               changed: { id, from, to in
+                                   old[from.section].objects[from.item] !== new[to.section].objects[to.item]
+                                       || !Self.sameValues(self.snapshot[id], newSnapshot[id])
+                               },
                                objectID: { new[$0.section].objects[$0.item].objectID })
         sections = new
         snapshot = newSnapshot
@@ -152,15 +158,17 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// Fetches again if what the results were fetched from may have changed since.
     func refreshIfInputsChanged() throws {
-        guard let context, ResultsInputs(of: context, entity: watchedEntity) != inputs else { return }
-        try refresh()
+        guard let context else { return }
+        let current = ResultsInputs(of: context, entity: watchedEntity)
+        guard current != inputs else { return }
+        try refresh(seen: current)  // (not taken again for the fetch)
     }
 
     /// Fetches the sections, and notes what they were fetched from once they are (a fetch
     /// that throws leaves the inputs as they were, so the next change fetches again).
-    private func compute() throws -> [Section] {
+    private func compute(seen known: ResultsInputs? = nil) throws -> [Section] {
         guard let context else { return [] }
-        let seen = ResultsInputs(of: context, entity: watchedEntity)
+        let seen = known ?? ResultsInputs(of: context, entity: watchedEntity)
         let sections = try fetchSections(in: context)
         inputs = seen
         fetchCount += 1
@@ -203,8 +211,10 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// The change from `old` to `new` sections (name, IDs): kept objects are the longest
     /// run that stays in order within a section; the rest of the common ones are moves
-    /// (`objectID` names the object at a new position).
-    static func diff(old: [(String, [RecordID])], new: [(String, [RecordID])], changed: (RecordID) -> Bool,
+    /// (`objectID` names the object at a new position; `changed` is asked of each common
+    /// one, with its old and new positions).
+    static func diff(old: [(String, [RecordID])], new: [(String, [RecordID])],
+                     changed: (RecordID, _ from: ResultIndex, _ to: ResultIndex) -> Bool,
                      objectID: (ResultIndex) -> ObjectID) -> ResultsChange {
         var change = ResultsChange()
         let oldNames = old.map(\.0), newNames = new.map(\.0)
@@ -232,7 +242,7 @@ public final class FetchedResults<T: ManagedObject> {
                 guard let from = oldPositions[id] else { continue }
                 let to = ResultIndex(section: s, item: i)
                 if !kept.contains(id) { change.moved.append(.init(from: from, to: to, objectID: objectID(to))) }
-                if changed(id) { change.updated.append(to) }
+                if changed(id, from, to) { change.updated.append(to) }
             }
         }
         change.deleted.sort()
