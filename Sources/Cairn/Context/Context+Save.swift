@@ -11,9 +11,6 @@ extension Context {
     /// Saves with a durability other than the store's: `.deferred` returns without
     /// waiting for the disk (call ``Store/sync()`` later to make it durable).
     public func save(durability: Durability?) throws {
-        // A save may change objects' values without a change to `dirty` (conflicts merged
-        // by the merge policy) even when it fails: the next fetch builds the lookup again.
-        pendingLookup = nil
         processExternalChanges()
         try throwDeferredError()
         let generation = changeGeneration
@@ -251,10 +248,9 @@ extension Context {
             }
             throw CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
         }
-        // Merged values are set here without a change to `dirty`: the pending lookup (which a
-        // live results' fetch during this save may have built again) goes, even if the save
-        // then fails.
-        pendingLookup = nil
+        // Merged values are set without a write: what was built on the changed objects'
+        // values (the pending lookup) must see them, even if the save then fails.
+        changeGeneration &+= 1
         for (object, stored, version) in conflicts {
             let base = object.base ?? object.values
             guard let stored else {
@@ -374,7 +370,6 @@ extension Context {
         guard let object = registered[id] else { return }
         object.prefetched = nil
         guard !object.hasChanges else { return }
-        pendingLookup = nil
         registered[id] = nil
         dirty[id] = nil
         object.exists = false
@@ -389,7 +384,7 @@ extension Context {
         guard let object = registered[id] else { return }
         object.prefetched = nil
         guard !object.isFault, !object.hasChanges else { return }
-        pendingLookup = nil  // it may be a changed object that changes here without a change to `dirty`
+        changeGeneration &+= 1  // it may be in `dirty`, unchanged: its values change without a write
         object.isFault = true
         object.values = []
     }

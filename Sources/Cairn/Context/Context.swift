@@ -52,8 +52,10 @@ public final class Context {
     /// reused.) A lookup for each of insert_bulk's 10 writes per object had cost about 160
     /// instructions, a third of a property write.
     @exclusivity(unchecked) var lastWritten: ObjectIdentifier?
-    /// Advances on every change to an object's values or to ``dirty``: a save that ran
-    /// user code (validation hooks) sees whether that code changed anything.
+    /// Advances on every change to an object's values or to ``dirty`` (writes, a refresh by
+    /// another context's save, values a merge policy sets): a save that ran user code
+    /// (validation hooks) sees whether that code changed anything, and the pending lookup
+    /// whether a change passed its journal by.
     @exclusivity(unchecked) var changeGeneration = 0
     /// Advances on every rollback, reset and refresh: live results here and in child contexts
     /// compare it (objects may have left the context, or changed what a child reads, without

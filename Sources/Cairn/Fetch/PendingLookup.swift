@@ -6,9 +6,10 @@
 /// Built from the changed objects (``Context/dirty``) at a fetch, then kept current by a
 /// journal: the IDs written, inserted or deleted since, which every such change appends
 /// (``Context/noteForLookup(_:since:)``) and every fetch tests one by one. Any other
-/// change to the changed objects (undo, rollback, a refresh, a save, a merge) is seen
-/// through ``Context/changeGeneration``, which every change advances: when it is not
-/// where the journal left it, or the journal has grown long, the lookup is built again.
+/// change to the changed objects (undo, rollback, a refresh, a save, a merge, a merge
+/// policy's values) is seen through ``Context/changeGeneration``, which every change
+/// advances: when it is not where the journal left it, or the journal has grown long,
+/// the lookup is built again.
 /// So what it gives is a superset of the changed objects that can match; each is still
 /// tested with the whole predicate.
 final class PendingLookup {
