@@ -246,12 +246,17 @@ enum PrototypeBuilder {
     /// Called by a wrapper's init (after checking ``isActive`` where the note costs anything to make): notes its declaration in the build
     /// under way on this thread, if any. A site's first note stands: the prototype's own
     /// wrappers are made before anything its `init` makes.
+    ///
+    /// The initial value and its maker are evaluated only for the build on this thread:
+    /// ``isActive`` is true while any thread builds a prototype, and a wrapper made on
+    /// another thread meanwhile had evaluated its initial value (a `UUID()`, or a counter
+    /// a test reads) for a note that was then thrown away.
     @usableFromInline
-    static func note(_ site: DeclarationSite, defaultValue: Value? = nil, maker: DefaultMaker? = nil, indexed: Bool = false,
-                     renamingIdentifier: String? = nil, inverse: String? = nil, deleteRule: DeleteRule = .nullify,
+    static func note(_ site: DeclarationSite, defaultValue: @autoclosure () -> Value? = nil, maker: @autoclosure () -> DefaultMaker? = nil,
+                     indexed: Bool = false, renamingIdentifier: String? = nil, inverse: String? = nil, deleteRule: DeleteRule = .nullify,
                      isOptional: Bool = true) {
         guard isActive, let build = Thread.current.threadDictionary[key] as? Build, build.notes[site] == nil else { return }
-        build.notes[site] = PropertyNote(defaultValue: defaultValue, maker: maker, indexed: indexed, renamingIdentifier: renamingIdentifier,
+        build.notes[site] = PropertyNote(defaultValue: defaultValue(), maker: maker(), indexed: indexed, renamingIdentifier: renamingIdentifier,
                                          inverse: inverse, deleteRule: deleteRule, isOptional: isOptional)
     }
 

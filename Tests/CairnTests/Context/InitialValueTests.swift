@@ -30,6 +30,30 @@ final class Counted: ManagedObject {
     @Attribute var label: String = ""
 }
 
+/// Counts its evaluations, for the test of prototypes built on another thread alone.
+final class CountedElsewhere: ManagedObject {
+    static let evaluations = Atomic<Int>(0)
+    static func next() -> Int { evaluations.add(1, ordering: .relaxed).newValue }
+    @Attribute var serial: Int = CountedElsewhere.next()
+}
+
+/// A class whose prototype takes a while to build (its init waits), so that another
+/// thread makes objects meanwhile.
+final class SlowlyBuilt: ManagedObject {
+    static let building = Atomic<Bool>(false)
+    static let release = Atomic<Bool>(false)
+    @Attribute var name: String = ""
+    required init() {
+        super.init()
+        SlowlyBuilt.building.store(true, ordering: .relaxed)
+        var waited = 0
+        while !SlowlyBuilt.release.load(ordering: .relaxed), waited < 2_000 {
+            usleep(1_000)
+            waited += 1
+        }
+    }
+}
+
 /// Initial values an object is given: constant ones are the schema's defaults; ones new
 /// each time (`UUID()`, `Date()`) are made for each new object, and only for new ones.
 @Suite struct InitialValueTests {
@@ -73,6 +97,22 @@ final class Counted: ManagedObject {
     /// first read, written or inserted, and never for an object that holds a stored record
     /// (a fetched fault, or the parent's copy of a child's insert): `UUID()` made for every
     /// fetched object had made a fetch five times slower, and its value was thrown away.
+    /// While another thread builds a prototype, objects made here evaluate no initial
+    /// value: the builder's flag is process-wide, and a wrapper had evaluated its value for
+    /// a note only the building thread keeps (so `UUID()` ran, and counters counted).
+    @Test func aPrototypeBuiltElsewhereMakesNoInitialValuesHere() throws {
+        _ = try Model(CountedElsewhere.self)
+        let builder = Thread { _ = try? Model(SlowlyBuilt.self) }
+        builder.start()
+        for _ in 0..<5_000 where !SlowlyBuilt.building.load(ordering: .relaxed) { usleep(1_000) }
+        #expect(PrototypeBuilder.isActive)
+        let before = CountedElsewhere.evaluations.load(ordering: .relaxed)
+        let objects = (0..<10).map { _ in CountedElsewhere() }
+        #expect(CountedElsewhere.evaluations.load(ordering: .relaxed) == before, "no value made while another thread builds")
+        SlowlyBuilt.release.store(true, ordering: .relaxed)
+        #expect(Set(objects.map(\.serial)).count == 10, "each made when read")
+    }
+
     @Test func initialValuesAreMadeOnlyForNewObjects() throws {
         let stack = try Stack(model: try Model(Counted.self))
         let context = stack.context()
