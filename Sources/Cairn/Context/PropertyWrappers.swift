@@ -29,7 +29,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     public init(wrappedValue: @autoclosure @escaping () -> T, indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         site = DeclarationSite(file: file, line: line, column: column)
-        if PrototypeBuilder.isActive {
+        if PrototypeBuilder.wantsNote(site) {
             PrototypeBuilder.note(site, defaultValue: wrappedValue().cairnValue, maker: DefaultMaker { wrappedValue().cairnValue },
                                   indexed: indexed, renamingIdentifier: renamingIdentifier)
         }
@@ -89,7 +89,7 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     public init(wrappedValue: @autoclosure @escaping () -> T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         defaultValue = wrappedValue()
         site = DeclarationSite(file: file, line: line, column: column)
-        if PrototypeBuilder.isActive {
+        if PrototypeBuilder.wantsNote(site) {
             PrototypeBuilder.note(site, defaultValue: Self.archive(defaultValue), maker: DefaultMaker { Self.archive(wrappedValue()) })
         }
     }
