@@ -195,6 +195,17 @@ extension Context {
         return try? sourceValues(for: id)?.values
     }
 
+    /// A record's values as a fetch here tests and sorts it: a changed object's own
+    /// values; any other record's as the parent sees it (a child's loaded object may hold
+    /// older ones), or as the store has it.
+    func fetchedValues(_ id: RecordID) -> [Value]? {
+        if let object = dirty[id] {
+            willRead(object)
+            return object.exists && object.context === self ? object.values : nil
+        }
+        return try? sourceValues(for: id)?.values
+    }
+
     /// ``viewValues(_:)`` for the records one fetch follows relationships to, each read
     /// once: sorting 50,000 DVDs by `owner.name`, or testing `owner.name == "x"`, had read
     /// and decoded the owner's record again for every DVD. (Nothing changes during a fetch.)
@@ -478,21 +489,10 @@ extension Context {
             for (id, object) in pending where id.entity == entity.number { takePending(id, object) }
         }
         if !request.sortDescriptors.isEmpty {
-            let paths = try request.sortDescriptors.map {
-                try CompiledPredicate.resolve($0.keyPath, entity: entity, schema: coordinator.schema)
-            }
-            let keyed = matches.indices.map { index in
-                (index, paths.map { CompiledPredicate.follow($0, matches[index].values, resolver).first ?? .null })
-            }
-            // The locale read once for the sort, not at each comparison.
-            let localized = request.sortDescriptors.contains { $0.localizedCaseInsensitive } ? LocalizedOrder() : nil
+            let order = try RowOrder(request.sortDescriptors, entity: entity, schema: coordinator.schema)
+            let keyed = matches.indices.map { index in (index, order.key(matches[index].values, resolver)) }
             let sorted = keyed.sorted { a, b in
-                for (index, descriptor) in request.sortDescriptors.enumerated() {
-                    let order = ValueOrder.sortOrder(a.1[index], b.1[index], localized: descriptor.localizedCaseInsensitive ? localized : nil)
-                    if order == .orderedSame { continue }
-                    return (order == .orderedAscending) == descriptor.ascending
-                }
-                return matches[a.0].id < matches[b.0].id
+                order.precedes(a.1, matches[a.0].id, b.1, matches[b.0].id)
             }.map { matches[$0.0] }
             return request.objectFilter == nil ? window(sorted, request) : sorted
         }

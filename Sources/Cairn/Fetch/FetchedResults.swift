@@ -37,9 +37,11 @@ public struct ResultsChange: Sendable, Equatable {
 /// A fetch that stays current — the NSFetchedResultsController of Cairn.
 ///
 /// After the context saves, merges another context's save, undoes or redoes, or is
-/// told ``Context/processPendingChanges()``, the results are fetched again, if what they
-/// were fetched from may have changed, and the difference is delivered to ``onChange``
-/// and to the ``changes`` sequence. What they were fetched from: the stored records of
+/// told ``Context/processPendingChanges()``, the results are brought up to date, if what
+/// they were fetched from may have changed, and the difference is delivered to
+/// ``onChange`` and to the ``changes`` sequence. A change to a few of the entity's
+/// records places those again without a fetch (``ResultsUpdate``); a larger one, a
+/// reset, or results with a window fetch again. What they were fetched from: the stored records of
 /// the request's entity and the unsaved changes to them in the context and its
 /// ancestors; or, when the predicate, a sort or the sections follow a relationship (or
 /// the request filters objects with a closure), every entity's. So a save of other
@@ -54,6 +56,9 @@ public final class FetchedResults<T: ManagedObject> {
     public let request: FetchRequest<T>
     public let sectionKeyPath: String?
     public private(set) var sections: [Section] = [] { didSet { flattened = nil } }
+    /// ``sections``' objects, not as `T`s: what an update walks (see ``ResultsUpdate``).
+    /// Made from `sections` after a fetch; an update makes both.
+    private var untyped: [[ManagedObject]] = []
     /// ``objects``, made once per change of ``sections``: a table view reading
     /// `objects[row]` for each cell had flattened every section per cell.
     private var flattened: [T]?
@@ -72,6 +77,8 @@ public final class FetchedResults<T: ManagedObject> {
     private var inputs: ResultsInputs?
     /// How many times the results were fetched (for tests).
     private(set) var fetchCount = 0
+    /// How many times they were brought up to date without a fetch (for tests).
+    private(set) var updateCount = 0
     /// A refresh is under way; another was asked for meanwhile.
     private var isRefreshing = false
     private var refreshAgain = false
@@ -85,6 +92,7 @@ public final class FetchedResults<T: ManagedObject> {
             || request.sortDescriptors.contains { $0.keyPath.count > 1 } || request.predicate?.followsRelationships == true
         watchedEntity = followsRelationships ? nil : try context.entityDescription(request.entityName).number
         sections = try compute()
+        untyped = Self.untyped(sections)
         snapshot = values(of: sections)
         observation = context.addChangeObserver { [weak self] in
             do { try self?.refreshIfInputsChanged() } catch { context.recordError(error as? CairnError ?? CairnError(.io, "\(error)")) }
@@ -108,11 +116,12 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// Fetches again and delivers the difference, if any.
     public func refresh() throws {
-        try refresh(seen: nil)
+        try refresh(seen: nil, fetching: true)
     }
 
-    /// ``refresh()``, the first fetch's inputs already taken (`seen`) when known.
-    private func refresh(seen: ResultsInputs?) throws {
+    /// ``refresh()``, the first fetch's inputs already taken (`seen`) when known; brought
+    /// up to date without a fetch where it can be, unless `fetching`.
+    private func refresh(seen: ResultsInputs?, fetching: Bool = false) throws {
         // A fetch takes in other contexts' saves, which tells observers (these results
         // too) of the change: a refresh started meanwhile runs after this one, not inside
         // it, where it delivered a change this one then delivered again, from old sections.
@@ -122,39 +131,73 @@ public final class FetchedResults<T: ManagedObject> {
         }
         isRefreshing = true
         defer { isRefreshing = false }
-        var seen = seen
+        var seen = seen, fetching = fetching
         repeat {
             refreshAgain = false
-            try refreshOnce(seen: seen)
+            try refreshOnce(seen: seen, fetching: fetching)
             seen = nil
+            fetching = false
         } while refreshAgain
     }
 
-    private func refreshOnce(seen: ResultsInputs?) throws {
-        let old = sections
-        let new = try compute(seen: seen)
-        let newSnapshot = values(of: new)
-        // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
-        // An object is updated if its values changed, or if another instance holds the record
-        // now (after a reset: the rows must show the new ones).
-        let change = Self.diff(old: old.map { ($0.name, $0.objects.map { $0.recordID }) },
+    private func refreshOnce(seen: ResultsInputs?, fetching: Bool) throws {
+        let change: ResultsChange
+        switch fetching ? nil : try update() {
+        case .unchanged:
+            return
+        case .updated(let updated):
+            change = updated.change
+            sections = updated.sections
+            untyped = updated.untyped
+        case nil:
+            let old = sections
+            let new = try compute(seen: seen)
+            let newSnapshot = values(of: new)
+            // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
+            // An object is updated if its values changed, or if another instance holds the record
+            // now (after a reset: the rows must show the new ones).
+            change = Self.diff(old: old.map { ($0.name, $0.objects.map { $0.recordID }) },
                                new: new.map { ($0.name, $0.objects.map { $0.recordID }) },
                                changed: { id, from, to in
                                    old[from.section].objects[from.item] !== new[to.section].objects[to.item]
-                                       || !Self.sameValues(self.snapshot[id], newSnapshot[id])
+                                       || !ResultsUpdate.sameValues(self.snapshot[id], newSnapshot[id])
                                },
                                objectID: { new[$0.section].objects[$0.item].objectID })
-        sections = new
-        snapshot = newSnapshot
+            sections = new
+            untyped = Self.untyped(new)
+            snapshot = newSnapshot
+        }
         guard !change.isEmpty else { return }
         onChange?(change)
         continuation.yield(change)
     }
 
-    private static func sameValues(_ a: [Value]?, _ b: [Value]?) -> Bool {
-        guard let a, let b else { return a == nil && b == nil }
-        return Value.sameValues(a, b)
+    private enum Update {
+        case unchanged
+        case updated(Updated)
     }
+
+    /// The results brought up to date without a fetch, when they can be: results of one
+    /// entity with no window, changed in fewer records than an eighth of them (or 256),
+    /// all known (``ResultsInputs/touched(until:entity:store:)``). Nil: fetch again.
+    private func update() throws -> Update? {
+        guard let context, let entity = watchedEntity, let before = inputs, request.fetchLimit == nil,
+              request.fetchOffset <= 0, request.includesPendingChanges else { return nil }
+        // Other contexts' saves first, as a fetch takes them in.
+        context.processExternalChanges()
+        try context.throwDeferredError()
+        let now = ResultsInputs(of: context, entity: entity)
+        if now == before { return .unchanged }
+        guard let touched = before.touched(until: now, entity: entity, store: context.coordinator.store),
+              touched.count <= max(256, snapshot.count / 8) else { return nil }
+        let updated = try Self.updated(sections, untyped: untyped, snapshot: &snapshot, touched: touched, request: request,
+                                       sectionKeyPath: sectionKeyPath, context: context)
+        inputs = now
+        updateCount += 1
+        return .updated(updated)
+    }
+
+    private static func untyped(_ sections: [Section]) -> [[ManagedObject]] { sections.map { $0.objects as [ManagedObject] } }
 
     /// Fetches again if what the results were fetched from may have changed since.
     func refreshIfInputsChanged() throws {
@@ -187,13 +230,7 @@ public final class FetchedResults<T: ManagedObject> {
         let resolver = context.memoizedViewValues()
         for object in objects {
             let values = context.viewValues(object.recordID) ?? []
-            let value = CompiledPredicate.follow(path, values, resolver).first ?? .null
-            let name: String
-            switch value {
-            case .null: name = ""
-            case .string(let text): name = text
-            default: name = value.description
-            }
+            let name = ResultsUpdate.sectionName(CompiledPredicate.follow(path, values, resolver).first ?? .null)
             if result.last?.name == name { result[result.count - 1].objects.append(object) } else { result.append(Section(name: name, objects: [object])) }
         }
         return result

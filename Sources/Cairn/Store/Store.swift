@@ -119,6 +119,15 @@ public final class Store: Sendable {
         state.withLock { $0.lastChanges[entity] ?? 0 }
     }
 
+    /// The raw IDs of `entity`'s records changed by transactions after `sequence`, or nil
+    /// when they are no longer all known (see ``RecentChanges``).
+    func changedRecords(entity: UInt16, after sequence: UInt64) -> [UInt64]? {
+        state.withLock { state in
+            guard let recent = state.recentChanges[entity] else { return sequence >= (state.lastChanges[entity] ?? 0) ? [] : nil }
+            return recent.changed(after: sequence)
+        }
+    }
+
     /// Every record of an entity, in ID order, from one consistent state.
     public func records(entity: UInt16) throws -> [Record] {
         var result: [Record] = []
@@ -236,6 +245,8 @@ struct StoreState: Sendable {
     /// (entities unchanged since the store was opened are absent): live results ask it
     /// whether a save could have changed them.
     var lastChanges = EntityMap<UInt64>()
+    /// The records each entity's latest transactions changed (see ``RecentChanges``).
+    var recentChanges = EntityMap<RecentChanges>()
     var lastSequence: UInt64
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?
@@ -278,6 +289,7 @@ struct StoreState: Sendable {
                        changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
             counts[entity] = count
             lastChanges[entity] = sequence
+            recentChanges[entity, default: RecentChanges()].note(operations[start..<end], sequence: sequence)
             start = end
         }
     }

@@ -1,0 +1,262 @@
+import Foundation
+
+/// Live results brought up to date by placing again only the records a change touched:
+/// a save of one object under results of 50,000 had cost a fetch of all of them (a scan
+/// and a sort), tables of every result's values and positions, and a diff of them.
+extension FetchedResults {
+    /// `sections` (and `untyped`, their objects as ``ManagedObject``s) with each record of
+    /// `touched` taken out and, if it is a result now, put back where a fetch would put
+    /// it; `snapshot` with the touched records' values as they are now; and the change
+    /// (see ``ResultsUpdate``).
+    static func updated(_ sections: [Section], untyped: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
+                        touched: IDMap<RecordID, Bool>, request: FetchRequest<T>, sectionKeyPath: String?,
+                        context: Context) throws -> Updated {
+        let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, snapshot: &snapshot, touched: touched,
+                                        entityName: request.entityName, predicate: request.predicate,
+                                        sortDescriptors: request.sortDescriptors, sectionKeyPath: sectionKeyPath,
+                                        context: context, isResult: { $0 is T })
+        // Runs of results copied from the old sections in bulk.
+        var result: [Section] = [], resultUntyped: [[ManagedObject]] = []
+        result.reserveCapacity(outcome.names.count)
+        resultUntyped.reserveCapacity(outcome.names.count)
+        for (index, pieces) in outcome.pieces.enumerated() {
+            var objects: [T] = [], untypedObjects: [ManagedObject] = []
+            for piece in pieces {
+                switch piece {
+                case .kept(let section, let range):
+                    objects.append(contentsOf: sections[section].objects[range])
+                    untypedObjects.append(contentsOf: untyped[section][range])
+                case .added(let added):
+                    objects.append(unsafeDowncast(outcome.added[added], to: T.self))  // (`isResult`)
+                    untypedObjects.append(outcome.added[added])
+                }
+            }
+            result.append(Section(name: outcome.names[index], objects: objects))
+            resultUntyped.append(untypedObjects)
+        }
+        return Updated(sections: result, untyped: resultUntyped, change: outcome.change)
+    }
+
+    /// Results brought up to date, and the change from the results before.
+    struct Updated {
+        var sections: [Section]
+        var untyped: [[ManagedObject]]
+        var change: ResultsChange
+    }
+
+}
+
+/// Live results of one entity brought up to date after a change that touched a few of
+/// its records: each touched record is taken out and, if it is a result now, put back
+/// where a fetch would put it (tested and compared on the values a fetch reads,
+/// ``Context/fetchedValues(_:)``). The other results stay as they are, in order: their
+/// records are unchanged. So the change names touched records only, found without the
+/// tables of every result's position ``FetchedResults/diff(old:new:changed:objectID:)``
+/// builds. Not generic: unspecialized where live results are used, a generic walk over
+/// the results paid metadata lookups for each one.
+struct ResultsUpdate {
+    /// A run of new results: untouched ones of an old section, or one added result.
+    enum Piece {
+        case kept(section: Int, range: Range<Int>)
+        case added(Int)
+    }
+
+    /// The new sections' names and contents.
+    private(set) var names: [String] = []
+    private(set) var pieces: [[Piece]] = []
+    /// The touched records that are results now, in order.
+    private(set) var added: [ManagedObject] = []
+    private(set) var change = ResultsChange()
+
+    /// The name of the section of a result whose section key path reaches `value`.
+    static func sectionName(_ value: Value) -> String {
+        switch value {
+        case .null: return ""
+        case .string(let text): return text
+        default: return value.description
+        }
+    }
+
+    static func sameValues(_ a: [Value]?, _ b: [Value]?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return Value.sameValues(a, b)
+    }
+
+    /// Where a touched result was: its position, and its gap (how many untouched results
+    /// came before it).
+    private struct Place {
+        let at: ResultIndex
+        let gap: Int
+    }
+
+    /// `snapshot` (the values each result shows, to tell updates) is brought up to date
+    /// in place, not copied: it holds every result's values.
+    init(names oldNames: [String], objects: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
+         touched: IDMap<RecordID, Bool>, entityName: String, predicate: FetchPredicate?, sortDescriptors: [SortDescriptor],
+         sectionKeyPath: String?, context: Context, isResult: (ManagedObject) -> Bool) throws {
+        let entity = try context.entityDescription(entityName)
+        let schema = context.coordinator.schema
+        var descriptors = sortDescriptors
+        if let sectionKeyPath { descriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
+        let order = try RowOrder(descriptors, entity: entity, schema: schema)
+        let compiled = try predicate.map { try CompiledPredicate($0, entity: entity, schema: schema) }
+        let sectionPath = try sectionKeyPath.map {
+            try CompiledPredicate.resolve($0.split(separator: ".").map(String.init), entity: entity, schema: schema)
+        }
+        let resolver = context.memoizedViewValues()
+        let type = context.model.objectClass(for: entity.name)
+
+        // Where each touched result was; the untouched ones as runs of their sections, each
+        // with the number of untouched results before it.
+        var before = IDMap<RecordID, Place>()
+        var runs: [(section: Int, range: Range<Int>, start: Int)] = []
+        var keptCount = 0
+        for (s, section) in objects.enumerated() {
+            var runStart = 0
+            for item in section.indices where touched.contains(section[item].recordID) {
+                if runStart < item { runs.append((s, runStart..<item, keptCount)); keptCount += item - runStart }
+                before[section[item].recordID] = Place(at: ResultIndex(section: s, item: item), gap: keptCount)
+                runStart = item + 1
+            }
+            if runStart < section.count { runs.append((s, runStart..<section.count, keptCount)); keptCount += section.count - runStart }
+        }
+        /// The untouched result `index` (counting untouched ones only).
+        func kept(_ index: Int) -> ManagedObject {
+            let run = runs[runs.partitionPoint { $0.start > index } - 1]
+            return objects[run.section][run.range.lowerBound + index - run.start]
+        }
+
+        // The touched records that are results now, in order; with the values they showed.
+        var shown = IDMap<RecordID, [Value]>()
+        var additions: [(object: ManagedObject, name: String, key: [Value])] = []
+        for (id, _) in touched {
+            if let values = snapshot.removeValue(forKey: id) { shown[id] = values }
+            guard let values = context.fetchedValues(id), compiled?.evaluate(values, resolve: resolver) ?? true else { continue }
+            let object = context.object(for: id, entity: entity, type: type)
+            guard isResult(object) else { continue }
+            snapshot[id] = context.viewValues(id)
+            let name = sectionPath.map { Self.sectionName(CompiledPredicate.follow($0, values, resolver).first ?? .null) } ?? ""
+            additions.append((object, name, order.key(values, resolver)))
+        }
+        additions.sort { order.precedes($0.key, $0.object.recordID, $1.key, $1.object.recordID) }
+        added = additions.map(\.object)
+
+        // Each addition goes before the first untouched result it precedes (read as a
+        // fetch reads it: a few records for each addition).
+        var gaps: [Int] = []
+        gaps.reserveCapacity(additions.count)
+        var next = 0
+        for addition in additions {
+            let id = addition.object.recordID
+            next = (next..<keptCount).partitionPoint { index in
+                let rowID = kept(index).recordID
+                return order.precedes(addition.key, id, order.key(context.fetchedValues(rowID) ?? [], resolver), rowID)
+            }
+            gaps.append(next)
+        }
+
+        // The new sections: the untouched runs, cut where additions go in; a section for
+        // each name in turn. And where each addition is now.
+        var after: [ResultIndex] = []
+        after.reserveCapacity(additions.count)
+        var counts: [Int] = []
+        func emit(_ piece: Piece, name: String, count: Int) {
+            if names.last != name {
+                names.append(name)
+                pieces.append([])
+                counts.append(0)
+            }
+            pieces[pieces.count - 1].append(piece)
+            counts[counts.count - 1] += count
+        }
+        var run = 0, offset = 0
+        func emitKept(upTo end: Int) {
+            while run < runs.count {
+                let current = runs[run]
+                let from = current.start + offset
+                guard from < end else { return }
+                let to = min(current.start + current.range.count, end)
+                let lower = current.range.lowerBound + offset
+                emit(.kept(section: current.section, range: lower..<(lower + to - from)), name: oldNames[current.section], count: to - from)
+                if to == current.start + current.range.count { run += 1; offset = 0 } else { offset = to - current.start }
+            }
+        }
+        for (index, addition) in additions.enumerated() {
+            emitKept(upTo: gaps[index])
+            emit(.added(index), name: addition.name, count: 1)
+            after.append(ResultIndex(section: names.count - 1, item: counts[counts.count - 1] - 1))
+        }
+        emitKept(upTo: keptCount)
+
+        // The change. A result before and after stays where it is (not a move) if it is
+        // alone in the same gap, among such results, both times, in a section of the same
+        // name: the untouched results and those keep their order.
+        let oldNameSet = Set(oldNames), newNameSet = Set(names)
+        change.deletedSections = oldNames.indices.filter { !newNameSet.contains(oldNames[$0]) }
+        change.insertedSections = names.indices.filter { !oldNameSet.contains(names[$0]) }
+        var inGap: [Int: Int] = [:]
+        for (index, addition) in additions.enumerated() {
+            guard let place = before[addition.object.recordID] else { continue }
+            inGap[place.gap, default: 0] += 1
+            if gaps[index] != place.gap { inGap[gaps[index], default: 0] += 1 }
+        }
+        var stillThere = IDMap<RecordID, Bool>()
+        for (index, addition) in additions.enumerated() {
+            let id = addition.object.recordID, to = after[index]
+            stillThere[id] = true
+            guard let place = before[id] else {
+                change.inserted.append(to)
+                continue
+            }
+            let from = place.at
+            if place.gap != gaps[index] || inGap[place.gap] != 1 || oldNames[from.section] != names[to.section] {
+                change.moved.append(.init(from: from, to: to, objectID: addition.object.objectID))
+            }
+            // Updated: its values changed, or another instance holds the record now.
+            if objects[from.section][from.item] !== addition.object
+                || !Self.sameValues(shown[id], snapshot[id]) {
+                change.updated.append(to)
+            }
+        }
+        for (id, place) in before where !stillThere.contains(id) { change.deleted.append(place.at) }
+        change.deleted.sort()
+        change.inserted.sort()
+        change.moved.sort { $0.to < $1.to }
+        change.updated.sort()
+    }
+}
+
+extension ResultsInputs {
+    /// The records whose state may differ between these inputs (the earlier) and `now`,
+    /// both of one entity's records: those the store changed since, and those whose
+    /// unsaved state differs in any context of the chain. Nil when that is not known:
+    /// another chain of contexts, a reset, or store changes no longer all remembered.
+    func touched(until now: ResultsInputs, entity: UInt16, store: Store) -> IDMap<RecordID, Bool>? {
+        guard resets == now.resets, counts.count == now.counts.count else { return nil }
+        var touched = IDMap<RecordID, Bool>()
+        if storeChange != now.storeChange {
+            guard let raws = store.changedRecords(entity: entity, after: storeChange) else { return nil }
+            for raw in raws { touched[RecordID(rawValue: raw)] = true }
+        }
+        // Each context's entries, both in ID order: a record is touched unless it has the
+        // same entry in both, or none in either.
+        var a = 0, b = 0
+        for level in counts.indices {
+            let endA = a + counts[level], endB = b + now.counts[level]
+            while a < endA || b < endB {
+                if a < endA, b < endB, pending[a].id == now.pending[b].id {
+                    if pending[a] != now.pending[b] { touched[pending[a].id] = true }
+                    a += 1
+                    b += 1
+                } else if b == endB || (a < endA && pending[a].id < now.pending[b].id) {
+                    touched[pending[a].id] = true
+                    a += 1
+                } else {
+                    touched[now.pending[b].id] = true
+                    b += 1
+                }
+            }
+        }
+        return touched
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// Live results of one entity take in a change by placing again the records it touched,
+/// without a fetch (``FetchedResults/updated(_:snapshot:touched:request:sectionKeyPath:context:)``).
+@Suite struct ResultsUpdateTests {
+    /// Results as a fresh fetch gives them: section names and IDs.
+    static func fresh<T>(_ results: FetchedResults<T>, in context: Context) throws -> [(String, [ObjectID])] {
+        let fetched = try FetchedResults(request: results.request, context: context, sectionKeyPath: results.sectionKeyPath)
+        return fetched.sections.map { ($0.name, $0.objects.map(\.objectID)) }
+    }
+
+    /// Random steps of every kind of change, here, in a child, in another context and by a
+    /// batch; after each, four live results (a predicate and a sort; sections of an own
+    /// attribute with a folded sort and nulls; ID order; a child's) equal a fresh fetch,
+    /// their delivered change turns the rows before into the rows after, and most
+    /// refreshes were updates, not fetches.
+    @Test(arguments: Seeds.list([51, 52, 53]))
+    func updatesEqualAFreshFetch(seed: UInt64) throws {
+        let fixture = try FetchFixture(seed: seed, count: 200)
+        let context = fixture.context
+        context.mergePolicy = .objectTrumps
+        let child = Context(parent: context)
+        let other = fixture.stack.context()
+        let ranked = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
+                                                              sortDescriptors: [SortDescriptor("score")]), context: context)
+        let sectioned = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [
+            SortDescriptor("label", localizedCaseInsensitive: true), SortDescriptor("when", ascending: false),
+        ]), context: context, sectionKeyPath: "flag")
+        let plain = try FetchedResults(request: FetchRequest(Item.self), context: context)
+        let inChild = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank < 5"),
+                                                               sortDescriptors: [SortDescriptor("rank", ascending: false)]),
+                                         context: child)
+        var delivered: [ObjectIdentifier: [ResultsChange]] = [:]
+        func watch<T>(_ results: FetchedResults<T>) { results.onChange = { delivered[ObjectIdentifier(results), default: []].append($0) } }
+        watch(ranked); watch(sectioned); watch(plain); watch(inChild)
+        var random = SplitMix64(seed: seed)
+        for step in 0..<120 {
+            func rows<T>(_ results: FetchedResults<T>) -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
+            let before = [rows(ranked), rows(sectioned), rows(plain), rows(inChild)]
+            func shown<T>(_ results: FetchedResults<T>) -> [ObjectID: String] {
+                Dictionary(results.objects.map { object in
+                    let item = object as! Item
+                    return (item.objectID, "\(item.rank) \(item.score) \(String(describing: item.label)) \(item.flag) \(String(describing: item.when))")
+                }, uniquingKeysWith: { a, _ in a })
+            }
+            let shownBefore = [shown(ranked), shown(sectioned), shown(plain), shown(inChild)]
+            let items = try context.fetch(FetchRequest(Item.self))
+            let item = items[Int(random.next() % UInt64(items.count))]
+            let kind = random.next() % 14
+            switch kind {
+            case 0:
+                let new = Item(context: context)
+                new.rank = Int(random.next() % 20) - 5
+                new.score = Double(random.next() % 100)
+                new.label = FetchFixture.labels[Int(random.next() % UInt64(FetchFixture.labels.count))]
+            case 1: context.delete(item)
+            case 2: item.score = Double(random.next() % 100) - 50
+            case 3: item.rank = Int(random.next() % 20) - 10
+            case 4: item.label = FetchFixture.labels[Int(random.next() % UInt64(FetchFixture.labels.count))]
+            case 5: item.flag.toggle()
+            case 6: context.undo()
+            case 7:
+                let score = item.score                                   // set and set back
+                item.score = score + 1
+                item.score = score
+            case 8: if random.next() % 4 == 0 { context.rollback() } else { item.when = nil }
+            case 9:
+                let theirs = try other.fetch(FetchRequest(Item.self))
+                for _ in 0..<3 { theirs[Int(random.next() % UInt64(theirs.count))].score = Double(random.next() % 100) }
+                other.delete(theirs[Int(random.next() % UInt64(theirs.count))])
+                Item(context: other).rank = Int(random.next() % 10)
+                try other.save()
+                context.processExternalChanges()
+            case 10:
+                let cut = Double(random.next() % 100) - 50
+                _ = try context.batchUpdate(FetchRequest(Item.self, predicate: try FetchPredicate(format: "score < %@", arguments: [.double(cut)]))) {
+                    $0.rank += 1
+                }
+            case 11:
+                let mine = try child.fetch(FetchRequest(Item.self))
+                mine[Int(random.next() % UInt64(mine.count))].rank = Int(random.next() % 20) - 10
+                if random.next() % 2 == 0 { try child.save() } else { child.processPendingChanges() }
+            case 12: if random.next() % 5 == 0 { context.reset() } else { context.redo() }
+            default: try context.save()
+            }
+            if random.next() % 3 == 0 { try context.save() } else { context.processPendingChanges() }
+            child.processPendingChanges()
+            for (index, results) in [(0, ranked as AnyObject), (1, sectioned), (2, plain), (3, inChild)] {
+                let typed = results as! FetchedResults<Item>
+                let owner = index == 3 ? child : context
+                let after = rows(typed)
+                let expected = try Self.fresh(typed, in: owner)
+                #expect(after.map(\.0) == expected.map(\.0), "seed \(seed) step \(step) results \(index): section names")
+                #expect(after.map(\.1) == expected.map(\.1), "seed \(seed) step \(step) kind \(kind) results \(index): rows")
+                let changes = delivered.removeValue(forKey: ObjectIdentifier(typed)) ?? []
+                if before[index].map(\.1) != after.map(\.1) {
+                    #expect(!changes.isEmpty, "seed \(seed) step \(step) results \(index): no change delivered")
+                }
+                guard after.map(\.1) == expected.map(\.1) else { continue }  // (reported above)
+                // A change turns the rows before it into those after it (with more than one,
+                // only the last one's rows after are known).
+                if changes.count == 1, let change = changes.first {
+                    #expect(apply(change, to: before[index], new: after.map(\.1)) == after.map(\.1),
+                            "seed \(seed) step \(step) results \(index): \(change)")
+                    // Every result shown with other values than before is reported updated.
+                    let now = shown(typed)
+                    for (s, section) in typed.sections.enumerated() {
+                        for (i, object) in section.objects.enumerated() {
+                            guard let was = shownBefore[index][object.objectID], was != now[object.objectID] else { continue }
+                            #expect(change.updated.contains(ResultIndex(section: s, item: i)),
+                                    "seed \(seed) step \(step) results \(index): \(object.objectID) updated")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(ranked.updateCount > 40 && sectioned.updateCount > 40 && plain.updateCount > 40 && inChild.updateCount > 20,
+                "updates: \(ranked.updateCount), \(sectioned.updateCount), \(plain.updateCount), \(inChild.updateCount)")
+        #expect(ranked.fetchCount < ranked.updateCount, "fetches \(ranked.fetchCount), updates \(ranked.updateCount)")
+    }
+
+    /// An object whose values change but whose place does not is reported updated in place,
+    /// found by the update, not by a fetch.
+    @Test func aChangeInPlaceIsAnUpdate() throws {
+        let fixture = try FetchFixture(seed: 7, count: 50)
+        let context = fixture.context
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]), context: context)
+        var delivered: [ResultsChange] = []
+        results.onChange = { delivered.append($0) }
+        let fetches = results.fetchCount
+        let target = results.objects[10]
+        target.flag.toggle()
+        context.processPendingChanges()
+        #expect(delivered == [ResultsChange(updated: [ResultIndex(section: 0, item: 10)])])
+        target.score = -1_000
+        try context.save()
+        #expect(results.objects.first === target)
+        #expect(delivered.count == 2 && delivered.last?.moved.map(\.objectID) == [target.objectID])
+        #expect(results.fetchCount == fetches && results.updateCount == 2)
+    }
+
+    /// The store names the records its latest transactions changed, and says when it no
+    /// longer knows them all.
+    @Test func recentChangesForgetTheOldestTransactionsWhole() {
+        var recent = RecentChanges()
+        func run(_ raws: ClosedRange<UInt64>) -> ArraySlice<Cairn.Operation> {
+            ArraySlice(raws.map { Cairn.Operation.delete(RecordID(rawValue: $0)) })
+        }
+        recent.note(run(1...3), sequence: 5)
+        recent.note(run(4...4), sequence: 6)
+        #expect(recent.changed(after: 0) == [1, 2, 3, 4])
+        #expect(recent.changed(after: 5) == [4])
+        #expect(recent.changed(after: 6) == [])
+        // Past the capacity, whole transactions go, oldest first.
+        let big = RecentChanges.capacity - 2
+        recent.note(run(10...UInt64(9 + big)), sequence: 7)
+        #expect(recent.changed(after: 4) == nil, "transaction 5 is gone")
+        #expect(recent.changed(after: 5) == [4] + Array(10...UInt64(9 + big)))
+        #expect(recent.changed(after: 6)?.count == big)
+        recent.note(run(1...UInt64(RecentChanges.capacity + 1)), sequence: 8)
+        #expect(recent.changed(after: 7) == nil, "a change larger than the capacity is not kept")
+        #expect(recent.changed(after: 8) == [])
+    }
+}
