@@ -196,6 +196,43 @@ extension ChildFetchTests {
         #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 1000")).isEmpty)
     }
 
+    /// A save that meets a conflict merges the stored values into the changed object (no
+    /// write, so no entry in the lookup's journal); if its retry then fails, fetches by the
+    /// indexed value still find the object by its merged value, not by the one the lookup
+    /// was built with (the merge advances the change generation, d052ecb/b75a1e9).
+    @Test func valuesMergedBeforeAFailedSaveReachTheLookup() throws {
+        let faulty = FaultInjectingFileSystem(base: MemoryFileSystem())
+        let stack = try Stack(fs: faulty, model: try Model(Item.self, Group.self))
+        let context = stack.context()
+        context.mergePolicy = .storeTrumps
+        let items = (0..<100).map { index -> Item in
+            let item = Item(context: context)
+            item.rank = index
+            item.rankPlain = index
+            return item
+        }
+        try context.save()
+        for item in items.dropFirst() { item.label = "changed" }  // 99 changed objects: the lookup answers
+        let target = items[0]
+        target.labelPlain = "mine"
+        let answers = context.lookupAnswers
+        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 0")).map(\.objectID) == [target.objectID])
+        #expect(context.lookupAnswers == answers + 1, "the lookup is built and answers")
+        let other = stack.context()
+        let theirs = try #require(try other.existingObject(Item.self, with: target.objectID))
+        theirs.rank = 555
+        theirs.rankPlain = 555
+        try other.save()
+        // The save meets the conflict and merges (the store's rank wins); its retry cannot write.
+        faulty.fail(calls: Set((faulty.callCount + 1)...(faulty.callCount + 100)))
+        #expect(throws: CairnError.self) { try context.save() }
+        faulty.fail(calls: [])
+        #expect(target.rank == 555 && target.labelPlain == "mine", "merged before the write failed")
+        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 555")).map(\.objectID) == [target.objectID])
+        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 0")).isEmpty)
+        #expect(try context.fetch(FetchRequest(Item.self, format: "rankPlain == 555")).map(\.objectID) == [target.objectID])
+    }
+
     /// A root context with unsaved inserts, changes and deletes (and undo of some): a fetch
     /// by an indexed attribute (the store's index, plus the changed objects whose value
     /// meets the index's condition) finds what the same fetch by the unindexed copy finds,
