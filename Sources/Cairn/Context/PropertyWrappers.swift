@@ -79,7 +79,10 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
 /// ```
 @propertyWrapper
 public struct Archived<T: Codable>: PropertyDeclaration {
-    @usableFromInline let defaultValue: T
+    /// The initial value as an expression, evaluated only where a value is needed and
+    /// none is stored: evaluated in every init, it was made (and, holding a `UUID()`,
+    /// made anew) for each fetched object, which then read its stored value instead.
+    @usableFromInline let initialValue: () -> T
     @usableFromInline let site: DeclarationSite
 
     // As `Attribute`'s: an initial value that archives differently each time it is
@@ -87,16 +90,16 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     // default in the schema (``DefaultMaker``).
     @inlinable
     public init(wrappedValue: @autoclosure @escaping () -> T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
-        defaultValue = wrappedValue()
+        initialValue = wrappedValue
         site = DeclarationSite(file: file, line: line, column: column)
         if PrototypeBuilder.wantsNote(site) {
-            PrototypeBuilder.note(site, defaultValue: Self.archive(defaultValue), maker: DefaultMaker { Self.archive(wrappedValue()) })
+            PrototypeBuilder.note(site, defaultValue: Self.archive(wrappedValue()), maker: DefaultMaker { Self.archive(wrappedValue()) })
         }
     }
 
     func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .attribute(AttributeDescription(name: name, type: .archived, isOptional: false,
-                                        defaultValue: note.maker == nil ? Self.archive(defaultValue) : note.defaultValue))
+                                        defaultValue: note.maker == nil ? Self.archive(initialValue()) : note.defaultValue))
     }
 
     @usableFromInline
@@ -115,7 +118,7 @@ public struct Archived<T: Codable>: PropertyDeclaration {
             let wrapper = object[keyPath: storageKeyPath]
             let slot = object.slot(for: wrapper.site)
             guard slot >= 0, case .archived(let data) = object.read(slot),
-                  let value = try? JSONDecoder().decode(T.self, from: data) else { return wrapper.defaultValue }
+                  let value = try? JSONDecoder().decode(T.self, from: data) else { return wrapper.initialValue() }
             return value
         }
         set {

@@ -30,6 +30,16 @@ final class Counted: ManagedObject {
     @Attribute var label: String = ""
 }
 
+/// An archived initial value that counts its evaluations.
+final class CountedArchive: ManagedObject {
+    static let evaluations = Atomic<Int>(0)
+    static func make() -> [String] {
+        evaluations.add(1, ordering: .relaxed)
+        return ["new"]
+    }
+    @Archived var tags: [String] = CountedArchive.make()
+}
+
 /// Counts its evaluations, for the test of prototypes built on another thread alone.
 final class CountedElsewhere: ManagedObject {
     static let evaluations = Atomic<Int>(0)
@@ -169,5 +179,21 @@ final class SlowlyBuilt: ManagedObject {
         let after = try checker.fetch(FetchRequest(Counted.self))
         #expect(Dictionary(uniqueKeysWithValues: after.map { ($0.objectID, $0.serial) }) == before)
         #expect(after.allSatisfy { $0.label == "u" })
+    }
+
+    /// An archived initial value is evaluated for new objects, never for fetched ones,
+    /// which read their stored values.
+    @Test func archivedInitialValuesAreNotMadeForFetchedObjects() throws {
+        let stack = try Stack(model: try Model(CountedArchive.self))
+        let context = stack.context()
+        func evaluations() -> Int { CountedArchive.evaluations.load(ordering: .relaxed) }
+        for index in 0..<20 { CountedArchive(context: context).tags = ["t\(index)"] }
+        try context.save()
+        let start = evaluations()
+        let reader = stack.context()
+        let fetched = try reader.fetch(FetchRequest(CountedArchive.self))
+        #expect(Set(fetched.map(\.tags)) == Set((0..<20).map { ["t\($0)"] }))
+        #expect(evaluations() == start, "fetched objects evaluated the initial value")
+        #expect(CountedArchive().tags == ["new"])
     }
 }
