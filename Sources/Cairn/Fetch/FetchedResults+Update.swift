@@ -10,11 +10,11 @@ extension FetchedResults {
     /// (see ``ResultsUpdate``).
     static func updated(_ sections: [Section], untyped: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
                         touched: IDMap<RecordID, Bool>, request: FetchRequest<T>, sectionKeyPath: String?,
-                        context: Context) throws -> Updated {
-        let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, snapshot: &snapshot, touched: touched,
-                                        entityName: request.entityName, predicate: request.predicate,
-                                        sortDescriptors: request.sortDescriptors, sectionKeyPath: sectionKeyPath,
-                                        context: context, isResult: { $0 is T })
+                        window: (limit: Int, end: ResultsUpdate.WindowEnd)?, context: Context) throws -> Updated? {
+        guard let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, snapshot: &snapshot, touched: touched,
+                                              entityName: request.entityName, predicate: request.predicate,
+                                              sortDescriptors: request.sortDescriptors, sectionKeyPath: sectionKeyPath,
+                                              window: window, context: context, isResult: { $0 is T }) else { return nil }
         // Runs of results copied from the old sections in bulk.
         var result: [Section] = [], resultUntyped: [[ManagedObject]] = []
         result.reserveCapacity(outcome.names.count)
@@ -34,7 +34,7 @@ extension FetchedResults {
             result.append(Section(name: outcome.names[index], objects: objects))
             resultUntyped.append(untypedObjects)
         }
-        return Updated(sections: result, untyped: resultUntyped, change: outcome.change)
+        return Updated(sections: result, untyped: resultUntyped, change: outcome.change, windowEnd: outcome.windowEnd)
     }
 
     /// Results brought up to date, and the change from the results before.
@@ -42,6 +42,7 @@ extension FetchedResults {
         var sections: [Section]
         var untyped: [[ManagedObject]]
         var change: ResultsChange
+        var windowEnd: ResultsUpdate.WindowEnd?
     }
 
 }
@@ -61,12 +62,23 @@ struct ResultsUpdate {
         case added(Int)
     }
 
+    /// What results with a fetch limit know of the matches past their last row: none
+    /// (the results hold every match), or that none comes before a key (the last row's,
+    /// when last brought up to date: a record past it that no change touched is still past
+    /// it).
+    enum WindowEnd {
+        case complete
+        case after(key: [Value], id: RecordID)
+    }
+
     /// The new sections' names and contents.
     private(set) var names: [String] = []
     private(set) var pieces: [[Piece]] = []
     /// The touched records that are results now, in order.
     private(set) var added: [ManagedObject] = []
     private(set) var change = ResultsChange()
+    /// With a limit: what the new results know of the matches past them.
+    private(set) var windowEnd: WindowEnd?
 
     /// The name of the section of a result whose section key path reaches `value`.
     static func sectionName(_ value: Value) -> String {
@@ -89,16 +101,32 @@ struct ResultsUpdate {
         let gap: Int
     }
 
-    /// `snapshot` (the values each result shows, to tell updates) is brought up to date
-    /// in place, not copied: it holds every result's values.
-    init(names oldNames: [String], objects: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
-         touched: IDMap<RecordID, Bool>, entityName: String, predicate: FetchPredicate?, sortDescriptors: [SortDescriptor],
-         sectionKeyPath: String?, context: Context, isResult: (ManagedObject) -> Bool) throws {
-        let entity = try context.entityDescription(entityName)
-        let schema = context.coordinator.schema
+    /// The order of results sorted by `sortDescriptors` in sections of `sectionKeyPath`.
+    static func order(_ sortDescriptors: [SortDescriptor], sectionKeyPath: String?, entity: EntityDescription,
+                      schema: Schema) throws -> RowOrder {
         var descriptors = sortDescriptors
         if let sectionKeyPath { descriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
-        let order = try RowOrder(descriptors, entity: entity, schema: schema)
+        return try RowOrder(descriptors, entity: entity, schema: schema)
+    }
+
+    /// What results of at most `limit` rows, the last one `last` (if any), know of the
+    /// matches past them, in `order`.
+    static func windowEnd(limit: Int, count: Int, last: RecordID?, order: RowOrder, context: Context) -> WindowEnd {
+        guard count >= limit, let last else { return .complete }
+        return .after(key: order.key(context.fetchedValues(last) ?? [], context.memoizedViewValues()), id: last)
+    }
+
+    /// `snapshot` (the values each result shows, to tell updates) is brought up to date
+    /// in place, not copied: it holds every result's values. With a fetch limit, `window`
+    /// gives it and what the results knew of the matches past them; nil (the results
+    /// must be fetched again) when rows from past them would come in.
+    init?(names oldNames: [String], objects: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
+          touched: IDMap<RecordID, Bool>, entityName: String, predicate: FetchPredicate?, sortDescriptors: [SortDescriptor],
+          sectionKeyPath: String?, window: (limit: Int, end: WindowEnd)?, context: Context,
+          isResult: (ManagedObject) -> Bool) throws {
+        let entity = try context.entityDescription(entityName)
+        let schema = context.coordinator.schema
+        let order = try Self.order(sortDescriptors, sectionKeyPath: sectionKeyPath, entity: entity, schema: schema)
         let compiled = try predicate.map { try CompiledPredicate($0, entity: entity, schema: schema) }
         let sectionPath = try sectionKeyPath.map {
             try CompiledPredicate.resolve($0.split(separator: ".").map(String.init), entity: entity, schema: schema)
@@ -120,10 +148,14 @@ struct ResultsUpdate {
             }
             if runStart < section.count { runs.append((s, runStart..<section.count, keptCount)); keptCount += section.count - runStart }
         }
-        /// The untouched result `index` (counting untouched ones only).
-        func kept(_ index: Int) -> ManagedObject {
+        /// The old position of untouched result `index` (counting untouched ones only).
+        func keptPlace(_ index: Int) -> ResultIndex {
             let run = runs[runs.partitionPoint { $0.start > index } - 1]
-            return objects[run.section][run.range.lowerBound + index - run.start]
+            return ResultIndex(section: run.section, item: run.range.lowerBound + index - run.start)
+        }
+        func kept(_ index: Int) -> ManagedObject {
+            let place = keptPlace(index)
+            return objects[place.section][place.item]
         }
 
         // The touched records that are results now, in order; with the values they showed.
@@ -139,7 +171,6 @@ struct ResultsUpdate {
             additions.append((object, name, order.key(values, resolver)))
         }
         additions.sort { order.precedes($0.key, $0.object.recordID, $1.key, $1.object.recordID) }
-        added = additions.map(\.object)
 
         // Each addition goes before the first untouched result it precedes (read as a
         // fetch reads it: a few records for each addition).
@@ -153,6 +184,37 @@ struct ResultsUpdate {
                 return order.precedes(addition.key, id, order.key(context.fetchedValues(rowID) ?? [], resolver), rowID)
             }
             gaps.append(next)
+        }
+
+        // With a limit: the first `limit` rows of the untouched results and the additions
+        // that come before any match past the window. (Fewer than `limit` of those, when
+        // there are matches past the window: a fetch finds which come in.)
+        var keptEnd = keptCount, addedEnd = additions.count
+        if let window {
+            if case .after(let key, let id) = window.end {
+                addedEnd = additions.partitionPoint { !order.precedes($0.key, $0.object.recordID, key, id) }
+                if keptCount + addedEnd < window.limit { return nil }
+            }
+            if keptCount + addedEnd > window.limit {
+                // Addition k is row gaps[k] + k of the untouched rows and additions merged.
+                var retained = 0
+                while retained < addedEnd, gaps[retained] + retained < window.limit { retained += 1 }
+                addedEnd = retained
+                keptEnd = window.limit - retained
+            }
+        }
+        for addition in additions[addedEnd...] { _ = snapshot.removeValue(forKey: addition.object.recordID) }
+        additions.removeSubrange(addedEnd...)
+        added = additions.map(\.object)
+        for index in keptEnd..<keptCount {
+            let place = keptPlace(index)
+            change.deleted.append(place)
+            _ = snapshot.removeValue(forKey: objects[place.section][place.item].recordID)
+        }
+        if let window {
+            let lastAdded = additions.last.flatMap { gaps[additions.count - 1] == keptEnd ? $0.object.recordID : nil }
+            let last = lastAdded ?? (keptEnd > 0 ? kept(keptEnd - 1).recordID : nil)
+            windowEnd = Self.windowEnd(limit: window.limit, count: keptEnd + additions.count, last: last, order: order, context: context)
         }
 
         // The new sections: the untouched runs, cut where additions go in; a section for
@@ -186,7 +248,7 @@ struct ResultsUpdate {
             emit(.added(index), name: addition.name, count: 1)
             after.append(ResultIndex(section: names.count - 1, item: counts[counts.count - 1] - 1))
         }
-        emitKept(upTo: keptCount)
+        emitKept(upTo: keptEnd)
 
         // The change. A result before and after stays where it is (not a move) if it is
         // alone in the same gap, among such results, both times, in a section of the same

@@ -40,8 +40,9 @@ public struct ResultsChange: Sendable, Equatable {
 /// told ``Context/processPendingChanges()``, the results are brought up to date, if what
 /// they were fetched from may have changed, and the difference is delivered to
 /// ``onChange`` and to the ``changes`` sequence. A change to a few of the entity's
-/// records places those again without a fetch (``ResultsUpdate``); a larger one, a
-/// reset, or results with a window fetch again. What they were fetched from: the stored records of
+/// records places those again without a fetch (``ResultsUpdate``), under a fetch limit
+/// too unless rows from past it must come in; a larger one, a reset, or results with a
+/// fetch offset fetch again. What they were fetched from: the stored records of
 /// the request's entity and the unsaved changes to them in the context and its
 /// ancestors; or, when the predicate, a sort or the sections follow a relationship (or
 /// the request filters objects with a closure), every entity's. So a save of other
@@ -59,6 +60,8 @@ public final class FetchedResults<T: ManagedObject> {
     /// ``sections``' objects, not as `T`s: what an update walks (see ``ResultsUpdate``).
     /// Made from `sections` after a fetch; an update makes both.
     private var untyped: [[ManagedObject]] = []
+    /// With a fetch limit: what the results know of the matches past them.
+    private var windowEnd: ResultsUpdate.WindowEnd?
     /// ``objects``, made once per change of ``sections``: a table view reading
     /// `objects[row]` for each cell had flattened every section per cell.
     private var flattened: [T]?
@@ -94,6 +97,7 @@ public final class FetchedResults<T: ManagedObject> {
         sections = try compute()
         untyped = Self.untyped(sections)
         snapshot = values(of: sections)
+        windowEnd = try? fetchedWindowEnd()
         observation = context.addChangeObserver { [weak self] in
             do { try self?.refreshIfInputsChanged() } catch { context.recordError(error as? CairnError ?? CairnError(.io, "\(error)")) }
         }
@@ -149,6 +153,7 @@ public final class FetchedResults<T: ManagedObject> {
             change = updated.change
             sections = updated.sections
             untyped = updated.untyped
+            windowEnd = updated.windowEnd
         case nil:
             let old = sections
             let new = try compute(seen: seen)
@@ -166,6 +171,7 @@ public final class FetchedResults<T: ManagedObject> {
             sections = new
             untyped = Self.untyped(new)
             snapshot = newSnapshot
+            windowEnd = try? fetchedWindowEnd()
         }
         guard !change.isEmpty else { return }
         onChange?(change)
@@ -178,11 +184,17 @@ public final class FetchedResults<T: ManagedObject> {
     }
 
     /// The results brought up to date without a fetch, when they can be: results of one
-    /// entity with no window, changed in fewer records than an eighth of them (or 256),
-    /// all known (``ResultsInputs/touched(until:entity:store:)``). Nil: fetch again.
+    /// entity with no offset, changed in fewer records than an eighth of them (or 256),
+    /// all known (``ResultsInputs/touched(until:entity:store:)``), and with a limit, no
+    /// row from past them coming in. Nil: fetch again.
     private func update() throws -> Update? {
-        guard let context, let entity = watchedEntity, let before = inputs, request.fetchLimit == nil,
-              request.fetchOffset <= 0, request.includesPendingChanges else { return nil }
+        guard let context, let entity = watchedEntity, let before = inputs, request.fetchOffset <= 0,
+              request.includesPendingChanges else { return nil }
+        var window: (limit: Int, end: ResultsUpdate.WindowEnd)?
+        if let limit = request.fetchLimit {
+            guard limit > 0, let end = windowEnd else { return nil }
+            window = (limit, end)
+        }
         // Other contexts' saves first, as a fetch takes them in.
         context.processExternalChanges()
         try context.throwDeferredError()
@@ -190,14 +202,25 @@ public final class FetchedResults<T: ManagedObject> {
         if now == before { return .unchanged }
         guard let touched = before.touched(until: now, entity: entity, store: context.coordinator.store),
               touched.count <= max(256, snapshot.count / 8) else { return nil }
-        let updated = try Self.updated(sections, untyped: untyped, snapshot: &snapshot, touched: touched, request: request,
-                                       sectionKeyPath: sectionKeyPath, context: context)
+        guard let updated = try Self.updated(sections, untyped: untyped, snapshot: &snapshot, touched: touched, request: request,
+                                             sectionKeyPath: sectionKeyPath, window: window, context: context) else { return nil }
         inputs = now
         updateCount += 1
         return .updated(updated)
     }
 
     private static func untyped(_ sections: [Section]) -> [[ManagedObject]] { sections.map { $0.objects as [ManagedObject] } }
+
+    /// With a fetch limit, what fetched results know of the matches past them.
+    private func fetchedWindowEnd() throws -> ResultsUpdate.WindowEnd? {
+        guard let limit = request.fetchLimit, let context, watchedEntity != nil else { return nil }
+        let entity = try context.entityDescription(request.entityName)
+        let order = try ResultsUpdate.order(request.sortDescriptors, sectionKeyPath: sectionKeyPath, entity: entity,
+                                            schema: context.coordinator.schema)
+        let count = sections.reduce(0) { $0 + $1.objects.count }
+        return ResultsUpdate.windowEnd(limit: limit, count: count, last: sections.last?.objects.last?.recordID, order: order,
+                                       context: context)
+    }
 
     /// Fetches again if what the results were fetched from may have changed since.
     func refreshIfInputsChanged() throws {

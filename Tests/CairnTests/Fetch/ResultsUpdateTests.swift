@@ -12,8 +12,9 @@ import Testing
     }
 
     /// Random steps of every kind of change, here, in a child, in another context and by a
-    /// batch; after each, four live results (a predicate and a sort; sections of an own
-    /// attribute with a folded sort and nulls; ID order; a child's) equal a fresh fetch,
+    /// batch; after each, six live results (a predicate and a sort; sections of an own
+    /// attribute with a folded sort and nulls; ID order; a child's; the first 15 by a
+    /// descending sort; sections of at most 400) equal a fresh fetch,
     /// their delivered change turns the rows before into the rows after, and most
     /// refreshes were updates, not fetches.
     @Test(arguments: Seeds.list([51, 52, 53]))
@@ -32,20 +33,27 @@ import Testing
         let inChild = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank < 5"),
                                                                sortDescriptors: [SortDescriptor("rank", ascending: false)]),
                                          context: child)
+        var topRequest = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
+                                      sortDescriptors: [SortDescriptor("score", ascending: false)])
+        topRequest.fetchLimit = 15
+        let top = try FetchedResults(request: topRequest, context: context)
+        var roomyRequest = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")])
+        roomyRequest.fetchLimit = 400
+        let roomy = try FetchedResults(request: roomyRequest, context: context, sectionKeyPath: "flag")
         var delivered: [ObjectIdentifier: [ResultsChange]] = [:]
         func watch<T>(_ results: FetchedResults<T>) { results.onChange = { delivered[ObjectIdentifier(results), default: []].append($0) } }
-        watch(ranked); watch(sectioned); watch(plain); watch(inChild)
+        watch(ranked); watch(sectioned); watch(plain); watch(inChild); watch(top); watch(roomy)
         var random = SplitMix64(seed: seed)
         for step in 0..<120 {
             func rows<T>(_ results: FetchedResults<T>) -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
-            let before = [rows(ranked), rows(sectioned), rows(plain), rows(inChild)]
+            let before = [rows(ranked), rows(sectioned), rows(plain), rows(inChild), rows(top), rows(roomy)]
             func shown<T>(_ results: FetchedResults<T>) -> [ObjectID: String] {
                 Dictionary(results.objects.map { object in
                     let item = object as! Item
                     return (item.objectID, "\(item.rank) \(item.score) \(String(describing: item.label)) \(item.flag) \(String(describing: item.when))")
                 }, uniquingKeysWith: { a, _ in a })
             }
-            let shownBefore = [shown(ranked), shown(sectioned), shown(plain), shown(inChild)]
+            let shownBefore = [shown(ranked), shown(sectioned), shown(plain), shown(inChild), shown(top), shown(roomy)]
             let items = try context.fetch(FetchRequest(Item.self))
             let item = items[Int(random.next() % UInt64(items.count))]
             let kind = random.next() % 14
@@ -87,7 +95,7 @@ import Testing
             }
             if random.next() % 3 == 0 { try context.save() } else { context.processPendingChanges() }
             child.processPendingChanges()
-            for (index, results) in [(0, ranked as AnyObject), (1, sectioned), (2, plain), (3, inChild)] {
+            for (index, results) in [(0, ranked as AnyObject), (1, sectioned), (2, plain), (3, inChild), (4, top), (5, roomy)] {
                 let typed = results as! FetchedResults<Item>
                 let owner = index == 3 ? child : context
                 let after = rows(typed)
@@ -119,6 +127,7 @@ import Testing
         #expect(ranked.updateCount > 40 && sectioned.updateCount > 40 && plain.updateCount > 40 && inChild.updateCount > 20,
                 "updates: \(ranked.updateCount), \(sectioned.updateCount), \(plain.updateCount), \(inChild.updateCount)")
         #expect(ranked.fetchCount < ranked.updateCount, "fetches \(ranked.fetchCount), updates \(ranked.updateCount)")
+        #expect(top.updateCount > 20 && roomy.updateCount > 40, "windows: \(top.updateCount) (\(top.fetchCount) fetches), \(roomy.updateCount)")
     }
 
     /// An object whose values change but whose place does not is reported updated in place,
