@@ -98,6 +98,9 @@ extension Context {
         }
         registered[oldID] = nil
         dirty[oldID] = nil
+        // Live results that placed the object under its provisional ID, or hold the
+        // adopted record's detached object, fetch again (the stored record may not change).
+        resetGeneration &+= 1
         object.recordID = rival
         object.values = merged
         object.base = stored.values

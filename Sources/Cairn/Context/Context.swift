@@ -57,9 +57,10 @@ public final class Context {
     /// (validation hooks) sees whether that code changed anything, and the pending lookup
     /// whether a change passed its journal by.
     @exclusivity(unchecked) var changeGeneration = 0
-    /// Advances on every rollback, reset and refresh: live results here and in child contexts
-    /// compare it (objects may have left the context, or changed what a child reads, without
-    /// a change to a record or to ``dirty`` they could see).
+    /// Advances on every rollback, reset and refresh, and when an upsert renames an object:
+    /// live results here and in child contexts compare it (objects may have left the
+    /// context, changed what a child reads, or taken another record's ID, without a change
+    /// to a record or to ``dirty`` they could see).
     @exclusivity(unchecked) var resetGeneration = 0
     /// The changed objects of one entity by one attribute's value, for fetches by an
     /// indexed value before a save (see ``PendingLookup``).

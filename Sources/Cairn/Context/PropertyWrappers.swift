@@ -82,6 +82,8 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     /// The initial value as an expression, evaluated only where a value is needed and
     /// none is stored: evaluated in every init, it was made (and, holding a `UUID()`,
     /// made anew) for each fetched object, which then read its stored value instead.
+    /// (Kept with each object: a wrapper made by hand in an `init` must not capture the
+    /// object in it.)
     @usableFromInline let initialValue: () -> T
     @usableFromInline let site: DeclarationSite
 

@@ -8,39 +8,49 @@ extension FetchedResults {
     /// `touched` taken out and, if it is a result now, put back where a fetch would put
     /// it; `snapshot` with the touched records' values as they are now; and the change
     /// (see ``ResultsUpdate``).
-    static func updated(_ sections: [Section], untyped: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
+    static func updated(_ sections: [Section], untyped: [[ManagedObject]], placed: [[RecordID]], snapshot: IDMap<RecordID, [Value]>,
                         touched: IDMap<RecordID, Bool>, request: FetchRequest<T>, sectionKeyPath: String?,
                         window: (limit: Int, end: ResultsUpdate.WindowEnd)?, context: Context) throws -> Updated? {
-        guard let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, snapshot: &snapshot, touched: touched,
+        guard let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, ids: placed, snapshot: snapshot,
+                                              touched: touched,
                                               entityName: request.entityName, predicate: request.predicate,
                                               sortDescriptors: request.sortDescriptors, sectionKeyPath: sectionKeyPath,
                                               window: window, context: context, isResult: { $0 is T }) else { return nil }
         // Runs of results copied from the old sections in bulk.
-        var result: [Section] = [], resultUntyped: [[ManagedObject]] = []
+        var result: [Section] = [], resultUntyped: [[ManagedObject]] = [], resultPlaced: [[RecordID]] = []
         result.reserveCapacity(outcome.names.count)
         resultUntyped.reserveCapacity(outcome.names.count)
+        resultPlaced.reserveCapacity(outcome.names.count)
         for (index, pieces) in outcome.pieces.enumerated() {
-            var objects: [T] = [], untypedObjects: [ManagedObject] = []
+            var objects: [T] = [], untypedObjects: [ManagedObject] = [], ids: [RecordID] = []
             for piece in pieces {
                 switch piece {
                 case .kept(let section, let range):
                     objects.append(contentsOf: sections[section].objects[range])
                     untypedObjects.append(contentsOf: untyped[section][range])
+                    ids.append(contentsOf: placed[section][range])
                 case .added(let added):
-                    objects.append(unsafeDowncast(outcome.added[added], to: T.self))  // (`isResult`)
-                    untypedObjects.append(outcome.added[added])
+                    let object = outcome.added[added]
+                    objects.append(unsafeDowncast(object, to: T.self))  // (`isResult`)
+                    untypedObjects.append(object)
+                    ids.append(object.recordID)
                 }
             }
             result.append(Section(name: outcome.names[index], objects: objects))
             resultUntyped.append(untypedObjects)
+            resultPlaced.append(ids)
         }
-        return Updated(sections: result, untyped: resultUntyped, change: outcome.change, windowEnd: outcome.windowEnd)
+        return Updated(sections: result, untyped: resultUntyped, placed: resultPlaced, snapshotChanges: outcome.snapshotChanges,
+                       change: outcome.change, windowEnd: outcome.windowEnd)
     }
 
     /// Results brought up to date, and the change from the results before.
     struct Updated {
         var sections: [Section]
         var untyped: [[ManagedObject]]
+        var placed: [[RecordID]]
+        /// The results' values to forget (nil) or set, in order.
+        var snapshotChanges: [(RecordID, [Value]?)]
         var change: ResultsChange
         var windowEnd: ResultsUpdate.WindowEnd?
     }
@@ -77,6 +87,9 @@ struct ResultsUpdate {
     /// The touched records that are results now, in order.
     private(set) var added: [ManagedObject] = []
     private(set) var change = ResultsChange()
+    /// The values shown to forget (nil) or set, in order: applied by the caller once the
+    /// update stands (it may yet fall back to a fetch).
+    private(set) var snapshotChanges: [(RecordID, [Value]?)] = []
     /// With a limit: what the new results know of the matches past them.
     private(set) var windowEnd: WindowEnd?
 
@@ -116,11 +129,12 @@ struct ResultsUpdate {
         return .after(key: order.key(context.fetchedValues(last) ?? [], context.memoizedViewValues()), id: last)
     }
 
-    /// `snapshot` (the values each result shows, to tell updates) is brought up to date
-    /// in place, not copied: it holds every result's values. With a fetch limit, `window`
+    /// `objects` are the results' objects, `ids` the record IDs they were placed under
+    /// (an upsert may have renamed an object since), `snapshot` the values each result
+    /// showed (to tell updates; see ``snapshotChanges``). With a fetch limit, `window`
     /// gives it and what the results knew of the matches past them; nil (the results
     /// must be fetched again) when rows from past them would come in.
-    init?(names oldNames: [String], objects: [[ManagedObject]], snapshot: inout IDMap<RecordID, [Value]>,
+    init?(names oldNames: [String], objects: [[ManagedObject]], ids: [[RecordID]], snapshot: IDMap<RecordID, [Value]>,
           touched: IDMap<RecordID, Bool>, entityName: String, predicate: FetchPredicate?, sortDescriptors: [SortDescriptor],
           sectionKeyPath: String?, window: (limit: Int, end: WindowEnd)?, context: Context,
           isResult: (ManagedObject) -> Bool) throws {
@@ -139,11 +153,11 @@ struct ResultsUpdate {
         var before = IDMap<RecordID, Place>()
         var runs: [(section: Int, range: Range<Int>, start: Int)] = []
         var keptCount = 0
-        for (s, section) in objects.enumerated() {
+        for (s, section) in ids.enumerated() {
             var runStart = 0
-            for item in section.indices where touched.contains(section[item].recordID) {
+            for item in section.indices where touched.contains(section[item]) {
                 if runStart < item { runs.append((s, runStart..<item, keptCount)); keptCount += item - runStart }
-                before[section[item].recordID] = Place(at: ResultIndex(section: s, item: item), gap: keptCount)
+                before[section[item]] = Place(at: ResultIndex(section: s, item: item), gap: keptCount)
                 runStart = item + 1
             }
             if runStart < section.count { runs.append((s, runStart..<section.count, keptCount)); keptCount += section.count - runStart }
@@ -153,20 +167,20 @@ struct ResultsUpdate {
             let run = runs[runs.partitionPoint { $0.start > index } - 1]
             return ResultIndex(section: run.section, item: run.range.lowerBound + index - run.start)
         }
-        func kept(_ index: Int) -> ManagedObject {
+        func keptID(_ index: Int) -> RecordID {
             let place = keptPlace(index)
-            return objects[place.section][place.item]
+            return ids[place.section][place.item]
         }
 
         // The touched records that are results now, in order; with the values they showed.
         var shown = IDMap<RecordID, [Value]>()
         var additions: [(object: ManagedObject, name: String, key: [Value])] = []
         for (id, _) in touched {
-            if let values = snapshot.removeValue(forKey: id) { shown[id] = values }
+            if let values = snapshot[id] { shown[id] = values }
+            snapshotChanges.append((id, nil))
             guard let values = context.fetchedValues(id), compiled?.evaluate(values, resolve: resolver) ?? true else { continue }
             let object = context.object(for: id, entity: entity, type: type)
             guard isResult(object) else { continue }
-            snapshot[id] = context.viewValues(id)
             let name = sectionPath.map { Self.sectionName(CompiledPredicate.follow($0, values, resolver).first ?? .null) } ?? ""
             additions.append((object, name, order.key(values, resolver)))
         }
@@ -180,7 +194,7 @@ struct ResultsUpdate {
         for addition in additions {
             let id = addition.object.recordID
             next = (next..<keptCount).partitionPoint { index in
-                let rowID = kept(index).recordID
+                let rowID = keptID(index)
                 return order.precedes(addition.key, id, order.key(context.fetchedValues(rowID) ?? [], resolver), rowID)
             }
             gaps.append(next)
@@ -203,17 +217,22 @@ struct ResultsUpdate {
                 keptEnd = window.limit - retained
             }
         }
-        for addition in additions[addedEnd...] { _ = snapshot.removeValue(forKey: addition.object.recordID) }
         additions.removeSubrange(addedEnd...)
         added = additions.map(\.object)
+        var fresh = IDMap<RecordID, [Value]>()
+        for object in added {
+            let values = context.viewValues(object.recordID)
+            fresh[object.recordID] = values
+            snapshotChanges.append((object.recordID, values))
+        }
         for index in keptEnd..<keptCount {
             let place = keptPlace(index)
             change.deleted.append(place)
-            _ = snapshot.removeValue(forKey: objects[place.section][place.item].recordID)
+            snapshotChanges.append((ids[place.section][place.item], nil))
         }
         if let window {
             let lastAdded = additions.last.flatMap { gaps[additions.count - 1] == keptEnd ? $0.object.recordID : nil }
-            let last = lastAdded ?? (keptEnd > 0 ? kept(keptEnd - 1).recordID : nil)
+            let last = lastAdded ?? (keptEnd > 0 ? keptID(keptEnd - 1) : nil)
             windowEnd = Self.windowEnd(limit: window.limit, count: keptEnd + additions.count, last: last, order: order, context: context)
         }
 
@@ -276,7 +295,7 @@ struct ResultsUpdate {
             }
             // Updated: its values changed, or another instance holds the record now.
             if objects[from.section][from.item] !== addition.object
-                || !Self.sameValues(shown[id], snapshot[id]) {
+                || !Self.sameValues(shown[id], fresh[id]) {
                 change.updated.append(to)
             }
         }

@@ -60,6 +60,8 @@ public final class FetchedResults<T: ManagedObject> {
     /// ``sections``' objects, not as `T`s: what an update walks (see ``ResultsUpdate``).
     /// Made from `sections` after a fetch; an update makes both.
     private var untyped: [[ManagedObject]] = []
+    /// The record ID each result was placed under (an upsert may rename an object since).
+    private var placed: [[RecordID]] = []
     /// With a fetch limit: what the results know of the matches past them.
     private var windowEnd: ResultsUpdate.WindowEnd?
     /// ``objects``, made once per change of ``sections``: a table view reading
@@ -96,6 +98,7 @@ public final class FetchedResults<T: ManagedObject> {
         watchedEntity = followsRelationships ? nil : try context.entityDescription(request.entityName).number
         sections = try compute()
         untyped = Self.untyped(sections)
+        placed = sections.map { $0.objects.map(\.recordID) }
         snapshot = values(of: sections)
         windowEnd = try? fetchedWindowEnd()
         observation = context.addChangeObserver { [weak self] in
@@ -153,7 +156,11 @@ public final class FetchedResults<T: ManagedObject> {
             change = updated.change
             sections = updated.sections
             untyped = updated.untyped
+            placed = updated.placed
             windowEnd = updated.windowEnd
+            for (id, values) in updated.snapshotChanges {
+                if let values { snapshot[id] = values } else { _ = snapshot.removeValue(forKey: id) }
+            }
         case nil:
             let old = sections
             let new = try compute(seen: seen)
@@ -161,7 +168,7 @@ public final class FetchedResults<T: ManagedObject> {
             // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
             // An object is updated if its values changed, or if another instance holds the record
             // now (after a reset: the rows must show the new ones).
-            change = Self.diff(old: old.map { ($0.name, $0.objects.map { $0.recordID }) },
+            change = Self.diff(old: zip(old, placed).map { ($0.name, $1) },
                                new: new.map { ($0.name, $0.objects.map { $0.recordID }) },
                                changed: { id, from, to in
                                    old[from.section].objects[from.item] !== new[to.section].objects[to.item]
@@ -170,6 +177,7 @@ public final class FetchedResults<T: ManagedObject> {
                                objectID: { new[$0.section].objects[$0.item].objectID })
             sections = new
             untyped = Self.untyped(new)
+            placed = new.map { $0.objects.map(\.recordID) }
             snapshot = newSnapshot
             windowEnd = try? fetchedWindowEnd()
         }
@@ -202,8 +210,11 @@ public final class FetchedResults<T: ManagedObject> {
         if now == before { return .unchanged }
         guard let touched = before.touched(until: now, entity: entity, store: context.coordinator.store),
               touched.count <= max(256, snapshot.count / 8) else { return nil }
-        guard let updated = try Self.updated(sections, untyped: untyped, snapshot: &snapshot, touched: touched, request: request,
-                                             sectionKeyPath: sectionKeyPath, window: window, context: context) else { return nil }
+        guard let updated = try Self.updated(sections, untyped: untyped, placed: placed, snapshot: snapshot, touched: touched,
+                                             request: request, sectionKeyPath: sectionKeyPath, window: window, context: context),
+              // Read in one state: a save by another thread meanwhile may have changed rows
+              // compared along the way (a fetch reads one state).
+              context.coordinator.store.lastChange(entity: entity) == now.storeChange else { return nil }
         inputs = now
         updateCount += 1
         return .updated(updated)
@@ -252,7 +263,8 @@ public final class FetchedResults<T: ManagedObject> {
         var result: [Section] = []
         let resolver = context.memoizedViewValues()
         for object in objects {
-            let values = context.viewValues(object.recordID) ?? []
+            // Named by the values the fetch sorted it by (a child's loaded object may hold older ones).
+            let values = context.fetchedValues(object.recordID) ?? []
             let name = ResultsUpdate.sectionName(CompiledPredicate.follow(path, values, resolver).first ?? .null)
             if result.last?.name == name { result[result.count - 1].objects.append(object) } else { result.append(Section(name: name, objects: [object])) }
         }
@@ -361,12 +373,31 @@ struct ResultsInputs: Equatable {
             resets.append(current.resetGeneration)
             let start = pending.count
             for (id, object) in current.dirty where entity == nil || id.entity == entity {
-                pending.append(Pending(id: id, object: ObjectIdentifier(object), exists: object.exists, digest: object.values.hashValue))
+                pending.append(Pending(id: id, object: ObjectIdentifier(object), exists: object.exists, digest: Self.digest(object.values)))
             }
             pending[start...].sort { $0.id.rawValue < $1.id.rawValue }
             counts.append(pending.count - start)
             level = current.parent
         }
+    }
+}
+
+extension ResultsInputs {
+    /// A hash of every byte of `values`: `Data`'s own hash reads its length and first 80
+    /// bytes only, and a change past them (in a blob, or deep in an archived value) went
+    /// unseen.
+    static func digest(_ values: [Value]) -> Int {
+        var hasher = Hasher()
+        for value in values {
+            switch value {
+            case .bytes(let data), .archived(let data):
+                hasher.combine(data.count)
+                data.withUnsafeBytes { hasher.combine(bytes: $0) }
+            default:
+                hasher.combine(value)
+            }
+        }
+        return hasher.finalize()
     }
 }
 

@@ -150,6 +150,106 @@ import Testing
         #expect(results.fetchCount == fetches && results.updateCount == 2)
     }
 
+    /// An upsert renames the inserted object to the stored record's ID (its values maybe
+    /// the stored ones, nothing written): results that placed it under its provisional ID,
+    /// or that hold the stored record's own object, equal a fresh fetch after the save,
+    /// and their change replays (two rows had named one record).
+    @Test(arguments: [MergePolicy.storeTrumps, .objectTrumps])
+    func anUpsertIsTakenIn(policy: MergePolicy) throws {
+        let stack = try Stack()
+        let context = stack.context()
+        context.mergePolicy = policy
+        let stored = Person(context: context)
+        stored.username = "ann"
+        stored.age = 5
+        try context.save()
+        let older = try FetchedResults(request: FetchRequest(Person.self, predicate: try FetchPredicate(format: "age > 10"),
+                                                             sortDescriptors: [SortDescriptor("age")]), context: context)
+        let all = try FetchedResults(request: FetchRequest(Person.self, sortDescriptors: [SortDescriptor("age")]), context: context)
+        var delivered: [ResultsChange] = []
+        all.onChange = { delivered.append($0) }
+        let twin = Person(context: context)
+        twin.username = "ann"
+        twin.age = 20
+        context.processPendingChanges()
+        #expect(older.objects.map(\.objectID) == [twin.objectID] && all.objects.count == 2)
+        let before = all.sections.map { ($0.name, $0.objects.map(\.objectID)) }
+        delivered.removeAll()
+        try context.save()
+        #expect(twin.objectID == stored.objectID, "adopted")
+        let expectOlder = policy == .objectTrumps ? [twin.objectID] : []
+        #expect(older.objects.map(\.objectID) == expectOlder)
+        #expect(all.objects.count == 1 && all.objects.first === twin)
+        let change = try #require(delivered.last)
+        #expect(apply(change, to: before, new: all.sections.map { $0.objects.map(\.objectID) }) == [[twin.objectID]])
+    }
+
+    /// A change past the 80th byte of a blob (which `Data`'s hash does not read) of an
+    /// object already changed is seen: its row is reported updated.
+    @Test func aChangeDeepInABlobIsAnUpdate() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let boxes = (0..<3).map { index -> Box in
+            let box = Box(context: context)
+            box.size = Int16(index)
+            box.tags = Data(repeating: 7, count: 200)
+            return box
+        }
+        try context.save()
+        let results = try FetchedResults(request: FetchRequest(Box.self, sortDescriptors: [SortDescriptor("size")]), context: context)
+        var delivered: [ResultsChange] = []
+        results.onChange = { delivered.append($0) }
+        boxes[0].size = -1
+        context.processPendingChanges()
+        var tags = boxes[0].tags
+        tags[150] = 9
+        boxes[0].tags = tags
+        boxes[2].size = 10
+        context.processPendingChanges()
+        #expect(delivered.count == 2 && delivered.last?.updated.contains(ResultIndex(section: 0, item: 0)) == true,
+                "\(delivered)")
+    }
+
+    /// A child's sections are named by the values the fetch sorted by (its parent's), as a
+    /// fresh fetch names them, also where the child holds an older value loaded.
+    @Test func aChildsSectionsAreNamedAsItsFetchSortsThem() throws {
+        let fixture = try FetchFixture(seed: 9, count: 30)
+        let context = fixture.context
+        let child = Context(parent: context)
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+                                         context: child, sectionKeyPath: "flag")
+        let mine = try #require(results.objects.first)
+        let flag = mine.flag                                          // loaded in the child
+        let inParent = try #require(try context.existingObject(Item.self, with: mine.objectID))
+        inParent.flag = !flag
+        inParent.score = -1_000
+        context.processPendingChanges()
+        child.processPendingChanges()
+        let fresh = try Self.fresh(results, in: child)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        #expect(results.sections.first { $0.objects.contains { $0 === mine } }?.name == "\(!flag)")
+    }
+
+    /// Results under a limit that must fetch again (a row leaves for past the limit) still
+    /// report the other touched rows' updates.
+    @Test func aWindowThatFetchesAgainReportsUpdates() throws {
+        let fixture = try FetchFixture(seed: 10, count: 10)
+        let context = fixture.context
+        var request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])
+        request.fetchLimit = 3
+        let results = try FetchedResults(request: request, context: context)
+        var delivered: [ResultsChange] = []
+        results.onChange = { delivered.append($0) }
+        let rows = results.objects
+        let fetches = results.fetchCount
+        rows[0].flag.toggle()
+        rows[2].score = 10_000
+        context.processPendingChanges()
+        #expect(results.fetchCount == fetches + 1, "fetched again")
+        #expect(delivered.count == 1 && delivered.last?.updated.contains(ResultIndex(section: 0, item: 0)) == true, "\(delivered)")
+    }
+
     /// The store names the records its latest transactions changed, and says when it no
     /// longer knows them all.
     @Test func recentChangesForgetTheOldestTransactionsWhole() {
