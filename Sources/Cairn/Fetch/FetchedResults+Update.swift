@@ -206,7 +206,8 @@ struct ResultsUpdate {
         var keptEnd = keptCount, addedEnd = additions.count
         if let window {
             if case .after(let key, let id) = window.end {
-                addedEnd = additions.partitionPoint { !order.precedes($0.key, $0.object.recordID, key, id) }
+                // (Up to the end itself: the last row touched but not moved stays in.)
+                addedEnd = additions.partitionPoint { order.precedes(key, id, $0.key, $0.object.recordID) }
                 if keptCount + addedEnd < window.limit { return nil }
             }
             if keptCount + addedEnd > window.limit {

@@ -203,8 +203,13 @@ public final class FetchedResults<T: ManagedObject> {
             guard limit > 0, let end = windowEnd else { return nil }
             window = (limit, end)
         }
-        // Other contexts' saves first, as a fetch takes them in.
-        context.processExternalChanges()
+        // Other contexts' saves first, as a fetch takes them in; in the ancestors too, so
+        // that reading through them during the update runs no observer.
+        var level: Context? = context
+        while let current = level {
+            current.processExternalChanges()
+            level = current.parent
+        }
         try context.throwDeferredError()
         let now = ResultsInputs(of: context, entity: entity)
         if now == before { return .unchanged }
@@ -224,13 +229,18 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// With a fetch limit, what fetched results know of the matches past them.
     private func fetchedWindowEnd() throws -> ResultsUpdate.WindowEnd? {
-        guard let limit = request.fetchLimit, let context, watchedEntity != nil else { return nil }
+        guard let limit = request.fetchLimit, let context, let entityNumber = watchedEntity else { return nil }
         let entity = try context.entityDescription(request.entityName)
         let order = try ResultsUpdate.order(request.sortDescriptors, sectionKeyPath: sectionKeyPath, entity: entity,
                                             schema: context.coordinator.schema)
         let count = sections.reduce(0) { $0 + $1.objects.count }
-        return ResultsUpdate.windowEnd(limit: limit, count: count, last: sections.last?.objects.last?.recordID, order: order,
-                                       context: context)
+        let end = ResultsUpdate.windowEnd(limit: limit, count: count, last: sections.last?.objects.last?.recordID, order: order,
+                                          context: context)
+        // Read after the fetch: only if no save changed the entity since the fetch's inputs
+        // were taken (else the last row's key may not be the one it was sorted by, and the
+        // next change fetches again).
+        guard context.coordinator.store.lastChange(entity: entityNumber) == inputs?.storeChange else { return nil }
+        return end
     }
 
     /// Fetches again if what the results were fetched from may have changed since.

@@ -14,8 +14,9 @@ final class FuzzNode: ManagedObject {
 /// rollback, crash-and-reopen, compact — run on a real stack over a `MemoryFileSystem`
 /// and on a plain reference model (`[key: (value, parent)]` with undo and redo as
 /// stacks of whole states). After every step the context's objects must equal the
-/// model, and live results (one of the entity alone, one sorted through a relationship)
-/// must equal a fresh fetch once told of the changes; any difference stops the process
+/// model, and live results (one of the entity alone, one sorted through a relationship,
+/// the first four by a descending key) must equal a fresh fetch once told of the
+/// changes; any difference stops the process
 /// (`preconditionFailure`) so libFuzzer keeps the input.
 struct ContextDifferential {
     struct Node: Equatable, CustomStringConvertible {
@@ -48,9 +49,12 @@ struct ContextDifferential {
     }
 
     static func liveResults(on context: Context) throws -> [FetchedResults<FuzzNode>] {
-        [try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key")]), context: context),
-         try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("parent.key"), SortDescriptor("key")]),
-                            context: context)]
+        var firstFew = FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key", ascending: false)])
+        firstFew.fetchLimit = 4
+        return [try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key")]), context: context),
+                try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("parent.key"), SortDescriptor("key")]),
+                                   context: context),
+                try FetchedResults(request: firstFew, context: context)]
     }
 
     static func options(_ fs: MemoryFileSystem) -> StoreOptions {

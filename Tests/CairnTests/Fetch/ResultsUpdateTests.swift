@@ -231,8 +231,9 @@ import Testing
         #expect(results.sections.first { $0.objects.contains { $0 === mine } }?.name == "\(!flag)")
     }
 
-    /// Results under a limit that must fetch again (a row leaves for past the limit) still
-    /// report the other touched rows' updates.
+    /// Results under a limit: the last row changed in place is an update, not a fetch;
+    /// when they must fetch again (a row leaves for past the limit) they still report the
+    /// other touched rows' updates.
     @Test func aWindowThatFetchesAgainReportsUpdates() throws {
         let fixture = try FetchFixture(seed: 10, count: 10)
         let context = fixture.context
@@ -242,7 +243,12 @@ import Testing
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         let rows = results.objects
-        let fetches = results.fetchCount
+        var fetches = results.fetchCount
+        rows[2].flag.toggle()
+        context.processPendingChanges()
+        #expect(results.fetchCount == fetches && delivered == [ResultsChange(updated: [ResultIndex(section: 0, item: 2)])])
+        delivered.removeAll()
+        fetches = results.fetchCount
         rows[0].flag.toggle()
         rows[2].score = 10_000
         context.processPendingChanges()
