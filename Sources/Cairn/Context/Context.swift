@@ -282,18 +282,26 @@ public final class Context {
     }
 
     /// The IDs of an entity's objects as seen in this context: the source's, less
-    /// deleted ones, plus inserted ones.
+    /// deleted ones, plus inserted ones, and changed ones the source no longer has (deleted
+    /// by another context's save, kept here with their changes, as this context's own
+    /// fetch finds them).
     func currentIDs(entity: UInt16) -> [RecordID] {
         processExternalChanges()
         var ids = parent?.currentIDs(entity: entity) ?? coordinator.store.ids(entity: entity)
         var removed = Set<RecordID>(), added: [RecordID] = []
         for (id, object) in dirty where id.entity == entity {
             if !object.exists && object.inStore { removed.insert(id) }
-            if object.exists && !object.inStore { added.append(id) }
+            if object.exists && (!object.inStore || !Self.sortedContains(ids, id)) { added.append(id) }
         }
         if !removed.isEmpty { ids.removeAll { removed.contains($0) } }
         if !added.isEmpty { ids = Self.merged(ids, added.sorted()) }
         return ids
+    }
+
+    /// Whether the ascending list `ids` holds `id`.
+    static func sortedContains(_ ids: [RecordID], _ id: RecordID) -> Bool {
+        let index = ids.partitionPoint { $0 >= id }
+        return index < ids.count && ids[index] == id
     }
 
     /// Two ascending lists of IDs as one, each ID once: a merge of the few added into the

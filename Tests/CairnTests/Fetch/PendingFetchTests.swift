@@ -196,6 +196,27 @@ extension ChildFetchTests {
         #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 1000")).isEmpty)
     }
 
+    /// A record another context deleted, changed here before (so kept with its changes):
+    /// a fetch here finds it, and so does a child's fetch, by index or by a full scan.
+    @Test func aRecordDeletedElsewhereButChangedHereIsFoundInAChild() throws {
+        let fixture = try FetchFixture(seed: 12, count: 20)
+        let context = fixture.context
+        let items = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rankPlain")]))
+        let target = items[0]
+        target.label = "changed here"
+        let other = fixture.stack.context()
+        other.delete(try #require(try other.existingObject(Item.self, with: target.objectID)))
+        try other.save()
+        context.processExternalChanges()
+        let child = Context(parent: context)
+        let here = try context.fetch(FetchRequest(Item.self)).map(\.objectID)
+        #expect(here.contains(target.objectID), "the root's own fetch keeps it")
+        #expect(try child.fetch(FetchRequest(Item.self)).map(\.objectID) == here, "a full scan in the child")
+        #expect(try child.fetch(FetchRequest(Item.self, format: "rank == %@", .int64(Int64(target.rank)))).map(\.objectID)
+                == [target.objectID], "by index in the child")
+        #expect(try child.count(for: FetchRequest(Item.self)) == here.count)
+    }
+
     /// A save that meets a conflict merges the stored values into the changed object (no
     /// write, so no entry in the lookup's journal); if its retry then fails, fetches by the
     /// indexed value still find the object by its merged value, not by the one the lookup
