@@ -211,6 +211,18 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     /// The values of a fault just read from the parent store, which are now also its saved ones.
+    /// A fault whose context is gone (a function fetched the objects in a context of its
+    /// own and returned them): it takes the values the fetch read with it, if it kept them,
+    /// as its context would have. Without them (a fault made for a relationship) it has
+    /// nothing to read, and reads give the defaults.
+    func loadPrefetchedWithoutContext() {
+        guard let (values, version) = prefetched else { return }
+        prefetched = nil
+        setLoaded(values)
+        baseVersion = version
+        isFault = false
+    }
+
     func setLoaded(_ values: [Value]) {
         madeDefaultsPending = false  // a stored record: nothing is left to make
         storedValues = values
@@ -354,7 +366,9 @@ open class ManagedObject: CustomStringConvertible {
     @usableFromInline
     func read(_ slot: Int) -> Value {
         // A loaded object needs no context (and no weak load) to be read.
-        if isFault { context?.willRead(self) }
+        if isFault {
+            if let context { context.willRead(self) } else { loadPrefetchedWithoutContext() }
+        }
         makeDefaultsIfPending()
         return slot < values.count ? values[slot] : .null
     }

@@ -516,4 +516,20 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let nested = FetchRequest(Item.self, where: #Predicate { $0.group?.title == "red" })
         #expect(nested.predicate != nil, "to-one key paths convert")
     }
+
+    /// Objects fetched in a context that is then released (a function fetching in a
+    /// context of its own and returning the objects) read the values the fetch read, not
+    /// the defaults.
+    @Test func objectsOutlivingTheirContextReadWhatWasFetched() throws {
+        let fixture = try FetchFixture(seed: 13, count: 25)
+        func fetchAlone() throws -> [Item] {
+            try fixture.stack.context().fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rankPlain")]))
+        }
+        let items = try fetchAlone()
+        #expect(items.allSatisfy { $0.context == nil }, "the context is gone")
+        let expected = fixture.items.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }
+        #expect(items.map(\.rank).sorted() == expected.map(\.rank))
+        #expect(Set(items.map(\.score)) == Set(fixture.items.map(\.score)))
+        #expect(items.map(\.label).filter { $0 != nil }.count == fixture.items.filter { $0.label != nil }.count)
+    }
 }
