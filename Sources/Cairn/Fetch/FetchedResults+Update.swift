@@ -93,11 +93,15 @@ struct ResultsUpdate {
     /// With a limit: what the new results know of the matches past them.
     private(set) var windowEnd: WindowEnd?
 
-    /// The name of the section of a result whose section key path reaches `value`.
+    /// The name of the section of a result whose section key path reaches `value`. Values
+    /// that sort alike are named alike: -0.0 is 0.0 (named apart, they made sections of
+    /// one name on either side of another).
     static func sectionName(_ value: Value) -> String {
         switch value {
         case .null: return ""
         case .string(let text): return text
+        case .double(let number) where number == 0: return Value.double(0).description
+        case .float(let number) where number == 0: return Value.float(0).description
         default: return value.description
         }
     }

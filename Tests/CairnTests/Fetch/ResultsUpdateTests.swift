@@ -256,6 +256,23 @@ import Testing
         #expect(delivered.count == 1 && delivered.last?.updated.contains(ResultIndex(section: 0, item: 0)) == true, "\(delivered)")
     }
 
+    /// Section keys that sort alike make one section: 0.0 and -0.0.
+    @Test func signedZerosShareASection() throws {
+        let stack = try Stack(model: try Model(Item.self, Group.self))
+        let context = stack.context()
+        for (index, score) in [0.0, -0.0, 0.0, 1.0, -0.0].enumerated() {
+            let item = Item(context: context)
+            item.score = 7  // (-0.0 over the default 0.0 would be no change)
+            item.score = score
+            item.rank = index
+        }
+        try context.save()
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+                                         context: context, sectionKeyPath: "score")
+        #expect(results.sections.map(\.name) == ["0.0", "1.0"])
+        #expect(results.sections.map(\.objects.count) == [4, 1])
+    }
+
     /// The store names the records its latest transactions changed, and says when it no
     /// longer knows them all.
     @Test func recentChangesForgetTheOldestTransactionsWhole() {
