@@ -197,13 +197,14 @@ extension Context {
 
     /// A record's values as a fetch here tests and sorts it: a changed object's own
     /// values; any other record's as the parent sees it (a child's loaded object may hold
-    /// older ones), or as the store has it.
-    func fetchedValues(_ id: RecordID) -> [Value]? {
+    /// older ones), or as the store has it. (A record that cannot be read is an error, as
+    /// in a fetch, not a record that does not match.)
+    func fetchedValues(_ id: RecordID) throws -> [Value]? {
         if let object = dirty[id] {
             willRead(object)
             return object.exists && object.context === self ? object.values : nil
         }
-        return try? sourceValues(for: id)?.values
+        return try sourceValues(for: id)?.values
     }
 
     /// ``viewValues(_:)`` for the records one fetch follows relationships to, each read

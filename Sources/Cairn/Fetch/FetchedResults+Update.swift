@@ -4,10 +4,10 @@ import Foundation
 /// a save of one object under results of 50,000 had cost a fetch of all of them (a scan
 /// and a sort), tables of every result's values and positions, and a diff of them.
 extension FetchedResults {
-    /// `sections` (and `untyped`, their objects as ``ManagedObject``s) with each record of
-    /// `touched` taken out and, if it is a result now, put back where a fetch would put
-    /// it; `snapshot` with the touched records' values as they are now; and the change
-    /// (see ``ResultsUpdate``).
+    /// `sections` (and `untyped`, their objects as ``ManagedObject``s, and `placed`, the IDs
+    /// they were placed under) with each record of `touched` taken out and, if it is a
+    /// result now, put back where a fetch would put it; the changes to `snapshot` (the
+    /// values shown); and the change (see ``ResultsUpdate``). Nil: fetch again.
     static func updated(_ sections: [Section], untyped: [[ManagedObject]], placed: [[RecordID]], snapshot: IDMap<RecordID, [Value]>,
                         touched: IDMap<RecordID, Bool>, request: FetchRequest<T>, sectionKeyPath: String?,
                         window: (limit: Int, end: ResultsUpdate.WindowEnd)?, context: Context) throws -> Updated? {
@@ -54,7 +54,6 @@ extension FetchedResults {
         var change: ResultsChange
         var windowEnd: ResultsUpdate.WindowEnd?
     }
-
 }
 
 /// Live results of one entity brought up to date after a change that touched a few of
@@ -128,9 +127,9 @@ struct ResultsUpdate {
 
     /// What results of at most `limit` rows, the last one `last` (if any), know of the
     /// matches past them, in `order`.
-    static func windowEnd(limit: Int, count: Int, last: RecordID?, order: RowOrder, context: Context) -> WindowEnd {
+    static func windowEnd(limit: Int, count: Int, last: RecordID?, order: RowOrder, context: Context) throws -> WindowEnd {
         guard count >= limit, let last else { return .complete }
-        return .after(key: order.key(context.fetchedValues(last) ?? [], context.memoizedViewValues()), id: last)
+        return .after(key: order.key(try context.fetchedValues(last) ?? [], context.memoizedViewValues()), id: last)
     }
 
     /// `objects` are the results' objects, `ids` the record IDs they were placed under
@@ -182,7 +181,7 @@ struct ResultsUpdate {
         for (id, _) in touched {
             if let values = snapshot[id] { shown[id] = values }
             snapshotChanges.append((id, nil))
-            guard let values = context.fetchedValues(id), compiled?.evaluate(values, resolve: resolver) ?? true else { continue }
+            guard let values = try context.fetchedValues(id), compiled?.evaluate(values, resolve: resolver) ?? true else { continue }
             let object = context.object(for: id, entity: entity, type: type)
             guard isResult(object) else { continue }
             let name = sectionPath.map { Self.sectionName(CompiledPredicate.follow($0, values, resolver).first ?? .null) } ?? ""
@@ -197,9 +196,9 @@ struct ResultsUpdate {
         var next = 0
         for addition in additions {
             let id = addition.object.recordID
-            next = (next..<keptCount).partitionPoint { index in
+            next = try (next..<keptCount).partitionPoint { index in
                 let rowID = keptID(index)
-                return order.precedes(addition.key, id, order.key(context.fetchedValues(rowID) ?? [], resolver), rowID)
+                return order.precedes(addition.key, id, order.key(try context.fetchedValues(rowID) ?? [], resolver), rowID)
             }
             gaps.append(next)
         }
@@ -238,7 +237,7 @@ struct ResultsUpdate {
         if let window {
             let lastAdded = additions.last.flatMap { gaps[additions.count - 1] == keptEnd ? $0.object.recordID : nil }
             let last = lastAdded ?? (keptEnd > 0 ? keptID(keptEnd - 1) : nil)
-            windowEnd = Self.windowEnd(limit: window.limit, count: keptEnd + additions.count, last: last, order: order, context: context)
+            windowEnd = try Self.windowEnd(limit: window.limit, count: keptEnd + additions.count, last: last, order: order, context: context)
         }
 
         // The new sections: the untouched runs, cut where additions go in; a section for

@@ -96,11 +96,8 @@ public final class FetchedResults<T: ManagedObject> {
         let followsRelationships = request.objectFilter != nil || sectionKeyPath?.contains(".") == true
             || request.sortDescriptors.contains { $0.keyPath.count > 1 } || request.predicate?.followsRelationships == true
         watchedEntity = followsRelationships ? nil : try context.entityDescription(request.entityName).number
-        sections = try compute()
-        untyped = Self.untyped(sections)
-        placed = sections.map { $0.objects.map(\.recordID) }
-        snapshot = values(of: sections)
-        windowEnd = try? fetchedWindowEnd()
+        let fetched = try compute()
+        hold(fetched, snapshot: values(of: fetched))
         observation = context.addChangeObserver { [weak self] in
             do { try self?.refreshIfInputsChanged() } catch { context.recordError(error as? CairnError ?? CairnError(.io, "\(error)")) }
         }
@@ -175,11 +172,7 @@ public final class FetchedResults<T: ManagedObject> {
                                        || !ResultsUpdate.sameValues(self.snapshot[id], newSnapshot[id])
                                },
                                objectID: { new[$0.section].objects[$0.item].objectID })
-            sections = new
-            untyped = Self.untyped(new)
-            placed = new.map { $0.objects.map(\.recordID) }
-            snapshot = newSnapshot
-            windowEnd = try? fetchedWindowEnd()
+            hold(new, snapshot: newSnapshot)
         }
         guard !change.isEmpty else { return }
         onChange?(change)
@@ -225,7 +218,14 @@ public final class FetchedResults<T: ManagedObject> {
         return .updated(updated)
     }
 
-    private static func untyped(_ sections: [Section]) -> [[ManagedObject]] { sections.map { $0.objects as [ManagedObject] } }
+    /// Holds fetched sections, with what an update needs of them.
+    private func hold(_ fetched: [Section], snapshot fetchedSnapshot: IDMap<RecordID, [Value]>) {
+        sections = fetched
+        untyped = fetched.map { $0.objects as [ManagedObject] }
+        placed = fetched.map { $0.objects.map(\.recordID) }
+        snapshot = fetchedSnapshot
+        windowEnd = try? fetchedWindowEnd()
+    }
 
     /// With a fetch limit, what fetched results know of the matches past them.
     private func fetchedWindowEnd() throws -> ResultsUpdate.WindowEnd? {
@@ -234,7 +234,7 @@ public final class FetchedResults<T: ManagedObject> {
         let order = try ResultsUpdate.order(request.sortDescriptors, sectionKeyPath: sectionKeyPath, entity: entity,
                                             schema: context.coordinator.schema)
         let count = sections.reduce(0) { $0 + $1.objects.count }
-        let end = ResultsUpdate.windowEnd(limit: limit, count: count, last: sections.last?.objects.last?.recordID, order: order,
+        let end = try ResultsUpdate.windowEnd(limit: limit, count: count, last: sections.last?.objects.last?.recordID, order: order,
                                           context: context)
         // Read after the fetch: only if no save changed the entity since the fetch's inputs
         // were taken (else the last row's key may not be the one it was sorted by, and the
@@ -274,7 +274,7 @@ public final class FetchedResults<T: ManagedObject> {
         let resolver = context.memoizedViewValues()
         for object in objects {
             // Named by the values the fetch sorted it by (a child's loaded object may hold older ones).
-            let values = context.fetchedValues(object.recordID) ?? []
+            let values = try context.fetchedValues(object.recordID) ?? []
             let name = ResultsUpdate.sectionName(CompiledPredicate.follow(path, values, resolver).first ?? .null)
             if result.last?.name == name { result[result.count - 1].objects.append(object) } else { result.append(Section(name: name, objects: [object])) }
         }
