@@ -273,6 +273,30 @@ import Testing
         #expect(results.sections.map(\.objects.count) == [4, 1])
     }
 
+    /// NaN sorts after every other number, all NaNs alike: a sort by a double with NaNs
+    /// among the numbers is in order, and they make one section.
+    @Test func notANumberSortsLast() throws {
+        let stack = try Stack(model: try Model(Item.self, Group.self))
+        let context = stack.context()
+        let scores: [Double] = [3, .nan, -1, .nan, 2, -.infinity, .infinity, .nan, 0]
+        for (index, score) in scores.enumerated() {
+            let item = Item(context: context)
+            item.score = score
+            item.rank = index
+        }
+        try context.save()
+        let sorted = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])).map(\.score)
+        #expect(sorted.prefix(6) == [-.infinity, -1, 0, 2, 3, .infinity])
+        #expect(sorted.suffix(3).allSatisfy { $0.isNaN })
+        let descending = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score", ascending: false)]))
+            .map(\.score)
+        #expect(descending.prefix(3).allSatisfy { $0.isNaN })
+        #expect(descending.last == -.infinity)
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+                                         context: context, sectionKeyPath: "score")
+        #expect(results.sections.count == 7 && results.sections.last?.objects.count == 3)
+    }
+
     /// The store names the records its latest transactions changed, and says when it no
     /// longer knows them all.
     @Test func recentChangesForgetTheOldestTransactionsWhole() {
