@@ -269,9 +269,21 @@ extension Context {
                 continue
             }
             var merged = object.values
+            let attributes = object.entity.attributes.count
             for index in merged.indices where index < stored.count {
                 let changedHere = !Value.same(merged[index], base[index])
                 let changedThere = !Value.same(stored[index], base[index])
+                // A to-many list changed on both sides takes both sides' edits (the trumping
+                // side's where they clash): one side's whole list dropped the other's edits,
+                // and kept records deleted there.
+                if changedHere && changedThere && index >= attributes && index < base.count
+                    && object.entity.relationships[index - attributes].isToMany
+                    && (mergePolicy == .objectTrumps || mergePolicy == .storeTrumps) {
+                    merged[index] = mergePolicy == .objectTrumps
+                        ? Self.mergedReferences(read: base[index], child: merged[index], parent: stored[index])
+                        : Self.mergedReferences(read: base[index], child: stored[index], parent: merged[index])
+                    continue
+                }
                 switch mergePolicy {
                 case .storeTrumps: if changedThere || !changedHere { merged[index] = stored[index] }
                 case .objectTrumps: if !changedHere { merged[index] = stored[index] }
@@ -321,8 +333,21 @@ extension Context {
                     target = fault
                     parent.willRead(target)
                 }
-                for index in object.values.indices where index < target.values.count && target.values[index] != object.values[index] {
-                    parent.setPrimitive(target, index, object.values[index])
+                // What the child changed only: a value it did not change stays the parent's,
+                // which the parent may have changed since the child read it (copying the
+                // child's older value undid that, and a relationship list's older value left
+                // the parent's inverses out of step).
+                let read = object.base  // nil: new in the child, every value is its own
+                for index in object.values.indices where index < target.values.count {
+                    var value = object.values[index]
+                    if let read, index < read.count {
+                        if Value.same(value, read[index]) { continue }
+                        let attributes = object.entity.attributes.count
+                        if index >= attributes, object.entity.relationships[index - attributes].isToMany {
+                            value = Self.mergedReferences(read: read[index], child: value, parent: target.values[index])
+                        }
+                    }
+                    if target.values[index] != value { parent.setPrimitive(target, index, value) }
                 }
             }
         }
@@ -337,6 +362,20 @@ extension Context {
             }
         }
         clearChanges(saved: objects.count)
+    }
+
+    /// A to-many relationship's value after a child's save: the child's, unless the parent
+    /// changed it since the child read it (`read`); then the parent's list without what the
+    /// child took out, and with what it added, in the child's order. (Also a save's merge
+    /// of a list changed here and in the store: the trumping side's is `child`.)
+    static func mergedReferences(read: Value, child: Value, parent: Value) -> Value {
+        guard !Value.same(parent, read) else { return child }
+        let childList = child.referencedIDs, readList = read.referencedIDs, parentList = parent.referencedIDs
+        let kept = Set(childList), wasRead = Set(readList)
+        var merged = parentList.filter { kept.contains($0) || !wasRead.contains($0) }
+        let present = Set(merged)
+        merged += childList.filter { !wasRead.contains($0) && !present.contains($0) }
+        return .references(merged)
     }
 
     /// Deletes without applying delete rules (a child already applied them).
@@ -358,23 +397,47 @@ extension Context {
         guard parent == nil, inbox.hasPending else { return }
         defer { processPendingChanges() }
         for changes in inbox.drain() {
-            for id in changes.deleted { forgetDeleted(id.recordID) }
+            var forgotten = Set<UInt64>()
+            for id in changes.deleted where forgetDeleted(id.recordID) { forgotten.insert(id.recordID.rawValue) }
+            dropReferences(to: forgotten)
             for id in changes.updated.keys { refreshUpdated(id.recordID) }
             onExternalChanges?(changes)
         }
     }
 
     /// After record `id` was deleted in the store: its registered object drops the row a
-    /// fetch read for it and, if it has no unsaved changes, leaves this context.
-    func forgetDeleted(_ id: RecordID) {
-        guard let object = registered[id] else { return }
+    /// fetch read for it and, if it has no unsaved changes, leaves this context. Returns
+    /// whether the record is gone here too (not kept for an unsaved change).
+    @discardableResult
+    func forgetDeleted(_ id: RecordID) -> Bool {
+        guard let object = registered[id] else { return true }
         object.prefetched = nil
-        guard !object.hasChanges else { return }
+        guard !object.hasChanges else { return false }
         registered[id] = nil
         dirty[id] = nil
         object.exists = false
         object.inStore = false
         object.context = nil
+        return true
+    }
+
+    /// Takes the records `raws`, deleted elsewhere and gone here, out of the relationships
+    /// of the objects with unsaved changes, as the delete took them out of the stored
+    /// records: the other objects re-read theirs, but a changed object keeps its values
+    /// until its save, and its save failed on a list still naming a deleted record.
+    private func dropReferences(to raws: Set<UInt64>) {
+        guard !raws.isEmpty else { return }
+        for (_, object) in dirty where object.exists && !object.isFault {
+            let attributes = object.entity.attributes.count
+            for slot in attributes..<min(object.values.count, attributes + object.entity.relationships.count) {
+                let value = object.values[slot]
+                let targets = value.referencedIDs
+                guard targets.contains(where: raws.contains) else { continue }
+                let kept = targets.filter { !raws.contains($0) }
+                changeGeneration &+= 1
+                object.setValue(object.entity.relationships[slot - attributes].isToMany ? .references(kept) : .null, at: slot)
+            }
+        }
     }
 
     /// After record `id` changed in the store: its registered object drops the row a fetch

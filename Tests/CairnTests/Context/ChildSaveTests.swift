@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// A child context's save hands its parent what the child changed, and only that.
+@Suite struct ChildSaveTests {
+    /// The parent changes a value after the child read the object; the child changes
+    /// another. The child's save keeps the parent's change (it had put back the value the
+    /// child read).
+    @Test func aValueTheChildDidNotChangeStaysTheParents() throws {
+        let fixture = try FetchFixture(seed: 3, count: 10)
+        let context = fixture.context
+        let item = try #require(try context.fetch(FetchRequest(Item.self)).first)
+        let child = Context(parent: context)
+        let mine = try #require(try child.existingObject(Item.self, with: item.objectID))
+        _ = mine.score                                      // read in the child
+        item.score = 1234
+        mine.rank = 77
+        try child.save()
+        #expect(item.rank == 77)
+        #expect(item.score == 1234)
+    }
+
+    /// The child renames a group the parent has since given an item, and adds another
+    /// item to it: the parent's group holds both items, each names the group, and so does
+    /// the store after the parent's save.
+    @Test func aRelationshipListTakesTheChildsEditsIntoTheParents() throws {
+        let fixture = try FetchFixture(seed: 4, count: 30)
+        let context = fixture.context
+        let groups = try context.fetch(FetchRequest(Group.self))
+        let group = try #require(groups.first), elsewhere = try #require(groups.last)
+        let items = try context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == nil")))
+        #expect(items.count >= 2)
+        let (parentAdds, childAdds) = (items[0], items[1])
+        let child = Context(parent: context)
+        let childGroup = try #require(try child.existingObject(Group.self, with: group.objectID))
+        let before = Set(childGroup.items.map(\.objectID))  // read in the child
+        parentAdds.group = group
+        childGroup.title = "renamed"
+        let taken = try #require(childGroup.items.first)
+        try #require(try child.existingObject(Item.self, with: childAdds.objectID)).group = childGroup
+        taken.group = try #require(try child.existingObject(Group.self, with: elsewhere.objectID))
+        try child.save()
+
+        let expected = before.subtracting([taken.objectID]).union([parentAdds.objectID, childAdds.objectID])
+        #expect(group.title == "renamed")
+        #expect(Set(group.items.map(\.objectID)) == expected)
+        #expect(parentAdds.group === group && childAdds.group === group)
+        try context.save()
+        let reader = fixture.stack.context()
+        let stored = try #require(try reader.existingObject(Group.self, with: group.objectID))
+        #expect(Set(stored.items.map(\.objectID)) == expected)
+        for item in stored.items { #expect(item.group === stored) }
+        let owners = try reader.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == %@", arguments: [.reference(group.objectID.recordID.rawValue)])))
+        #expect(Set(owners.map(\.objectID)) == expected)
+    }
+
+    /// A group changed here (renamed) loses an item another context deleted, as the stored
+    /// group did: its save had failed on a list naming the deleted item.
+    @Test func aChangedObjectDropsARecordDeletedElsewhere() throws {
+        let fixture = try FetchFixture(seed: 5, count: 40)
+        let context = fixture.context
+        context.mergePolicy = .objectTrumps
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 2 })
+        let doomed = group.items[0].objectID, kept = group.items[1].objectID
+        group.title = "renamed"
+        let other = fixture.stack.context()
+        try other.delete(#require(try other.existingObject(Item.self, with: doomed)))
+        try other.save()
+        context.processExternalChanges()
+        #expect(!group.items.map(\.objectID).contains(doomed))
+        try context.save()
+        let reader = fixture.stack.context()
+        let stored = try #require(try reader.existingObject(Group.self, with: group.objectID))
+        #expect(stored.title == "renamed")
+        #expect(!stored.items.map(\.objectID).contains(doomed) && stored.items.map(\.objectID).contains(kept))
+    }
+}
