@@ -313,15 +313,18 @@ struct ResultsUpdate {
 
 extension ResultsInputs {
     /// The records whose state may differ between these inputs (the earlier) and `now`,
-    /// both of one entity's records: those the store changed since, and those whose
+    /// both of `entities`' records: those the store changed since, and those whose
     /// unsaved state differs in any context of the chain. Nil when that is not known:
     /// another chain of contexts, a reset, or store changes no longer all remembered.
-    func touched(until now: ResultsInputs, entity: UInt16, store: Store) -> IDMap<RecordID, Bool>? {
+    func touched(until now: ResultsInputs, entities: [UInt16], store: Store) -> IDMap<RecordID, Bool>? {
         guard resets == now.resets, counts.count == now.counts.count else { return nil }
         var touched = IDMap<RecordID, Bool>()
         if storeChange != now.storeChange {
-            guard let raws = store.changedRecords(entity: entity, after: storeChange) else { return nil }
-            for raw in raws { touched[RecordID(rawValue: raw)] = true }
+            for entity in entities {
+                // (`storeChange` is the last change of any of them: those of each after it are new.)
+                guard let raws = store.changedRecords(entity: entity, after: storeChange) else { return nil }
+                for raw in raws { touched[RecordID(rawValue: raw)] = true }
+            }
         }
         // Each context's entries, both in ID order: a record is touched unless it has the
         // same entry in both, or none in either.

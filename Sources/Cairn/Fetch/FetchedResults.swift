@@ -40,13 +40,15 @@ public struct ResultsChange: Sendable, Equatable {
 /// told ``Context/processPendingChanges()``, the results are brought up to date, if what
 /// they were fetched from may have changed, and the difference is delivered to
 /// ``onChange`` and to the ``changes`` sequence. A change to a few of the entity's
-/// records places those again without a fetch (``ResultsUpdate``), under a fetch limit
-/// too unless rows from past it must come in; a larger one, a reset, or results with a
-/// fetch offset fetch again. What they were fetched from: the stored records of
-/// the request's entity and the unsaved changes to them in the context and its
-/// ancestors; or, when the predicate, a sort or the sections follow a relationship (or
-/// the request filters objects with a closure), every entity's. So a save of other
-/// entities costs the results nothing (it had cost a fetch of all of them).
+/// records, or to records their key paths reach through relationships (`owner.name`),
+/// places the records it touched again without a fetch (``ResultsUpdate``), under a
+/// fetch limit too unless rows from past it must come in; a larger one, a reset, or
+/// results with a fetch offset fetch again. What they were fetched from: the stored
+/// records of the request's entity and of the entities its key paths reach, and the
+/// unsaved changes to them in the context and its ancestors (``ResultsDependencies``);
+/// every entity's when the request filters objects with a closure, or a key path follows
+/// a relationship without an inverse. So a save of other entities costs the results
+/// nothing (it had cost a fetch of all of them).
 /// Sections group results by the value of ``sectionKeyPath``, in ascending order.
 public final class FetchedResults<T: ManagedObject> {
     public struct Section {
@@ -76,8 +78,9 @@ public final class FetchedResults<T: ManagedObject> {
     /// The values each result had when last fetched (to tell updates).
     private var snapshot = IDMap<RecordID, [Value]>()
     private var observation: UUID?
-    /// The entity whose records and changes the results depend on, or nil for every entity.
-    private let watchedEntity: UInt16?
+    /// The entities whose records and changes the results depend on, and how a change of
+    /// a related record reaches the results' records; nil: every entity's, and a fetch.
+    private let dependencies: ResultsDependencies?
     /// What the results were last fetched from (see ``ResultsInputs``).
     private var inputs: ResultsInputs?
     /// How many times the results were fetched (for tests).
@@ -93,9 +96,11 @@ public final class FetchedResults<T: ManagedObject> {
         self.context = context
         self.sectionKeyPath = sectionKeyPath
         (changes, continuation) = AsyncStream.makeStream(of: ResultsChange.self)
-        let followsRelationships = request.objectFilter != nil || sectionKeyPath?.contains(".") == true
-            || request.sortDescriptors.contains { $0.keyPath.count > 1 } || request.predicate?.followsRelationships == true
-        watchedEntity = followsRelationships ? nil : try context.entityDescription(request.entityName).number
+        var keyPaths = request.sortDescriptors.map(\.keyPath) + (request.predicate?.keyPaths ?? [])
+        if let sectionKeyPath { keyPaths.append(sectionKeyPath.split(separator: ".").map(String.init)) }
+        dependencies = request.objectFilter != nil ? nil
+            : ResultsDependencies(keyPaths: keyPaths, entity: try context.entityDescription(request.entityName),
+                                  schema: context.coordinator.schema)
         let fetched = try compute()
         hold(fetched, snapshot: values(of: fetched))
         observation = context.addChangeObserver { [weak self] in
@@ -184,12 +189,13 @@ public final class FetchedResults<T: ManagedObject> {
         case updated(Updated)
     }
 
-    /// The results brought up to date without a fetch, when they can be: results of one
-    /// entity with no offset, changed in fewer records than an eighth of them (or 256),
-    /// all known (``ResultsInputs/touched(until:entity:store:)``), and with a limit, no
-    /// row from past them coming in. Nil: fetch again.
+    /// The results brought up to date without a fetch, when they can be: results with
+    /// known dependencies and no offset, changed in fewer records than an eighth of them
+    /// (or 256), all known (``ResultsInputs/touched(until:entities:store:)``,
+    /// ``ResultsDependencies/rowsTouched(by:limit:context:)``), and with a limit, no row
+    /// from past them coming in. Nil: fetch again.
     private func update() throws -> Update? {
-        guard let context, let entity = watchedEntity, let before = inputs, request.fetchOffset <= 0,
+        guard let context, let dependencies, let before = inputs, request.fetchOffset <= 0,
               request.includesPendingChanges else { return nil }
         var window: (limit: Int, end: ResultsUpdate.WindowEnd)?
         if let limit = request.fetchLimit {
@@ -204,15 +210,17 @@ public final class FetchedResults<T: ManagedObject> {
             level = current.parent
         }
         try context.throwDeferredError()
-        let now = ResultsInputs(of: context, entity: entity)
+        let store = context.coordinator.store, entities = dependencies.entities
+        let now = ResultsInputs(of: context, entities: entities)
         if now == before { return .unchanged }
-        guard let touched = before.touched(until: now, entity: entity, store: context.coordinator.store),
-              touched.count <= max(256, snapshot.count / 8) else { return nil }
+        guard let changed = before.touched(until: now, entities: entities, store: store),
+              let touched = try dependencies.rowsTouched(by: changed, limit: max(256, snapshot.count / 8), context: context)
+        else { return nil }
         guard let updated = try Self.updated(sections, untyped: untyped, placed: placed, snapshot: snapshot, touched: touched,
                                              request: request, sectionKeyPath: sectionKeyPath, window: window, context: context),
               // Read in one state: a save by another thread meanwhile may have changed rows
               // compared along the way (a fetch reads one state).
-              context.coordinator.store.lastChange(entity: entity) == now.storeChange else { return nil }
+              store.lastChange(entities: entities) == now.storeChange else { return nil }
         inputs = now
         updateCount += 1
         return .updated(updated)
@@ -229,7 +237,7 @@ public final class FetchedResults<T: ManagedObject> {
 
     /// With a fetch limit, what fetched results know of the matches past them.
     private func fetchedWindowEnd() throws -> ResultsUpdate.WindowEnd? {
-        guard let limit = request.fetchLimit, let context, let entityNumber = watchedEntity else { return nil }
+        guard let limit = request.fetchLimit, let context, let entities = dependencies?.entities else { return nil }
         let entity = try context.entityDescription(request.entityName)
         let order = try ResultsUpdate.order(request.sortDescriptors, sectionKeyPath: sectionKeyPath, entity: entity,
                                             schema: context.coordinator.schema)
@@ -239,14 +247,14 @@ public final class FetchedResults<T: ManagedObject> {
         // Read after the fetch: only if no save changed the entity since the fetch's inputs
         // were taken (else the last row's key may not be the one it was sorted by, and the
         // next change fetches again).
-        guard context.coordinator.store.lastChange(entity: entityNumber) == inputs?.storeChange else { return nil }
+        guard context.coordinator.store.lastChange(entities: entities) == inputs?.storeChange else { return nil }
         return end
     }
 
     /// Fetches again if what the results were fetched from may have changed since.
     func refreshIfInputsChanged() throws {
         guard let context else { return }
-        let current = ResultsInputs(of: context, entity: watchedEntity)
+        let current = ResultsInputs(of: context, entities: dependencies?.entities)
         guard current != inputs else { return }
         try refresh(seen: current)  // (not taken again for the fetch)
     }
@@ -255,7 +263,7 @@ public final class FetchedResults<T: ManagedObject> {
     /// that throws leaves the inputs as they were, so the next change fetches again).
     private func compute(seen known: ResultsInputs? = nil) throws -> [Section] {
         guard let context else { return [] }
-        let seen = known ?? ResultsInputs(of: context, entity: watchedEntity)
+        let seen = known ?? ResultsInputs(of: context, entities: dependencies?.entities)
         let sections = try fetchSections(in: context)
         inputs = seen
         fetchCount += 1
@@ -352,10 +360,11 @@ public final class FetchedResults<T: ManagedObject> {
 @available(*, unavailable, message: "live results belong to their context's isolation")
 extension FetchedResults: Sendable {}
 
-/// What a fetch of one entity's records (or of every entity's, `entity` nil) saw, in a
-/// form cheap to compare: the last store transaction that changed them, each context's
-/// reset count from this one up to the root, and the unsaved state (object, existence, a
-/// hash of the values) of every changed object of the entity in each of those contexts.
+/// What a fetch that reads some entities' records (or every entity's, `entities` nil)
+/// saw, in a form cheap to compare: the last store transaction that changed them, each
+/// context's reset count from this one up to the root, and the unsaved state (object,
+/// existence, a hash of the values) of every changed object of those entities in each of
+/// those contexts.
 /// Equal inputs give an equal fetch (but for two different values of 64-bit hash
 /// alike); unequal ones may not (a value set and set back). A hash, not the values: held
 /// here, the values array (and a to-many list in it) would be copied by the object's next
@@ -375,14 +384,14 @@ struct ResultsInputs: Equatable {
     var pending: [Pending] = []
     var counts: [Int] = []
 
-    init(of context: Context, entity: UInt16?) {
+    init(of context: Context, entities: [UInt16]?) {
         let store = context.coordinator.store
-        storeChange = entity.map { store.lastChange(entity: $0) } ?? store.lastSequence
+        storeChange = entities.map { store.lastChange(entities: $0) } ?? store.lastSequence
         var level: Context? = context
         while let current = level {
             resets.append(current.resetGeneration)
             let start = pending.count
-            for (id, object) in current.dirty where entity == nil || id.entity == entity {
+            for (id, object) in current.dirty where entities?.contains(id.entity) ?? true {
                 pending.append(Pending(id: id, object: ObjectIdentifier(object), exists: object.exists, digest: Self.digest(object.values)))
             }
             pending[start...].sort { $0.id.rawValue < $1.id.rawValue }

@@ -23,14 +23,14 @@ public indirect enum FetchPredicate: Sendable, Hashable, CustomStringConvertible
         self = try parser.parse()
     }
 
-    /// Whether a key path goes past the entity's own properties (`owner.username`,
-    /// `dvds.@count`): then other entities' records can change what it matches.
-    var followsRelationships: Bool {
+    /// Every key path the predicate reads, on either side of each comparison (live results
+    /// depend on the records those reach: ``ResultsDependencies``).
+    var keyPaths: [[String]] {
         switch self {
-        case .constant: return false
-        case .not(let inner): return inner.followsRelationships
-        case .and(let parts), .or(let parts): return parts.contains { $0.followsRelationships }
-        case .comparison(let lhs, _, let rhs, _, _): return lhs.followsRelationships || rhs.followsRelationships
+        case .constant: return []
+        case .not(let inner): return inner.keyPaths
+        case .and(let parts), .or(let parts): return parts.flatMap(\.keyPaths)
+        case .comparison(let lhs, _, let rhs, _, _): return lhs.keyPaths + rhs.keyPaths
         }
     }
 
@@ -54,11 +54,11 @@ public indirect enum PredicateExpression: Sendable, Hashable, CustomStringConver
     /// `{1, 2, 3}`, for `IN` and `BETWEEN`.
     case list([PredicateExpression])
 
-    var followsRelationships: Bool {
+    var keyPaths: [[String]] {
         switch self {
-        case .keyPath(let parts): return parts.count > 1
-        case .constant: return false
-        case .list(let items): return items.contains { $0.followsRelationships }
+        case .keyPath(let parts): return [parts]
+        case .constant: return []
+        case .list(let items): return items.flatMap(\.keyPaths)
         }
     }
 

@@ -119,6 +119,12 @@ public final class Store: Sendable {
         state.withLock { $0.lastChanges[entity] ?? 0 }
     }
 
+    /// The sequence number of the last transaction that changed any of `entities`' records.
+    /// (It grows with every such transaction: each comes after all the earlier ones.)
+    func lastChange(entities: [UInt16]) -> UInt64 {
+        state.withLock { state in entities.reduce(0) { max($0, state.lastChanges[$1] ?? 0) } }
+    }
+
     /// The raw IDs of `entity`'s records changed by transactions after `sequence`, or nil
     /// when they are no longer all known (see ``RecentChanges``).
     func changedRecords(entity: UInt16, after sequence: UInt64) -> [UInt64]? {

@@ -12,9 +12,10 @@ import Testing
     }
 
     /// Random steps of every kind of change, here, in a child, in another context and by a
-    /// batch; after each, six live results (a predicate and a sort; sections of an own
-    /// attribute with a folded sort and nulls; ID order; a child's; the first 15 by a
-    /// descending sort; sections of at most 400) equal a fresh fetch,
+    /// batch, to items and to their groups; after each, eight live results (a predicate
+    /// and a sort; sections of an own attribute with a folded sort and nulls; ID order; a
+    /// child's; the first 15 by a descending sort; sections of at most 400; sections by
+    /// the group's title; a predicate and a sort through the group) equal a fresh fetch,
     /// their delivered change turns the rows before into the rows after, and most
     /// refreshes were updates, not fetches.
     @Test(arguments: Seeds.list([51, 52, 53]))
@@ -40,23 +41,32 @@ import Testing
         var roomyRequest = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")])
         roomyRequest.fetchLimit = 400
         let roomy = try FetchedResults(request: roomyRequest, context: context, sectionKeyPath: "flag")
+        let byGroup = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+                                         context: context, sectionKeyPath: "group.title")
+        let throughGroup = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "group.title != 'red'"),
+                                                                    sortDescriptors: [SortDescriptor("group.title", ascending: false),
+                                                                                      SortDescriptor("rank")]),
+                                              context: context)
         var delivered: [ObjectIdentifier: [ResultsChange]] = [:]
         func watch<T>(_ results: FetchedResults<T>) { results.onChange = { delivered[ObjectIdentifier(results), default: []].append($0) } }
-        watch(ranked); watch(sectioned); watch(plain); watch(inChild); watch(top); watch(roomy)
+        watch(ranked); watch(sectioned); watch(plain); watch(inChild); watch(top); watch(roomy); watch(byGroup); watch(throughGroup)
         var random = SplitMix64(seed: seed)
         for step in 0..<120 {
             func rows<T>(_ results: FetchedResults<T>) -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
-            let before = [rows(ranked), rows(sectioned), rows(plain), rows(inChild), rows(top), rows(roomy)]
+            let before = [rows(ranked), rows(sectioned), rows(plain), rows(inChild), rows(top), rows(roomy), rows(byGroup),
+                          rows(throughGroup)]
             func shown<T>(_ results: FetchedResults<T>) -> [ObjectID: String] {
                 Dictionary(results.objects.map { object in
                     let item = object as! Item
                     return (item.objectID, "\(item.rank) \(item.score) \(String(describing: item.label)) \(item.flag) \(String(describing: item.when))")
                 }, uniquingKeysWith: { a, _ in a })
             }
-            let shownBefore = [shown(ranked), shown(sectioned), shown(plain), shown(inChild), shown(top), shown(roomy)]
+            let shownBefore = [shown(ranked), shown(sectioned), shown(plain), shown(inChild), shown(top), shown(roomy), shown(byGroup),
+                               shown(throughGroup)]
             let items = try context.fetch(FetchRequest(Item.self))
             let item = items[Int(random.next() % UInt64(items.count))]
-            let kind = random.next() % 14
+            let groups = try context.fetch(FetchRequest(Group.self))
+            let kind = random.next() % 18
             switch kind {
             case 0:
                 let new = Item(context: context)
@@ -91,11 +101,33 @@ import Testing
                 mine[Int(random.next() % UInt64(mine.count))].rank = Int(random.next() % 20) - 10
                 if random.next() % 2 == 0 { try child.save() } else { child.processPendingChanges() }
             case 12: if random.next() % 5 == 0 { context.reset() } else { context.redo() }
+            case 14:                                                     // a group renamed: its items move
+                let titles = ["red", "green", "blue", "amber", "Red", ""]
+                groups.randomElement(using: &random)?.title = titles[Int(random.next() % UInt64(titles.count))]
+            case 15:                                                     // an item to another group, or none
+                item.group = random.next() % 4 == 0 ? nil : groups.randomElement(using: &random)
+            case 16:                                                     // a group added or deleted; in another context
+                if random.next() % 3 == 0, let group = groups.randomElement(using: &random) {
+                    context.delete(group)
+                } else if random.next() % 2 == 0 {
+                    let group = Group(context: context)
+                    group.title = "new \(step)"
+                    group.items = Array(items.prefix(Int(random.next() % 4)))
+                } else {
+                    let theirs = try other.fetch(FetchRequest(Group.self))
+                    if let group = theirs.randomElement(using: &random) { group.title = "theirs \(step)"; try other.save() }
+                    context.processExternalChanges()
+                }
+            case 17:                                                     // a group renamed in the child
+                let mine = try child.fetch(FetchRequest(Group.self))
+                mine.randomElement(using: &random)?.title = "child \(step)"
+                if random.next() % 2 == 0 { try child.save() } else { child.processPendingChanges() }
             default: try context.save()
             }
             if random.next() % 3 == 0 { try context.save() } else { context.processPendingChanges() }
             child.processPendingChanges()
-            for (index, results) in [(0, ranked as AnyObject), (1, sectioned), (2, plain), (3, inChild), (4, top), (5, roomy)] {
+            for (index, results) in [(0, ranked as AnyObject), (1, sectioned), (2, plain), (3, inChild), (4, top), (5, roomy),
+                                     (6, byGroup), (7, throughGroup)] {
                 let typed = results as! FetchedResults<Item>
                 let owner = index == 3 ? child : context
                 let after = rows(typed)
@@ -128,6 +160,8 @@ import Testing
                 "updates: \(ranked.updateCount), \(sectioned.updateCount), \(plain.updateCount), \(inChild.updateCount)")
         #expect(ranked.fetchCount < ranked.updateCount, "fetches \(ranked.fetchCount), updates \(ranked.updateCount)")
         #expect(top.updateCount > 20 && roomy.updateCount > 40, "windows: \(top.updateCount) (\(top.fetchCount) fetches), \(roomy.updateCount)")
+        #expect(byGroup.updateCount > 40 && throughGroup.updateCount > 40 && byGroup.fetchCount < byGroup.updateCount / 2,
+                "through the group: \(byGroup.updateCount) (\(byGroup.fetchCount) fetches), \(throughGroup.updateCount) (\(throughGroup.fetchCount) fetches)")
     }
 
     /// An object whose values change but whose place does not is reported updated in place,
@@ -318,5 +352,55 @@ import Testing
         recent.note(run(1...UInt64(RecentChanges.capacity + 1)), sequence: 8)
         #expect(recent.changed(after: 7) == nil, "a change larger than the capacity is not kept")
         #expect(recent.changed(after: 8) == [])
+    }
+}
+
+/// Live results whose key paths follow a relationship.
+@Suite struct RelatedResultsUpdateTests {
+    @Test func aGroupRenamedInAChildMovesItsItems() throws {
+        let fixture = try FetchFixture(seed: 7, count: 60)
+        let context = fixture.context
+        let child = Context(parent: context)
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+                                         context: context, sectionKeyPath: "group.title")
+        let group = try #require(try child.fetch(FetchRequest(Group.self)).first { $0.title == "blue" })
+        group.title = "aaa"
+        try child.save()
+        context.processPendingChanges()
+        let fresh = try ResultsUpdateTests.fresh(results, in: context)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        #expect(results.updateCount == 1 && results.fetchCount == 1, "\(results.updateCount) updates, \(results.fetchCount) fetches")
+    }
+
+    /// Results sectioned by a group's title take in a rename of the group, and an item
+    /// moved to another group, without a fetch; a save of a record they do not read costs
+    /// them nothing; a key path through a relationship without an inverse fetches.
+    @Test func aRenamedGroupMovesItsItemsWithoutAFetch() throws {
+        let fixture = try FetchFixture(seed: 8, count: 80)
+        let context = fixture.context
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+                                         context: context, sectionKeyPath: "group.title")
+        var changes: [ResultsChange] = []
+        results.onChange = { changes.append($0) }
+        let groups = try context.fetch(FetchRequest(Group.self))
+        groups[0].title = "zzz"
+        try context.save()
+        let item = try #require(groups[1].items.first)
+        item.group = groups[2]
+        try context.save()
+        for (step, expected) in try [ResultsUpdateTests.fresh(results, in: context)].enumerated() {
+            #expect(results.sections.map(\.name) == expected.map(\.0), "\(step)")
+            #expect(results.sections.map { $0.objects.map(\.objectID) } == expected.map(\.1))
+        }
+        #expect(changes.count == 2 && changes[0].moved.count == groups[0].items.count)
+        #expect(results.fetchCount == 1 && results.updateCount == 2, "\(results.fetchCount) fetches, \(results.updateCount) updates")
+        // A record of an entity the results do not read.
+        let stack = try Stack(model: try Model(Item.self, Group.self, Reading.self))
+        let separate = stack.context()
+        let watched = try FetchedResults(request: FetchRequest(Item.self), context: separate, sectionKeyPath: "group.title")
+        Reading(context: separate).note = "x"
+        try separate.save()
+        #expect(watched.fetchCount == 1 && watched.updateCount == 0)
     }
 }

@@ -1,0 +1,77 @@
+/// The records live results depend on: their entity's, and the records their predicate,
+/// sorts and sections reach through relationships (`owner.name`, `group.title`,
+/// `ANY tags.name`), with the way back from a changed related record to the results'
+/// records that reach it: the relationship's inverse, which every change keeps in step
+/// with it. So a save of another entity costs the results nothing, and a change of a
+/// related record places again only the records that reach it, without a fetch (results
+/// sectioned by `owner.name` had fetched and compared every row after any save at all).
+struct ResultsDependencies {
+    /// One relationship a key path follows: the entity it leads to, and the slot of the
+    /// relationship's inverse in that entity's records.
+    struct Hop: Equatable {
+        let entity: UInt16
+        let inverseSlot: Int
+    }
+
+    /// The results' entity first, then each other entity a key path reaches, once.
+    let entities: [UInt16]
+    /// The hops of each key path that follows relationships, from the results' entity on.
+    let chains: [[Hop]]
+
+    /// Nil when a key path follows a relationship without an inverse (a changed record
+    /// there cannot be traced back to the records that reach it), or names no property
+    /// (the fetch says what is wrong).
+    init?(keyPaths: [[String]], entity: EntityDescription, schema: Schema) {
+        var entities = [entity.number], chains: [[Hop]] = []
+        for parts in keyPaths {
+            var current = entity, chain: [Hop] = []
+            // A relationship followed by a key of its destination is a hop (`owner.name`);
+            // one that ends the path (`owner`) or is counted (`dvds.@count`) is read from
+            // the record itself.
+            for index in parts.indices.dropLast() where parts[index + 1] != "@count" {
+                guard let relationship = current.relationships.first(where: { $0.name == parts[index] }),
+                      let destination = schema.entity(named: relationship.destination),
+                      let inverseName = relationship.inverse,
+                      let inverse = destination.relationships.firstIndex(where: { $0.name == inverseName }) else { return nil }
+                chain.append(Hop(entity: destination.number, inverseSlot: destination.attributes.count + inverse))
+                if !entities.contains(destination.number) { entities.append(destination.number) }
+                current = destination
+            }
+            if !chain.isEmpty && !chains.contains(chain) { chains.append(chain) }
+        }
+        self.entities = entities
+        self.chains = chains
+    }
+
+    /// The results' entity's records that `changed` (records of ``entities``) touches:
+    /// those in it, and those whose key paths reach a record in it, found through the
+    /// inverses as the context sees them and as a fetch there reads them. Nil when there
+    /// are more than `limit`, or when a changed related record can no longer be read
+    /// (deleted: which records reached it is not known).
+    func rowsTouched(by changed: IDMap<RecordID, Bool>, limit: Int, context: Context) throws -> IDMap<RecordID, Bool>? {
+        var rows = IDMap<RecordID, Bool>()
+        for (id, _) in changed where id.entity == entities[0] { rows[id] = true }
+        for chain in chains {
+            // From the far end back: the records at each hop's end that changed, or lead
+            // to one that did; then the records one hop nearer that lead to those.
+            var level = IDMap<RecordID, Bool>()
+            for hop in chain.reversed() {
+                for (id, _) in changed where id.entity == hop.entity { level[id] = true }
+                var nearer = IDMap<RecordID, Bool>()
+                for (id, _) in level {
+                    let fetched = try context.fetchedValues(id), viewed = context.viewValues(id)
+                    guard fetched != nil || viewed != nil else { return nil }
+                    for values in [fetched, viewed] {
+                        guard let values, hop.inverseSlot < values.count else { continue }
+                        for raw in values[hop.inverseSlot].referencedIDs { nearer[RecordID(rawValue: raw)] = true }
+                    }
+                    if nearer.count > limit { return nil }
+                }
+                level = nearer
+            }
+            for (id, _) in level { rows[id] = true }
+            if rows.count > limit { return nil }
+        }
+        return rows.count > limit ? nil : rows
+    }
+}
