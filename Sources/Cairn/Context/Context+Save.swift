@@ -270,13 +270,13 @@ extension Context {
             }
             var merged = object.values
             let attributes = object.entity.attributes.count
-            for index in merged.indices where index < stored.count {
+            for index in merged.indices where index < stored.count && index < base.count {
                 let changedHere = !Value.same(merged[index], base[index])
                 let changedThere = !Value.same(stored[index], base[index])
                 // A to-many list changed on both sides takes both sides' edits (the trumping
                 // side's where they clash): one side's whole list dropped the other's edits,
                 // and kept records deleted there.
-                if changedHere && changedThere && index >= attributes && index < base.count
+                if changedHere && changedThere && index >= attributes
                     && object.entity.relationships[index - attributes].isToMany
                     && (mergePolicy == .objectTrumps || mergePolicy == .storeTrumps) {
                     merged[index] = mergePolicy == .objectTrumps
@@ -427,7 +427,7 @@ extension Context {
     /// until its save, and its save failed on a list still naming a deleted record.
     private func dropReferences(to raws: Set<UInt64>) {
         guard !raws.isEmpty else { return }
-        for (_, object) in dirty where object.exists && !object.isFault {
+        for (_, object) in dirty where object.exists && !object.isFault && object.hasChanges {
             let attributes = object.entity.attributes.count
             for slot in attributes..<min(object.values.count, attributes + object.entity.relationships.count) {
                 let value = object.values[slot]

@@ -214,7 +214,8 @@ public final class FetchedResults<T: ManagedObject> {
         let now = ResultsInputs(of: context, entities: entities)
         if now == before { return .unchanged }
         guard let changed = before.touched(until: now, entities: entities, store: store),
-              let touched = try dependencies.rowsTouched(by: changed, limit: max(256, snapshot.count / 8), context: context)
+              let touched = try dependencies.rowsTouched(by: changed, pending: now.pending.map(\.id), limit: max(256, snapshot.count / 8),
+                                                         context: context)
         else { return nil }
         guard let updated = try Self.updated(sections, untyped: untyped, placed: placed, snapshot: snapshot, touched: touched,
                                              request: request, sectionKeyPath: sectionKeyPath, window: window, context: context),

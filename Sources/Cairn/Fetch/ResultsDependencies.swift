@@ -45,18 +45,28 @@ struct ResultsDependencies {
 
     /// The results' entity's records that `changed` (records of ``entities``) touches:
     /// those in it, and those whose key paths reach a record in it, found through the
-    /// inverses as the context sees them and as a fetch there reads them. Nil when there
-    /// are more than `limit`, or when a changed related record can no longer be read
-    /// (deleted: which records reached it is not known).
-    func rowsTouched(by changed: IDMap<RecordID, Bool>, limit: Int, context: Context) throws -> IDMap<RecordID, Bool>? {
+    /// inverses as the context sees them and as a fetch there reads them. Records with
+    /// unsaved changes in the context or its ancestors (`pending`) count as reaching a
+    /// changed related record: such a record keeps the relationship it was given, which a
+    /// save elsewhere may have taken out of the inverse. Nil when there are more than
+    /// `limit`, or when a changed related record can no longer be read (deleted: which
+    /// records reached it is not known).
+    func rowsTouched(by changed: IDMap<RecordID, Bool>, pending: [RecordID], limit: Int,
+                     context: Context) throws -> IDMap<RecordID, Bool>? {
         var rows = IDMap<RecordID, Bool>()
-        for (id, _) in changed where id.entity == entities[0] { rows[id] = true }
+        var related = false
+        for (id, _) in changed {
+            if id.entity == entities[0] { rows[id] = true } else { related = true }
+        }
+        guard related else { return rows.count > limit ? nil : rows }
+        for id in pending where id.entity == entities[0] { rows[id] = true }
         for chain in chains {
             // From the far end back: the records at each hop's end that changed, or lead
             // to one that did; then the records one hop nearer that lead to those.
             var level = IDMap<RecordID, Bool>()
             for hop in chain.reversed() {
                 for (id, _) in changed where id.entity == hop.entity { level[id] = true }
+                for id in pending where id.entity == hop.entity { level[id] = true }
                 var nearer = IDMap<RecordID, Bool>()
                 for (id, _) in level {
                     let fetched = try context.fetchedValues(id), viewed = context.viewValues(id)

@@ -75,4 +75,22 @@ import Testing
         #expect(stored.title == "renamed")
         #expect(!stored.items.map(\.objectID).contains(doomed) && stored.items.map(\.objectID).contains(kept))
     }
+
+    /// An object changed and changed back (by undo) takes in a delete elsewhere as an
+    /// unchanged one: it re-reads, and the context has nothing to save. (Found by review.)
+    @Test func anUnchangedObjectIsLeftToRefresh() throws {
+        let fixture = try FetchFixture(seed: 6, count: 40)
+        let context = fixture.context
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 2 })
+        let doomed = group.items[0].objectID
+        group.title = "renamed"
+        context.undo()
+        let other = fixture.stack.context()
+        try other.delete(#require(try other.existingObject(Item.self, with: doomed)))
+        try other.save()
+        context.processExternalChanges()
+        #expect(!context.hasChanges)
+        #expect(!group.items.map(\.objectID).contains(doomed))
+        try context.save()
+    }
 }

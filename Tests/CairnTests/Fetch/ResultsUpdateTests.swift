@@ -403,4 +403,29 @@ import Testing
         try separate.save()
         #expect(watched.fetchCount == 1 && watched.updateCount == 0)
     }
+
+    /// An item changed here keeps its group after another context moved it and renamed
+    /// the group: the group's list no longer names it, and the results must still see it
+    /// in the renamed section, as a fetch here does. (Found by review.)
+    @Test func aChangedItemFollowsTheGroupItStillNames() throws {
+        let fixture = try FetchFixture(seed: 9, count: 40)
+        let context = fixture.context
+        context.mergePolicy = .objectTrumps
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+                                         context: context, sectionKeyPath: "group.title")
+        let groups = try context.fetch(FetchRequest(Group.self))
+        let item = try #require(groups[0].items.first)
+        item.rank = 999
+        context.processPendingChanges()
+        let other = fixture.stack.context()
+        try #require(try other.existingObject(Item.self, with: item.objectID)).group = try other.existingObject(Group.self, with: groups[1].objectID)
+        try other.save()
+        context.processExternalChanges()
+        try #require(try other.existingObject(Group.self, with: groups[0].objectID)).title = "aaa renamed"
+        try other.save()
+        context.processExternalChanges()
+        let fresh = try ResultsUpdateTests.fresh(results, in: context)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+    }
 }
