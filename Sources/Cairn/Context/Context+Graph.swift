@@ -344,6 +344,16 @@ extension Context {
         }
     }
 
+    /// Takes `object` out of the inverse, on record `raw`, of its relationship in `slot`,
+    /// which no longer names that record (inside an undo group).
+    func unlinkInverse(of object: ManagedObject, slot: Int, at raw: UInt64) {
+        let attributes = object.entity.attributes.count
+        guard slot >= attributes, slot - attributes < object.entity.relationships.count,
+              let inverse = object.entity.relationships[slot - attributes].inverse,
+              let target = self.object(for: RecordID(rawValue: raw)) else { return }
+        unlink(target, inverse, from: object.recordID.rawValue)
+    }
+
     /// Removes `raw` from `target`'s relationship `name` (no further inverse handling).
     private func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
         willRead(target)

@@ -279,9 +279,10 @@ extension Context {
                 if changedHere && changedThere && index >= attributes
                     && object.entity.relationships[index - attributes].isToMany
                     && (mergePolicy == .objectTrumps || mergePolicy == .storeTrumps) {
+                    let deletedHere = { (raw: UInt64) in self.registered[RecordID(rawValue: raw)].map { !$0.exists } ?? false }
                     merged[index] = mergePolicy == .objectTrumps
-                        ? Self.mergedReferences(read: base[index], child: merged[index], parent: stored[index])
-                        : Self.mergedReferences(read: base[index], child: stored[index], parent: merged[index])
+                        ? Self.mergedReferences(read: base[index], child: merged[index], parent: stored[index], dropping: deletedHere)
+                        : Self.mergedReferences(read: base[index], child: stored[index], parent: merged[index], dropping: deletedHere)
                     continue
                 }
                 switch mergePolicy {
@@ -303,6 +304,9 @@ extension Context {
     // MARK: Child save
 
     private func push(_ objects: [ManagedObject], into parent: Context) {
+        // (A record the parent gave a relationship after the child read it, and the child
+        // deleted, leaves that relationship: the child's delete rule saw its older list.)
+        let deletedInChild = Set(objects.lazy.filter { $0.isDeleted || !$0.exists }.map(\.recordID.rawValue))
         parent.undoManager.withGroup(in: parent) {
             for object in inIDOrder(objects) {
                 let id = object.recordID
@@ -344,7 +348,13 @@ extension Context {
                         if Value.same(value, read[index]) { continue }
                         let attributes = object.entity.attributes.count
                         if index >= attributes, object.entity.relationships[index - attributes].isToMany {
-                            value = Self.mergedReferences(read: read[index], child: value, parent: target.values[index])
+                            value = Self.mergedReferences(read: read[index], child: value, parent: target.values[index],
+                                                          dropping: deletedInChild.contains)
+                        } else if index >= attributes, case .reference(let moved) = target.values[index],
+                                  !Value.same(target.values[index], read[index]), value.referencedIDs.first != moved {
+                            // The parent pointed it elsewhere meanwhile; the child's choice stands, so
+                            // that record's inverse loses it.
+                            parent.unlinkInverse(of: target, slot: index, at: moved)
                         }
                     }
                     if target.values[index] != value { parent.setPrimitive(target, index, value) }
@@ -367,12 +377,13 @@ extension Context {
     /// A to-many relationship's value after a child's save: the child's, unless the parent
     /// changed it since the child read it (`read`); then the parent's list without what the
     /// child took out, and with what it added, in the child's order. (Also a save's merge
-    /// of a list changed here and in the store: the trumping side's is `child`.)
-    static func mergedReferences(read: Value, child: Value, parent: Value) -> Value {
+    /// of a list changed here and in the store: the trumping side's is `child`.) The parent's
+    /// additions that `dropping` names (deleted on the child's side) are left out.
+    static func mergedReferences(read: Value, child: Value, parent: Value, dropping: (UInt64) -> Bool) -> Value {
         guard !Value.same(parent, read) else { return child }
         let childList = child.referencedIDs, readList = read.referencedIDs, parentList = parent.referencedIDs
         let kept = Set(childList), wasRead = Set(readList)
-        var merged = parentList.filter { kept.contains($0) || !wasRead.contains($0) }
+        var merged = parentList.filter { kept.contains($0) || (!wasRead.contains($0) && !dropping($0)) }
         let present = Set(merged)
         merged += childList.filter { !wasRead.contains($0) && !present.contains($0) }
         return .references(merged)

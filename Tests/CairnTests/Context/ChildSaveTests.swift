@@ -93,4 +93,45 @@ import Testing
         #expect(!group.items.map(\.objectID).contains(doomed))
         try context.save()
     }
+
+    /// The parent gives a group an item after the child read the group; the child deletes
+    /// that item and takes another out of the group. The parent's group holds neither, and
+    /// its save stands. (Found by review: the merged list kept the deleted item.)
+    @Test func anItemTheChildDeletedLeavesTheParentsList() throws {
+        let fixture = try FetchFixture(seed: 10, count: 30)
+        let context = fixture.context
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 2 })
+        let loose = try #require(try context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
+        let child = Context(parent: context)
+        let childGroup = try #require(try child.existingObject(Group.self, with: group.objectID))
+        let taken = try #require(childGroup.items.first)
+        loose.group = group                                        // after the child read the group
+        child.delete(try #require(try child.existingObject(Item.self, with: loose.objectID)))
+        taken.group = nil
+        try child.save()
+        #expect(!group.items.contains { $0.objectID == loose.objectID || $0.objectID == taken.objectID })
+        try context.save()
+    }
+
+    /// The child moves an item to one group while the parent moved it to another: the
+    /// child's move stands, and only its group lists the item.
+    @Test func theChildsMoveLeavesOnlyItsGroupListingTheItem() throws {
+        let fixture = try FetchFixture(seed: 11, count: 30)
+        let context = fixture.context
+        let groups = try context.fetch(FetchRequest(Group.self))
+        #expect(groups.count == 3)
+        let item = try #require(groups[0].items.first)
+        let child = Context(parent: context)
+        let mine = try #require(try child.existingObject(Item.self, with: item.objectID))
+        _ = mine.group
+        item.group = groups[2]                                     // the parent's move
+        mine.group = try child.existingObject(Group.self, with: groups[1].objectID)
+        try child.save()
+        #expect(item.group === groups[1])
+        #expect(groups.map { $0.items.contains { $0 === item } } == [false, true, false])
+        try context.save()
+        let reader = fixture.stack.context()
+        let stored = try reader.fetch(FetchRequest(Group.self))
+        #expect(stored.map { $0.items.contains { $0.objectID == item.objectID } } == [false, true, false])
+    }
 }
