@@ -81,12 +81,19 @@ public final class FetchedResults<T: ManagedObject> {
     /// The entities whose records and changes the results depend on, and how a change of
     /// a related record reaches the results' records; nil: every entity's, and a fetch.
     private let dependencies: ResultsDependencies?
+    /// For related records the results reach, a hash of what the key paths read of them
+    /// when the results last placed the records reaching them
+    /// (``ResultsDependencies/rowsTouched(by:pending:seen:limit:context:)``): taken
+    /// after each fetch (which forgets the earlier ones) and each update.
+    private var relatedSeen = IDMap<RecordID, Int>()
     /// What the results were last fetched from (see ``ResultsInputs``).
     private var inputs: ResultsInputs?
     /// How many times the results were fetched (for tests).
     private(set) var fetchCount = 0
     /// How many times they were brought up to date without a fetch (for tests).
     private(set) var updateCount = 0
+    /// How many records the last of those placed again (for tests).
+    private(set) var lastTouchedCount = 0
     /// A refresh is under way; another was asked for meanwhile.
     private var isRefreshing = false
     private var refreshAgain = false
@@ -213,9 +220,11 @@ public final class FetchedResults<T: ManagedObject> {
         let store = context.coordinator.store, entities = dependencies.entities
         let now = ResultsInputs(of: context, entities: entities)
         if now == before { return .unchanged }
-        guard let changed = before.touched(until: now, entities: entities, store: store),
-              let touched = try dependencies.rowsTouched(by: changed, pending: now.pending.map(\.id), limit: max(256, snapshot.count / 8),
-                                                         context: context)
+        guard let changed = before.touched(until: now, entities: entities, store: store) else { return nil }
+        // (Hashes taken now hold once the update stands; a fetch forgets them.)
+        var seen = relatedSeen
+        guard let touched = try dependencies.rowsTouched(by: changed, pending: now.pending.map(\.id), seen: &seen,
+                                                         limit: max(256, snapshot.count / 8), context: context)
         else { return nil }
         guard let updated = try Self.updated(sections, untyped: untyped, placed: placed, snapshot: snapshot, touched: touched,
                                              request: request, sectionKeyPath: sectionKeyPath, window: window, context: context),
@@ -223,7 +232,9 @@ public final class FetchedResults<T: ManagedObject> {
               // compared along the way (a fetch reads one state).
               store.lastChange(entities: entities) == now.storeChange else { return nil }
         inputs = now
+        relatedSeen = seen
         updateCount += 1
+        lastTouchedCount = touched.count
         return .updated(updated)
     }
 
@@ -233,6 +244,9 @@ public final class FetchedResults<T: ManagedObject> {
         untyped = fetched.map { $0.objects as [ManagedObject] }
         placed = fetched.map { $0.objects.map(\.recordID) }
         snapshot = fetchedSnapshot
+        if let dependencies, !dependencies.chains.isEmpty, let context {
+            relatedSeen = dependencies.reachedDigests(fetchedSnapshot, context: context)
+        }
         windowEnd = try? fetchedWindowEnd()
     }
 
@@ -265,6 +279,7 @@ public final class FetchedResults<T: ManagedObject> {
     private func compute(seen known: ResultsInputs? = nil) throws -> [Section] {
         guard let context else { return [] }
         let seen = known ?? ResultsInputs(of: context, entities: dependencies?.entities)
+        relatedSeen = IDMap()
         let sections = try fetchSections(in: context)
         inputs = seen
         fetchCount += 1

@@ -6,9 +6,10 @@
 /// related record places again only the records that reach it, without a fetch (results
 /// sectioned by `owner.name` had fetched and compared every row after any save at all).
 struct ResultsDependencies {
-    /// One relationship a key path follows: the entity it leads to, and the slot of the
-    /// relationship's inverse in that entity's records.
+    /// One relationship a key path follows: its slot in the records it starts from, the
+    /// entity it leads to, and the slot of its inverse in that entity's records.
     struct Hop: Equatable {
+        let slot: Int
         let entity: UInt16
         let inverseSlot: Int
     }
@@ -17,30 +18,78 @@ struct ResultsDependencies {
     let entities: [UInt16]
     /// The hops of each key path that follows relationships, from the results' entity on.
     let chains: [[Hop]]
+    /// The slots the key paths read in each related entity's records: a change elsewhere
+    /// in such a record (most often its inverse list gaining or losing one record) moves
+    /// none of the records that reach it.
+    let readSlots: [UInt16: [Int]]
 
     /// Nil when a key path follows a relationship without an inverse (a changed record
     /// there cannot be traced back to the records that reach it), or names no property
     /// (the fetch says what is wrong).
     init?(keyPaths: [[String]], entity: EntityDescription, schema: Schema) {
-        var entities = [entity.number], chains: [[Hop]] = []
+        var entities = [entity.number], chains: [[Hop]] = [], readSlots: [UInt16: [Int]] = [:]
         for parts in keyPaths {
             var current = entity, chain: [Hop] = []
             // A relationship followed by a key of its destination is a hop (`owner.name`);
             // one that ends the path (`owner`) or is counted (`dvds.@count`) is read from
             // the record itself.
             for index in parts.indices.dropLast() where parts[index + 1] != "@count" {
-                guard let relationship = current.relationships.first(where: { $0.name == parts[index] }),
+                guard let offset = current.relationships.firstIndex(where: { $0.name == parts[index] }),
+                      case let relationship = current.relationships[offset],
                       let destination = schema.entity(named: relationship.destination),
                       let inverseName = relationship.inverse,
                       let inverse = destination.relationships.firstIndex(where: { $0.name == inverseName }) else { return nil }
-                chain.append(Hop(entity: destination.number, inverseSlot: destination.attributes.count + inverse))
+                chain.append(Hop(slot: current.attributes.count + offset, entity: destination.number,
+                                 inverseSlot: destination.attributes.count + inverse))
                 if !entities.contains(destination.number) { entities.append(destination.number) }
+                let next = parts[index + 1]
+                guard let read = destination.attributes.firstIndex(where: { $0.name == next })
+                    ?? destination.relationships.firstIndex(where: { $0.name == next }).map({ destination.attributes.count + $0 })
+                else { return nil }
+                if readSlots[destination.number]?.contains(read) != true { readSlots[destination.number, default: []].append(read) }
                 current = destination
             }
             if !chain.isEmpty && !chains.contains(chain) { chains.append(chain) }
         }
         self.entities = entities
         self.chains = chains
+        self.readSlots = readSlots
+    }
+
+    /// ``readDigest(_:context:)`` of the related records that `rows` (the values of the
+    /// records just fetched) reach, as the fetch read them; up to 65,536 at each hop (a
+    /// record left out is placed again on its first change).
+    func reachedDigests(_ rows: IDMap<RecordID, [Value]>, context: Context) -> IDMap<RecordID, Int> {
+        var digests = IDMap<RecordID, Int>()
+        for chain in chains {
+            var level: [[Value]] = []
+            var first = true
+            for hop in chain {
+                var reached = IDMap<RecordID, Bool>()
+                func note(_ values: [Value]) {
+                    guard hop.slot < values.count, reached.count < 65_536 else { return }
+                    for raw in values[hop.slot].referencedIDs { reached[RecordID(rawValue: raw)] = true }
+                }
+                if first { for (_, values) in rows { note(values) } } else { for values in level { note(values) } }
+                first = false
+                level = []
+                for (id, _) in reached {
+                    guard let values = context.viewValues(id) else { continue }
+                    if digests[id] == nil, let digest = readDigest(id, context: context) { digests[id] = digest }
+                    level.append(values)
+                }
+            }
+        }
+        return digests
+    }
+
+    /// A hash of what the key paths read of a related record, as a fetch's sort and test
+    /// read it (``Context/viewValues(_:)``); nil if it cannot be read.
+    func readDigest(_ id: RecordID, context: Context) -> Int? {
+        guard let values = context.viewValues(id) else { return nil }
+        var hasher = Hasher()
+        for slot in readSlots[id.entity] ?? [] { hasher.combine(slot < values.count ? values[slot] : .null) }
+        return hasher.finalize()
     }
 
     /// The results' entity's records that `changed` (records of ``entities``) touches:
@@ -48,10 +97,12 @@ struct ResultsDependencies {
     /// inverses as the context sees them and as a fetch there reads them. Records with
     /// unsaved changes in the context or its ancestors (`pending`) count as reaching a
     /// changed related record: such a record keeps the relationship it was given, which a
-    /// save elsewhere may have taken out of the inverse. Nil when there are more than
-    /// `limit`, or when a changed related record can no longer be read (deleted: which
-    /// records reached it is not known).
-    func rowsTouched(by changed: IDMap<RecordID, Bool>, pending: [RecordID], limit: Int,
+    /// save elsewhere may have taken out of the inverse. A changed related record whose
+    /// read values have the hash `seen` holds for it (the values the records that reach it
+    /// were placed by) reaches no record; `seen` takes the others' hashes. Nil when there
+    /// are more than `limit`, or when a changed related record can no longer be read
+    /// (deleted: which records reached it is not known).
+    func rowsTouched(by changed: IDMap<RecordID, Bool>, pending: [RecordID], seen: inout IDMap<RecordID, Int>, limit: Int,
                      context: Context) throws -> IDMap<RecordID, Bool>? {
         var rows = IDMap<RecordID, Bool>()
         var related = false
@@ -65,7 +116,12 @@ struct ResultsDependencies {
             // to one that did; then the records one hop nearer that lead to those.
             var level = IDMap<RecordID, Bool>()
             for hop in chain.reversed() {
-                for (id, _) in changed where id.entity == hop.entity { level[id] = true }
+                for (id, _) in changed where id.entity == hop.entity && !level.contains(id) {
+                    guard let digest = readDigest(id, context: context) else { return nil }
+                    if seen[id] == digest { continue }
+                    seen[id] = digest
+                    level[id] = true
+                }
                 for id in pending where id.entity == hop.entity { level[id] = true }
                 var nearer = IDMap<RecordID, Bool>()
                 for (id, _) in level {

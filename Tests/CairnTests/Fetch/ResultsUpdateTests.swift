@@ -428,4 +428,32 @@ import Testing
         #expect(results.sections.map(\.name) == fresh.map(\.0))
         #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
     }
+
+    /// An item added to a group, or taken out, changes the group's list but not its
+    /// title: the group's other items are not placed again. A rename still moves them.
+    @Test func aGroupsListChangingMovesNoneOfItsItems() throws {
+        let fixture = try FetchFixture(seed: 12, count: 120)
+        let context = fixture.context
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+                                         context: context, sectionKeyPath: "group.title")
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).max { $0.items.count < $1.items.count })
+        #expect(group.items.count > 20)
+        for step in 0..<3 {
+            let item = Item(context: context)
+            item.score = Double(step)
+            item.group = group
+            try context.save()
+            #expect(results.lastTouchedCount == 1, "step \(step): \(results.lastTouchedCount) placed again")
+        }
+        group.items.first?.group = nil
+        try context.save()
+        #expect(results.lastTouchedCount == 1)
+        group.title = "renamed"
+        try context.save()
+        #expect(results.lastTouchedCount == group.items.count)
+        let fresh = try ResultsUpdateTests.fresh(results, in: context)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        #expect(results.fetchCount == 1)
+    }
 }
