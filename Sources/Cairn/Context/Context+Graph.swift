@@ -354,6 +354,16 @@ extension Context {
         unlink(target, inverse, from: object.recordID.rawValue)
     }
 
+    /// Takes `object` out of the inverse of each of its relationships, on every record they
+    /// name (inside an undo group).
+    func unlinkInverses(of object: ManagedObject) {
+        willRead(object)
+        let attributes = object.entity.attributes.count
+        for slot in attributes..<min(object.values.count, attributes + object.entity.relationships.count) {
+            for raw in object.values[slot].referencedIDs { unlinkInverse(of: object, slot: slot, at: raw) }
+        }
+    }
+
     /// Removes `raw` from `target`'s relationship `name` (no further inverse handling).
     private func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
         willRead(target)

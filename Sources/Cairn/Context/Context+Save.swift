@@ -311,7 +311,12 @@ extension Context {
             for object in inIDOrder(objects) {
                 let id = object.recordID
                 if object.isDeleted || (!object.exists) {
-                    if let target = parent.registered[id] ?? parent.object(for: id) { parent.delete(target, applyingRules: false) }
+                    if let target = parent.registered[id] ?? parent.object(for: id) {
+                        // The child's delete rules saw the relationships as it read them: what the
+                        // parent gave the record since still names it, and lets go of it here.
+                        parent.unlinkInverses(of: target)
+                        parent.delete(target, applyingRules: false)
+                    }
                     continue
                 }
                 let target: ManagedObject

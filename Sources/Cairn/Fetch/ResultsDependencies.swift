@@ -87,47 +87,52 @@ struct ResultsDependencies {
     /// read it (``Context/viewValues(_:)``); nil if it cannot be read.
     func readDigest(_ id: RecordID, context: Context) -> Int? {
         guard let values = context.viewValues(id) else { return nil }
-        var hasher = Hasher()
-        for slot in readSlots[id.entity] ?? [] { hasher.combine(slot < values.count ? values[slot] : .null) }
-        return hasher.finalize()
+        return ResultsInputs.digest((readSlots[id.entity] ?? []).map { $0 < values.count ? values[$0] : .null })
     }
 
     /// The results' entity's records that `changed` (records of ``entities``) touches:
-    /// those in it, and those whose key paths reach a record in it, found through the
-    /// inverses as the context sees them and as a fetch there reads them. Records with
-    /// unsaved changes in the context or its ancestors (`pending`) count as reaching a
-    /// changed related record: such a record keeps the relationship it was given, which a
-    /// save elsewhere may have taken out of the inverse. A changed related record whose
-    /// read values have the hash `seen` holds for it (the values the records that reach it
-    /// were placed by) reaches no record; `seen` takes the others' hashes. Nil when there
-    /// are more than `limit`, or when a changed related record can no longer be read
-    /// (deleted: which records reached it is not known).
+    /// those in it, and those whose key paths reach a changed record whose read values
+    /// moved: whose hash differs from the one `seen` holds for it (the values the records
+    /// that reach it were placed by; `seen` takes the new hashes of all changed records).
+    /// Those reaching it are found through the inverses as the context sees them, as a
+    /// fetch there reads them, and as its source has them. Records with unsaved changes in
+    /// the context or its ancestors (`pending`) count as reaching a record that moved
+    /// further along: such a record keeps the relationship it was given, which a save
+    /// elsewhere may have taken out of the inverse. Nil when there are more than `limit`,
+    /// or when a changed related record can no longer be read (deleted: which records
+    /// reached it is not known).
     func rowsTouched(by changed: IDMap<RecordID, Bool>, pending: [RecordID], seen: inout IDMap<RecordID, Int>, limit: Int,
                      context: Context) throws -> IDMap<RecordID, Bool>? {
         var rows = IDMap<RecordID, Bool>()
-        var related = false
-        for (id, _) in changed {
-            if id.entity == entities[0] { rows[id] = true } else { related = true }
+        for (id, _) in changed where id.entity == entities[0] { rows[id] = true }
+        // Every changed record of an entity a hop leads to is hashed once, against the hash
+        // held before this update (a record reached on two paths, or both changed and
+        // reached from further along, is judged the same way on each).
+        let before = seen
+        var moved = IDMap<RecordID, Bool>()
+        for (id, _) in changed where chains.contains(where: { $0.contains { $0.entity == id.entity } }) {
+            guard let digest = readDigest(id, context: context) else { return nil }
+            if before[id] != digest { moved[id] = true }
+            seen[id] = digest
         }
-        guard related else { return rows.count > limit ? nil : rows }
+        guard !moved.isEmpty else { return rows.count > limit ? nil : rows }
         for id in pending where id.entity == entities[0] { rows[id] = true }
         for chain in chains {
-            // From the far end back: the records at each hop's end that changed, or lead
-            // to one that did; then the records one hop nearer that lead to those.
+            // From the far end back: the records at each hop's end that moved, or lead to
+            // one that did; then the records one hop nearer that lead to those.
             var level = IDMap<RecordID, Bool>()
-            for hop in chain.reversed() {
-                for (id, _) in changed where id.entity == hop.entity && !level.contains(id) {
-                    guard let digest = readDigest(id, context: context) else { return nil }
-                    if seen[id] == digest { continue }
-                    seen[id] = digest
-                    level[id] = true
+            for (depth, hop) in chain.enumerated().reversed() {
+                if depth < chain.count - 1 && !level.isEmpty {
+                    for id in pending where id.entity == hop.entity { level[id] = true }
                 }
-                for id in pending where id.entity == hop.entity { level[id] = true }
+                for (id, _) in moved where id.entity == hop.entity { level[id] = true }
                 var nearer = IDMap<RecordID, Bool>()
                 for (id, _) in level {
                     let fetched = try context.fetchedValues(id), viewed = context.viewValues(id)
                     guard fetched != nil || viewed != nil else { return nil }
-                    for values in [fetched, viewed] {
+                    // (A record changed here keeps the list it had; its source's may name more.)
+                    let source = context.dirty[id] != nil ? try context.sourceValues(for: id)?.values : nil
+                    for values in [fetched, viewed, source] {
                         guard let values, hop.inverseSlot < values.count else { continue }
                         for raw in values[hop.inverseSlot].referencedIDs { nearer[RecordID(rawValue: raw)] = true }
                     }

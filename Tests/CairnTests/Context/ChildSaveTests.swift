@@ -134,4 +134,22 @@ import Testing
         let stored = try reader.fetch(FetchRequest(Group.self))
         #expect(stored.map { $0.items.contains { $0.objectID == item.objectID } } == [false, true, false])
     }
+
+    /// The parent gives a group an item after the child read the group; the child deletes
+    /// the item and changes nothing else. The parent's group lets go of it. (Found by
+    /// review: the child's delete rule saw the group's older list, so the list was not
+    /// pushed.)
+    @Test func anItemTheChildDeletedLeavesAListTheChildDidNotChange() throws {
+        let fixture = try FetchFixture(seed: 14, count: 30)
+        let context = fixture.context
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).first)
+        let loose = try #require(try context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
+        let child = Context(parent: context)
+        _ = try #require(try child.existingObject(Group.self, with: group.objectID)).items
+        loose.group = group
+        child.delete(try #require(try child.existingObject(Item.self, with: loose.objectID)))
+        try child.save()
+        #expect(!group.items.contains { $0.objectID == loose.objectID })
+        try context.save()
+    }
 }

@@ -456,4 +456,28 @@ import Testing
         #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
         #expect(results.fetchCount == 1)
     }
+
+    /// A group changed here keeps the list it had when another context moves an item into
+    /// it; renamed next, it takes the item to the new section, as a fetch does (the list
+    /// it holds does not name the item; the stored one does). (Found by review.)
+    @Test func aGroupChangedHereReachesAnItemMovedInElsewhere() throws {
+        let fixture = try FetchFixture(seed: 13, count: 40)
+        let context = fixture.context
+        context.mergePolicy = .objectTrumps
+        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+                                         context: context, sectionKeyPath: "group.title")
+        let groups = try context.fetch(FetchRequest(Group.self))
+        let item = try #require(groups[1].items.first)
+        groups[0].title = "x"
+        context.processPendingChanges()
+        let other = fixture.stack.context()
+        try #require(try other.existingObject(Item.self, with: item.objectID)).group = try other.existingObject(Group.self, with: groups[0].objectID)
+        try other.save()
+        context.processExternalChanges()
+        groups[0].title = "y"
+        context.processPendingChanges()
+        let fresh = try ResultsUpdateTests.fresh(results, in: context)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+    }
 }
