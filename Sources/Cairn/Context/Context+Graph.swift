@@ -354,13 +354,22 @@ extension Context {
         unlink(target, inverse, from: object.recordID.rawValue)
     }
 
-    /// Takes `object` out of the inverse of each of its relationships, on every record they
-    /// name (inside an undo group).
-    func unlinkInverses(of object: ManagedObject) {
-        willRead(object)
+    /// After a child's save has deleted `object` here: the records still related to it
+    /// (what this context related it to after the child read it, which the child's delete
+    /// rules never saw) let go of it as each relationship's delete rule says: nullify and
+    /// deny take it out of their inverse, cascade deletes them, no action leaves them
+    /// (inside an undo group).
+    func releaseLinks(ofDeleted object: ManagedObject) {
         let attributes = object.entity.attributes.count
-        for slot in attributes..<min(object.values.count, attributes + object.entity.relationships.count) {
-            for raw in object.values[slot].referencedIDs { unlinkInverse(of: object, slot: slot, at: raw) }
+        for (offset, relationship) in object.entity.relationships.enumerated() where attributes + offset < object.values.count {
+            let slot = attributes + offset
+            for raw in object.values[slot].referencedIDs {
+                switch relationship.deleteRule {
+                case .cascade: if let target = self.object(for: RecordID(rawValue: raw)), target.exists { delete(target) }
+                case .noAction: break
+                case .nullify, .deny: unlinkInverse(of: object, slot: slot, at: raw)
+                }
+            }
         }
     }
 

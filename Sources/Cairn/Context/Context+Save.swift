@@ -308,14 +308,18 @@ extension Context {
         // deleted, leaves that relationship: the child's delete rule saw its older list.)
         let deletedInChild = Set(objects.lazy.filter { $0.isDeleted || !$0.exists }.map(\.recordID.rawValue))
         parent.undoManager.withGroup(in: parent) {
+            var deletedTargets: [ManagedObject] = []
+            // The child's delete rules saw the relationships as it read them: what the parent
+            // related a deleted record to since still names it, and lets go of it once the
+            // child's own changes are in (first, it made lists the child reordered look
+            // changed here, and the merge kept the parent's order).
+            defer { for target in deletedTargets { parent.releaseLinks(ofDeleted: target) } }
             for object in inIDOrder(objects) {
                 let id = object.recordID
                 if object.isDeleted || (!object.exists) {
                     if let target = parent.registered[id] ?? parent.object(for: id) {
-                        // The child's delete rules saw the relationships as it read them: what the
-                        // parent gave the record since still names it, and lets go of it here.
-                        parent.unlinkInverses(of: target)
                         parent.delete(target, applyingRules: false)
+                        deletedTargets.append(target)
                     }
                     continue
                 }
@@ -445,7 +449,7 @@ extension Context {
         guard !raws.isEmpty else { return }
         for (_, object) in dirty where object.exists && !object.isFault && object.hasChanges {
             let attributes = object.entity.attributes.count
-            for slot in attributes..<min(object.values.count, attributes + object.entity.relationships.count) {
+            for slot in attributes..<max(attributes, min(object.values.count, attributes + object.entity.relationships.count)) {
                 let value = object.values[slot]
                 let targets = value.referencedIDs
                 guard targets.contains(where: raws.contains) else { continue }

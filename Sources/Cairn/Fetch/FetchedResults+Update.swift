@@ -39,6 +39,9 @@ extension FetchedResults {
             // is laid out alike whatever the class. (Appending the `T`s to a `[T]` here, in
             // generic code, copied each through the runtime's value witnesses: most of an
             // update of 50,000 results.)
+            // (The standard library's own `as! [T]` reinterprets the buffer the same way, on
+            // platforms where it does not copy.)
+            assert(untypedObjects.allSatisfy { $0 is T })
             let objects = unsafeBitCast(untypedObjects, to: [T].self)
             result.append(Section(name: outcome.names[index], objects: objects))
             resultUntyped.append(untypedObjects)

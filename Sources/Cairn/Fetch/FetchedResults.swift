@@ -241,7 +241,9 @@ public final class FetchedResults<T: ManagedObject> {
     /// Holds fetched sections, with what an update needs of them.
     private func hold(_ fetched: [Section], snapshot fetchedSnapshot: IDMap<RecordID, [Value]>) {
         sections = fetched
-        untyped = fetched.map { $0.objects as [ManagedObject] }
+        // (Sharing the storage: `as [ManagedObject]` copied each element on Linux. Every `T`
+        // is a `ManagedObject`, and arrays of class references are laid out alike.)
+        untyped = fetched.map { unsafeBitCast($0.objects, to: [ManagedObject].self) }
         placed = fetched.map { $0.objects.map(\.recordID) }
         snapshot = fetchedSnapshot
         if let dependencies, !dependencies.chains.isEmpty, let context {

@@ -18,6 +18,8 @@ struct ResultsDependencies {
     let entities: [UInt16]
     /// The hops of each key path that follows relationships, from the results' entity on.
     let chains: [[Hop]]
+    /// The entities the hops lead to.
+    let hopEntities: Set<UInt16>
     /// The slots the key paths read in each related entity's records: a change elsewhere
     /// in such a record (most often its inverse list gaining or losing one record) moves
     /// none of the records that reach it.
@@ -53,6 +55,7 @@ struct ResultsDependencies {
         }
         self.entities = entities
         self.chains = chains
+        hopEntities = Set(chains.joined().map(\.entity))
         self.readSlots = readSlots
     }
 
@@ -110,7 +113,7 @@ struct ResultsDependencies {
         // reached from further along, is judged the same way on each).
         let before = seen
         var moved = IDMap<RecordID, Bool>()
-        for (id, _) in changed where chains.contains(where: { $0.contains { $0.entity == id.entity } }) {
+        for (id, _) in changed where hopEntities.contains(id.entity) {
             guard let digest = readDigest(id, context: context) else { return nil }
             if before[id] != digest { moved[id] = true }
             seen[id] = digest
@@ -121,19 +124,21 @@ struct ResultsDependencies {
             // From the far end back: the records at each hop's end that moved, or lead to
             // one that did; then the records one hop nearer that lead to those.
             var level = IDMap<RecordID, Bool>()
-            for (depth, hop) in chain.enumerated().reversed() {
-                if depth < chain.count - 1 && !level.isEmpty {
+            var fartherMoved = false
+            for hop in chain.reversed() {
+                // (A record with unsaved changes may point past here at a record that moved,
+                // whose list no longer names it.)
+                if fartherMoved {
                     for id in pending where id.entity == hop.entity { level[id] = true }
                 }
-                for (id, _) in moved where id.entity == hop.entity { level[id] = true }
+                for (id, _) in moved where id.entity == hop.entity {
+                    level[id] = true
+                    fartherMoved = true
+                }
                 var nearer = IDMap<RecordID, Bool>()
                 for (id, _) in level {
-                    let fetched = try context.fetchedValues(id), viewed = context.viewValues(id)
-                    guard fetched != nil || viewed != nil else { return nil }
-                    // (A record changed here keeps the list it had; its source's may name more.)
-                    let source = context.dirty[id] != nil ? try context.sourceValues(for: id)?.values : nil
-                    for values in [fetched, viewed, source] {
-                        guard let values, hop.inverseSlot < values.count else { continue }
+                    guard let versions = try Self.versions(of: id, context: context) else { return nil }
+                    for values in versions where hop.inverseSlot < values.count {
                         for raw in values[hop.inverseSlot].referencedIDs { nearer[RecordID(rawValue: raw)] = true }
                     }
                     if nearer.count > limit { return nil }
@@ -144,5 +149,26 @@ struct ResultsDependencies {
             if rows.count > limit { return nil }
         }
         return rows.count > limit ? nil : rows
+    }
+
+    /// Every copy of record `id`'s values the context's chain holds: as a fetch here reads
+    /// it, as the context sees it, each context's unsaved copy, and the store's. A record
+    /// changed in a context keeps the lists it had while other contexts' saves move records
+    /// in and out of the stored one. Nil if the record is gone as the context sees it.
+    private static func versions(of id: RecordID, context: Context) throws -> [[Value]]? {
+        let fetched = try context.fetchedValues(id), viewed = context.viewValues(id)
+        guard fetched != nil || viewed != nil else { return nil }
+        var result = [fetched, viewed].compactMap { $0 }
+        var level: Context? = context
+        var changedSomewhere = false
+        while let current = level {
+            if let object = current.dirty[id], object.exists, !object.isFault {
+                result.append(object.values)
+                changedSomewhere = true
+            }
+            level = current.parent
+        }
+        if changedSomewhere, let stored = try context.coordinator.store.get(id) { result.append(stored.values) }
+        return result
     }
 }

@@ -152,4 +152,43 @@ import Testing
         #expect(!group.items.contains { $0.objectID == loose.objectID })
         try context.save()
     }
+
+    /// The child deletes an item of a group and reorders the rest: the parent's list takes
+    /// the child's order. (Found by review: taking the deleted item out first made the
+    /// parent's list look changed, and the merge kept the parent's order.)
+    @Test func aDeleteAndAReorderKeepTheChildsOrder() throws {
+        let fixture = try FetchFixture(seed: 15, count: 40)
+        let context = fixture.context
+        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 3 })
+        let child = Context(parent: context)
+        let mine = try #require(try child.existingObject(Group.self, with: group.objectID))
+        let items = mine.items
+        child.delete(items[0])
+        mine.items = Array(items.dropFirst().reversed())
+        try child.save()
+        #expect(group.items.map(\.objectID) == items.dropFirst().reversed().map(\.objectID))
+    }
+
+    /// The parent gives a person a DVD after the child read the person; the child deletes
+    /// the person, whose DVDs cascade: the parent's new DVD goes too.
+    @Test func aCascadeReachesWhatTheParentAddedSinceTheChildRead() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let person = Person(context: context)
+        person.username = "p"
+        let kept = DVD(context: context)
+        kept.owner = person
+        try context.save()
+        let child = Context(parent: context)
+        let mine = try #require(try child.existingObject(Person.self, with: person.objectID))
+        _ = mine.dvds
+        let added = DVD(context: context)
+        added.title = "added"
+        added.owner = person
+        child.delete(mine)
+        try child.save()
+        #expect(person.isDeleted && kept.isDeleted && !added.exists)    // (new here: deleted, it is gone)
+        try context.save()
+        #expect(try stack.context().fetch(FetchRequest(DVD.self)).isEmpty)
+    }
 }

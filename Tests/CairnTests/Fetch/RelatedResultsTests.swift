@@ -162,4 +162,63 @@ final class Node: ManagedObject {
         }
         #expect(tree.updateCount > tree.fetchCount, "tree: \(tree.updateCount) updates, \(tree.fetchCount) fetches")
     }
+
+    /// A member changed here keeps its team after another context moved it, and the team,
+    /// left with no member in its stored list, is renamed: the member's chores follow the
+    /// rename, as a fetch here sees them. (Found by review.)
+    @Test func aChangedMiddleRecordFollowsTheRecordItStillNames() throws {
+        let stack = try Stack(model: try Model(Team.self, Member.self, Chore.self, Node.self))
+        let context = stack.context()
+        context.mergePolicy = .objectTrumps
+        let (team, elsewhere) = (Team(context: context), Team(context: context))
+        team.name = "acme"
+        elsewhere.name = "other"
+        let member = Member(context: context)
+        member.team = team
+        for i in 0..<3 { let chore = Chore(context: context); chore.rank = i; chore.assignee = member }
+        try context.save()
+        let results = try FetchedResults(request: FetchRequest(Chore.self, sortDescriptors: [SortDescriptor("rank")]),
+                                         context: context, sectionKeyPath: "assignee.team.name")
+        member.name = "x"
+        context.processPendingChanges()
+        let other = stack.context()
+        try #require(try other.existingObject(Member.self, with: member.objectID)).team = try other.existingObject(Team.self, with: elsewhere.objectID)
+        try other.save()
+        context.processExternalChanges()
+        try #require(try other.existingObject(Team.self, with: team.objectID)).name = "zeta"
+        try other.save()
+        context.processExternalChanges()
+        let fresh = try ResultsUpdateTests.fresh(results, in: context)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+    }
+
+    /// In a child: a member changed in the parent keeps the chores it had when another
+    /// context gives it one; renamed in the child, it takes that chore along. (Found by
+    /// review: neither the child's copy nor the parent's listed the chore.)
+    @Test func aChildsRenameReachesAChoreOnlyTheStoreLists() throws {
+        let stack = try Stack(model: try Model(Team.self, Member.self, Chore.self, Node.self))
+        let context = stack.context()
+        context.mergePolicy = .objectTrumps
+        let member = Member(context: context)
+        member.name = "m"
+        let chore = Chore(context: context)
+        chore.title = "moved"
+        let team = Team(context: context)
+        try context.save()
+        let child = Context(parent: context)
+        let results = try FetchedResults(request: FetchRequest(Chore.self, sortDescriptors: [SortDescriptor("title")]),
+                                         context: child, sectionKeyPath: "assignee.name")
+        member.team = team                                            // unsaved in the parent
+        let other = stack.context()
+        try #require(try other.existingObject(Chore.self, with: chore.objectID)).assignee = try other.existingObject(Member.self, with: member.objectID)
+        try other.save()
+        context.processExternalChanges()
+        child.processPendingChanges()
+        try #require(try child.existingObject(Member.self, with: member.objectID)).name = "zed"
+        child.processPendingChanges()
+        let fresh = try ResultsUpdateTests.fresh(results, in: child)
+        #expect(results.sections.map(\.name) == fresh.map(\.0))
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+    }
 }
