@@ -11,6 +11,14 @@ import Testing
         return fetched.sections.map { ($0.name, $0.objects.map(\.objectID)) }
     }
 
+    /// Expects `results` to hold what a fresh fetch gives: section names and rows.
+    static func expectFresh<T>(_ results: FetchedResults<T>, in context: Context, _ comment: Comment? = nil,
+                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let fresh = try Self.fresh(results, in: context)
+        #expect(results.sections.map(\.name) == fresh.map(\.0), comment, sourceLocation: sourceLocation)
+        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1), comment, sourceLocation: sourceLocation)
+    }
+
     /// Random steps of every kind of change, here, in a child, in another context and by a
     /// batch, to items and to their groups; after each, eight live results (a predicate
     /// and a sort; sections of an own attribute with a folded sort and nulls; ID order; a
@@ -367,9 +375,7 @@ import Testing
         group.title = "aaa"
         try child.save()
         context.processPendingChanges()
-        let fresh = try ResultsUpdateTests.fresh(results, in: context)
-        #expect(results.sections.map(\.name) == fresh.map(\.0))
-        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        try ResultsUpdateTests.expectFresh(results, in: context)
         #expect(results.updateCount == 1 && results.fetchCount == 1, "\(results.updateCount) updates, \(results.fetchCount) fetches")
     }
 
@@ -404,16 +410,23 @@ import Testing
         #expect(watched.fetchCount == 1 && watched.updateCount == 0)
     }
 
-    /// An item changed here keeps its group after another context moved it and renamed
-    /// the group: the group's list no longer names it, and the results must still see it
-    /// in the renamed section, as a fetch here does. (Found by review.)
-    @Test func aChangedItemFollowsTheGroupItStillNames() throws {
-        let fixture = try FetchFixture(seed: 9, count: 40)
+    /// Items sectioned by their group's title, in rank order, in a context whose merges
+    /// keep its own changes; with the groups.
+    static func itemsByGroupTitle(seed: UInt64) throws -> (FetchFixture, FetchedResults<Item>, [Group]) {
+        let fixture = try FetchFixture(seed: seed, count: 40)
         let context = fixture.context
         context.mergePolicy = .objectTrumps
         let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
                                          context: context, sectionKeyPath: "group.title")
-        let groups = try context.fetch(FetchRequest(Group.self))
+        return (fixture, results, try context.fetch(FetchRequest(Group.self)))
+    }
+
+    /// An item changed here keeps its group after another context moved it and renamed
+    /// the group: the group's list no longer names it, and the results must still see it
+    /// in the renamed section, as a fetch here does. (Found by review.)
+    @Test func aChangedItemFollowsTheGroupItStillNames() throws {
+        let (fixture, results, groups) = try Self.itemsByGroupTitle(seed: 9)
+        let context = fixture.context
         let item = try #require(groups[0].items.first)
         item.rank = 999
         context.processPendingChanges()
@@ -424,9 +437,7 @@ import Testing
         try #require(try other.existingObject(Group.self, with: groups[0].objectID)).title = "aaa renamed"
         try other.save()
         context.processExternalChanges()
-        let fresh = try ResultsUpdateTests.fresh(results, in: context)
-        #expect(results.sections.map(\.name) == fresh.map(\.0))
-        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        try ResultsUpdateTests.expectFresh(results, in: context)
     }
 
     /// An item added to a group, or taken out, changes the group's list but not its
@@ -451,9 +462,7 @@ import Testing
         group.title = "renamed"
         try context.save()
         #expect(results.lastTouchedCount == group.items.count)
-        let fresh = try ResultsUpdateTests.fresh(results, in: context)
-        #expect(results.sections.map(\.name) == fresh.map(\.0))
-        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        try ResultsUpdateTests.expectFresh(results, in: context)
         #expect(results.fetchCount == 1)
     }
 
@@ -461,12 +470,8 @@ import Testing
     /// it; renamed next, it takes the item to the new section, as a fetch does (the list
     /// it holds does not name the item; the stored one does). (Found by review.)
     @Test func aGroupChangedHereReachesAnItemMovedInElsewhere() throws {
-        let fixture = try FetchFixture(seed: 13, count: 40)
+        let (fixture, results, groups) = try Self.itemsByGroupTitle(seed: 13)
         let context = fixture.context
-        context.mergePolicy = .objectTrumps
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
-                                         context: context, sectionKeyPath: "group.title")
-        let groups = try context.fetch(FetchRequest(Group.self))
         let item = try #require(groups[1].items.first)
         groups[0].title = "x"
         context.processPendingChanges()
@@ -476,8 +481,6 @@ import Testing
         context.processExternalChanges()
         groups[0].title = "y"
         context.processPendingChanges()
-        let fresh = try ResultsUpdateTests.fresh(results, in: context)
-        #expect(results.sections.map(\.name) == fresh.map(\.0))
-        #expect(results.sections.map { $0.objects.map(\.objectID) } == fresh.map(\.1))
+        try ResultsUpdateTests.expectFresh(results, in: context)
     }
 }
