@@ -304,9 +304,6 @@ extension Context {
     // MARK: Child save
 
     private func push(_ objects: [ManagedObject], into parent: Context) {
-        // (A record the parent gave a relationship after the child read it, and the child
-        // deleted, leaves that relationship: the child's delete rule saw its older list.)
-        let deletedInChild = Set(objects.lazy.filter { $0.isDeleted || !$0.exists }.map(\.recordID.rawValue))
         parent.undoManager.withGroup(in: parent) {
             var deletedTargets: [ManagedObject] = []
             // The child's delete rules saw the relationships as it read them: what the parent
@@ -358,7 +355,7 @@ extension Context {
                         let attributes = object.entity.attributes.count
                         if index >= attributes, object.entity.relationships[index - attributes].isToMany {
                             value = Self.mergedReferences(read: read[index], child: value, parent: target.values[index],
-                                                          dropping: deletedInChild.contains)
+                                                          dropping: { _ in false })  // (see `releaseLinks`)
                         } else if index >= attributes, case .reference(let moved) = target.values[index],
                                   !Value.same(target.values[index], read[index]), value.referencedIDs.first != moved {
                             // The parent pointed it elsewhere meanwhile; the child's choice stands, so

@@ -199,7 +199,7 @@ public final class FetchedResults<T: ManagedObject> {
     /// The results brought up to date without a fetch, when they can be: results with
     /// known dependencies and no offset, changed in fewer records than an eighth of them
     /// (or 256), all known (``ResultsInputs/touched(until:entities:store:)``,
-    /// ``ResultsDependencies/rowsTouched(by:limit:context:)``), and with a limit, no row
+    /// ``ResultsDependencies/rowsTouched(by:pending:seen:limit:context:)``), and with a limit, no row
     /// from past them coming in. Nil: fetch again.
     private func update() throws -> Update? {
         guard let context, let dependencies, let before = inputs, request.fetchOffset <= 0,
