@@ -22,6 +22,15 @@ extension FetchedResults {
         resultUntyped.reserveCapacity(outcome.names.count)
         resultPlaced.reserveCapacity(outcome.names.count)
         for (index, pieces) in outcome.pieces.enumerated() {
+            // A section kept whole, under its name, is the old one (its arrays shared, not
+            // copied: a change to one section of many had copied every section).
+            if pieces.count == 1, case .kept(let section, let range) = pieces[0], range == untyped[section].indices,
+               outcome.names[index] == sections[section].name {
+                result.append(sections[section])
+                resultUntyped.append(untyped[section])
+                resultPlaced.append(placed[section])
+                continue
+            }
             var untypedObjects: [ManagedObject] = [], ids: [RecordID] = []
             for piece in pieces {
                 switch piece {
