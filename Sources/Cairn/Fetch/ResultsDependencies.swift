@@ -78,7 +78,7 @@ struct ResultsDependencies {
                 level = []
                 for (id, _) in reached {
                     guard let values = context.viewValues(id) else { continue }
-                    if digests[id] == nil, let digest = readDigest(id, context: context) { digests[id] = digest }
+                    if digests[id] == nil { digests[id] = readDigest(of: values, entity: id.entity) }
                     level.append(values)
                 }
             }
@@ -89,8 +89,12 @@ struct ResultsDependencies {
     /// A hash of what the key paths read of a related record, as a fetch's sort and test
     /// read it (``Context/viewValues(_:)``); nil if it cannot be read.
     func readDigest(_ id: RecordID, context: Context) -> Int? {
-        guard let values = context.viewValues(id) else { return nil }
-        return ResultsInputs.digest((readSlots[id.entity] ?? []).map { $0 < values.count ? values[$0] : .null })
+        context.viewValues(id).map { readDigest(of: $0, entity: id.entity) }
+    }
+
+    /// ``readDigest(_:context:)`` of values already read.
+    private func readDigest(of values: [Value], entity: UInt16) -> Int {
+        ResultsInputs.digest((readSlots[entity] ?? []).map { $0 < values.count ? values[$0] : .null })
     }
 
     /// The results' entity's records that `changed` (records of ``entities``) touches:
