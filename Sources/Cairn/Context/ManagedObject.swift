@@ -175,9 +175,17 @@ open class ManagedObject: CustomStringConvertible {
     @inline(__always)
     func setValue(_ value: Value, at slot: Int) {
         if case .except(var originals) = saved, !originals.contains(where: { $0.slot == slot }) {
-            saved = .none  // `originals` is then the list's only holder: appended in place
-            originals.append(SavedValue(slot: slot, value: storedValues[slot]))
-            saved = .except(originals)
+            let original = SavedValue(slot: slot, value: storedValues[slot])
+            if originals.isEmpty {
+                // An object's first write since a read or save (most objects get one): a list
+                // made whole, not grown from the empty one through the library's generic
+                // reallocation (update_all: a third of each write's instructions).
+                saved = .except([original])
+            } else {
+                saved = .none  // `originals` is then the list's only holder: appended in place
+                originals.append(original)
+                saved = .except(originals)
+            }
         }
         storedValues[slot] = value
     }
