@@ -100,7 +100,7 @@ extension Context {
     }
 
     /// The live targets of a relationship slot, as registered objects or faults.
-    func relatedObjects(of object: ManagedObject, slot: Int) -> [ManagedObject] {
+    func relatedObjects(of object: ManagedObject, slot: Int, keeping: Bool = false) -> [ManagedObject] {
         willRead(object)
         guard slot < object.values.count else { return [] }
         let raws: [UInt64]
@@ -109,6 +109,8 @@ extension Context {
         case .references(let list): raws = list
         default: return []
         }
+        let long = raws.count >= Self.relatedListMinimum
+        if long, let kept = keptList(object, slot: slot) { return kept.objects }
         // One loop, the targets' entity and class looked up once (not per target), rather
         // than `compactMap`, which ran the standard library's unspecialized code and asked
         // the runtime for array metadata per target.
@@ -129,13 +131,20 @@ extension Context {
             if target.isFault { willRead(target) }
             if target.exists { targets.append(target) }
         }
+        if long, keeping { keep(targets, of: object, slot: slot, complete: targets.count == raws.count) }
         return targets
     }
 
     private func ids(in value: Value) -> [UInt64] { value.referencedIDs }
 
     /// Sets a relationship to `targets` and updates the inverse of every target gained or lost.
-    func setRelationship(of object: ManagedObject, slot: Int, to targets: [ManagedObject]) {
+    /// `edit`, what an in-place edit was handed, and `checked`, the class every target is an
+    /// instance of, let a long list that only grew at the end be set without a pass over
+    /// the objects it held (see ``appendKnown(_:to:slot:after:checked:)``).
+    func setRelationship(of object: ManagedObject, slot: Int, to targets: [ManagedObject],
+                         edit: RelatedListEdit? = nil, checked: ManagedObject.Type? = nil) {
+        if !object.isFault, let known = knownPrefix(of: targets, in: object, slot: slot, edit: edit),
+           appendKnown(targets, to: object, slot: slot, after: known, checked: checked) { return }
         guard let relationship = relationship(of: object, slot: slot, accepting: targets) else { return }
         let oldIDs = ids(in: object.values[slot])
         if relationship.isToMany, object.holdsReferences(at: slot),
@@ -164,6 +173,32 @@ extension Context {
                 if let target = self.object(for: RecordID(rawValue: raw)) { link(target, inverseName, to: object) }
             }
         }
+    }
+
+    /// Sets the to-many list in `slot` of `object` to `targets`, whose first `known` objects
+    /// are, in order, the whole list as it stands (``knownPrefix(of:in:slot:edit:)``): only
+    /// the rest are checked and added. Keeps the new list if it is `targets`. False, with
+    /// nothing done, if the slot holds no list.
+    private func appendKnown(_ targets: [ManagedObject], to object: ManagedObject, slot: Int, after known: Int,
+                             checked: ManagedObject.Type?) -> Bool {
+        let added = Array(targets[known...])
+        guard object.holdsReferences(at: slot) else { return false }
+        let old = ids(in: object.values[slot])
+        guard old.count == known else { return false }
+        guard let relationship = relationship(of: object, slot: slot, accepting: added) else { return true }
+        guard relationship.isToMany else { return false }
+        let raws = Self.missing(added.filter(\.exists).map(\.recordID.rawValue), from: old)
+        if !raws.isEmpty {
+            undoManager.withGroup(in: self) { applyListEdits(.appended(raws), to: object, slot: slot, inverse: relationship.inverse) }
+        }
+        // Every target added (none deleted, held already or twice): the list is `targets`.
+        // None added: it is what it was, the first `known`.
+        if raws.count == added.count {
+            keep(targets, of: object, slot: slot, complete: true, checked: checked)
+        } else if raws.isEmpty {
+            keep(Array(targets[..<known]), of: object, slot: slot, complete: true, checked: checked)
+        }
+        return true
     }
 
     /// The relationship in `slot` of `object` (loaded here), once `targets` are known to be

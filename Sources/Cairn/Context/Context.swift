@@ -61,7 +61,14 @@ public final class Context {
     /// live results here and in child contexts compare it (objects may have left the
     /// context, changed what a child reads, or taken another record's ID, without a change
     /// to a record or to ``dirty`` they could see).
-    @exclusivity(unchecked) var resetGeneration = 0
+    @exclusivity(unchecked) var resetGeneration = 0 {
+        didSet { relatedListsChanged() }
+    }
+    /// Long lists of related objects as last read, so that reading one again, or adding to
+    /// it, does not look up every target (see ``keptList(_:slot:)``).
+    @exclusivity(unchecked) var relatedLists: [RelatedListKey: RelatedList] = [:]
+    /// Advances whenever ``relatedLists`` is let go of.
+    @exclusivity(unchecked) var relatedListsEpoch: UInt64 = 0
     /// The changed objects of one entity by one attribute's value, for fetches by an
     /// indexed value before a save (see ``PendingLookup``).
     @exclusivity(unchecked) var pendingLookup: PendingLookup?
@@ -121,12 +128,12 @@ public final class Context {
         object.entity = stored
         object.context = self
         object.inStore = false
-        object.exists = false
+        object.setExistsOnInsert(false)
         object.isFault = false
         registered[object.recordID] = object
         undoManager.withGroup(in: self) {
             undoManager.record(object, in: self)
-            object.exists = true
+            object.setExistsOnInsert(true)
             let before = changeGeneration
             dirty[object.recordID] = object
             noteForLookup(object, since: before)

@@ -42,8 +42,22 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) private var storedValues: [Value]
     /// True until the values are loaded.
     @exclusivity(unchecked) public internal(set) var isFault = false
-    /// False once deleted in its context.
-    @exclusivity(unchecked) var exists = true
+    /// False once deleted in its context. A change lets go of the lists of related objects
+    /// its context keeps (``Context/relatedListsChanged()``): a list read leaves out targets
+    /// that do not exist.
+    var exists: Bool {
+        get { existsFlag }
+        set {
+            guard newValue != existsFlag else { return }
+            existsFlag = newValue
+            context?.relatedListsChanged()
+        }
+    }
+    @exclusivity(unchecked) private var existsFlag = true
+
+    /// Sets ``exists`` of an object being inserted, under its new ID: no list holds the ID,
+    /// so no kept list changes.
+    func setExistsOnInsert(_ value: Bool) { existsFlag = value }
     /// Whether the record exists in the parent store (fetched, or saved).
     @exclusivity(unchecked) var inStore = false
     /// Whether the initial values made for each object (``DefaultMaker``) are still to be
@@ -51,6 +65,12 @@ open class ManagedObject: CustomStringConvertible {
     /// never for an object whose values are all set at once (a fetched fault, the parent's
     /// copy of a child's insert), which would throw them away.
     @exclusivity(unchecked) private var madeDefaultsPending = false
+    /// Advances on every change to the values: a list of related objects the context keeps
+    /// for this object stands while it has not moved (``Context/keptList(_:slot:)``). (In
+    /// the four bytes after the flags that the layout left unused. It wraps after 2³²
+    /// changes; a kept list would be taken for current only if the object changed exactly
+    /// a multiple of that many times between two reads of it.)
+    @exclusivity(unchecked) private(set) var valuesStamp: UInt32 = 0
     /// The entity, with its stored number once the object is registered.
     @exclusivity(unchecked) public internal(set) var entity: EntityDescription
     /// The context the object belongs to, if any.
@@ -96,6 +116,7 @@ open class ManagedObject: CustomStringConvertible {
     /// ``DefaultMaker``) into their slots.
     private func makeDefaults() {
         madeDefaultsPending = false
+        valuesStamp &+= 1
         for (slot, maker) in layout.madeDefaults where slot < storedValues.count { storedValues[slot] = maker.make() }
     }
 
@@ -188,6 +209,7 @@ open class ManagedObject: CustomStringConvertible {
             }
         }
         storedValues[slot] = value
+        valuesStamp &+= 1
     }
 
     /// Edits the reference list in `slot` (a to-many relationship) in place, as
@@ -197,6 +219,7 @@ open class ManagedObject: CustomStringConvertible {
     /// for every target added. False if the slot holds no list.
     func editReferences(at slot: Int, _ edit: (inout [UInt64]) -> Bool) -> Bool {
         guard slot < storedValues.count, case .references(var list) = storedValues[slot] else { return false }
+        valuesStamp &+= 1
         var originals: [SavedValue]?
         if case .except(let noted) = saved, !noted.contains(where: { $0.slot == slot }) { originals = noted }
         // Without an original to keep, the slot lets go of the list while it is edited, so
@@ -234,6 +257,7 @@ open class ManagedObject: CustomStringConvertible {
     func setLoaded(_ values: [Value]) {
         madeDefaultsPending = false  // a stored record: nothing is left to make
         storedValues = values
+        valuesStamp &+= 1
         saved = .except([])
     }
 
@@ -243,6 +267,7 @@ open class ManagedObject: CustomStringConvertible {
     func setLoaded(decoding body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription) throws {
         madeDefaultsPending = false
         saved = .except([])
+        valuesStamp &+= 1
         try ValueCoding.decode(body, into: &storedValues)
         try Store.checkRecord(storedValues, id: id, entity: entity)
     }
@@ -252,6 +277,7 @@ open class ManagedObject: CustomStringConvertible {
     /// turn (``Context/batchInsert(_:from:durability:_:)``).
     func setDefaults() {
         saved = .none
+        valuesStamp &+= 1
         // Then the initial values made for each object, over the shared defaults.
         defer { if !layout.madeDefaults.isEmpty { makeDefaults() } }
         let defaults = layout.defaults
@@ -289,6 +315,7 @@ open class ManagedObject: CustomStringConvertible {
 
     private func replaceValues(with values: [Value]) {
         madeDefaultsPending = false  // all set at once: nothing is left to make
+        valuesStamp &+= 1
         guard case .except(let originals) = saved else {
             storedValues = values  // no saved values, or kept whole: unchanged either way
             return
@@ -391,10 +418,12 @@ open class ManagedObject: CustomStringConvertible {
         }
     }
 
+    /// The objects of the relationship in `slot`; `keeping` a long list as objects for the
+    /// in-place edit that reads it (see Context+RelatedLists.swift).
     @usableFromInline
-    func related(_ slot: Int) -> [ManagedObject] {
+    func related(_ slot: Int, keeping: Bool = false) -> [ManagedObject] {
         guard let context else { return detachedRelations[slot] ?? [] }
-        return context.relatedObjects(of: self, slot: slot)
+        return context.relatedObjects(of: self, slot: slot, keeping: keeping)
     }
 
     @usableFromInline

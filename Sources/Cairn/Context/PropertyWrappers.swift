@@ -223,16 +223,54 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
         get {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
             guard slot >= 0 else { return [] }
-            let related = object.related(slot)
-            var targets: [Target] = []
-            targets.reserveCapacity(related.count)
-            for item in related { if let target = item as? Target { targets.append(target) } }
-            return targets
+            return read(object, slot)
         }
         set {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
             if slot >= 0 { object.setRelated(slot, newValue) }
         }
+        // An edit in place (`person.dvds.append(dvd)`) is handed the list its context kept
+        // from the last edit, as the only holder of its storage, and ends by setting it: an
+        // append then neither looks up the list's objects nor copies them, and the set
+        // checks only what was added (see Context+RelatedLists.swift). A list not kept is
+        // read (and kept, if long), and a short one set as by `set`.
+        _modify {
+            let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            var targets: [Target] = []
+            var edit: RelatedListEdit?
+            if slot >= 0 {
+                var taken: [ManagedObject] = []
+                edit = object.takeRelated(slot, checked: Target.self, into: &taken)
+                if edit == nil {
+                    targets = read(object, slot, keeping: true)  // a long list kept, to be taken
+                    edit = object.takeRelated(slot, checked: Target.self, into: &taken)
+                }
+                if edit != nil {
+                    // (Every object was found to be a `Target`; see `read`.)
+                    targets = unsafeBitCast(taken, to: [Target].self)
+                    taken = []  // `targets` the only holder
+                }
+            }
+            defer {
+                if slot >= 0 { object.endRelatedEdit(slot, unsafeBitCast(targets, to: [ManagedObject].self), edit, checked: Target.self) }
+            }
+            yield &targets
+        }
+    }
+
+    /// The list in `slot` as `Target`s. The context's kept list, when every object of it
+    /// was found to be a `Target`, is the same array reinterpreted: an array of class
+    /// references is laid out alike whatever the class (the standard library's `as! [T]`
+    /// reinterprets the buffer the same way, on platforms where it does not copy).
+    @inlinable
+    static func read(_ object: ManagedObject, _ slot: Int, keeping: Bool = false) -> [Target] {
+        if let kept = object.keptRelated(slot, checked: Target.self) { return unsafeBitCast(kept, to: [Target].self) }
+        let related = object.related(slot, keeping: keeping)
+        var targets: [Target] = []
+        targets.reserveCapacity(related.count)
+        for item in related { if let target = item as? Target { targets.append(target) } }
+        if targets.count == related.count { object.noteRelatedChecked(slot, as: Target.self, count: targets.count) }
+        return targets
     }
 
     /// `$dvds`: edits of the relationship that cost what they change (see ``ToManyEdits``).
@@ -255,9 +293,10 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
 }
 
 /// Edits of one object's to-many relationship (`person.$dvds`) that cost what they
-/// change: `person.$dvds.append(dvd)` adds one target, where `person.dvds.append(dvd)`
-/// reads the whole list as objects and sets it back (a pass over the list each time, so
-/// n appends to one list take time in n²). Inverses and undo are kept as for a set.
+/// change: `person.$dvds.append(dvd)` adds one target. (`person.dvds.append(dvd)` edits
+/// the list its context kept from the last edit in place, and compares it with what it
+/// was: a copy and a comparison of the list's references, no lookup of its objects.)
+/// Inverses and undo are kept as for a set.
 ///
 /// ```swift
 /// person.$dvds.append(dvd)        // at the end, unless the list holds it already

@@ -454,6 +454,7 @@ extension Context {
         case .inserted, .removed:
             _ = undoEdit(record)
         case .whole(let values, let exists, let isRegistered):
+            relatedListsChanged()  // the object may join or leave the context
             // A deleted object whose record is in the store stays registered until the save
             // that deletes it, even if the state was captured while it was detached (a save
             // detaches deleted objects; redoing the delete after undo and save must delete again).
