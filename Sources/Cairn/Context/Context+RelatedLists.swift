@@ -118,21 +118,22 @@ extension Context {
 
     /// How many of `targets`' first objects are, in order, the whole list in `slot` of
     /// `object` as it stands: the objects an edit was handed, if nothing changed since, or
-    /// the kept list. Nil if that is not known, or `targets` does not begin with them.
+    /// the kept list. Nil if that is not known, or `targets` does not begin with them. (Kept
+    /// lists are never empty, so both buffers have an address to compare.)
     func knownPrefix(of targets: [ManagedObject], in object: ManagedObject, slot: Int, edit: RelatedListEdit?) -> Int? {
         let count: Int
         let matches: Bool
         if let edit {
             guard edit.epoch == relatedListsEpoch, edit.stamp == object.valuesStamp else { return nil }
             count = edit.handedOut.count
-            guard targets.count >= count else { return nil }
+            guard count > 0, targets.count >= count else { return nil }
             matches = targets.withUnsafeBytes { new in
                 edit.handedOut.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
             }
         } else {
             guard let kept = keptList(object, slot: slot), kept.complete else { return nil }
             count = kept.objects.count
-            guard targets.count >= count else { return nil }
+            guard count > 0, targets.count >= count else { return nil }
             matches = targets.withUnsafeBytes { new in
                 kept.objects.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
             }
