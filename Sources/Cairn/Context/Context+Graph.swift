@@ -117,6 +117,7 @@ extension Context {
         var targets: [ManagedObject] = []
         targets.reserveCapacity(raws.count)
         var resolved: (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)?
+        var stillFaults = false
         for raw in raws {
             let id = RecordID(rawValue: raw)
             // The registered object, or a new fault registered in the same probe.
@@ -130,8 +131,9 @@ extension Context {
             guard let target = found else { continue }
             if target.isFault { willRead(target) }
             if target.exists { targets.append(target) }
+            if target.isFault { stillFaults = true }  // (its load failed: read again next time)
         }
-        if long, keeping { keep(targets, of: object, slot: slot, complete: targets.count == raws.count) }
+        if long, keeping, !stillFaults { keep(targets, of: object, slot: slot, complete: targets.count == raws.count) }
         return targets
     }
 
@@ -143,8 +145,8 @@ extension Context {
     /// the objects it held (see ``appendKnown(_:to:slot:after:checked:)``).
     func setRelationship(of object: ManagedObject, slot: Int, to targets: [ManagedObject],
                          edit: RelatedListEdit? = nil, checked: ManagedObject.Type? = nil) {
-        if !object.isFault, let known = knownPrefix(of: targets, in: object, slot: slot, edit: edit),
-           appendKnown(targets, to: object, slot: slot, after: known, checked: checked) { return }
+        if !object.isFault, var known = knownPrefix(of: targets, in: object, slot: slot, edit: edit),
+           appendKnown(targets, to: object, slot: slot, after: &known, checked: checked) { return }
         guard let relationship = relationship(of: object, slot: slot, accepting: targets) else { return }
         let oldIDs = ids(in: object.values[slot])
         if relationship.isToMany, object.holdsReferences(at: slot),
@@ -179,24 +181,40 @@ extension Context {
     /// are, in order, the whole list as it stands (``knownPrefix(of:in:slot:edit:)``): only
     /// the rest are checked and added. Keeps the new list if it is `targets`. False, with
     /// nothing done, if the slot holds no list.
-    private func appendKnown(_ targets: [ManagedObject], to object: ManagedObject, slot: Int, after known: Int,
+    private func appendKnown(_ targets: [ManagedObject], to object: ManagedObject, slot: Int, after prefix: inout KnownPrefix,
                              checked: ManagedObject.Type?) -> Bool {
+        let known = prefix.count
         let added = Array(targets[known...])
-        guard object.holdsReferences(at: slot) else { return false }
-        let old = ids(in: object.values[slot])
-        guard old.count == known else { return false }
+        // (The ID list is not held here past this check: the append below then changes it
+        // in place.)
+        guard object.holdsReferences(at: slot), ids(in: object.values[slot]).count == known else { return false }
         guard let relationship = relationship(of: object, slot: slot, accepting: added) else { return true }
         guard relationship.isToMany else { return false }
-        let raws = Self.missing(added.filter(\.exists).map(\.recordID.rawValue), from: old)
+        // Each target must be the object registered for its ID (as a read would find it),
+        // for the set of the list's objects to answer for its IDs.
+        for target in added where registered[target.recordID] !== target { return false }
+        // The targets the list does not hold, once each: as the IDs the list lacks, asked of
+        // the set of its objects (an append scanned the whole ID list for each target).
+        var members = prefix.members ?? Set(targets[..<known].lazy.map { ObjectIdentifier($0) })
+        prefix.members = nil  // (`members` its only holder: inserted into in place)
+        var raws: [UInt64] = []
+        for target in added where target.exists && members.insert(ObjectIdentifier(target)).inserted {
+            raws.append(target.recordID.rawValue)
+        }
+        let epoch = relatedListsEpoch
         if !raws.isEmpty {
             undoManager.withGroup(in: self) { applyListEdits(.appended(raws), to: object, slot: slot, inverse: relationship.inverse) }
         }
+        // Kept only as a read would find it: nothing let go of the kept lists meanwhile (the
+        // inverse's update may load a fault and find its record gone), and every target
+        // added loaded and existing (a read loads a fault, and leaves out one that is gone).
+        guard epoch == relatedListsEpoch, added.allSatisfy({ !$0.isFault && $0.exists }) else { return true }
         // Every target added (none deleted, held already or twice): the list is `targets`.
         // None added: it is what it was, the first `known`.
         if raws.count == added.count {
-            keep(targets, of: object, slot: slot, complete: true, checked: checked)
+            keep(targets, of: object, slot: slot, complete: true, checked: checked, members: members)
         } else if raws.isEmpty {
-            keep(Array(targets[..<known]), of: object, slot: slot, complete: true, checked: checked)
+            keep(Array(targets[..<known]), of: object, slot: slot, complete: true, checked: checked, members: members)
         }
         return true
     }

@@ -1,20 +1,24 @@
 import Foundation
 
-// Long to-many lists, kept as objects between reads.
+// Long to-many lists, kept as objects between in-place edits.
 //
 // Reading `person.dvds` looks up the object of every ID in the list; setting it back
 // compares every target. `person.dvds.append(dvd)` does both, so n appends to one list
 // took time in n² with a large constant (10,000 appends: 5.3 s). The context keeps the
 // objects of a long list as last read, and an edit handed the kept list (the property's
 // `_modify`) changes it in place: an append then costs a copy and a comparison of the
-// list's references (memcpy and memcmp), and the ID list's own append.
+// list's references (memcpy and memcmp), a set lookup for whether the list holds the
+// target, and the ID list's own append.
 //
 // A kept list stands while
 // - its owner's values have not changed (``ManagedObject/valuesStamp``): a list changed
 //   by any path (a set, an edit, an inverse, undo, a merge, a refresh, a load) is read anew;
 // - nothing has changed which objects a read would find for the IDs, or leave out: every
-//   change to an object's existence, and every rollback, reset, refresh, upsert rename and
-//   whole-state undo, lets go of all kept lists (``relatedListsChanged()``).
+//   change to an object's existence, and every rollback, reset, refresh, upsert rename,
+//   whole-state undo and object turned back into a fault by another context's save, lets
+//   go of all kept lists (``relatedListsChanged()``).
+// A list is kept only as a read would find it: every object loaded, existing, and the one
+// registered for its ID.
 // Only lists of ``relatedListMinimum`` targets or more are kept, and only by an edit in
 // place (and the set that ends it): a shorter list costs little to read, and keeping every
 // list read would cost a table entry and memory for each (graph: 2.6 % more instructions).
@@ -37,6 +41,10 @@ struct RelatedList {
     let complete: Bool
     /// The class every object was found to be an instance of, by a typed read.
     var checkedClass: ObjectIdentifier?
+    /// The objects' identifiers, once an append asked whether the list holds one: an object
+    /// of this context is in the list exactly when its ID is (one object per ID), so an
+    /// append need not scan the IDs.
+    var members: Set<ObjectIdentifier>?
 }
 
 /// What an in-place edit of a to-many property (`person.dvds.append(dvd)`) was handed: the
@@ -48,6 +56,29 @@ struct RelatedListEdit {
     let epoch: UInt64
     let stamp: UInt32
     let handedOut: [UInt]
+    /// The kept list's ``RelatedList/members``, in a box the set that ends the edit takes
+    /// them out of: held by this value too, the set would be copied by its next insert.
+    let members: MembersBox
+}
+
+/// Holds a kept list's member set while an edit has it (see ``RelatedListEdit``).
+@usableFromInline
+final class MembersBox {
+    var members: Set<ObjectIdentifier>?
+    init(_ members: Set<ObjectIdentifier>?) { self.members = members }
+
+    /// The set, left to the caller alone.
+    func take() -> Set<ObjectIdentifier>? {
+        defer { members = nil }
+        return members
+    }
+}
+
+/// The first objects of a list being set that are, in order, the whole list as it stands
+/// (see ``Context/knownPrefix(of:in:slot:edit:)``), with their identifiers if known.
+struct KnownPrefix {
+    let count: Int
+    var members: Set<ObjectIdentifier>?
 }
 
 extension Context {
@@ -71,12 +102,13 @@ extension Context {
     }
 
     /// Keeps `objects`, just read (or just set) as the list in `slot` of `object`, if long enough.
-    func keep(_ objects: [ManagedObject], of object: ManagedObject, slot: Int, complete: Bool, checked: ManagedObject.Type? = nil) {
+    func keep(_ objects: [ManagedObject], of object: ManagedObject, slot: Int, complete: Bool, checked: ManagedObject.Type? = nil,
+              members: Set<ObjectIdentifier>? = nil) {
         guard objects.count >= Self.relatedListMinimum else { return }
         if relatedLists.count >= Self.relatedListLimit { relatedLists.removeAll() }
         relatedLists[RelatedListKey(owner: ObjectIdentifier(object), slot: slot)] =
             RelatedList(owner: object, stamp: object.valuesStamp, objects: objects, complete: complete,
-                        checkedClass: checked.map { ObjectIdentifier($0) })
+                        checkedClass: checked.map { ObjectIdentifier($0) }, members: members)
     }
 
     /// The kept list of `object`'s `slot`, if it stands and a typed read found every object
@@ -103,7 +135,7 @@ extension Context {
         let handedOut = Self.addresses(of: taken.objects)
         list = taken.objects
         taken.objects = []
-        return RelatedListEdit(epoch: relatedListsEpoch, stamp: object.valuesStamp, handedOut: handedOut)
+        return RelatedListEdit(epoch: relatedListsEpoch, stamp: object.valuesStamp, handedOut: handedOut, members: MembersBox(taken.members))
     }
 
     /// The objects' addresses, copied as they lie in the array (nothing retained).
@@ -120,12 +152,14 @@ extension Context {
     /// `object` as it stands: the objects an edit was handed, if nothing changed since, or
     /// the kept list. Nil if that is not known, or `targets` does not begin with them. (Kept
     /// lists are never empty, so both buffers have an address to compare.)
-    func knownPrefix(of targets: [ManagedObject], in object: ManagedObject, slot: Int, edit: RelatedListEdit?) -> Int? {
+    func knownPrefix(of targets: [ManagedObject], in object: ManagedObject, slot: Int, edit: RelatedListEdit?) -> KnownPrefix? {
         let count: Int
         let matches: Bool
+        var members: Set<ObjectIdentifier>?
         if let edit {
             guard edit.epoch == relatedListsEpoch, edit.stamp == object.valuesStamp else { return nil }
             count = edit.handedOut.count
+            members = edit.members.take()
             guard count > 0, targets.count >= count else { return nil }
             matches = targets.withUnsafeBytes { new in
                 edit.handedOut.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
@@ -137,8 +171,14 @@ extension Context {
             matches = targets.withUnsafeBytes { new in
                 kept.objects.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
             }
+            if matches, kept.members != nil {
+                // Taken out, so that the set's one holder adds to it in place.
+                let key = RelatedListKey(owner: ObjectIdentifier(object), slot: slot)
+                members = relatedLists[key]?.members
+                relatedLists[key]?.members = nil
+            }
         }
-        return matches ? count : nil
+        return matches ? KnownPrefix(count: count, members: members) : nil
     }
 }
 

@@ -465,6 +465,7 @@ extension Context {
         object.prefetched = nil
         guard !object.isFault, !object.hasChanges else { return }
         changeGeneration &+= 1  // it may be in `dirty`, unchanged: its values change without a write
+        relatedListsChanged()  // a list read loads it again, and leaves it out if its record is gone
         object.isFault = true
         object.values = []
     }

@@ -226,4 +226,53 @@ final class Album: ManagedObject {
         let stored = try #require(try reader.existingObject(Album.self, with: album.objectID))
         #expect(stored.tracks.map(\.objectID) == album.tracks.map(\.objectID))
     }
+
+    /// A kept list (20 tracks) and a fault for a song deleted since: appending the fault in
+    /// place loads it for its inverse, which finds it gone. The list read after leaves it
+    /// out, as a read with nothing kept does. (Found by review: the edit kept the list with
+    /// the fault in it.)
+    @Test func anAppendedFaultFoundGoneIsLeftOut() throws {
+        let stack = try Stack(model: try Self.model())
+        let context = stack.context()
+        let album = Album(context: context)
+        for index in 0..<20 {
+            let song = Song(context: context)
+            song.title = "song \(index)"
+            album.tracks.append(song)
+        }
+        let doomed = Song(context: context)
+        try context.save()
+        let id = doomed.objectID
+        context.delete(doomed)
+        try context.save()
+        let ghost = try #require(context.object(with: id) as? Song)  // a fault; its record is gone
+        album.tracks.append(ghost)
+        #expect(album.tracks.count == 20)
+        #expect(!album.tracks.contains { $0 === ghost })
+        album.tracks.append(Song(context: context))
+        #expect(album.tracks.count == 21 && !album.tracks.contains { $0 === ghost })
+    }
+
+    /// Another context's save turns a kept track back into a fault (merged in), then deletes
+    /// it (not merged in yet): the list read loads the fault, finds it gone and leaves it
+    /// out, kept list or not. (Found by review: the kept list still held it.)
+    @Test func aTrackFaultedByAMergeIsReadAgain() throws {
+        let stack = try Stack(model: try Self.model())
+        let context = stack.context()
+        let album = Album(context: context)
+        for index in 0..<20 {
+            let song = Song(context: context)
+            song.title = "song \(index)"
+            album.tracks.append(song)
+        }
+        try context.save()
+        let other = stack.context()
+        let theirs = try #require(try other.existingObject(Song.self, with: album.tracks[0].objectID))
+        theirs.title = "renamed"
+        try other.save()
+        context.processExternalChanges()  // tracks[0] is a fault again
+        other.delete(theirs)
+        try other.save()                  // not merged in here
+        #expect(album.tracks.count == 19)
+    }
 }
