@@ -562,6 +562,40 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         }
         return Measurement(seconds: seconds(since: start), operations: parents * children, extra: ["checksum": Double(sum)])
 
+    case ("append_children", .cairn):
+        // The SwiftData idiom for building a to-many list: `parent.children.append(child)`,
+        // one child at a time, into one parent; then one save.
+        let children = 20_000 / scale
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = startTimedPart()
+        let count = try timedRegion { () throws -> Int in
+            let parent = Parent.create(in: context)
+            parent.name = "p"
+            for c in 0..<children {
+                let child = Child.create(in: context)
+                child.value = Int64(c)
+                parent.children.append(child)
+            }
+            try context.save()
+            return parent.children.count
+        }
+        let time = seconds(since: start)
+        side.close()
+        guard count == children else { throw BenchError("append_children holds \(count) of \(children) children") }
+        return Measurement(seconds: time, operations: children)
+    case ("append_children", .sqlite):
+        let children = 20_000 / scale
+        let side = try SQLiteSide(path: path)
+        let start = startTimedPart()
+        try side.db.exec("BEGIN")
+        let insertParent = try side.db.prepare("INSERT INTO parent (id, name) VALUES (?, ?)")
+        let insertChild = try side.db.prepare("INSERT INTO child (value, parent) VALUES (?, ?)")
+        insertParent.bind(1, Int64(1)); insertParent.bind(2, "p"); try insertParent.step(); insertParent.reset()
+        for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(1)); try insertChild.step(); insertChild.reset() }
+        try side.db.exec("COMMIT")
+        return Measurement(seconds: seconds(since: start), operations: children)
+
     default:
         throw BenchError("unknown workload \(name)")
     }
@@ -569,7 +603,8 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph",
-                     "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique"]
+                     "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
+                     "append_children"]
 
 func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }
