@@ -195,10 +195,10 @@ extension Context {
         for target in added where registered[target.recordID] !== target { return false }
         // The targets the list does not hold, once each: as the IDs the list lacks, asked of
         // the set of its objects (an append scanned the whole ID list for each target).
-        var members = prefix.members ?? Set(targets[..<known].lazy.map { ObjectIdentifier($0) })
-        prefix.members = nil  // (`members` its only holder: inserted into in place)
+        var shadow = prefix.shadow ?? ListShadow(targets[..<known])
+        prefix.shadow = nil  // (`shadow` its only holder: changed in place)
         var raws: [UInt64] = []
-        for target in added where target.exists && members.insert(ObjectIdentifier(target)).inserted {
+        for target in added where target.exists && shadow.members.insert(ObjectIdentifier(target)).inserted {
             raws.append(target.recordID.rawValue)
         }
         let epoch = relatedListsEpoch
@@ -212,9 +212,10 @@ extension Context {
         // Every target added (none deleted, held already or twice): the list is `targets`.
         // None added: it is what it was, the first `known`.
         if raws.count == added.count {
-            keep(targets, of: object, slot: slot, complete: true, checked: checked, members: members)
+            shadow.append(targets[known...])
+            keep(targets, of: object, slot: slot, complete: true, checked: checked, shadow: shadow)
         } else if raws.isEmpty {
-            keep(Array(targets[..<known]), of: object, slot: slot, complete: true, checked: checked, members: members)
+            keep(Array(targets[..<known]), of: object, slot: slot, complete: true, checked: checked, shadow: shadow)
         }
         return true
     }

@@ -6,9 +6,9 @@ import Foundation
 // compares every target. `person.dvds.append(dvd)` does both, so n appends to one list
 // took time in n² with a large constant (10,000 appends: 5.3 s). The context keeps the
 // objects of a long list as last read, and an edit handed the kept list (the property's
-// `_modify`) changes it in place: an append then costs a copy and a comparison of the
-// list's references (memcpy and memcmp), a set lookup for whether the list holds the
-// target, and the ID list's own append.
+// `_modify`) changes it in place: an append then costs a comparison of the list's
+// references with the ones handed out (memcmp), a set lookup for whether the list holds
+// the target, and the ID list's own append (``ListShadow``).
 //
 // A kept list stands while
 // - its owner's values have not changed (``ManagedObject/valuesStamp``): a list changed
@@ -41,36 +41,59 @@ struct RelatedList {
     let complete: Bool
     /// The class every object was found to be an instance of, by a typed read.
     var checkedClass: ObjectIdentifier?
-    /// The objects' identifiers, once an append asked whether the list holds one: an object
-    /// of this context is in the list exactly when its ID is (one object per ID), so an
-    /// append need not scan the IDs.
-    var members: Set<ObjectIdentifier>?
+    /// What edits keep besides the objects, once one was handed the list.
+    var shadow: ListShadow?
+}
+
+/// A kept list's objects as edits use them, kept up to date by each append (so that no
+/// append makes them anew):
+/// - their identifiers as a set: an object of this context is in the list exactly when its
+///   ID is (one object per ID), so an append need not scan the IDs;
+/// - their addresses in order (nothing retained): what an edit was handed, to compare with
+///   the list it ends with.
+struct ListShadow {
+    var members: Set<ObjectIdentifier>
+    var addresses: [UInt]
+
+    init(_ objects: ArraySlice<ManagedObject>) {
+        members = Set(objects.lazy.map { ObjectIdentifier($0) })
+        addresses = []
+        append(objects)
+    }
+
+    /// Adds `objects`' addresses at the end (their identifiers are inserted by the caller).
+    mutating func append(_ objects: ArraySlice<ManagedObject>) {
+        let start = addresses.count
+        addresses.append(contentsOf: repeatElement(0, count: objects.count))
+        objects.withUnsafeBytes { bytes in
+            addresses.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[(start * MemoryLayout<UInt>.stride)...]).copyMemory(from: bytes) }
+        }
+    }
 }
 
 /// What an in-place edit of a to-many property (`person.dvds.append(dvd)`) was handed: the
-/// kept list, as the addresses of its objects (none retained), and what it stood on. If
-/// both still hold when the edit ends, the edited list's first objects, where they are the
-/// ones handed out, need no check or lookup.
+/// kept list's shadow (the addresses of its objects, among others), and what it stood on.
+/// If both still hold when the edit ends, the edited list's first objects, where they are
+/// the ones handed out, need no check or lookup.
 @usableFromInline
 struct RelatedListEdit {
     let epoch: UInt64
     let stamp: UInt32
-    let handedOut: [UInt]
-    /// The kept list's ``RelatedList/members``, in a box the set that ends the edit takes
-    /// them out of: held by this value too, the set would be copied by its next insert.
-    let members: MembersBox
+    /// The shadow, in a box the set that ends the edit takes it out of: held by this value
+    /// too, it would be copied by the next change to it.
+    let box: ShadowBox
 }
 
-/// Holds a kept list's member set while an edit has it (see ``RelatedListEdit``).
+/// Holds a kept list's shadow while an edit has it (see ``RelatedListEdit``).
 @usableFromInline
-final class MembersBox {
-    var members: Set<ObjectIdentifier>?
-    init(_ members: Set<ObjectIdentifier>?) { self.members = members }
+final class ShadowBox {
+    var shadow: ListShadow?
+    init(_ shadow: ListShadow) { self.shadow = shadow }
 
-    /// The set, left to the caller alone.
-    func take() -> Set<ObjectIdentifier>? {
-        defer { members = nil }
-        return members
+    /// The shadow, left to the caller alone.
+    func take() -> ListShadow? {
+        defer { shadow = nil }
+        return shadow
     }
 }
 
@@ -78,7 +101,7 @@ final class MembersBox {
 /// (see ``Context/knownPrefix(of:in:slot:edit:)``), with their identifiers if known.
 struct KnownPrefix {
     let count: Int
-    var members: Set<ObjectIdentifier>?
+    var shadow: ListShadow?
 }
 
 extension Context {
@@ -103,12 +126,12 @@ extension Context {
 
     /// Keeps `objects`, just read (or just set) as the list in `slot` of `object`, if long enough.
     func keep(_ objects: [ManagedObject], of object: ManagedObject, slot: Int, complete: Bool, checked: ManagedObject.Type? = nil,
-              members: Set<ObjectIdentifier>? = nil) {
+              shadow: ListShadow? = nil) {
         guard objects.count >= Self.relatedListMinimum else { return }
         if relatedLists.count >= Self.relatedListLimit { relatedLists.removeAll() }
         relatedLists[RelatedListKey(owner: ObjectIdentifier(object), slot: slot)] =
             RelatedList(owner: object, stamp: object.valuesStamp, objects: objects, complete: complete,
-                        checkedClass: checked.map { ObjectIdentifier($0) }, members: members)
+                        checkedClass: checked.map { ObjectIdentifier($0) }, shadow: shadow)
     }
 
     /// The kept list of `object`'s `slot`, if it stands and a typed read found every object
@@ -132,20 +155,11 @@ extension Context {
     func takeList(_ object: ManagedObject, slot: Int, checked type: ManagedObject.Type, into list: inout [ManagedObject]) -> RelatedListEdit? {
         guard let kept = keptList(object, slot: slot), kept.complete, kept.checkedClass == ObjectIdentifier(type),
               var taken = relatedLists.removeValue(forKey: RelatedListKey(owner: ObjectIdentifier(object), slot: slot)) else { return nil }
-        let handedOut = Self.addresses(of: taken.objects)
+        let box = ShadowBox(taken.shadow ?? ListShadow(taken.objects[...]))
+        taken.shadow = nil
         list = taken.objects
         taken.objects = []
-        return RelatedListEdit(epoch: relatedListsEpoch, stamp: object.valuesStamp, handedOut: handedOut, members: MembersBox(taken.members))
-    }
-
-    /// The objects' addresses, copied as they lie in the array (nothing retained).
-    private static func addresses(of objects: [ManagedObject]) -> [UInt] {
-        objects.withUnsafeBytes { bytes in
-            [UInt](unsafeUninitializedCapacity: objects.count) { buffer, count in
-                UnsafeMutableRawBufferPointer(buffer).copyMemory(from: bytes)
-                count = objects.count
-            }
-        }
+        return RelatedListEdit(epoch: relatedListsEpoch, stamp: object.valuesStamp, box: box)
     }
 
     /// How many of `targets`' first objects are, in order, the whole list in `slot` of
@@ -155,15 +169,15 @@ extension Context {
     func knownPrefix(of targets: [ManagedObject], in object: ManagedObject, slot: Int, edit: RelatedListEdit?) -> KnownPrefix? {
         let count: Int
         let matches: Bool
-        var members: Set<ObjectIdentifier>?
+        var shadow: ListShadow?
         if let edit {
-            guard edit.epoch == relatedListsEpoch, edit.stamp == object.valuesStamp else { return nil }
-            count = edit.handedOut.count
-            members = edit.members.take()
+            guard edit.epoch == relatedListsEpoch, edit.stamp == object.valuesStamp, let handedOut = edit.box.take() else { return nil }
+            count = handedOut.addresses.count
             guard count > 0, targets.count >= count else { return nil }
             matches = targets.withUnsafeBytes { new in
-                edit.handedOut.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
+                handedOut.addresses.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
             }
+            shadow = handedOut
         } else {
             guard let kept = keptList(object, slot: slot), kept.complete else { return nil }
             count = kept.objects.count
@@ -171,14 +185,14 @@ extension Context {
             matches = targets.withUnsafeBytes { new in
                 kept.objects.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
             }
-            if matches, kept.members != nil {
-                // Taken out, so that the set's one holder adds to it in place.
+            if matches, kept.shadow != nil {
+                // Taken out, so that its one holder changes it in place.
                 let key = RelatedListKey(owner: ObjectIdentifier(object), slot: slot)
-                members = relatedLists[key]?.members
-                relatedLists[key]?.members = nil
+                shadow = relatedLists[key]?.shadow
+                relatedLists[key]?.shadow = nil
             }
         }
-        return matches ? KnownPrefix(count: count, members: members) : nil
+        return matches ? KnownPrefix(count: count, shadow: shadow) : nil
     }
 }
 
