@@ -185,11 +185,15 @@ extension Context {
                              checked: ManagedObject.Type?) -> Bool {
         let known = prefix.count
         let added = Array(targets[known...])
+        // The checks of the targets first: one inserted for them brings the relationships it
+        // was given before, which may put it in this very list (the list is then not the
+        // prefix any more: the whole-list path sets it, as it would have).
+        let stamp = object.valuesStamp
+        guard let relationship = relationship(of: object, slot: slot, accepting: added) else { return true }
         // (The ID list is not held here past this check: the append below then changes it
         // in place.)
-        guard object.holdsReferences(at: slot), ids(in: object.values[slot]).count == known else { return false }
-        guard let relationship = relationship(of: object, slot: slot, accepting: added) else { return true }
-        guard relationship.isToMany else { return false }
+        guard relationship.isToMany, object.valuesStamp == stamp, object.holdsReferences(at: slot),
+              ids(in: object.values[slot]).count == known else { return false }
         // Each target must be the object registered for its ID (as a read would find it),
         // for the set of the list's objects to answer for its IDs.
         for target in added where registered[target.recordID] !== target { return false }
@@ -236,6 +240,7 @@ extension Context {
                 return nil
             } else if target.context == nil {
                 insert(target)
+                guard target.context === self else { return nil }  // (the insert failed, its error recorded)
             } else {
                 recordError(CairnError(.invalidArgument,
                     "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): they are in different contexts"))

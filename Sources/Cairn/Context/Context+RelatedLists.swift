@@ -119,8 +119,13 @@ extension Context {
 
     /// The kept list of the relationship in `slot` of `object`, if it stands.
     func keptList(_ object: ManagedObject, slot: Int) -> RelatedList? {
-        guard !relatedLists.isEmpty, let kept = relatedLists[RelatedListKey(owner: ObjectIdentifier(object), slot: slot)],
-              kept.owner === object, kept.stamp == object.valuesStamp else { return nil }
+        guard !relatedLists.isEmpty else { return nil }
+        let key = RelatedListKey(owner: ObjectIdentifier(object), slot: slot)
+        guard let kept = relatedLists[key] else { return nil }
+        guard kept.owner === object, kept.stamp == object.valuesStamp else {
+            relatedLists[key] = nil  // stale: its objects are let go of now
+            return nil
+        }
         return kept
     }
 

@@ -275,4 +275,53 @@ final class Album: ManagedObject {
         try other.save()                  // not merged in here
         #expect(album.tracks.count == 19)
     }
+
+    /// A kept list and its shadow (the set and addresses edits keep) carried across edits
+    /// that add nothing, add a target twice, add some held and some new, set the whole list,
+    /// and insert a detached song that its own relationship puts in the list: every read
+    /// equals the IDs after each. (The last was found by review: the edit appended the song
+    /// its insert had already put in the list, a second time.)
+    @Test func aKeptListFollowsEveryKindOfAppend() throws {
+        let stack = try Stack(model: try Self.model())
+        let context = stack.context()
+        let album = Album()
+        let detached = Song()
+        detached.title = "detached"
+        detached.album = album                 // neither in a context: remembered, linked on insert
+        context.insert(album)
+        let slot = Self.slot(album, "tracks")
+        func check(_ step: String) {
+            #expect(album.tracks.map(ObjectIdentifier.init) == Self.expected(album, slot: slot, in: context), "\(step)")
+            #expect(Set(album.values[slot].referencedIDs).count == album.values[slot].referencedIDs.count, "\(step): an ID twice")
+        }
+        func song(_ title: String) -> Song {
+            let song = Song(context: context)
+            song.title = title
+            return song
+        }
+        for index in 0..<20 { album.tracks.append(song("song \(index)")) }
+        check("twenty appends")
+        let held = album.tracks[3]
+        album.tracks.append(held)
+        check("a held one appended")
+        album.tracks.append(song("new"))
+        check("then a new one")
+        let twice = song("twice")
+        album.tracks.append(contentsOf: [twice, twice])
+        check("one appended twice in one edit")
+        album.tracks.append(contentsOf: [album.tracks[0], song("mixed")])
+        check("a held one and a new one in one edit")
+        album.tracks = album.tracks + [song("set")]
+        check("a set of the list plus one")
+        #expect(detached.context == nil)
+        album.tracks.append(detached)          // inserted by the append
+        check("a detached song its insert puts in the list")
+        #expect(album.tracks.filter { $0 === detached }.count == 1)
+        album.tracks.append(song("after"))
+        check("an append after")
+        try context.save()
+        let reader = stack.context()
+        let stored = try #require(try reader.existingObject(Album.self, with: album.objectID))
+        #expect(stored.tracks.map(\.objectID) == album.tracks.map(\.objectID))
+    }
 }
