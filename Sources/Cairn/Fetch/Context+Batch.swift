@@ -359,21 +359,21 @@ extension Context {
         // The entity has no relationships (see `batchNeedsNoObjects`): nothing to follow.
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: { _ in nil }) ?? true }
         let store = coordinator.store
+        // As a fetch reads: a predicate that reads only the record's own values is tested on
+        // stored bodies in place (on several threads, for a scan); any other on each record decoded.
+        let filter = compiled.flatMap(RecordFilter.init)
         if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
            let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
-            var (found, snapshot) = try store.indexedRecords(entity: entity.number, slot: slot, matching: condition)
-            RadixSort.sort(&found) { $0.id }
-            for match in found {
-                let id = RecordID(rawValue: match.id)
-                if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)), accepts(record.values) {
-                    try body(id, version, .values(record.values))
+            try store.scanIndexed(entity: entity.number, slot: slot, matching: condition) { id, version, bytes in
+                if let filter {
+                    if try filter.matches(bytes, id: id) { try body(id, version, .body(bytes)) }
+                    return
                 }
+                let values = try Store.decodeRecord(bytes, id: id, entity: entity)
+                if accepts(values) { try body(id, version, .values(values)) }
             }
             return
         }
-        // As a fetch scans: a predicate that reads only the record's own values is tested on
-        // stored bodies in place, on several threads; any other on each record decoded.
-        let filter = compiled.flatMap(RecordFilter.init)
         if compiled == nil || filter != nil {
             try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, bytes in
                 try body(id, version, .body(bytes))

@@ -368,15 +368,20 @@ extension Context {
             case .index(let attribute, let condition):
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
                 noteIndex(slot, condition)
-                var (found, snapshot) = try store.indexedRecords(entity: entity.number, slot: slot, matching: condition)
-                RadixSort.sort(&found) { $0.id }
-                for match in found where matches.count < enough {
-                    let id = RecordID(rawValue: match.id)
-                    guard !pending.contains(id) else { continue }
-                    if let (record, version) = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace)) {
-                        if accepts(record.values) { matches.append(FetchRow(id: id, values: record.values, version: version)) }
+                // The rest of the predicate is tested on each match's stored body in place
+                // where it can be (as a scan does), before the body is decoded; the whole
+                // predicate on the decoded values where not.
+                let filter = compiled.flatMap(RecordFilter.init)
+                let filterPending = pending.contains { $0.key.entity == entity.number }
+                do {
+                    try store.scanIndexed(entity: entity.number, slot: slot, matching: condition) { id, version, body in
+                        if matches.count >= enough { throw ScanEnough() }
+                        if filterPending && pending.contains(id) { return }
+                        if let filter, !(try filter.matches(body, id: id)) { return }
+                        let values = try Store.decodeRecord(body, id: id, entity: entity)
+                        if filter != nil || accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
                     }
-                }
+                } catch is ScanEnough {}
             case .fullScan:
                 // (Only changed objects of this entity make a stored record's probe worth it.)
                 let filterPending = pending.contains { $0.key.entity == entity.number }

@@ -378,16 +378,48 @@ extension Store {
     }
 
     /// ``indexedIDs(entity:slot:matching:)`` with where the stored index found each
-    /// record, in the snapshot the lookup read (a hint for ``getVersioned(_:hint:)``).
-    func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
-        -> (matches: [IndexMatch], snapshot: SnapshotReader) {
+    /// record, in the state the lookup read: its snapshot, the entity's overlay and the
+    /// log's record versions.
+    private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
+        -> (matches: [IndexMatch], snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, versions: VersionTable) {
         guard let description = schema.entity(number: entity), slot >= 0, slot < description.attributes.count else {
             throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
         }
         let key = IndexKey(entity: entity, slot: slot)
         if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
         return try state.withLock { state in
-            (try state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? [], state.snapshot)
+            let overlay = state.overlay[entity] ?? [:]
+            return (try state.indexes[key]?.lookup(condition, changes: overlay) ?? [], state.snapshot, overlay,
+                    VersionTable(state.versions))
+        }
+    }
+
+    /// Calls `body` with each record of an entity whose attribute at `slot` meets
+    /// `condition`, in ID order — its ID, version and encoded values — all read in the
+    /// state the index lookup read. (Read record by record, each in the store's state of
+    /// the moment, a record a commit changed after the lookup had to be tested against
+    /// the condition again; and each read took the state's lock and searched the overlay.)
+    func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
+                     _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)
+        RadixSort.sort(&matches) { $0.id }
+        try withExtendedLifetime((snapshot, versions)) {
+            for match in matches {
+                let id = RecordID(rawValue: match.id)
+                let version = versions.version(of: id)
+                // (A match the snapshot's stored index found is not in the overlay: the
+                // lookup passes over those. One an index built here found may be in either.)
+                if let place = match.snapshotPlace {
+                    try body(id, version, try snapshot.body(at: place, id: id))
+                    continue
+                }
+                switch overlay[match.id] {
+                case .live(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
+                case .deleted: continue
+                case nil:
+                    if let place = snapshot.place(of: id) { try body(id, version, try snapshot.body(at: place, id: id)) }
+                }
+            }
         }
     }
 

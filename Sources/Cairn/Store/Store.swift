@@ -75,22 +75,13 @@ public final class Store: Sendable {
     /// The version is the sequence number of the transaction that last changed the
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
     public func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
-        try getVersioned(id, hint: nil)
-    }
-
-    /// ``getVersioned(_:)``, told where the record's frame is in a snapshot (by an index
-    /// lookup): used if that snapshot is still the store's and the log has not changed the
-    /// record since, instead of searching the snapshot's index. (The frame is checked to
-    /// hold `id`, as any read from the snapshot is.)
-    func getVersioned(_ id: RecordID, hint: (snapshot: SnapshotReader, place: SnapshotReader.Place?)?) throws -> (record: Record, version: UInt64)? {
         let (entry, snapshot, version) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id)) }
         let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
         case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try Self.decodeRecord($0, id: id, entity: entity) }), version)
         case .deleted: return nil
         case nil:
-            let hinted = hint.flatMap { $0.snapshot === snapshot ? $0.place : nil }
-            guard let place = hinted ?? snapshot.place(of: id) else { return nil }
+            guard let place = snapshot.place(of: id) else { return nil }
             return try withExtendedLifetime(snapshot) {
                 (Record(id: id, values: try Self.decodeRecord(try snapshot.body(at: place, id: id), id: id, entity: entity)), version)
             }

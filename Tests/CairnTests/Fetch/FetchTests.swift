@@ -140,6 +140,8 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             ("group.title == 'red'", [], { $0.group == "red" }),
             ("group.title BEGINSWITH[c] 'G'", [], { $0.group == "green" }),
             ("group == nil", [], { $0.group == nil }),
+            // An index's matches with the rest of the predicate testing a related record.
+            ("\(rank) > 5 AND group.title == 'red'", [], { $0.rank > 5 && $0.group == "red" }),
         ]
     }
 

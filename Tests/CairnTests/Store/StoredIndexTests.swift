@@ -125,11 +125,12 @@ import Testing
         }
     }
 
-    /// A stored-index lookup says where each match's frame is, and a read told so returns
-    /// what a plain read does; after a compaction moved every frame, the old lookup's
-    /// offsets are ignored (they name another snapshot), and after a change in the log the
-    /// log's version is read.
-    @Test func lookupOffsetsAreUsedOnlyForTheirOwnSnapshot() throws {
+    /// An indexed scan hands over each match as a plain read finds it, in ID order, with
+    /// its version: records the snapshot's stored index found (where it says their frames
+    /// are), records the log changed since, and records an index built on first use
+    /// found (which knows no frames). And it reads one state, the lookup's: a commit made
+    /// during the scan, changing or deleting a later match, is not seen.
+    @Test func anIndexedScanReadsTheStateOfItsLookup() throws {
         let fs = MemoryFileSystem()
         let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
         defer { store.close() }
@@ -137,26 +138,35 @@ import Testing
         let ids = try (0..<300).map { _ in try store.allocateID(entity: 1) }
         try store.commit(ids.map { .put($0, Self.values(&random, serial: $0.serial)) })
         try store.compact()
-        let condition = IndexCondition.range(lower: .int64(-5), lowerInclusive: true, upper: .int64(5), upperInclusive: true)
-        let (matches, snapshot) = try store.indexedRecords(entity: 1, slot: 0, matching: condition)
-        #expect(matches.count > 20 && matches.allSatisfy { $0.snapshotPlace != nil })
-        for match in matches {
-            let id = RecordID(rawValue: match.id)
-            let hinted = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace))
-            #expect(hinted?.record == (try store.getVersioned(id))?.record)
-        }
-        // Shift every frame: delete the first records, change one, compact.
-        try store.commit(ids.prefix(7).map { .delete($0) })
-        try store.compact()
-        let changed = RecordID(rawValue: matches[matches.count / 2].id)
-        let newValues: [Value] = [.int64(1_000), .null, .int64(0), .int32(0)]
-        try store.commit([.put(changed, newValues)])
-        for match in matches {
-            let id = RecordID(rawValue: match.id)
-            let stale = try store.getVersioned(id, hint: (snapshot, match.snapshotPlace))
-            #expect(stale?.record == (try store.getVersioned(id))?.record)
-            if id == changed { #expect(stale?.record.values == newValues) }
-            if ids.prefix(7).contains(id) { #expect(stale == nil) }
+        // The log: some records changed, some deleted, some new.
+        let more = try (0..<20).map { _ in try store.allocateID(entity: 1) }
+        try store.commit(stride(from: 0, to: 300, by: 9).map { .put(ids[$0], Self.values(&random, serial: ids[$0].serial)) }
+                         + stride(from: 4, to: 300, by: 23).map { .delete(ids[$0]) }
+                         + more.map { .put($0, Self.values(&random, serial: $0.serial)) })
+        // Slot 0 is indexed in the snapshot; slot 2 is not, and is indexed on first use.
+        for (slot, condition) in [(0, IndexCondition.range(lower: .int64(-5), lowerInclusive: true, upper: .int64(5), upperInclusive: true)),
+                                  (2, IndexCondition.equal([.int64(3), .int64(5)]))] {
+            let expected = try (ids + more).sorted().compactMap { id -> (RecordID, [Value], UInt64)? in
+                guard let (record, version) = try store.getVersioned(id), SecondaryIndex.matches(record.values[slot], condition) else { return nil }
+                return (id, record.values, version)
+            }
+            #expect(expected.count > 20 && Set(expected.map(\.2)).count >= 2)  // (records of both commits)
+            var seen: [(RecordID, [Value], UInt64)] = []
+            try store.scanIndexed(entity: 1, slot: slot, matching: condition) { id, version, body in
+                seen.append((id, try ValueCoding.decode(body), version))
+                if seen.count == 1 {
+                    // Mid-scan: the last match changed, the one before it deleted.
+                    let last = expected[expected.count - 1].0, before = expected[expected.count - 2].0
+                    try store.commit([.put(last, [.int64(1_000), .null, .int64(1_000), .int32(Int32(last.serial))]), .delete(before)])
+                }
+            }
+            #expect(seen.map(\.0) == expected.map(\.0), "slot \(slot)")
+            #expect(seen.map(\.1) == expected.map(\.1), "slot \(slot)")
+            #expect(seen.map(\.2) == expected.map(\.2), "slot \(slot)")
+            // And the commit did land: a new scan sees it.
+            var after: [RecordID] = []
+            try store.scanIndexed(entity: 1, slot: slot, matching: condition) { id, _, _ in after.append(id) }
+            #expect(after == expected.dropLast(2).map(\.0), "slot \(slot)")
         }
     }
 
