@@ -91,9 +91,13 @@ struct CompiledPredicate {
     /// Resolves a record ID to its values (in the context's view).
     typealias Resolver = (RecordID) -> [Value]?
 
+    /// `root` as evaluated on a record's values (see ``Test``).
+    private let test: Test
+
     init(_ predicate: FetchPredicate, entity: EntityDescription, schema: Schema) throws {
         self.entity = entity
         root = try Self.compile(predicate, entity: entity, schema: schema)
+        test = Self.test(for: root, attributes: entity.attributes.count)
     }
 
     private static func compile(_ predicate: FetchPredicate, entity: EntityDescription, schema: Schema) throws -> Node {
@@ -190,53 +194,159 @@ struct CompiledPredicate {
     // MARK: Evaluation
 
     func evaluate(_ values: [Value], resolve: Resolver) -> Bool {
-        evaluate(root, values, resolve)
+        test.evaluate(values, resolve)
     }
 
-    private func evaluate(_ node: Node, _ values: [Value], _ resolve: Resolver) -> Bool {
-        switch node {
-        case .constant(let value): return value
-        case .not(let inner): return !evaluate(inner, values, resolve)
-        case .and(let parts): return parts.allSatisfy { evaluate($0, values, resolve) }
-        case .or(let parts): return parts.contains { evaluate($0, values, resolve) }
-        case .compare(let lhs, let op, let rhs, let options, let quantifier, let prepared):
-            // The common case — an attribute of the record against a constant — without
-            // building operand lists.
-            if case .path(let path) = lhs, path.hops.isEmpty, path.countOf == nil, !path.isMany, quantifier == .direct,
-               let slot = path.last, case .constant(let constant) = rhs, !op.needsList {
-                let left = slot < values.count ? values[slot] : .null
-                if case .references = left {} else { return Self.compare(left, op, constant, options, prepared) }
-            }
-            let right = operandValues(rhs, values, resolve)
-            if case .path(let path) = lhs, path.isMany || quantifier != .direct {
-                let candidates = operandValues(lhs, values, resolve)
-                switch quantifier {
-                case .all: return candidates.allSatisfy { Self.compare($0, op, right, options, prepared) }
-                case .none: return !candidates.contains { Self.compare($0, op, right, options, prepared) }
-                case .any, .direct:
-                    if op == .contains, case .constant = rhs, !isString(candidates) {
-                        return candidates.contains { ValueOrder.equal($0, right.first ?? .null, options) }
-                    }
-                    return candidates.contains { Self.compare($0, op, right, options, prepared) }
-                }
-            }
-            let left = operandValues(lhs, values, resolve).first ?? .null
-            return Self.compare(left, op, right, options, prepared)
+    /// A node of the predicate as it is evaluated: an object whose method tests a record's
+    /// values, its parts held as stored properties. (Switching over ``Node`` for every
+    /// record copied each comparison's payload out of the enum, retaining its key path's
+    /// arrays and strings; and `and` ran its parts through a closure: a predicate of two
+    /// comparisons cost about 2,600 instructions a record.) Each subclass overrides
+    /// ``evaluate(_:_:)``.
+    class Test {
+        func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool { false }
+    }
+
+    private final class Constant: Test {
+        let value: Bool
+        init(_ value: Bool) { self.value = value }
+        override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool { value }
+    }
+
+    private final class Not: Test {
+        let inner: Test
+        init(_ inner: Test) { self.inner = inner }
+        override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool { !inner.evaluate(values, resolve) }
+    }
+
+    /// Parts of an `and` or `or`, called through unretained references: `parts` keeps
+    /// them alive, and a loop over the array retained and released each part per record.
+    private class Parts: Test {
+        let parts: [Test]
+        let unretained: [Unmanaged<Test>]
+        init(_ parts: [Test]) { (self.parts, unretained) = (parts, parts.map { Unmanaged.passUnretained($0) }) }
+    }
+
+    private final class All: Parts {
+        override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
+            for part in unretained where !part._withUnsafeGuaranteedRef({ $0.evaluate(values, resolve) }) { return false }
+            return true
         }
     }
 
-    private func isString(_ values: [Value]) -> Bool {
-        if case .string = values.first { return true }
-        return false
+    private final class AnyOf: Parts {
+        override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
+            for part in unretained where part._withUnsafeGuaranteedRef({ $0.evaluate(values, resolve) }) { return true }
+            return false
+        }
     }
 
-    /// The values an operand stands for: one for a constant or a to-one path; one per
-    /// related record for a path through a to-many relationship; a list's items.
-    private func operandValues(_ operand: Operand, _ values: [Value], _ resolve: Resolver) -> [Value] {
-        switch operand {
-        case .constant(let value): return [value]
-        case .list(let items): return items
-        case .path(let path): return Self.follow(path, values, resolve)
+    /// The common case: an attribute of the record itself (not a relationship, so never a
+    /// list of references) against a constant, by an operator that takes one value.
+    private final class AttributeTest: Test {
+        let slot: Int
+        let op: ComparisonOperator
+        let constant: Value
+        let options: ComparisonOptions
+        /// The constant, when it is an integer: an integer attribute is compared with it
+        /// directly (as ``ValueOrder`` compares two integers of any widths, by value),
+        /// not through the general comparison of any two values.
+        let integer: Int64?
+        init(slot: Int, op: ComparisonOperator, constant: Value, options: ComparisonOptions) {
+            (self.slot, self.op, self.constant, self.options) = (slot, op, constant, options)
+            integer = Self.integer(constant)
+        }
+
+        @inline(__always) static func integer(_ value: Value) -> Int64? {
+            switch value {
+            case .int64(let v): return v
+            case .int32(let v): return Int64(v)
+            case .int16(let v): return Int64(v)
+            case .int8(let v): return Int64(v)
+            default: return nil
+            }
+        }
+
+        override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
+            let left = slot < values.count ? values[slot] : .null
+            if let integer, let value = Self.integer(left) {
+                switch op {
+                case .equal: return value == integer
+                case .notEqual: return value != integer
+                case .less: return value < integer
+                case .lessOrEqual: return value <= integer
+                case .greater: return value > integer
+                case .greaterOrEqual: return value >= integer
+                default: break
+                }
+            }
+            return CompiledPredicate.compare(left, op, constant, options, nil)
+        }
+    }
+
+    /// Any other comparison: key paths followed, lists, quantifiers.
+    private final class Comparison: Test {
+        let lhs: Operand, op: ComparisonOperator, rhs: Operand
+        let options: ComparisonOptions, quantifier: Quantifier, prepared: Prepared?
+        init(_ lhs: Operand, _ op: ComparisonOperator, _ rhs: Operand, _ options: ComparisonOptions,
+             _ quantifier: Quantifier, _ prepared: Prepared?) {
+            (self.lhs, self.op, self.rhs, self.options, self.quantifier, self.prepared) = (lhs, op, rhs, options, quantifier, prepared)
+        }
+
+        override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
+            // An attribute of the record against a constant (a relationship's slot read
+            // directly, unless it holds a list) without building operand lists.
+            if case .path(let path) = lhs, path.hops.isEmpty, path.countOf == nil, !path.isMany, quantifier == .direct,
+               let slot = path.last, case .constant(let constant) = rhs, !op.needsList {
+                let left = slot < values.count ? values[slot] : .null
+                if case .references = left {} else { return CompiledPredicate.compare(left, op, constant, options, prepared) }
+            }
+            let right = Self.operandValues(rhs, values, resolve)
+            if case .path(let path) = lhs, path.isMany || quantifier != .direct {
+                let candidates = Self.operandValues(lhs, values, resolve)
+                switch quantifier {
+                case .all: return candidates.allSatisfy { CompiledPredicate.compare($0, op, right, options, prepared) }
+                case .none: return !candidates.contains { CompiledPredicate.compare($0, op, right, options, prepared) }
+                case .any, .direct:
+                    if op == .contains, case .constant = rhs, !Self.isString(candidates) {
+                        return candidates.contains { ValueOrder.equal($0, right.first ?? .null, options) }
+                    }
+                    return candidates.contains { CompiledPredicate.compare($0, op, right, options, prepared) }
+                }
+            }
+            let left = Self.operandValues(lhs, values, resolve).first ?? .null
+            return CompiledPredicate.compare(left, op, right, options, prepared)
+        }
+
+        private static func isString(_ values: [Value]) -> Bool {
+            if case .string = values.first { return true }
+            return false
+        }
+
+        /// The values an operand stands for: one for a constant or a to-one path; one per
+        /// related record for a path through a to-many relationship; a list's items.
+        private static func operandValues(_ operand: Operand, _ values: [Value], _ resolve: Resolver) -> [Value] {
+            switch operand {
+            case .constant(let value): return [value]
+            case .list(let items): return items
+            case .path(let path): return CompiledPredicate.follow(path, values, resolve)
+            }
+        }
+    }
+
+    /// The evaluated form of `node`, for an entity of `attributes` attributes.
+    private static func test(for node: Node, attributes: Int) -> Test {
+        switch node {
+        case .constant(let value): return Constant(value)
+        case .not(let inner): return Not(test(for: inner, attributes: attributes))
+        case .and(let parts): return All(parts.map { test(for: $0, attributes: attributes) })
+        case .or(let parts): return AnyOf(parts.map { test(for: $0, attributes: attributes) })
+        case .compare(let lhs, let op, let rhs, let options, let quantifier, let prepared):
+            if case .path(let path) = lhs, path.hops.isEmpty, path.countOf == nil, !path.isMany, quantifier == .direct,
+               let slot = path.last, slot < attributes, case .constant(let constant) = rhs, !op.needsList {
+                return AttributeTest(slot: slot, op: op, constant: constant, options: options)
+            }
+            return Comparison(lhs, op, rhs, options, quantifier, prepared)
         }
     }
 
