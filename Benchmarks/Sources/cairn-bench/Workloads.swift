@@ -596,6 +596,53 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         try side.db.exec("COMMIT")
         return Measurement(seconds: seconds(since: start), operations: children)
 
+    case ("query_pending", .cairn):
+        // Queries that see unsaved changes (a fetch includes its context's pending changes,
+        // as Core Data's does): 100k new objects not yet saved, then query_unindexed's ten
+        // range queries.
+        let n = 100_000 / scale
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        for i in 0..<n {
+            let row = Row.create(in: context)
+            row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
+            row.a5 = cell(i, 5); row.a6 = cell(i, 6); row.a7 = cell(i, 7); row.a8 = cell(i, 8); row.a9 = cell(i, 9)
+        }
+        let start = startTimedPart()
+        let matched = try timedRegion {
+            var matched = 0
+            for round in 0..<10 {
+                let rows = try context.fetch(FetchRequest(Row.self, format: "a3 >= %@ AND a3 < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
+                for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
+            }
+            return matched
+        }
+        let time = seconds(since: start)
+        side.close()
+        return Measurement(seconds: time, operations: 10, extra: ["matched": Double(matched)])
+    case ("query_pending", .sqlite):
+        // The same queries inside the transaction that inserted the rows, not yet committed.
+        let n = 100_000 / scale
+        let side = try SQLiteSide(path: path)
+        try side.db.exec("BEGIN")
+        let insert = try side.db.prepare("INSERT INTO row (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) VALUES (?,?,?,?,?,?,?,?,?,?)")
+        for i in 0..<n {
+            for c in 0..<10 { insert.bind(Int32(c + 1), cell(i, c)) }
+            try insert.step()
+            insert.reset()
+        }
+        let select = try side.db.prepare("SELECT a0 FROM row WHERE a3 >= ? AND a3 < ?")
+        let start = startTimedPart()
+        var matched = 0
+        for round in 0..<10 {
+            select.bind(1, Int64(round * 10)); select.bind(2, Int64(round * 10 + 100))
+            while try select.step() { matched += select.int(0) >= 0 ? 1 : 0 }
+            select.reset()
+        }
+        let time = seconds(since: start)
+        try side.db.exec("ROLLBACK")
+        return Measurement(seconds: time, operations: 10, extra: ["matched": Double(matched)])
+
     default:
         throw BenchError("unknown workload \(name)")
     }
@@ -604,7 +651,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph",
                      "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
-                     "append_children"]
+                     "append_children", "query_pending"]
 
 func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }
