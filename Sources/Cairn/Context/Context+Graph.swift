@@ -231,8 +231,8 @@ extension Context {
         willRead(object)
         let attributeCount = object.entity.attributes.count
         guard slot >= attributeCount, slot < object.values.count, object.exists else { return nil }
-        for target in targets where target.context !== self || !target.exists {
-            if target.context === self {
+        for target in targets where !target.belongs(to: self) || !target.exists {
+            if target.belongs(to: self) {
                 // Deleted here (or inserted and deleted): no list may point at it. (A fault
                 // is not loaded to ask: one whose record is gone is left out when read.)
                 recordError(CairnError(.invalidArgument,
@@ -240,7 +240,7 @@ extension Context {
                 return nil
             } else if target.context == nil {
                 insert(target)
-                guard target.context === self else { return nil }  // (the insert failed, its error recorded)
+                guard target.belongs(to: self) else { return nil }  // (the insert failed, its error recorded)
             } else {
                 recordError(CairnError(.invalidArgument,
                     "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): they are in different contexts"))
@@ -271,7 +271,7 @@ extension Context {
         let list = ids(in: object.values[slot])
         let edits: ListEdits
         if removing {
-            let raws = targets.filter { $0.context === self }.map(\.recordID.rawValue)
+            let raws = targets.filter { $0.belongs(to: self) }.map(\.recordID.rawValue)
             if raws.count > 16 {
                 let set = Set(raws)
                 edits = .removed(list.indices.filter { set.contains(list[$0]) })
@@ -465,7 +465,7 @@ extension Context {
     /// deletes the targets, `nullify` removes the object from their inverse, `deny` is
     /// checked when saving, `noAction` leaves the targets as they are.
     public func delete(_ object: ManagedObject) {
-        guard object.context === self else {
+        guard object.belongs(to: self) else {
             recordError(CairnError(.invalidArgument, "cannot delete \(object.entity.name): it is not in this context"))
             return
         }

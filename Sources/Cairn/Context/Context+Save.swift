@@ -216,7 +216,7 @@ extension Context {
     /// objects do. (They are looked for only when some changed object had nothing to save.)
     private func clearChanges(saved: Int) {
         if dirty.count > saved {
-            for (_, object) in dirty where !object.exists && !object.inStore && object.context === self {
+            for (_, object) in dirty where !object.exists && !object.inStore && object.belongs(to: self) {
                 registered[object.recordID] = nil
                 object.context = nil
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How a save resolves objects changed here that were also changed (and saved)
 /// elsewhere since this context read them.
@@ -35,6 +36,10 @@ public final class Context {
     public let undoManager = UndoStack()
     /// A name for debugging.
     public var name: String?
+    /// This context's number, never reused in the process: an object records the number of
+    /// its context beside its weak reference to it (``ManagedObject/belongs(to:)``).
+    let serial = Context.serials.wrappingAdd(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
 
     // A context's tables are touched only on its isolation, by Cairn's own code: no
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
@@ -107,7 +112,7 @@ public final class Context {
 
     /// Inserts a new object (gives it a permanent ID). Inserting twice does nothing.
     public func insert(_ object: ManagedObject) {
-        if object.context === self { return }
+        if object.belongs(to: self) { return }
         if object.context != nil {
             recordError(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
             return
@@ -237,7 +242,7 @@ public final class Context {
     func load(_ object: ManagedObject) throws -> Bool {
         guard object.isFault else { return true }
         if let batch = object.faultBatch {
-            for member in batch.objects where member !== object && member.isFault && member.context === self {
+            for member in batch.objects where member !== object && member.isFault && member.belongs(to: self) {
                 member.faultBatch = nil
                 try load(member)
             }
@@ -444,7 +449,7 @@ public final class Context {
     /// and it becomes a fault; with `true` its changed keys are re-applied over the
     /// freshly read values.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
-        guard object.context === self, object.inStore else { return }
+        guard object.belongs(to: self), object.inStore else { return }
         // A child reads this object's values as held here, changed or not: its live results
         // take a refresh as they take a reset.
         resetGeneration &+= 1

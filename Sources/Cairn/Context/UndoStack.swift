@@ -375,7 +375,7 @@ public final class UndoStack {
 
     static func state(of object: ManagedObject, in context: Context) -> Recorded {
         if object.isFault { context.willRead(object) }
-        return .whole(values: object.values, exists: object.exists, isRegistered: object.context === context)
+        return .whole(values: object.values, exists: object.exists, isRegistered: object.belongs(to: context))
     }
 
     // MARK: Undo and redo
@@ -461,7 +461,7 @@ extension Context {
             if isRegistered || (!exists && object.inStore) {
                 object.context = self
                 registered[id] = object
-            } else if object.context === self {
+            } else if object.belongs(to: self) {
                 registered[id] = nil
                 object.context = nil
             }

@@ -202,7 +202,7 @@ extension Context {
     func fetchedValues(_ id: RecordID) throws -> [Value]? {
         if let object = dirty[id] {
             willRead(object)
-            return object.exists && object.context === self ? object.values : nil
+            return object.exists && object.belongs(to: self) ? object.values : nil
         }
         return try sourceValues(for: id)?.values
     }
@@ -482,7 +482,7 @@ extension Context {
             if conditionSlot >= 0, !object.isFault, conditionSlot < object.values.count,
                !SecondaryIndex.matches(object.values[conditionSlot], condition) { return }
             willRead(object)
-            if object.exists && object.context === self && accepts(object.values) {
+            if object.exists && object.belongs(to: self) && accepts(object.values) {
                 matches.append(FetchRow(id: id, values: object.values, version: nil))
             }
         }

@@ -268,8 +268,17 @@ struct CompiledPredicate {
         }
 
         override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
-            let left = slot < values.count ? values[slot] : .null
-            if let integer, let value = Self.integer(left) {
+            guard slot < values.count else { return CompiledPredicate.compare(.null, op, constant, options, nil) }
+            // (The value is matched where it lies in the array, not copied out first.)
+            let value: Int64
+            switch values[slot] {
+            case .int64(let v): value = v
+            case .int32(let v): value = Int64(v)
+            case .int16(let v): value = Int64(v)
+            case .int8(let v): value = Int64(v)
+            default: return CompiledPredicate.compare(values[slot], op, constant, options, nil)
+            }
+            if let integer {
                 switch op {
                 case .equal: return value == integer
                 case .notEqual: return value != integer
@@ -280,7 +289,7 @@ struct CompiledPredicate {
                 default: break
                 }
             }
-            return CompiledPredicate.compare(left, op, constant, options, nil)
+            return CompiledPredicate.compare(values[slot], op, constant, options, nil)
         }
     }
 

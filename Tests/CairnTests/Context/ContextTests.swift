@@ -177,6 +177,29 @@ final class AnnotatedOwner: ManagedObject {
 }
 
 @Suite struct ContextBasicsTests {
+    /// An object whose context is gone belongs to no context, and not to a new one made
+    /// where the old one was in memory (an object knows its context by a number that is
+    /// never reused, not by an address): each new context takes it as one of no context's,
+    /// inserts it, and its fetches find it among their changed objects.
+    @Test func anObjectOutlivingItsContextBelongsToNoNewOne() throws {
+        let stack = try Stack()
+        let person = Person()
+        person.username = "p"
+        for round in 0..<50 {
+            do {
+                let context = stack.context()
+                context.insert(person)
+                #expect(person.context === context)
+            }
+            #expect(person.context == nil, "round \(round): the context is gone")
+            let next = stack.context()
+            #expect(!person.belongs(to: next), "round \(round)")
+            next.insert(person)
+            #expect(person.context === next && person.belongs(to: next), "round \(round)")
+            #expect(try next.fetch(FetchRequest(Person.self, format: "username == 'p'")) == [person], "round \(round)")
+        }
+    }
+
     @Test func insertSaveAndReadBackAcrossAReopen() throws {
         var stack = try Stack()
         let context = stack.context()
