@@ -496,10 +496,11 @@ extension Context {
         }
         if !request.sortDescriptors.isEmpty {
             let order = try RowOrder(request.sortDescriptors, entity: entity, schema: coordinator.schema)
-            let keyed = matches.indices.map { index in (index, order.key(matches[index].values, resolver)) }
-            let sorted = keyed.sorted { a, b in
-                order.precedes(a.1, matches[a.0].id, b.1, matches[b.0].id)
-            }.map { matches[$0.0] }
+            // Without an object filter, only the rows up to the window's end are wanted in order.
+            let end = request.objectFilter == nil ? request.fetchLimit.map { max(0, request.fetchOffset) + max(0, $0) } : nil
+            let positions = order.sortedPositions(count: matches.count, ids: matches.map(\.id),
+                                                  values: { matches[$0].values }, resolve: resolver, first: end)
+            let sorted = positions.map { matches[$0] }
             return request.objectFilter == nil ? window(sorted, request) : sorted
         }
         // Scans and index lookups yield ID order already; only the changed objects added
