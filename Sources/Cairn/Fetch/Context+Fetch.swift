@@ -353,6 +353,12 @@ extension Context {
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
         let store = coordinator.store
         let enough = storedMatchesFillingWindow(request), limited = enough != .max
+        let order = request.sortDescriptors.isEmpty ? nil : try RowOrder(request.sortDescriptors, entity: entity, schema: coordinator.schema)
+        // A sorted request with a window wants only the first rows in order: the stored
+        // matches are offered to `top` as they are read, which decodes only those among
+        // the first so far (the changed objects are offered at the end).
+        let windowEnd = sortedWindowEnd(request)
+        let top = order.flatMap { order in windowEnd.flatMap { TopRows(order: order, wanted: $0) } }
         // The index's condition, when a lookup answered the stored part: a changed object
         // whose value does not meet it cannot match either, and is passed over with one
         // comparison (testing the whole predicate on each changed object at every fetch made
@@ -378,6 +384,9 @@ extension Context {
                         if matches.count >= enough { throw ScanEnough() }
                         if filterPending && pending.contains(id) { return }
                         if let filter, !(try filter.matches(body, id: id)) { return }
+                        if let top, filter != nil || compiled == nil {
+                            return try top.offer(id: id, version: version, body: body) { try Store.decodeRecord(body, id: id, entity: entity) }
+                        }
                         let values = try Store.decodeRecord(body, id: id, entity: entity)
                         if filter != nil || accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
                     }
@@ -404,6 +413,9 @@ extension Context {
                         try scanStored(entity: entity.number, filter: filter, threads: limited ? 1 : scanSplit.threads) { id, version, body in
                             if limited && matches.count >= enough { throw ScanEnough() }
                             if filterPending && pending.contains(id) { return }
+                            if let top {
+                                return try top.offer(id: id, version: version, body: body) { try Store.decodeRecord(body, id: id, entity: entity) }
+                            }
                             // A match is decoded (and checked) only when it is read: not
                             // for IDs and counts, nor for an object loaded here already.
                             // (The row's reference to a registered object, taken here
@@ -494,12 +506,16 @@ extension Context {
         } else {
             for (id, object) in pending where id.entity == entity.number { takePending(id, object) }
         }
-        if !request.sortDescriptors.isEmpty {
-            let order = try RowOrder(request.sortDescriptors, entity: entity, schema: coordinator.schema)
+        if let top {
+            // The rows not offered yet (changed objects, and the stored ones of a child or of
+            // a predicate tested on decoded values).
+            for row in matches { top.offer(row) }
+            return window(top.sorted(), request)
+        }
+        if let order {
             // Without an object filter, only the rows up to the window's end are wanted in order.
-            let end = request.objectFilter == nil ? request.fetchLimit.map { max(0, request.fetchOffset) + max(0, $0) } : nil
             let positions = order.sortedPositions(count: matches.count, ids: matches.map(\.id),
-                                                  values: { matches[$0].values }, resolve: resolver, first: end)
+                                                  values: { matches[$0].values }, resolve: resolver, first: windowEnd)
             let sorted = positions.map { matches[$0] }
             return request.objectFilter == nil ? window(sorted, request) : sorted
         }
@@ -542,6 +558,14 @@ extension Context {
         guard request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? .max : sum
+    }
+
+    /// Where a sorted request's window ends (its offset plus its limit), when it has a
+    /// limit and no object filter; else nil (every match is wanted in order).
+    private func sortedWindowEnd<T>(_ request: FetchRequest<T>) -> Int? {
+        guard !request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return nil }
+        let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
+        return overflow ? nil : sum
     }
 
     func window<Element, T>(_ items: [Element], _ request: FetchRequest<T>) -> [Element] {

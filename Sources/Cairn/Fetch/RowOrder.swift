@@ -4,18 +4,23 @@ import Foundation
 /// record ID where they all tie. One piece of code for the fetch's sort and for live
 /// results placing a changed object among the ones they hold, so both agree.
 struct RowOrder {
-    private let descriptors: [SortDescriptor]
     private let paths: [CompiledPredicate.ResolvedPath]
+    /// Each key's direction and whether it compares strings by the locale, apart from the
+    /// descriptors (a descriptor copied out of its array retained its key path, at every
+    /// comparison).
+    private let ascending: [Bool]
+    private let localizedKeys: [Bool]
     /// The locale read once, not at each comparison.
     private let localized: LocalizedOrder?
 
     init(_ descriptors: [SortDescriptor], entity: EntityDescription, schema: Schema) throws {
-        self.descriptors = descriptors
         paths = try descriptors.map { try CompiledPredicate.resolve($0.keyPath, entity: entity, schema: schema) }
+        ascending = descriptors.map(\.ascending)
+        localizedKeys = descriptors.map(\.localizedCaseInsensitive)
         localized = descriptors.contains { $0.localizedCaseInsensitive } ? LocalizedOrder() : nil
     }
 
-    var isEmpty: Bool { descriptors.isEmpty }
+    var isEmpty: Bool { paths.isEmpty }
 
     /// The values a row is sorted by (the first value each key path reaches, or null).
     func key(_ values: [Value], _ resolve: CompiledPredicate.Resolver) -> [Value] {
@@ -24,12 +29,35 @@ struct RowOrder {
 
     /// Whether the row with sort key `a` and ID `idA` comes before the one with `b`, `idB`.
     func precedes(_ a: [Value], _ idA: RecordID, _ b: [Value], _ idB: RecordID) -> Bool {
-        for (index, descriptor) in descriptors.enumerated() {
-            let order = ValueOrder.sortOrder(a[index], b[index], localized: descriptor.localizedCaseInsensitive ? localized : nil)
+        precedes({ a[$0] }, idA, { b[$0] }, idB)
+    }
+
+    /// ``precedes(_:_:_:_:)`` with each key's values read by position, wherever they lie.
+    @inline(__always)
+    func precedes(_ a: (Int) -> Value, _ idA: RecordID, _ b: (Int) -> Value, _ idB: RecordID) -> Bool {
+        for index in ascending.indices {
+            let x = a(index), y = b(index)
+            let order: ComparisonResult
+            if case .int64(let i) = x, case .int64(let j) = y {
+                order = i < j ? .orderedAscending : (i > j ? .orderedDescending : .orderedSame)  // (as sortOrder orders them)
+            } else {
+                order = ValueOrder.sortOrder(x, y, localized: localizedKeys[index] ? localized : nil)
+            }
             if order == .orderedSame { continue }
-            return (order == .orderedAscending) == descriptor.ascending
+            return (order == .orderedAscending) == ascending[index]
         }
         return idA < idB
+    }
+
+    /// Each key's slot when every key path is an attribute of the record itself (nil if any
+    /// follows a relationship or counts one).
+    var ownSlots: [Int]? {
+        var slots: [Int] = []
+        for path in paths {
+            guard path.hops.isEmpty, path.countOf == nil, !path.isMany, let slot = path.last else { return nil }
+            slots.append(slot)
+        }
+        return slots
     }
 }
 
@@ -54,7 +82,7 @@ extension RowOrder {
         let slots = paths.map { path in path.hops.isEmpty && path.countOf == nil && !path.isMany ? path.last : nil }
         var keys: [Value] = []
         keys.reserveCapacity(count * width)
-        var integers = width == 1 && !descriptors[0].localizedCaseInsensitive
+        var integers = width == 1 && !localizedKeys[0]
         for row in 0..<count {
             let rowValues = values(row)
             for (index, slot) in slots.enumerated() {
@@ -69,7 +97,7 @@ extension RowOrder {
         if integers {
             // Radix-sorted by (key, ID): by ID first (rows need not come in ID order), then,
             // stably, by the key as an unsigned number in the order wanted.
-            let ascending = descriptors[0].ascending
+            let ascending = self.ascending[0]
             var order = (0..<count).map { row -> (key: UInt64, id: UInt64, row: Int) in
                 let key = UInt64(bitPattern: Self.integer(keys[row]) ?? 0) ^ (1 << 63)
                 return (ascending ? key : ~key, ids[row].rawValue, row)
@@ -81,13 +109,7 @@ extension RowOrder {
         return keys.withUnsafeBufferPointer { keys in
             ids.withUnsafeBufferPointer { ids in
                 func precedes(_ a: Int, _ b: Int) -> Bool {
-                    for (index, descriptor) in descriptors.enumerated() {
-                        let order = ValueOrder.sortOrder(keys[a * width + index], keys[b * width + index],
-                                                         localized: descriptor.localizedCaseInsensitive ? localized : nil)
-                        if order == .orderedSame { continue }
-                        return (order == .orderedAscending) == descriptor.ascending
-                    }
-                    return ids[a] < ids[b]
+                    self.precedes({ keys[a * width + $0] }, ids[a], { keys[b * width + $0] }, ids[b])
                 }
                 if wanted <= count / 8 { return Self.first(wanted, of: count, by: precedes) }
                 return (0..<count).sorted(by: precedes).prefix(wanted).map { $0 }
@@ -105,39 +127,53 @@ extension RowOrder {
         }
     }
 
-    /// The first `wanted` of `0..<count` by `precedes` (a strict total order), in order: a
-    /// heap whose root is the last of those kept so far, which each later position must
-    /// precede to take its place.
+    /// The first `wanted` of `0..<count` by `precedes` (a strict total order), in order.
     static func first(_ wanted: Int, of count: Int, by precedes: (Int, Int) -> Bool) -> [Int] {
-        var heap: [Int] = []
-        heap.reserveCapacity(wanted)
-        func siftDown(_ start: Int) {
-            var parent = start
-            while true {
-                var largest = parent
-                let left = 2 * parent + 1, right = left + 1
-                if left < heap.count && precedes(heap[largest], heap[left]) { largest = left }
-                if right < heap.count && precedes(heap[largest], heap[right]) { largest = right }
-                if largest == parent { return }
-                heap.swapAt(parent, largest)
-                parent = largest
-            }
-        }
+        var kept = KeptFirst()
         for position in 0..<count {
-            if heap.count < wanted {
-                heap.append(position)
-                var child = heap.count - 1
-                while child > 0 {
-                    let parent = (child - 1) / 2
-                    guard precedes(heap[parent], heap[child]) else { break }
-                    heap.swapAt(parent, child)
-                    child = parent
-                }
-            } else if precedes(position, heap[0]) {
-                heap[0] = position
-                siftDown(0)
+            if kept.count < wanted {
+                kept.insert(position, by: precedes)
+            } else if let last = kept.last, precedes(position, last) {
+                kept.replaceLast(with: position, by: precedes)
             }
         }
-        return heap.sorted(by: precedes)
+        return kept.positions.sorted(by: precedes)
+    }
+}
+
+/// The first positions met so far by an order, in a heap whose root is the last of them:
+/// a position met later is kept in its place only if it precedes it.
+struct KeptFirst {
+    private(set) var positions: [Int] = []
+    var count: Int { positions.count }
+    /// The last kept position in the order.
+    var last: Int? { positions.first }
+
+    mutating func insert(_ position: Int, by precedes: (Int, Int) -> Bool) {
+        positions.append(position)
+        var child = positions.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard precedes(positions[parent], positions[child]) else { return }
+            positions.swapAt(parent, child)
+            child = parent
+        }
+    }
+
+    /// Puts `position` where the last kept one was (which may be `position` itself, of a
+    /// row changed in place), and moves it down to where it belongs.
+    mutating func replaceLast(with position: Int, by precedes: (Int, Int) -> Bool) {
+        guard !positions.isEmpty else { return }
+        positions[0] = position
+        var parent = 0
+        while true {
+            var later = parent
+            let left = 2 * parent + 1, right = left + 1
+            if left < positions.count && precedes(positions[later], positions[left]) { later = left }
+            if right < positions.count && precedes(positions[later], positions[right]) { later = right }
+            if later == parent { return }
+            positions.swapAt(parent, later)
+            parent = later
+        }
     }
 }

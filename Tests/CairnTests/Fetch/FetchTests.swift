@@ -251,6 +251,56 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(titles == titles.sorted())
     }
 
+    /// A sorted fetch with a window (which keeps only the first rows as it reads, decoding
+    /// only those) returns the window of the whole sorted fetch: for sorts by an integer,
+    /// a string, a real and two keys, each way; for predicates an index answers, a scan
+    /// tests in place, and one tested on decoded values; over a snapshot and the log, with
+    /// unsaved changes (values changed, objects inserted and deleted), and in a child.
+    @Test(arguments: Seeds.list([31, 32]))
+    func aSortedWindowIsTheWindowOfTheWholeSort(seed: UInt64) throws {
+        let fixture = try FetchFixture(seed: seed, count: 300)
+        let context = fixture.context
+        try fixture.stack.coordinator.store.compact()
+        var random = SplitMix64(seed: seed)
+        let items = try context.fetch(FetchRequest(Item.self))
+        for item in items.prefix(60) { item.rank = Int(random.next() % 40) - 10 }  // saved: in the log
+        try context.save()
+        for item in items.dropFirst(60).prefix(40) { item.rank = Int(random.next() % 40) - 10; item.score = -1 }
+        for item in items.suffix(30) { context.delete(item) }
+        for n in 0..<25 {
+            let item = Item(context: context)
+            item.rank = Int(random.next() % 40) - 10
+            item.rankPlain = item.rank
+            item.label = n % 3 == 0 ? nil : "n\(n % 7)"
+            item.score = Double(n)
+        }
+        let child = Context(parent: context)
+        let sorts: [[Cairn.SortDescriptor]] = [
+            [SortDescriptor("rank", ascending: false)], [SortDescriptor("rankPlain")], [SortDescriptor("label")],
+            [SortDescriptor("score", ascending: false)], [SortDescriptor("rank"), SortDescriptor("label", ascending: false)],
+        ]
+        let predicates: [FetchPredicate?] = [nil, try FetchPredicate(format: "rank > 0"), try FetchPredicate(format: "rankPlain < 5"),
+                                             try FetchPredicate(format: "group.title != 'red'")]
+        for place in [context, child] {
+            for descriptors in sorts {
+                for predicate in predicates {
+                    let whole = try place.fetchObjectIDs(FetchRequest(Item.self, predicate: predicate, sortDescriptors: descriptors))
+                    #expect(whole.count > 20)
+                    for (offset, limit) in [(0, 1), (0, 10), (3, 7), (50, 20), (0, 0), (whole.count - 2, 5), (whole.count + 1, 3), (0, whole.count)] {
+                        var request = FetchRequest(Item.self, predicate: predicate, sortDescriptors: descriptors)
+                        request.fetchOffset = offset
+                        request.fetchLimit = limit
+                        let start = min(offset, whole.count), end = min(whole.count, offset + limit)
+                        #expect(try place.fetchObjectIDs(request) == Array(whole[start..<end]),
+                                "\(descriptors.map(\.keyPath)), \(String(describing: predicate)), \(offset)+\(limit)")
+                        let objects = try place.fetch(request)
+                        #expect(objects.map(\.objectID) == Array(whole[start..<end]))
+                    }
+                }
+            }
+        }
+    }
+
     /// A fetch reads each related record once (``Context/memoizedViewValues()``), as this
     /// context sees it: unsaved renames, a new group and a deleted one count, in the
     /// context and in a child of it, for a sort and a predicate through `group.title`.
