@@ -11,6 +11,7 @@ enum IndexOrder {
     /// The positions of `values` (one per record, in ascending ID order) in index order.
     static func sortedPositions(_ values: [Value]) -> [Int] {
         if let fast = sortedIntegerPositions(values) { return fast }
+        if let fast = sortedStringPositions(values) { return fast }
         var positions = Array(values.indices)
         positions.sort { i, j in
             switch compare(values[i], values[j]) {
@@ -19,6 +20,34 @@ enum IndexOrder {
             case .orderedSame: return i < j
             }
         }
+        return positions
+    }
+
+    /// A string attribute (nil or a string each), sorted as (String, position) pairs by
+    /// ``ValueOrder/stringOrder(_:_:)``, the order of two strings without options: the
+    /// same order without a `Value` compared (a uniqueness check's index folded 4,096 new
+    /// keys at about 1,000 instructions a comparison). Nil for any other values.
+    private static func sortedStringPositions(_ values: [Value]) -> [Int]? {
+        var nulls: [Int] = []
+        var keyed: [(key: String, position: Int)] = []
+        keyed.reserveCapacity(values.count)
+        for position in values.indices {
+            switch values[position] {
+            case .null: nulls.append(position)
+            case .string(let text): keyed.append((text, position))
+            default: return nil
+            }
+        }
+        keyed.sort { a, b in
+            switch ValueOrder.stringOrder(a.key, b.key) {
+            case .orderedAscending: return true
+            case .orderedDescending: return false
+            case .orderedSame: return a.position < b.position
+            }
+        }
+        var positions = nulls
+        positions.reserveCapacity(values.count)
+        for entry in keyed { positions.append(entry.position) }
         return positions
     }
 

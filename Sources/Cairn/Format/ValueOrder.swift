@@ -12,6 +12,23 @@ public enum ValueOrder {
         return folding.isEmpty ? text : text.folding(options: folding, locale: nil)
     }
 
+    /// Two strings by Unicode scalar values after canonical composition (FORMAT.md §6.6):
+    /// Swift's `<`, which is that order, except where it answers neither `<`, `>` nor `==`
+    /// (seen with Swift 6.3 on Linux: a decomposed "e\u{301}" against a precomposed "é"
+    /// followed by more text, "é0"). Such a pair had compared as the same, though the
+    /// strings differ, and the order was not transitive ("e\u{301}" < "e\u{301}0" <
+    /// "é1", yet not "e\u{301}" < "é1"): a sort or an index search could misplace them.
+    /// They are compared by their canonical compositions' scalars.
+    static func stringOrder(_ l: String, _ r: String) -> ComparisonResult {
+        if l < r { return .orderedAscending }
+        if r < l { return .orderedDescending }
+        if l == r { return .orderedSame }
+        let x = l.precomposedStringWithCanonicalMapping.unicodeScalars, y = r.precomposedStringWithCanonicalMapping.unicodeScalars
+        for (a, b) in zip(x, y) where a != b { return a.value < b.value ? .orderedAscending : .orderedDescending }
+        let (m, n) = (x.count, y.count)
+        return m < n ? .orderedAscending : (m > n ? .orderedDescending : .orderedSame)
+    }
+
     public enum Number { case integer(Int64), real(Double), decimal(Decimal) }
 
     public static func number(_ value: Value) -> Number? {
@@ -55,15 +72,13 @@ public enum ValueOrder {
         }
         switch (a, b) {
         case (.string(let x), .string(let y)):
-            let l = fold(x, options), r = fold(y, options)
-            return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
+            return stringOrder(fold(x, options), fold(y, options))
         case (.date(let x), .date(let y)):
             return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
         case (.uuid(let x), .uuid(let y)):
             return uuidOrder(x, y)
         case (.url(let x), .url(let y)):
-            let l = x.absoluteString, r = y.absoluteString
-            return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
+            return stringOrder(x.absoluteString, y.absoluteString)
         case (.bytes(let x), .bytes(let y)), (.archived(let x), .archived(let y)):
             return x == y ? .orderedSame : (x.lexicographicallyPrecedes(y) ? .orderedAscending : .orderedDescending)
         case (.reference(let x), .reference(let y)):

@@ -40,7 +40,7 @@ final class SecondaryIndex: @unchecked Sendable {
     /// equal exactly when the values are), for equality lookups; values of kinds without a
     /// key are in `unkeyedDelta`. (Tested one by one, the delta had been the larger part
     /// of each uniqueness check of a save.)
-    private var deltaByKey: [CompiledPredicate.MemberSet.Key: Set<UInt64>] = [:]
+    private var deltaByKey: [CompiledPredicate.MemberSet.Key: KeyedIDs] = [:]
     private var unkeyedDelta = Set<UInt64>()
     /// Most changes kept in `delta` before it is folded into `recent`.
     static let deltaLimit = 4096
@@ -163,7 +163,7 @@ final class SecondaryIndex: @unchecked Sendable {
         if case let old?? = delta.updateValue(value, forKey: id) { forgetKey(of: old, id) }
         if let value {
             if let key = CompiledPredicate.MemberSet.key(value, []) {
-                deltaByKey[key, default: []].insert(id)
+                if let ids = deltaByKey[key] { deltaByKey[key] = ids.inserting(id) } else { deltaByKey[key] = .one(id) }
             } else {
                 unkeyedDelta.insert(id)
             }
@@ -176,8 +176,7 @@ final class SecondaryIndex: @unchecked Sendable {
             unkeyedDelta.remove(id)
             return
         }
-        deltaByKey[key]?.remove(id)
-        if deltaByKey[key]?.isEmpty == true { deltaByKey[key] = nil }
+        if let ids = deltaByKey[key] { deltaByKey[key] = ids.removing(id) }
     }
 
     /// Folds `delta` into `recent` (whose entries of the IDs in it are dropped), and
@@ -259,7 +258,7 @@ final class SecondaryIndex: @unchecked Sendable {
             var found = Set<UInt64>()
             for target in wanted {
                 if let key = CompiledPredicate.MemberSet.key(target, []) {
-                    found.formUnion(deltaByKey[key] ?? [])
+                    deltaByKey[key]?.forEach { found.insert($0) }
                     for id in unkeyedDelta {
                         if case let value?? = delta[id], ValueOrder.equal(value, target, []) { found.insert(id) }
                     }
@@ -365,6 +364,39 @@ struct IndexMatch: Hashable, Sendable {
     let snapshotPlace: SnapshotReader.Place?
 }
 
+/// The IDs of an index's delta whose values have one key: most often one (an attribute
+/// whose values are unique), kept without a set of its own (a set allocated for every
+/// value was a tenth of a save's uniqueness check, insert_unique).
+enum KeyedIDs {
+    case one(UInt64)
+    case many(Set<UInt64>)
+
+    func inserting(_ id: UInt64) -> KeyedIDs {
+        switch self {
+        case .one(let only): return only == id ? self : .many([only, id])
+        case .many(var ids): ids.insert(id); return .many(ids)
+        }
+    }
+
+    /// Nil when none is left.
+    func removing(_ id: UInt64) -> KeyedIDs? {
+        switch self {
+        case .one(let only): return only == id ? nil : self
+        case .many(var ids):
+            ids.remove(id)
+            if ids.count == 1, let only = ids.first { return .one(only) }
+            return ids.isEmpty ? nil : .many(ids)
+        }
+    }
+
+    func forEach(_ body: (UInt64) -> Void) {
+        switch self {
+        case .one(let only): body(only)
+        case .many(let ids): for id in ids { body(id) }
+        }
+    }
+}
+
 struct IndexKey: Hashable, Sendable {
     let entity: UInt16
     let slot: Int
@@ -374,13 +406,13 @@ extension Store {
     /// The IDs of an entity's records whose attribute at `slot` meets `condition`, from
     /// a secondary index (the snapshot's stored one, or one built on first use).
     public func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
-        try indexedRecords(entity: entity, slot: slot, matching: condition).matches.map { RecordID(rawValue: $0.id) }
+        try indexedRecords(entity: entity, slot: slot, matching: condition, versions: false).matches.map { RecordID(rawValue: $0.id) }
     }
 
     /// ``indexedIDs(entity:slot:matching:)`` with where the stored index found each
     /// record, in the state the lookup read: its snapshot, the entity's overlay and the
-    /// log's record versions.
-    private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
+    /// log's record versions (only when `versions`: empty otherwise).
+    private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition, versions: Bool = true) throws
         -> (matches: [IndexMatch], snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, versions: VersionTable) {
         guard let description = schema.entity(number: entity), slot >= 0, slot < description.attributes.count else {
             throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
@@ -390,7 +422,7 @@ extension Store {
         return try state.withLock { state in
             let overlay = state.overlay[entity] ?? [:]
             return (try state.indexes[key]?.lookup(condition, changes: overlay) ?? [], state.snapshot, overlay,
-                    VersionTable(state.versions))
+                    VersionTable(versions ? state.versions : [:]))
         }
     }
 

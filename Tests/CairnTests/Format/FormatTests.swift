@@ -647,6 +647,41 @@ private extension Value {
     var isNaN: Bool { if case .double(let x) = self { return x.isNaN } else { return false } }
 }
 
+@Suite struct StringOrderTests {
+    /// Strings compare as one strict total order, by scalars after canonical composition
+    /// (FORMAT.md §6.6): each pair exactly one of before, after or the same, the same only
+    /// for equal strings, and transitive, over text in both normal forms with shared
+    /// prefixes. (Swift's `<` answers neither way for "e\u{301}" against "é0" on Linux,
+    /// which had made them the same; and a decomposed string before its extensions but
+    /// not before a precomposed one past them.) The index order sorts them the same way.
+    @Test func stringsCompareAsOneTotalOrder() throws {
+        var texts: [String] = []
+        for base in ["", "a", "B", "e", "é", "e\u{301}", "ö", "o\u{308}", "z", "日本"] {
+            texts.append(base)
+            for tail in ["0", "1", "e", "é", "e\u{301}"] { texts.append(base + tail) }
+        }
+        func order(_ a: String, _ b: String) -> ComparisonResult { ValueOrder.sortOrder(.string(a), .string(b), localizedCaseInsensitive: false) }
+        var problems: [String] = []
+        for a in texts {
+            for b in texts {
+                let ab = order(a, b), ba = order(b, a)
+                if (ab == .orderedSame) != (a == b) { problems.append("\(a.unicodeScalars.map(\.value)) vs \(b.unicodeScalars.map(\.value)): \(ab.rawValue)") }
+                if ab.rawValue != -ba.rawValue { problems.append("\(a.unicodeScalars.map(\.value)) vs \(b.unicodeScalars.map(\.value)) not antisymmetric") }
+                guard ab == .orderedAscending else { continue }
+                for c in texts where order(b, c) == .orderedAscending && order(a, c) != .orderedAscending {
+                    problems.append("not transitive: \([a, b, c].map { $0.unicodeScalars.map(\.value) })")
+                }
+            }
+        }
+        #expect(problems.isEmpty, "\(problems.prefix(5))")
+        // The index order of these strings sorts them as pairwise comparison does.
+        let positions = IndexOrder.sortedPositions(texts.map { .string($0) })
+        for (i, j) in zip(positions, positions.dropFirst()) {
+            #expect(order(texts[i], texts[j]) != .orderedDescending, "\(texts[i]) before \(texts[j])")
+        }
+    }
+}
+
 @Suite struct UUIDOrderTests {
     /// UUIDs compare by their bytes in the order of their upper-case strings (the order
     /// FORMAT.md §6.6 gives stored indexes): random pairs, and pairs that differ in one
