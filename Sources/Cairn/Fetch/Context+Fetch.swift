@@ -404,7 +404,8 @@ extension Context {
                 let wanted = request.sortDescriptors.isEmpty ? wanted : .all
                 // Every record matches: room for them all at once (a hint, the count read
                 // apart from the scan), where doubling had copied the rows several times.
-                if takesAll { matches.reserveCapacity(min(store.count(entity: entity.number), enough)) }
+                // (Not when only a sorted window's first rows are kept, by `top`.)
+                if takesAll && top == nil { matches.reserveCapacity(min(store.count(entity: entity.number), enough)) }
                 do {
                     if takesAll || filter != nil {
                         // The stored body is tested in place, on several threads at once for

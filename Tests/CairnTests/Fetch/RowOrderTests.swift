@@ -14,7 +14,7 @@ import Testing
     ])
     static let schema = Schema(entities: [entity])
 
-    /// Random rows (integers with repeats and extremes, nils, strings, reals), in no ID
+    /// Random rows (integers with repeats and extremes, nils, strings, reals with NaN), in no ID
     /// order; sorted by one or two keys each way, whole and by their first few, on the
     /// radix path (one integer key), the heap (few wanted) and the comparison sort.
     @Test(arguments: [1, 2, 3, 7, 255, 256, 257, 1_000, 3_000])
@@ -28,7 +28,10 @@ import Testing
                 let n: Value = withNils && r % 7 == 0 ? .null
                     : .int64(r % 5 == 0 ? extremes[Int(r >> 8) % extremes.count] : Int64(r >> 40 % 50) - 25)
                 let text: Value = r % 9 == 0 ? .null : .string(["b", "a", "B", "é", "", "ab"][Int(r >> 12) % 6])
-                return [n, .int16(Int16(truncatingIfNeeded: r >> 20) % 4), text, .double(Double(r >> 50 % 10) / 4)]
+                // Reals: NaN, and values whose encoded bytes order them around it unlike their numbers.
+                let reals: [Double] = [.nan, 1.0000000000000002, 2, -0.5, .infinity]
+                let real = r % 4 == 0 ? reals[Int(r >> 30) % reals.count] : Double(r >> 50 % 10) / 4
+                return [n, .int16(Int16(truncatingIfNeeded: r >> 20) % 4), text, .double(real)]
             }
             var ids = (0..<count).map { RecordID(entity: 1, serial: UInt64($0 + 1)) }
             ids.shuffle(using: &random)
@@ -47,6 +50,31 @@ import Testing
                 let positions = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil }, first: first)
                 let wanted = Array(expected.prefix(max(0, first ?? count)))
                 #expect(positions == wanted, "count \(count), round \(round), \(descriptors.map(\.keyPath)), first \(String(describing: first))")
+            }
+        }
+    }
+
+    /// A NaN takes one place in a sort, after every number: the first rows of a sort by a
+    /// real are the whole sort's first rows, whichever way they are found (the heap, the
+    /// full sort). NaN had been ordered by its encoded bytes, which put it before
+    /// 1.0000000000000002 and after 2.0: no order at all.
+    @Test func aNaNTakesOnePlaceInTheOrder() throws {
+        var random = SplitMix64(seed: 5)
+        let reals: [Double] = [.nan, 1.0000000000000002, 2, -0.5, 0, .infinity, -.infinity]
+        let count = 400
+        let rows: [[Value]] = (0..<count).map { _ in [.int64(0), .int16(0), .null, .double(reals[Int(random.next() % 7)])] }
+        let ids = (0..<count).map { RecordID(entity: 1, serial: UInt64($0 + 1)) }
+        for ascending in [true, false] {
+            let order = try RowOrder([Cairn.SortDescriptor("real", ascending: ascending)], entity: Self.entity, schema: Self.schema)
+            let whole = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil })
+            let keys = whole.map { rows[$0][3] }
+            let numbers = keys.compactMap { value -> Double? in if case .double(let d) = value, !d.isNaN { return d } else { return nil } }
+            #expect(numbers == (ascending ? numbers.sorted() : numbers.sorted(by: >)))
+            let nanPositions = keys.indices.filter { if case .double(let d) = keys[$0] { return d.isNaN } else { return false } }
+            #expect(nanPositions == Array(ascending ? (count - nanPositions.count)..<count : 0..<nanPositions.count))
+            for first in [1, 3, 10, 49, 50] {
+                let some = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil }, first: first)
+                #expect(some == Array(whole.prefix(first)), "ascending \(ascending), first \(first)")
             }
         }
     }
