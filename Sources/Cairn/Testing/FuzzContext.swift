@@ -14,9 +14,9 @@ final class FuzzNode: ManagedObject {
 /// rollback, crash-and-reopen, compact — run on a real stack over a `MemoryFileSystem`
 /// and on a plain reference model (`[key: (value, parent)]` with undo and redo as
 /// stacks of whole states). After every step the context's objects must equal the
-/// model, and live results (one of the entity alone, one sorted through a relationship,
-/// the first four by a descending key) must equal a fresh fetch once told of the
-/// changes; any difference stops the process
+/// model, sorted fetches (whole and a window) the model sorted, and live results (one of
+/// the entity alone, one sorted through a relationship, the first four by a descending
+/// key) must equal a fresh fetch once told of the changes; any difference stops the process
 /// (`preconditionFailure`) so libFuzzer keeps the input.
 struct ContextDifferential {
     struct Node: Equatable, CustomStringConvertible {
@@ -201,6 +201,21 @@ struct ContextDifferential {
             }
             fail("context and model differ: \(differences.joined(separator: ", "))")
         }
+        // Sorted fetches are the model sorted: by value, highest first, then key; whole, and
+        // a window of it (the first rows kept as the scan reads them, ``TopRows``).
+        let sorted = working.sorted { a, b in a.value.value != b.value.value ? a.value.value > b.value.value : a.key < b.key }.map(\.key)
+        var bySort = FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("value", ascending: false), SortDescriptor("key")])
+        do {
+            let whole = try context.fetch(bySort).map(\.key)
+            guard whole == sorted else { fail("a fetch sorted by value and key gives \(whole), the model \(sorted)") }
+            bySort.fetchOffset = log.count % 4
+            bySort.fetchLimit = 1 + log.count % 7
+            let window = try context.fetch(bySort).map(\.key)
+            let expected = Array(sorted.dropFirst(bySort.fetchOffset).prefix(bySort.fetchLimit ?? 0))
+            guard window == expected else {
+                fail("a window of \(bySort.fetchOffset)+\(bySort.fetchLimit ?? 0) sorted by value and key gives \(window), the model \(expected)")
+            }
+        } catch { fail("a sorted fetch failed: \(error)") }
         // Live results, told of the changes (edits alone tell no one), are a fresh fetch.
         context.processPendingChanges()
         for live in results {
