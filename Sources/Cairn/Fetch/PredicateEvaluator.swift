@@ -254,17 +254,7 @@ struct CompiledPredicate {
         let integer: Int64?
         init(slot: Int, op: ComparisonOperator, constant: Value, options: ComparisonOptions) {
             (self.slot, self.op, self.constant, self.options) = (slot, op, constant, options)
-            integer = Self.integer(constant)
-        }
-
-        @inline(__always) static func integer(_ value: Value) -> Int64? {
-            switch value {
-            case .int64(let v): return v
-            case .int32(let v): return Int64(v)
-            case .int16(let v): return Int64(v)
-            case .int8(let v): return Int64(v)
-            default: return nil
-            }
+            integer = constant.integer
         }
 
         override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {

@@ -116,7 +116,7 @@ extension RowOrder {
                 if let slot { key = slot < rowValues.count ? rowValues[slot] : .null } else {
                     key = CompiledPredicate.follow(paths[index], rowValues, resolve).first ?? .null
                 }
-                if integers { integers = Self.integer(key) != nil }
+                if integers { integers = key.integer != nil }
                 keys.append(key)
             }
         }
@@ -125,7 +125,7 @@ extension RowOrder {
             // stably, by the key as an unsigned number in the order wanted.
             let ascending = self.ascending[0]
             var order = (0..<count).map { row -> (key: UInt64, id: UInt64, row: Int) in
-                let key = UInt64(bitPattern: Self.integer(keys[row]) ?? 0) ^ (1 << 63)
+                let key = UInt64(bitPattern: keys[row].integer ?? 0) ^ (1 << 63)
                 return (ascending ? key : ~key, ids[row].rawValue, row)
             }
             RadixSort.sort(&order) { $0.id }
@@ -140,16 +140,6 @@ extension RowOrder {
                 if wanted <= count / 8 { return Self.first(wanted, of: count, by: precedes) }
                 return (0..<count).sorted(by: precedes).prefix(wanted).map { $0 }
             }
-        }
-    }
-
-    private static func integer(_ value: Value) -> Int64? {
-        switch value {
-        case .int64(let v): return v
-        case .int32(let v): return Int64(v)
-        case .int16(let v): return Int64(v)
-        case .int8(let v): return Int64(v)
-        default: return nil
         }
     }
 

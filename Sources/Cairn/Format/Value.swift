@@ -35,6 +35,17 @@ public enum Value: Hashable, Sendable {
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 
+    /// The value of an integer of any width (not a boolean, real or decimal); nil for others.
+    @inline(__always) var integer: Int64? {
+        switch self {
+        case .int64(let v): return v
+        case .int32(let v): return Int64(v)
+        case .int16(let v): return Int64(v)
+        case .int8(let v): return Int64(v)
+        default: return nil
+        }
+    }
+
     /// One bit for the value's kind (`1 << tag`, both booleans as `boolFalse`), read
     /// without copying the payload: schema checks compare it with
     /// ``AttributeType/acceptedKinds``.
