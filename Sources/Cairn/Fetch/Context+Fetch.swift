@@ -369,7 +369,31 @@ extension Context {
             if case .equal(let wanted) = condition, wanted.count > 8 { return }
             pendingCondition = (slot, condition)
         }
-        if parent == nil {
+        if parent == nil, let top, let order, let walk = indexWalk(request, entity: entity, order: order) {
+            // Sorted by an indexed attribute with a window: the records in the index's order,
+            // until the window is full of stored matches (and the ties of its last). No later
+            // stored record can come before them; the changed objects are offered at the end.
+            let filter = compiled.flatMap(RecordFilter.init)
+            let filterPending = pending.contains { $0.key.entity == entity.number }
+            let wanted = windowEnd ?? 0
+            var taken = 0
+            var boundary: Value?
+            try store.scanInIndexOrder(entity: entity.number, slot: walk.slot, ascending: walk.ascending) { id, version, value, body in
+                if let boundary, IndexOrder.compare(value, boundary) != .orderedSame { return false }
+                if filterPending && pending.contains(id) { return true }
+                if let filter {
+                    guard try filter.matches(body, id: id) else { return true }
+                    try top.offer(id: id, version: version, body: body) { try Store.decodeRecord(body, id: id, entity: entity) }
+                } else {
+                    let values = try Store.decodeRecord(body, id: id, entity: entity)
+                    guard accepts(values) else { return true }
+                    top.offer(FetchRow(id: id, values: values, version: version))
+                }
+                taken += 1
+                if taken >= wanted && boundary == nil { boundary = value }
+                return true
+            }
+        } else if parent == nil {
             switch plan(request.predicate, entity: entity).access {
             case .index(let attribute, let condition):
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
@@ -559,6 +583,18 @@ extension Context {
         guard request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? .max : sum
+    }
+
+    /// The attribute and direction of an index walk for a sorted request with a window:
+    /// sorted by one indexed attribute of the record itself whose index order is the sort's
+    /// (an integer, a string or a date; not localized), with no index answering its
+    /// predicate (which a walk would test record by record, in an order of no use to it).
+    private func indexWalk<T>(_ request: FetchRequest<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
+        guard request.sortDescriptors.count == 1, let descriptor = request.sortDescriptors.first, !descriptor.localizedCaseInsensitive,
+              let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,
+              [.int8, .int16, .int32, .int64, .string, .date].contains(entity.attributes[slot].type), isIndexed(entity, slot),
+              case .fullScan = plan(request.predicate, entity: entity).access else { return nil }
+        return (slot, descriptor.ascending)
     }
 
     /// Where a sorted request's window ends (its offset plus its limit), when it has a

@@ -222,6 +222,18 @@ final class SecondaryIndex: @unchecked Sendable {
     /// entity's current overlay (`changes`): each one's ID and, for a match from the
     /// stored tier, where its frame is in the snapshot (-1 otherwise). Reading the stored
     /// tier checks its block and the records it reads, and may throw on damage.
+    /// The index's tiers as they are now, caught up with `changes` (the entity's overlay)
+    /// and its stored block checked: copies, which later commits leave as they are, for a
+    /// walk in index order outside the state's lock (``IndexTiers/walk(ascending:_:)``).
+    func tiers(changes: IDMap<UInt64, OverlayEntry>) throws -> IndexTiers {
+        catchUp(with: changes)
+        if let (snapshot, block) = stored, !storedChecked {
+            try snapshot.checkAttributeIndex(block)
+            storedChecked = true
+        }
+        return IndexTiers(slot: slot, stored: stored, sorted: sorted, stale: stale, recent: recent, delta: delta, changes: changes)
+    }
+
     func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [IndexMatch] {
         catchUp(with: changes)
         var result: [IndexMatch] = []
@@ -460,7 +472,7 @@ extension Store {
         state.withLock { $0.indexes[IndexKey(entity: entity, slot: slot)] != nil }
     }
 
-    private func buildIndex(_ key: IndexKey) throws {
+    func buildIndex(_ key: IndexKey) throws {
         // Build under the log lock so no commit lands between the scan and the publish.
         try log.withLock { _ in
             var entries: [(Value, UInt64)] = []

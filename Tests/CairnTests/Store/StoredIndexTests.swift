@@ -173,6 +173,60 @@ import Testing
         }
     }
 
+    /// A walk of an index (``Store/scanInIndexOrder(entity:slot:ascending:_:)``) hands over
+    /// every record in index order (value, then ID), or its reverse, with its indexed value
+    /// and body, and stops when told: through every tier of the index — stored in the
+    /// snapshot or built on first use, the sorted run, the recent run and the delta, as
+    /// thousands of puts, changes and deletes fold them — for an integer, a string with
+    /// nils and an unindexed (built) attribute.
+    @Test func anIndexWalkIsTheIndexOrder() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
+        defer { store.close() }
+        var random = SplitMix64(seed: 77)
+        var live: [RecordID] = []
+        func check(_ label: String) throws {
+            for slot in [0, 1, 2] {
+                var expected: [(value: Value, id: RecordID)] = []
+                for id in live { if let (record, _) = try store.getVersioned(id) { expected.append((record.values[slot], id)) } }
+                expected.sort { a, b in
+                    let order = IndexOrder.compare(a.value, b.value)
+                    return order == .orderedSame ? a.id < b.id : order == .orderedAscending
+                }
+                for ascending in [true, false] {
+                    let wanted = ascending ? expected : expected.reversed()
+                    var seen: [RecordID] = []
+                    var valuesAgree = true
+                    try store.scanInIndexOrder(entity: 1, slot: slot, ascending: ascending) { id, _, value, body in
+                        seen.append(id)
+                        if try ValueCoding.decode(body)[slot] != value { valuesAgree = false }
+                        return true
+                    }
+                    #expect(seen == wanted.map(\.id), "\(label), slot \(slot), ascending \(ascending)")
+                    #expect(valuesAgree, "\(label), slot \(slot)")
+                    var few: [RecordID] = []
+                    try store.scanInIndexOrder(entity: 1, slot: slot, ascending: ascending) { id, _, _, _ in
+                        few.append(id)
+                        return few.count < 7
+                    }
+                    #expect(few == Array(wanted.prefix(7).map(\.id)), "\(label), slot \(slot), ascending \(ascending): stops")
+                }
+            }
+        }
+        for round in 0..<6 {
+            let fresh = try (0..<2_000).map { _ in try store.allocateID(entity: 1) }
+            var operations: [Change] = fresh.map { .put($0, Self.values(&random, serial: $0.serial)) }
+            let changed = stride(from: round % 2, to: live.count, by: 2).map { live[$0] }
+            operations += changed.map { .put($0, Self.values(&random, serial: $0.serial)) }
+            let gone = stride(from: round, to: live.count, by: 11).map { live[$0] }
+            operations += gone.map { .delete($0) }
+            try store.commit(operations)
+            live = live.filter { !Set(gone).contains($0) } + fresh
+            if round == 2 { try store.compact() }
+            try check("round \(round)")
+        }
+    }
+
     /// Every bit of a small snapshot with stored indexes: the open, the read of every
     /// record, or a lookup through each stored index fails with an error naming the file.
     @Test func everyBitOfASnapshotWithStoredIndexesIsDetected() throws {
