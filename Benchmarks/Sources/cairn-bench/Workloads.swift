@@ -117,15 +117,41 @@ struct CairnSide {
         var done = 0
         while done < count {
             let context = self.context(undo: undo)
-            for i in done..<min(count, done + batch) {
-                let row = Row.create(in: context)
-                row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
-                row.a5 = cell(i, 5); row.a6 = cell(i, 6); row.a7 = cell(i, 7); row.a8 = cell(i, 8); row.a9 = cell(i, 9)
-            }
+            for i in done..<min(count, done + batch) { fillRow(i, in: context) }
             try context.save()
             done = min(count, done + batch)
         }
     }
+}
+
+/// Sets row `i`'s ten values (``cell(_:_:)``) on a new object in `context`.
+func fillRow(_ i: Int, in context: Context) {
+    let row = Row.create(in: context)
+    row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
+    row.a5 = cell(i, 5); row.a6 = cell(i, 6); row.a7 = cell(i, 7); row.a8 = cell(i, 8); row.a9 = cell(i, 9)
+}
+
+/// The query workloads' ten range queries on `column`, each of a tenth of the values
+/// (round r: r·10 ≤ value < r·10 + 100): the rows matched, each one's a0 read.
+func rangeQueries(_ context: Context, column: String) throws -> Int {
+    var matched = 0
+    for round in 0..<10 {
+        let rows = try context.fetch(FetchRequest(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
+        for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
+    }
+    return matched
+}
+
+/// ``rangeQueries(_:column:)`` in SQL.
+func rangeQueries(_ db: SQLiteDB, column: String) throws -> Int {
+    let select = try db.prepare("SELECT a0 FROM row WHERE \(column) >= ? AND \(column) < ?")
+    var matched = 0
+    for round in 0..<10 {
+        select.bind(1, Int64(round * 10)); select.bind(2, Int64(round * 10 + 100))
+        while try select.step() { matched += select.int(0) >= 0 ? 1 : 0 }
+        select.reset()
+    }
+    return matched
 }
 
 /// The SQLite side: WAL, prepared statements, one transaction for bulk work.
@@ -147,13 +173,18 @@ struct SQLiteSide {
 
     func insertRows(_ count: Int) throws {
         try db.exec("BEGIN")
+        try insertRowsInTransaction(count)
+        try db.exec("COMMIT")
+    }
+
+    /// ``insertRows(_:)`` in the open transaction.
+    func insertRowsInTransaction(_ count: Int) throws {
         let insert = try db.prepare("INSERT INTO row (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) VALUES (?,?,?,?,?,?,?,?,?,?)")
         for i in 0..<count {
             for c in 0..<10 { insert.bind(Int32(c + 1), cell(i, c)) }
             try insert.step()
             insert.reset()
         }
-        try db.exec("COMMIT")
     }
 }
 
@@ -430,14 +461,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let context = side.context()
         if name == "query_indexed" { _ = try context.count(for: FetchRequest(Row.self, format: "a1 == -5")) }  // build the index
         let start = startTimedPart()
-        let matched = try timedRegion {
-            var matched = 0
-            for round in 0..<10 {
-                let rows = try context.fetch(FetchRequest(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
-                for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
-            }
-            return matched
-        }
+        let matched = try timedRegion { try rangeQueries(context, column: column) }
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: 10, extra: ["matched": Double(matched)])
@@ -446,14 +470,8 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try SQLiteSide(path: path)
         try side.insertRows(n)
         let column = name == "query_indexed" ? "a1" : "a3"
-        let select = try side.db.prepare("SELECT a0 FROM row WHERE \(column) >= ? AND \(column) < ?")
         let start = startTimedPart()
-        var matched = 0
-        for round in 0..<10 {
-            select.bind(1, Int64(round * 10)); select.bind(2, Int64(round * 10 + 100))
-            while try select.step() { matched += select.int(0) >= 0 ? 1 : 0 }
-            select.reset()
-        }
+        let matched = try rangeQueries(side.db, column: column)
         return Measurement(seconds: seconds(since: start), operations: 10, extra: ["matched": Double(matched)])
 
     case ("update_all", .cairn), ("update_all_batch", .cairn):
@@ -641,20 +659,9 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let n = 100_000 / scale
         let side = try CairnSide(path: path)
         let context = side.context()
-        for i in 0..<n {
-            let row = Row.create(in: context)
-            row.a0 = cell(i, 0); row.a1 = cell(i, 1); row.a2 = cell(i, 2); row.a3 = cell(i, 3); row.a4 = cell(i, 4)
-            row.a5 = cell(i, 5); row.a6 = cell(i, 6); row.a7 = cell(i, 7); row.a8 = cell(i, 8); row.a9 = cell(i, 9)
-        }
+        for i in 0..<n { fillRow(i, in: context) }
         let start = startTimedPart()
-        let matched = try timedRegion {
-            var matched = 0
-            for round in 0..<10 {
-                let rows = try context.fetch(FetchRequest(Row.self, format: "a3 >= %@ AND a3 < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
-                for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
-            }
-            return matched
-        }
+        let matched = try timedRegion { try rangeQueries(context, column: "a3") }
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: 10, extra: ["matched": Double(matched)])
@@ -663,20 +670,9 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let n = 100_000 / scale
         let side = try SQLiteSide(path: path)
         try side.db.exec("BEGIN")
-        let insert = try side.db.prepare("INSERT INTO row (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) VALUES (?,?,?,?,?,?,?,?,?,?)")
-        for i in 0..<n {
-            for c in 0..<10 { insert.bind(Int32(c + 1), cell(i, c)) }
-            try insert.step()
-            insert.reset()
-        }
-        let select = try side.db.prepare("SELECT a0 FROM row WHERE a3 >= ? AND a3 < ?")
+        try side.insertRowsInTransaction(n)
         let start = startTimedPart()
-        var matched = 0
-        for round in 0..<10 {
-            select.bind(1, Int64(round * 10)); select.bind(2, Int64(round * 10 + 100))
-            while try select.step() { matched += select.int(0) >= 0 ? 1 : 0 }
-            select.reset()
-        }
+        let matched = try rangeQueries(side.db, column: "a3")
         let time = seconds(since: start)
         try side.db.exec("ROLLBACK")
         return Measurement(seconds: time, operations: 10, extra: ["matched": Double(matched)])
