@@ -13,20 +13,37 @@ public enum ValueOrder {
     }
 
     /// Two strings by Unicode scalar values after canonical composition (FORMAT.md §6.6):
-    /// Swift's `<`, which is that order, except where it answers neither `<`, `>` nor `==`
-    /// (seen with Swift 6.3 on Linux: a decomposed "e\u{301}" against a precomposed "é"
-    /// followed by more text, "é0"). Such a pair had compared as the same, though the
-    /// strings differ, and the order was not transitive ("e\u{301}" < "e\u{301}0" <
-    /// "é1", yet not "e\u{301}" < "é1"): a sort or an index search could misplace them.
-    /// They are compared by their canonical compositions' scalars.
+    /// the UTF-8 bytes of their NFC forms. Not Swift's `<`, which is meant to be that order
+    /// but is not, with Swift 6.3 on Linux, for text not in NFC: it orders a decomposed
+    /// "e\u{301}" neither way against a precomposed "é0", and puts a decomposed "éé" after
+    /// "éé1" though it equals "éé"; a sort or an index search then misplaced such strings.
     static func stringOrder(_ l: String, _ r: String) -> ComparisonResult {
-        if l < r { return .orderedAscending }
-        if r < l { return .orderedDescending }
-        if l == r { return .orderedSame }
-        let x = l.precomposedStringWithCanonicalMapping.unicodeScalars, y = r.precomposedStringWithCanonicalMapping.unicodeScalars
-        for (a, b) in zip(x, y) where a != b { return a.value < b.value ? .orderedAscending : .orderedDescending }
-        let (m, n) = (x.count, y.count)
-        return m < n ? .orderedAscending : (m > n ? .orderedDescending : .orderedSame)
+        composedOrder(composed(l), composed(r))
+    }
+
+    /// `text` in canonical composition (NFC): as it is when every scalar is below U+0300
+    /// (every UTF-8 byte below 0xCC: no combining mark, nothing that composes), which
+    /// ASCII and most Latin text is; else as Foundation composes it.
+    static func composed(_ text: String) -> String {
+        var text = text
+        let plain = text.withUTF8 { bytes in !bytes.contains { $0 >= 0xCC } }
+        return plain ? text : text.precomposedStringWithCanonicalMapping
+    }
+
+    /// Two strings in canonical composition by their UTF-8 bytes, which is the order of
+    /// their scalars.
+    static func composedOrder(_ a: String, _ b: String) -> ComparisonResult {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let common = min(x.count, y.count)
+                if common > 0, let p = x.baseAddress, let q = y.baseAddress {
+                    let order = memcmp(p, q, common)
+                    if order != 0 { return order < 0 ? .orderedAscending : .orderedDescending }
+                }
+                return x.count < y.count ? .orderedAscending : (x.count > y.count ? .orderedDescending : .orderedSame)
+            }
+        }
     }
 
     public enum Number { case integer(Int64), real(Double), decimal(Decimal) }

@@ -173,6 +173,41 @@ import Testing
         }
     }
 
+    /// Lookups of strings in both Unicode normal forms, sharing prefixes (pairs Swift's `<`
+    /// orders neither way on Linux), find every record whose string equals the one asked
+    /// for, or falls in the range, and only those: through the stored index and the log's.
+    @Test func stringsInBothNormalFormsAreFound() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
+        defer { store.close() }
+        var texts: [String] = []
+        for base in ["e", "é", "e\u{301}", "o\u{308}", "ö", "x"] {
+            texts.append(base)
+            for tail in ["", "0", "1", "é", "e\u{301}"] { texts.append(base + tail) }
+        }
+        var labels: [RecordID: String] = [:]
+        var random = SplitMix64(seed: 3)
+        for round in 0..<2 {
+            var changes: [Change] = []
+            for _ in 0..<150 {
+                let id = try store.allocateID(entity: 1)
+                let text = texts[Int(random.next() % UInt64(texts.count))]
+                labels[id] = text
+                changes.append(.put(id, [.int64(0), .string(text), .int64(0), .int32(Int32(id.serial))]))
+            }
+            try store.commit(changes)
+            if round == 0 { try store.compact() }
+        }
+        for text in texts {
+            let found = try store.indexedIDs(entity: 1, slot: 1, matching: .equal([.string(text)])).sorted()
+            #expect(found == labels.filter { $0.value == text }.keys.sorted(), "== \(text.unicodeScalars.map(\.value))")
+            let range = IndexCondition.range(lower: .string(text), lowerInclusive: true, upper: .string(text + "1"), upperInclusive: false)
+            let inRange = try store.indexedIDs(entity: 1, slot: 1, matching: range).sorted()
+            let expected = labels.filter { SecondaryIndex.matches(.string($0.value), range) }.keys.sorted()
+            #expect(inRange == expected, "range from \(text.unicodeScalars.map(\.value)): extra \(inRange.filter { !expected.contains($0) }.map { labels[$0]!.unicodeScalars.map(\.value) }), missing \(expected.filter { !inRange.contains($0) }.map { labels[$0]!.unicodeScalars.map(\.value) })")
+        }
+    }
+
     /// A walk of an index (``Store/scanInIndexOrder(entity:slot:ascending:_:)``) hands over
     /// every record in index order (value, then ID), or its reverse, with its indexed value
     /// and body, and stops when told: through every tier of the index — stored in the
