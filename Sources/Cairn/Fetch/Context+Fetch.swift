@@ -587,12 +587,14 @@ extension Context {
 
     /// The attribute and direction of an index walk for a sorted request with a window:
     /// sorted by one indexed attribute of the record itself whose index order is the sort's
-    /// (an integer, a string or a date; not localized), with no index answering its
-    /// predicate (which a walk would test record by record, in an order of no use to it).
+    /// (an integer or a string; not localized), with no index answering its predicate
+    /// (which a walk would test record by record, in an order of no use to it). Not a
+    /// date: a NaN date is in no order in an index (it compares the same as every date),
+    /// while a sort puts it after every other (``RowOrder/nanOrder(_:_:)``).
     private func indexWalk<T>(_ request: FetchRequest<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
         guard request.sortDescriptors.count == 1, let descriptor = request.sortDescriptors.first, !descriptor.localizedCaseInsensitive,
               let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,
-              [.int8, .int16, .int32, .int64, .string, .date].contains(entity.attributes[slot].type), isIndexed(entity, slot),
+              [.int8, .int16, .int32, .int64, .string].contains(entity.attributes[slot].type), isIndexed(entity, slot),
               case .fullScan = plan(request.predicate, entity: entity).access else { return nil }
         return (slot, descriptor.ascending)
     }

@@ -71,6 +71,7 @@ struct RowOrder {
         case .double(let v): return v.isNaN
         case .float(let v): return v.isNaN
         case .decimal(let v): return v.isNaN
+        case .date(let v): return v.timeIntervalSinceReferenceDate.isNaN
         default: return false
         }
     }

@@ -1,7 +1,7 @@
 /// Reading an entity's records in the order of an attribute's index: a sorted fetch with
 /// a limit by an indexed attribute reads the records in its sort's order and stops once
-/// it has enough, rather than reading every record (the 20 newest of 200,000 by an indexed
-/// date).
+/// it has enough, rather than reading every record (the 20 highest of 200,000 by an
+/// indexed number).
 extension Store {
     /// Calls `body` with the records of `entity` in the index order of the attribute at
     /// `slot` (values, then IDs), or its reverse: each one's ID, version, indexed value and
@@ -12,11 +12,18 @@ extension Store {
             throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
         }
         let key = IndexKey(entity: entity, slot: slot)
-        if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
-        let (tiers, snapshot, versions) = try state.withLock { state in
-            (try state.indexes[key]?.tiers(changes: state.overlay[entity] ?? [:]), state.snapshot, VersionTable(state.versions))
+        // (Built again if it went between the build and the walk: a migration keeps only
+        // the indexes its snapshot stores.)
+        var taken: (IndexTiers, SnapshotReader, VersionTable)?
+        for _ in 0..<3 where taken == nil {
+            if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
+            taken = try state.withLock { state in
+                try state.indexes[key].map { (try $0.tiers(changes: state.overlay[entity] ?? [:]), state.snapshot, VersionTable(state.versions)) }
+            }
         }
-        guard let tiers else { return }
+        guard let (tiers, snapshot, versions) = taken else {
+            throw CairnError(.notFound, "the index of attribute \(slot) of entity \(entity) went as it was read, three times")
+        }
         try withExtendedLifetime((snapshot, versions)) {
             try tiers.walk(ascending: ascending) { value, raw, place in
                 let id = RecordID(rawValue: raw)

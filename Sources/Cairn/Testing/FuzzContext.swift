@@ -3,7 +3,7 @@ import Foundation
 /// The object the differential target works on: a tree (or graph: cycles are allowed)
 /// whose deletes cascade to children.
 final class FuzzNode: ManagedObject {
-    @Attribute var key: Int64 = 0
+    @Attribute(indexed: true) var key: Int64 = 0
     @Attribute var value: Int64 = 0
     @ToOne(inverse: "children", deleteRule: .nullify) var parent: FuzzNode?
     @ToMany(inverse: "parent", deleteRule: .cascade) var children: [FuzzNode]
@@ -214,6 +214,15 @@ struct ContextDifferential {
             let expected = Array(sorted.dropFirst(bySort.fetchOffset).prefix(bySort.fetchLimit ?? 0))
             guard window == expected else {
                 fail("a window of \(bySort.fetchOffset)+\(bySort.fetchLimit ?? 0) sorted by value and key gives \(window), the model \(expected)")
+            }
+            // By the indexed key alone: a walk of its index in reverse.
+            var byKey = FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key", ascending: false)])
+            byKey.fetchOffset = log.count % 3
+            byKey.fetchLimit = 1 + log.count % 5
+            let keys = try context.fetch(byKey).map(\.key)
+            let wantedKeys = Array(working.keys.sorted(by: >).dropFirst(byKey.fetchOffset).prefix(byKey.fetchLimit ?? 0))
+            guard keys == wantedKeys else {
+                fail("a window of \(byKey.fetchOffset)+\(byKey.fetchLimit ?? 0) by key descending gives \(keys), the model \(wantedKeys)")
             }
         } catch { fail("a sorted fetch failed: \(error)") }
         // Live results, told of the changes (edits alone tell no one), are a fresh fetch.
