@@ -18,32 +18,46 @@ public enum ValueOrder {
     /// "e\u{301}" neither way against a precomposed "é0", and puts a decomposed "éé" after
     /// "éé1" though it equals "éé"; a sort or an index search then misplaced such strings.
     static func stringOrder(_ l: String, _ r: String) -> ComparisonResult {
-        composedOrder(composed(l), composed(r))
+        // (Both read once when both are composed already, as most strings are.)
+        let plain: ComparisonResult? = withBytes(l) { x in
+            withBytes(r) { y in
+                x.contains { $0 >= 0xCC } || y.contains { $0 >= 0xCC } ? nil : bytesOrder(x, y)
+            }
+        }
+        return plain ?? composedOrder(composed(l), composed(r))
     }
 
     /// `text` in canonical composition (NFC): as it is when every scalar is below U+0300
     /// (every UTF-8 byte below 0xCC: no combining mark, nothing that composes), which
     /// ASCII and most Latin text is; else as Foundation composes it.
     static func composed(_ text: String) -> String {
-        var text = text
-        let plain = text.withUTF8 { bytes in !bytes.contains { $0 >= 0xCC } }
+        let plain = withBytes(text) { bytes in !bytes.contains { $0 >= 0xCC } }
         return plain ? text : text.precomposedStringWithCanonicalMapping
     }
 
     /// Two strings in canonical composition by their UTF-8 bytes, which is the order of
     /// their scalars.
     static func composedOrder(_ a: String, _ b: String) -> ComparisonResult {
-        var a = a, b = b
-        return a.withUTF8 { x in
-            b.withUTF8 { y in
-                let common = min(x.count, y.count)
-                if common > 0, let p = x.baseAddress, let q = y.baseAddress {
-                    let order = memcmp(p, q, common)
-                    if order != 0 { return order < 0 ? .orderedAscending : .orderedDescending }
-                }
-                return x.count < y.count ? .orderedAscending : (x.count > y.count ? .orderedDescending : .orderedSame)
-            }
+        withBytes(a) { x in withBytes(b) { y in bytesOrder(x, y) } }
+    }
+
+    @inline(__always)
+    private static func bytesOrder(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> ComparisonResult {
+        let common = min(x.count, y.count)
+        if common > 0, let p = x.baseAddress, let q = y.baseAddress {
+            let order = memcmp(p, q, common)
+            if order != 0 { return order < 0 ? .orderedAscending : .orderedDescending }
         }
+        return x.count < y.count ? .orderedAscending : (x.count > y.count ? .orderedDescending : .orderedSame)
+    }
+
+    /// `body` with a string's UTF-8 bytes, in place (a short string's on the stack): not
+    /// `withUTF8`, which is mutating and made a short string a native one, an allocation at
+    /// each comparison (insert_unique took a fifth longer).
+    @inline(__always)
+    private static func withBytes<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer(body)
     }
 
     public enum Number { case integer(Int64), real(Double), decimal(Decimal) }
