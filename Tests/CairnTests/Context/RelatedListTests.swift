@@ -27,6 +27,18 @@ final class Album: ManagedObject {
 @Suite struct RelatedListTests {
     static func model() throws -> Model { try Model(Playlist.self, Song.self, Album.self) }
 
+    /// A new album in `context` with `count` new songs appended in place, one by one (so
+    /// the context keeps the list from 16 on).
+    static func album(appending count: Int, in context: Context) -> Album {
+        let album = Album(context: context)
+        for index in 0..<count {
+            let song = Song(context: context)
+            song.title = "song \(index)"
+            album.tracks.append(song)
+        }
+        return album
+    }
+
     /// What a read of `slot` must give: the registered object of every ID of the list that
     /// exists, in order, read with no kept list (each object registered already is the
     /// one read).
@@ -234,12 +246,7 @@ final class Album: ManagedObject {
     @Test func anAppendedFaultFoundGoneIsLeftOut() throws {
         let stack = try Stack(model: try Self.model())
         let context = stack.context()
-        let album = Album(context: context)
-        for index in 0..<20 {
-            let song = Song(context: context)
-            song.title = "song \(index)"
-            album.tracks.append(song)
-        }
+        let album = Self.album(appending: 20, in: context)
         let doomed = Song(context: context)
         try context.save()
         let id = doomed.objectID
@@ -259,12 +266,7 @@ final class Album: ManagedObject {
     @Test func aTrackFaultedByAMergeIsReadAgain() throws {
         let stack = try Stack(model: try Self.model())
         let context = stack.context()
-        let album = Album(context: context)
-        for index in 0..<20 {
-            let song = Song(context: context)
-            song.title = "song \(index)"
-            album.tracks.append(song)
-        }
+        let album = Self.album(appending: 20, in: context)
         try context.save()
         let other = stack.context()
         let theirs = try #require(try other.existingObject(Song.self, with: album.tracks[0].objectID))
