@@ -358,7 +358,7 @@ extension Context {
         // matches are offered to `top` as they are read, which decodes only those among
         // the first so far (the changed objects are offered at the end).
         let windowEnd = sortedWindowEnd(request)
-        let top = order.flatMap { order in windowEnd.flatMap { TopRows(order: order, wanted: $0) } }
+        let top = order.flatMap { order in windowEnd.flatMap { TopRows(order: order, wanted: $0, entity: entity) } }
         // The index's condition, when a lookup answered the stored part: a changed object
         // whose value does not meet it cannot match either, and is passed over with one
         // comparison (testing the whole predicate on each changed object at every fetch made
@@ -383,7 +383,7 @@ extension Context {
                 if filterPending && pending.contains(id) { return true }
                 if let filter {
                     guard try filter.matches(body, id: id) else { return true }
-                    try top.offer(id: id, version: version, body: body) { try Store.decodeRecord(body, id: id, entity: entity) }
+                    try top.offer(id: id, version: version, body: body)
                 } else {
                     let values = try Store.decodeRecord(body, id: id, entity: entity)
                     guard accepts(values) else { return true }
@@ -409,7 +409,7 @@ extension Context {
                         if filterPending && pending.contains(id) { return }
                         if let filter, !(try filter.matches(body, id: id)) { return }
                         if let top, filter != nil || compiled == nil {
-                            return try top.offer(id: id, version: version, body: body) { try Store.decodeRecord(body, id: id, entity: entity) }
+                            return try top.offer(id: id, version: version, body: body)
                         }
                         let values = try Store.decodeRecord(body, id: id, entity: entity)
                         if filter != nil || accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
@@ -439,7 +439,7 @@ extension Context {
                             if limited && matches.count >= enough { throw ScanEnough() }
                             if filterPending && pending.contains(id) { return }
                             if let top {
-                                return try top.offer(id: id, version: version, body: body) { try Store.decodeRecord(body, id: id, entity: entity) }
+                                return try top.offer(id: id, version: version, body: body)
                             }
                             // A match is decoded (and checked) only when it is read: not
                             // for IDs and counts, nor for an object loaded here already.

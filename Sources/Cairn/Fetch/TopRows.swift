@@ -24,18 +24,21 @@ final class TopRows {
     /// The keys of the row being offered.
     @exclusivity(unchecked) private var offered: [Value]
 
+    /// The entity whose stored records are offered (decoded and checked against it).
+    private let entity: EntityDescription
+
     /// Nil when a key path follows a relationship (the keys are not in the record).
-    init?(order: RowOrder, wanted: Int) {
+    init?(order: RowOrder, wanted: Int, entity: EntityDescription) {
         guard let slots = order.ownSlots else { return nil }
-        (self.order, self.slots, self.wanted) = (order, slots, max(0, wanted))
+        (self.order, self.slots, self.wanted, self.entity) = (order, slots, max(0, wanted), entity)
         offered = Array(repeating: .null, count: slots.count)
     }
 
-    /// Offers a stored match: its keys read from `body`, the rest decoded (`decode`) only if
-    /// it is kept.
-    func offer(id: RecordID, version: UInt64, body: UnsafeRawBufferPointer, decode: () throws -> [Value]) throws {
+    /// Offers a stored match: its keys read from `body`, the rest decoded (and checked
+    /// against the entity) only if it is kept.
+    func offer(id: RecordID, version: UInt64, body: UnsafeRawBufferPointer) throws {
         for (index, slot) in slots.enumerated() { offered[index] = try ValueCoding.value(at: slot, in: body) ?? .null }
-        if admits(id) { keep(Context.FetchRow(id: id, values: try decode(), version: version)) }
+        if admits(id) { keep(Context.FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version)) }
     }
 
     /// Offers a match with its values.

@@ -47,7 +47,6 @@ extension Store {
 /// (its entries out of date where `changes`, the overlay, holds their IDs), the sorted run
 /// (out of date for `stale` IDs), the recent run (for IDs in `delta`) and the delta.
 struct IndexTiers {
-    let slot: Int
     let stored: (snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex)?
     let sorted: [(value: Value, id: UInt64)]
     let stale: Set<UInt64>

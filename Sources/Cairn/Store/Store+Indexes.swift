@@ -231,7 +231,7 @@ final class SecondaryIndex: @unchecked Sendable {
             try snapshot.checkAttributeIndex(block)
             storedChecked = true
         }
-        return IndexTiers(slot: slot, stored: stored, sorted: sorted, stale: stale, recent: recent, delta: delta, changes: changes)
+        return IndexTiers(stored: stored, sorted: sorted, stale: stale, recent: recent, delta: delta, changes: changes)
     }
 
     func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [IndexMatch] {
