@@ -83,10 +83,17 @@ struct IDMap<Key: IDMapKey, Value> {
     private var changes: UInt = 0
 
     init() {
-        seed = Self.mix(idMapSeeds.withLock { counter in
+        self.init(seed: idMapSeeds.withLock { counter in
             counter &+= 0x9E37_79B9_7F4A_7C15
             return counter
         })
+    }
+
+    /// A table whose seed is made from `seed` rather than taken from the process's counter
+    /// (for tests, whose tables otherwise get seeds that depend on how many tables other
+    /// tests running alongside made first).
+    init(seed: UInt64) {
+        self.seed = Self.mix(seed)
         buckets = IDMapBuckets(capacity: 8)
         shift = 61
     }
