@@ -41,6 +41,18 @@ public enum ValueOrder {
         withBytes(a) { x in withBytes(b) { y in bytesOrder(x, y) } }
     }
 
+    /// The first eight UTF-8 bytes of `text` as one big-endian number, zeros after a
+    /// shorter string's end. Two strings whose prefixes differ are in the order of their
+    /// prefixes, by their bytes (a proper prefix of a string pads with zeros, below or
+    /// equal to any byte the longer one has there); equal prefixes say nothing.
+    static func bytePrefix(_ text: String) -> UInt64 {
+        withBytes(text) { bytes in
+            var prefix: UInt64 = 0
+            for i in 0..<8 { prefix = prefix << 8 | UInt64(i < bytes.count ? bytes[i] : 0) }
+            return prefix
+        }
+    }
+
     @inline(__always)
     private static func bytesOrder(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> ComparisonResult {
         let common = min(x.count, y.count)

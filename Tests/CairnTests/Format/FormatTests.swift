@@ -682,6 +682,36 @@ private extension Value {
     }
 }
 
+extension StringOrderTests {
+    /// An index run of strings (``IndexOrder/sortedPositions(_:)``, which compares the
+    /// strings' first eight bytes before the strings) is the order of comparing them two by
+    /// two, equal strings by position: strings that share their first eight bytes or
+    /// differ only past them, proper prefixes, NUL bytes against a shorter string's end,
+    /// text in both normal forms (whose bytes differ in the first eight), repeats, nils.
+    @Test func anIndexRunOfStringsIsTheirPairwiseOrder() {
+        var texts: [String] = ["", "\0", "a", "a\0", "a\0\0b", "abcdefg", "abcdefgh", "abcdefgh\0", "abcdefgh0", "abcdefgh1",
+                               "abcdefgi", "abcdefg\u{FF}", "abcdefgé", "abcdefge\u{301}", "abcdefgh" + String(repeating: "z", count: 40),
+                               "ééééé", "e\u{301}ééé", "ééée\u{301}é", "ééééé0", "日本語のテキスト", "日本語", "\u{10FFFF}", "zzzzzzzzz"]
+        texts += texts.reversed()  // each string twice: ties go by position
+        var random = SplitMix64(seed: 17)
+        for _ in 0..<300 {
+            let length = Int(random.next() % 12)
+            texts.append(String((0..<length).map { _ in Character(UnicodeScalar(UInt8(97 + random.next() % 3))) }))
+        }
+        var values: [Value] = texts.map { .string($0) }
+        values.insert(.null, at: 7)
+        values.append(.null)
+        let expected = values.indices.sorted { i, j in
+            switch IndexOrder.compare(values[i], values[j]) {
+            case .orderedAscending: return true
+            case .orderedDescending: return false
+            case .orderedSame: return i < j
+            }
+        }
+        #expect(IndexOrder.sortedPositions(values) == expected)
+    }
+}
+
 @Suite struct UUIDOrderTests {
     /// UUIDs compare by their bytes in the order of their upper-case strings (the order
     /// FORMAT.md §6.6 gives stored indexes): random pairs, and pairs that differ in one
