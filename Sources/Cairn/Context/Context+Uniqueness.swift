@@ -22,23 +22,34 @@ extension Context {
         }
         changed.sort { $0.objectID < $1.objectID }
         var claimed: [UniquenessClaim: ManagedObject] = [:]
+        claimed.reserveCapacity(changed.count)
         var renamed: [UInt64: UInt64] = [:]  // provisional ID → the record adopted
         defer { if !renamed.isEmpty { redirectReferences(renamed) } }
+        // Each group's slots, found by name once for each entity rather than for each object.
+        var groupSlots: [UInt16: [[Int]?]] = [:]
         for object in changed where object.exists {
             let entity = object.entity
+            let slotsOfGroups = groupSlots[entity.number] ?? {
+                let found = entity.uniqueness.map { group -> [Int]? in
+                    let slots = group.compactMap { name in entity.attributes.firstIndex { $0.name == name } }
+                    return slots.count == group.count ? slots : nil
+                }
+                groupSlots[entity.number] = found
+                return found
+            }()
             for (index, group) in entity.uniqueness.enumerated() {
-                let slots = group.compactMap { name in entity.attributes.firstIndex { $0.name == name } }
-                guard slots.count == group.count else { continue }
+                guard let slots = slotsOfGroups[index] else { continue }
                 let key = slots.map { object.values[$0] }
                 if key.contains(where: \.isNull) { continue }  // nil never collides, as in SQL
                 let parts = key.compactMap(UniquenessClaim.Part.init)
                 if parts.count < key.count { continue }  // a NaN equals nothing, as in the stored check
                 let claim = UniquenessClaim(entity: entity.number, group: index, parts: parts)
                 var rival: RecordID?
-                if let other = claimed[claim], other !== object {
+                // (One hash of the claim for a new one, the usual case.)
+                if let other = claimed.updateValue(object, forKey: claim), other !== object {
+                    claimed[claim] = other  // the first claimant keeps it
                     rival = other.recordID
                 } else {
-                    claimed[claim] = object
                     rival = try storedRival(of: object, slots: slots, key: key)
                 }
                 guard let rival else { continue }

@@ -163,7 +163,8 @@ final class SecondaryIndex: @unchecked Sendable {
         if case let old?? = delta.updateValue(value, forKey: id) { forgetKey(of: old, id) }
         if let value {
             if let key = CompiledPredicate.MemberSet.key(value, []) {
-                if let ids = deltaByKey[key] { deltaByKey[key] = ids.inserting(id) } else { deltaByKey[key] = .one(id) }
+                // (One hash of the key when it is new, as a unique attribute's keys are.)
+                if let ids = deltaByKey.updateValue(.one(id), forKey: key) { deltaByKey[key] = ids.inserting(id) }
             } else {
                 unkeyedDelta.insert(id)
             }
@@ -190,9 +191,11 @@ final class SecondaryIndex: @unchecked Sendable {
         RadixSort.sort(&changed) { $0.1 }
         let delta = self.delta
         recent = Self.merge(recent.filter { delta[$0.id] == nil }, Self.sortedRun(changed))
-        self.delta = [:]
-        deltaByKey = [:]
-        unkeyedDelta = []
+        // (Emptied keeping their room, which the next delta fills again: emptied to nothing,
+        // each grew anew, every key hashed again at each doubling.)
+        self.delta.removeAll(keepingCapacity: true)
+        deltaByKey.removeAll(keepingCapacity: true)
+        unkeyedDelta.removeAll(keepingCapacity: true)
         // (Every ID with an entry in `recent`, and every one deleted, is in `stale`.)
         if stale.count > max(4096, 8 * Int(Double(sorted.count).squareRoot())) {
             sorted = Self.merge(sorted.filter { !stale.contains($0.id) }, recent)
@@ -337,9 +340,13 @@ final class SecondaryIndex: @unchecked Sendable {
         switch condition {
         case .equal(let wanted):
             for target in wanted {
+                // The matches' start by binary search, their end by reading on from it: as
+                // many comparisons as matches and one, where a second search took as many
+                // as the first (a unique attribute has one match at most).
                 let start = try partition { IndexOrder.compare($0, target) == .orderedAscending }
-                let end = try partition { IndexOrder.compare($0, target) != .orderedDescending }
-                try emit(start..<max(start, end))
+                var end = start
+                while end < count, IndexOrder.compare(try value(end), target) == .orderedSame { end += 1 }
+                try emit(start..<end)
             }
         case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
             // Numbers of other types sort by value, so one run covers the range; nil sorts first.
