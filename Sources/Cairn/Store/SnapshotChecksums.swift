@@ -2,10 +2,10 @@ import Dispatch
 import Synchronization
 
 /// The checksums a snapshot's reader needs before it trusts its index (FORMAT.md §6.5
-/// step 5) and its attribute index blocks (§6.6), computed on another thread while the
-/// opener goes on: opening a store checks megabytes of index, and it can replay its log
-/// meanwhile, since the structural checks of §6.5 step 6 already keep every index lookup
-/// inside the file. The opener asks ``indexMatches()`` before it acts on what it found
+/// step 5) and its attribute index blocks (§6.6), and the check of the index entries'
+/// structure (§6.5 step 6), computed on another thread while the opener goes on: opening
+/// a store checks megabytes of index, and it can replay its log meanwhile, since every
+/// index lookup stays inside the file (and traps on no bytes) whatever the entries say. The opener asks ``indexMatches()`` before it acts on what it found
 /// (and before it writes anything); a reader asks ``blockMatches(_:)`` before it first
 /// uses a block. Either waits for the work if it has not finished.
 ///
@@ -16,8 +16,11 @@ final class SnapshotChecksums: Sendable {
     /// by the work before it leaves its group, read after waiting on the group.
     private let indexMatched = Atomic(false)
     private let blocksMatched = Mutex<[Bool]>([])
+    /// What the check of the index's entries found wrong, if anything (see ``checkStructure(_:)``).
+    private let structureFailed = Mutex<CairnError?>(nil)
     private let indexChecked = DispatchGroup()
     private let blocksChecked = DispatchGroup()
+    private let structureChecked = DispatchGroup()
     /// Serial, so the work takes one other thread, index first. A queue of its own is
     /// overcommitting: it gets a thread even when the shared pool's threads are all busy
     /// (or blocked waiting here), so the waits cannot starve.
@@ -41,6 +44,30 @@ final class SnapshotChecksums: Sendable {
             blocksMatched.withLock { $0 = matches }
             blocksChecked.leave()
         }
+    }
+
+    /// Runs `check`, the check of the index entries' structure, after the checksums started
+    /// before it (the opener replays its log meanwhile, and the first fetch needs the
+    /// blocks' checksums first). A structure that does not hold is an error to report.
+    func checkStructure(_ check: @escaping @Sendable () throws -> Void) {
+        structureChecked.enter()
+        queue.async { [self] in
+            do {
+                try check()
+            } catch let error as CairnError {
+                structureFailed.withLock { $0 = error }
+            } catch {
+                structureFailed.withLock { $0 = CairnError.corrupt("snapshot index entries do not check: \(error)") }
+            }
+            structureChecked.leave()
+        }
+    }
+
+    /// What the check of the index entries' structure found wrong, if it ran (waiting
+    /// for it); nil if it passed, or none was started.
+    func structureFailure() -> CairnError? {
+        structureChecked.wait()
+        return structureFailed.withLock { $0 }
     }
 
     /// Whether the index's checksum matched (waiting for it).

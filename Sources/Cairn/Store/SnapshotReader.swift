@@ -35,8 +35,10 @@ final class SnapshotReader: Sendable {
     ///   and there is more than one processor, compute its checksum (and, ahead of their
     ///   use, the attribute index blocks') on another thread; nil: never. The reader is
     ///   then not to be trusted, nor anything written on its word, until
-    ///   ``awaitIndexChecksum()`` has returned; the checks of the index's structure are
-    ///   made here all the same, so lookups stay inside the file.
+    ///   ``awaitIndexChecksum()`` has returned. A version-3 index's entries are then
+    ///   checked on that thread too, after the checksums (``checkCompactEntries(_:_:recordsStart:recordsEnd:)``):
+    ///   until then, lookups stay inside the file and trap on no bytes, but may answer
+    ///   wrongly. The tables of the index are checked here all the same.
     init(file: any StorageFile, expectedStore: FileHeader? = nil, backgroundChecksumMinimum: Int? = nil) throws {
         path = file.path
         mapping = try file.map()
@@ -98,7 +100,21 @@ final class SnapshotReader: Sendable {
             entityPositions = positions
             firstOrdinals = firsts
             checkedFrames = AtomicBitmap(count: header.version >= 3 ? total : 0)  // older frames are checked on every read
-            if header.version >= 3 {
+            if header.version >= 3, let pending {
+                // The entries' structure is checked on the checksums' thread too, after the
+                // checksums; the spans, read from each entity's ends meanwhile, are what
+                // that check finds when it passes (and it says so).
+                let spans = Self.compactSpans(bytes, index)
+                idSpans = spans
+                let (index, recordsStart, recordsEnd, mapping) = (index, recordsStart, recordsEnd, mapping)
+                pending.checkStructure {
+                    let checked = try Self.checkCompactEntries(mapping.bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
+                    guard checked == spans else {
+                        throw CairnError.corrupt("snapshot index entries disagree with their anchors about the entities' first and last records",
+                                                 offset: index.entities.first?.entriesOffset ?? 0)
+                    }
+                }
+            } else if header.version >= 3 {
                 idSpans = try Self.checkCompactEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             } else {
                 idSpans = try Self.checkFixedEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
@@ -118,11 +134,15 @@ final class SnapshotReader: Sendable {
     }
 
     /// Throws if the index's checksum, computed in the background (see
-    /// `init(file:expectedStore:backgroundChecksumMinimum:)`), does not match; waits for it.
+    /// `init(file:expectedStore:backgroundChecksumMinimum:)`), does not match, or (the
+    /// checksum matching) if its entries' structure, checked there after it, does not
+    /// hold; waits for both.
     func awaitIndexChecksum() throws {
-        if let checksums, !checksums.indexMatches() {
+        guard let checksums else { return }
+        if !checksums.indexMatches() {
             throw Self.indexMismatch(at: Int(footer.indexOffset)).located(in: path)
         }
+        if let failure = checksums.structureFailure() { throw failure.located(in: path) }
     }
 
     var fileSize: Int { mapping.bytes.count }
@@ -263,6 +283,23 @@ final class SnapshotReader: Sendable {
                 shift += 7
             }
             return result
+        }
+    }
+
+    /// Each entity's lowest and highest record ID and its count, as
+    /// ``checkCompactEntries(_:_:recordsStart:recordsEnd:)`` finds them in a version-3 index
+    /// whose structure holds, read from each entity's first anchor and last group alone.
+    /// (On any bytes it stays inside the mapping; on an index whose structure does not
+    /// hold, its answer means nothing.)
+    static func compactSpans(_ bytes: UnsafeRawBufferPointer, _ index: SnapshotIndex) -> [IDSpan] {
+        index.entities.map { range in
+            guard range.count > 0 else {
+                return IDSpan(first: 0, last: UInt64(range.entity) << RecordID.serialBits, count: 0)
+            }
+            let first = GroupWalk(bytes, range, group: 0).id
+            var walk = GroupWalk(bytes, range, group: range.groups - 1)
+            for _ in 1..<(range.count - (range.groups - 1) * SnapshotIndex.groupSize) { walk.advance(bytes) }
+            return IDSpan(first: first, last: walk.id, count: range.count)
         }
     }
 

@@ -116,8 +116,9 @@ extension Store {
             defer { snapshotFile.close() }
             var expected = manifest.header
             expected.fileNumber = manifest.snapshotNumber
-            // The index's checksum is computed while the log is replayed (checked before
-            // the replay writes anything, and before the store is returned).
+            // The index's checksum, and its entries' structure, are checked while the log
+            // is replayed (known before the replay writes anything, and before the store
+            // is returned).
             snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, backgroundChecksumMinimum: options.backgroundChecksumMinimum)
         }
         var state = StoreState(snapshot: snapshot)
@@ -127,6 +128,10 @@ extension Store {
         do {
             let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
             state.indexes = state.storedIndexes()
+            // Nothing is removed, nor the store opened, on the word of an index not yet
+            // checked (its checksums and structure, checked while the log was replayed and
+            // the indexes brought up to date).
+            try snapshot.awaitIndexChecksum()
             report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
             return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
         } catch {
@@ -219,9 +224,10 @@ extension Store {
         } catch let error as CairnError {
             throw error.located(in: file.path)
         }
-        // Nothing is written, nor the store opened, on the word of an index not yet checked.
-        try state.snapshot.awaitIndexChecksum()
         if !tailIsClean {
+            // Nothing is cut on the word of an index not yet checked. (A clean tail writes
+            // nothing; the opener waits for the checks before it goes on.)
+            try state.snapshot.awaitIndexChecksum()
             report.truncatedAt = Int64(offset)
             report.truncatedBytes = size - offset
             report.truncationReason = damage ?? "unfinished frame"

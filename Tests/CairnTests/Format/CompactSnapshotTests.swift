@@ -156,6 +156,72 @@ import Testing
         #expect(refused > 3 * opened, "refused \(refused), opened \(opened)")
     }
 
+    /// With the entries' structure checked on the checksums' thread (as a store's open
+    /// does), the same changed indexes as above: lookups made before the check is known
+    /// trap on none of them, and the check refuses exactly the indexes that checking at
+    /// open refuses, with the same error; an index it passes answers every lookup as the
+    /// reader that checked at open does.
+    @Test func entriesCheckedInTheBackgroundRefuseWhatTheOpenRefuses() throws {
+        let fs = MemoryFileSystem()
+        let people = Self.serials(40, seed: 7), dvds: [UInt64] = [3, 4, 90]
+        try Self.write(people: people, dvds: dvds, to: fs)
+        let original = try #require(fs.contents(of: "/d/s.snapshot"))
+        let footer = try original.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
+        let index = try original.withUnsafeBytes {
+            try SnapshotIndex.decode(file: $0, indexOffset: Int(footer.indexOffset), indexLength: Int(footer.indexLength))
+        }
+        let entriesStart = try #require(index.entities.first?.entriesOffset)
+        let indexEnd = Int(footer.indexOffset + footer.indexLength)
+        var probes = people.map { RecordID(entity: 1, serial: $0) } + dvds.map { RecordID(entity: 2, serial: $0) }
+        probes += [1, 2, 5, 89, 91, RecordID.maxSerial].flatMap { [RecordID(entity: 1, serial: $0), RecordID(entity: 2, serial: $0)] }
+        var refused = 0, passed = 0
+        for at in [-1] + Array(entriesStart..<indexEnd) {
+            for mask: UInt8 in at < 0 ? [0] : [0x01, 0x02, 0x80, 0xFF] {
+                var bytes = original
+                if at >= 0 { bytes[at] ^= mask }
+                var fixed = footer
+                fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<indexEnd])
+                bytes.replaceSubrange((bytes.count - SnapshotFooter.size)..., with: fixed.encoded())
+                try fs.setContents(of: "/d/s.snapshot", to: bytes)
+                func open(background: Bool) throws -> SnapshotReader {
+                    try SnapshotReader(file: try fs.open("/d/s.snapshot", create: false, truncate: false),
+                                       backgroundChecksumMinimum: background ? 0 : nil)
+                }
+                let checkedAtOpen: Result<SnapshotReader, CairnError>
+                do { checkedAtOpen = .success(try open(background: false)) } catch let error as CairnError { checkedAtOpen = .failure(error) }
+                let reader: SnapshotReader
+                do {
+                    reader = try open(background: true)
+                } catch let error as CairnError {
+                    // Refused by the checks still made at open (the index's tables).
+                    guard case .failure(let expected) = checkedAtOpen else {
+                        Issue.record("byte \(at) ^ \(mask): refused in the background only: \(error)")
+                        continue
+                    }
+                    #expect(error.message == expected.message)
+                    continue
+                }
+                // Lookups before the check is known: any answer, no trap.
+                let early = probes.map { reader.offset(of: $0) }
+                _ = probes.map { reader.contains($0) }
+                switch checkedAtOpen {
+                case .failure(let expected):
+                    refused += 1
+                    #expect(throws: CairnError.self, "byte \(at) ^ \(mask)") { try reader.awaitIndexChecksum() }
+                    do { try reader.awaitIndexChecksum() } catch let error as CairnError {
+                        #expect(error.message == expected.message, "byte \(at) ^ \(mask)")
+                    }
+                case .success(let checked):
+                    passed += 1
+                    #expect(throws: Never.self, "byte \(at) ^ \(mask)") { try reader.awaitIndexChecksum() }
+                    #expect(early == probes.map { checked.offset(of: $0) }, "byte \(at) ^ \(mask)")
+                    #expect(probes.map { reader.contains($0) } == probes.map { checked.contains($0) })
+                }
+            }
+        }
+        #expect(refused > 3 * passed && passed > 1, "refused \(refused), passed \(passed)")
+    }
+
     /// Repair walks version-3 frames byte by byte when the index is gone: every record
     /// but the damaged one comes back, and nothing is made up from the index's bytes.
     @Test func repairSalvagesCompactFramesWithoutTheIndex() throws {

@@ -220,6 +220,49 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
         #expect(flips > 400)
     }
 
+    /// The index entries' structure is checked while the log is replayed too: an entry
+    /// changed under a good checksum (a buggy writer) that the checks at open refuse is
+    /// reported as they report it, whatever else it broke first, and the log's torn tail
+    /// is not cut on the word of that index.
+    @Test func anIndexOfBrokenStructureIsReportedBeforeTheLogIsTouched() throws {
+        let canonical = try CanonicalStore(smallTransactions(12, seed: 3, maxBlob: 6), compactAfter: 8)
+        let frames = canonical.frames
+        var log = canonical.logBytes
+        log[frames[3].start + 30] ^= 0x04  // the last frame: a torn tail
+        let torn = try canonical.image(replacing: canonical.logPath, with: log)
+        let snapshot = try #require(torn.contents(of: canonical.snapshotPath))
+        let footer = try snapshot.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
+        let indexStart = Int(footer.indexOffset), indexEnd = indexStart + Int(footer.indexLength)
+        let index = try snapshot.withUnsafeBytes { try SnapshotIndex.decode(file: $0, indexOffset: indexStart, indexLength: Int(footer.indexLength)) }
+        let entriesStart = try #require(index.entities.first?.entriesOffset)
+        var refused = 0
+        for byte in entriesStart..<indexEnd {
+            for mask: UInt8 in [0x01, 0x40, 0xFF] {
+                var damaged = snapshot
+                damaged[byte] ^= mask
+                var fixed = footer
+                fixed.indexChecksum = CRC32C.masked(damaged[indexStart..<indexEnd])
+                damaged.replaceSubrange((damaged.count - SnapshotFooter.size)..., with: fixed.encoded())
+                let fs = torn.crashImage(.keepAll)
+                try fs.setContents(of: canonical.snapshotPath, to: damaged)
+                let expected: CairnError
+                do {
+                    _ = try SnapshotReader(file: try fs.open(canonical.snapshotPath, create: false, truncate: false))
+                    continue  // passes the checks at open (read later, frame by frame)
+                } catch let error as CairnError {
+                    expected = error
+                }
+                refused += 1
+                #expect { try Store.open(at: "/db", options: memoryOptions(fs)) } throws: { error in
+                    guard let error = error as? CairnError else { return false }
+                    return error.message == expected.message && error.path == canonical.snapshotPath
+                }
+                #expect(fs.contents(of: canonical.logPath) == log, "byte \(byte) ^ \(mask): the log was changed")
+            }
+        }
+        #expect(refused > 50, "refused \(refused)")
+    }
+
     @Test func everyBitOfTheManifestIsDetected() throws {
         let canonical = try CanonicalStore(smallTransactions(3, seed: 2))
         let bytes = canonical.fs.contents(of: canonical.manifestPath)!
