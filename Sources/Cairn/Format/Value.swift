@@ -320,12 +320,10 @@ final class RecordEncoder {
             sink.varint(UInt64(values.count))
             for value in values { sink.encode(value) }
             if !sink.overflowed {
-                // (Reserve and append are specialized for bytes; `init(unsafeUninitializedCapacity:)`
-                // and `init(_:)` of a buffer went through the generic runtime, a third of the cost.)
-                var body: [UInt8] = []
-                body.reserveCapacity(sink.position)
-                body.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: sink.position))
-                return body
+                // (An array made from the raw buffer is one allocation and one copy: reserving
+                // and appending allocated twice, and `init(unsafeUninitializedCapacity:)` went
+                // through the generic runtime.)
+                return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
             }
             buffer.deallocate()
             capacity *= 2
