@@ -322,6 +322,18 @@ final class SecondaryIndex: @unchecked Sendable {
         func partition(_ before: (Value) -> Bool) throws -> Int {
             try (0..<count).partitionPoint { !before(try value($0)) }
         }
+        // The same from `start`, where `before` is known not to hold from it on when it
+        // does not hold at `start`: probes at start, start + 2, start + 5, … (gaps that
+        // double), then a binary search of the last gap.
+        func gallop(from start: Int, _ before: (Value) -> Bool) throws -> Int {
+            var low = start, probe = start, step = 1
+            while probe < count, before(try value(probe)) {
+                low = probe + 1
+                probe = low + step
+                step *= 2
+            }
+            return try (low..<min(probe, count)).partitionPoint { !before(try value($0)) }
+        }
         func emit(_ range: Range<Int>) throws {
             guard !range.isEmpty else { return }
             let first = try value(range.lowerBound), last = try value(range.upperBound - 1)
@@ -340,13 +352,21 @@ final class SecondaryIndex: @unchecked Sendable {
         switch condition {
         case .equal(let wanted):
             for target in wanted {
-                // The matches' start by binary search, their end by reading on from it: as
-                // many comparisons as matches and one, where a second search took as many
-                // as the first (a unique attribute has one match at most).
                 let start = try partition { IndexOrder.compare($0, target) == .orderedAscending }
-                var end = start
-                while end < count, IndexOrder.compare(try value(end), target) == .orderedSame { end += 1 }
-                try emit(start..<end)
+                let end: Int
+                if hasNaN(target) {
+                    // Reals (and dates) whose run may hold a NaN, placed among them by its
+                    // bytes, where equal values can lie on both sides of it: the end by a
+                    // search of the whole run, and every entry between tested (``emit``).
+                    end = try partition { IndexOrder.compare($0, target) != .orderedDescending }
+                } else {
+                    // The end searched for from the start, in steps that double: a unique
+                    // value's lookup takes three comparisons rather than a second search of
+                    // the whole run, and m equal values about 2 log m (a stored run reads a
+                    // record for each).
+                    end = try gallop(from: start) { IndexOrder.compare($0, target) != .orderedDescending }
+                }
+                try emit(start..<max(start, end))
             }
         case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
             // Numbers of other types sort by value, so one run covers the range; nil sorts first.
@@ -362,6 +382,16 @@ final class SecondaryIndex: @unchecked Sendable {
                 }
             } ?? count
             try emit(start..<max(start, end))
+        }
+    }
+
+    /// Whether a value of this one's type may be a NaN, which the index order places
+    /// among the others by its encoded bytes (reals, decimals), or which compares the same
+    /// as every other (dates): a run of them may not be in one order.
+    private static func hasNaN(_ value: Value) -> Bool {
+        switch value {
+        case .float, .double, .decimal, .date: return true
+        default: return false
         }
     }
 

@@ -208,6 +208,43 @@ import Testing
         }
     }
 
+    /// An equality lookup in an index of reals holding a NaN (whose place among reals the
+    /// index order gives by encoded bytes, FORMAT.md §6.6: 1.0 before NaN before 0.1)
+    /// finds the equal values on both sides of it, in a run built in memory and in the
+    /// stored block, as the search over the whole run did; a lookup of integers and strings,
+    /// whose order is total, finds its many equal entries by searching on from the first.
+    @Test func equalValuesAroundANaNAreFound() throws {
+        let schema = Schema(entities: [
+            EntityDescription(name: "Reading", number: 1,
+                              attributes: [AttributeDescription(name: "value", type: .double, isIndexed: true),
+                                           AttributeDescription(name: "level", type: .int64, isIndexed: true),
+                                           AttributeDescription(name: "tag", type: .string, isIndexed: true)]),
+        ])
+        func store(_ rows: [[Value]]) throws -> Store {
+            let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(MemoryFileSystem()))
+            try store.commit(try rows.map { .put(try store.allocateID(entity: 1), $0) })
+            return store
+        }
+        let reals = try store([1.0, .nan, 0.1, 1.0, 1.0, 1.0].map { [.double($0), .int64(0), .string("")] })
+        defer { reals.close() }
+        let many = try store((0..<300).map { i in [.double(2), .int64(Int64(i % 3)), .string(["a", "b", "c"][i % 3])] })
+        defer { many.close() }
+        func check(_ label: String) throws {
+            #expect(try reals.indexedIDs(entity: 1, slot: 0, matching: .equal([.double(1)])).count == 4, "\(label)")
+            #expect(try reals.indexedIDs(entity: 1, slot: 0, matching: .equal([.double(0.1)])).count == 1, "\(label)")
+            #expect(try many.indexedIDs(entity: 1, slot: 1, matching: .equal([.int64(1)])).count == 100, "\(label)")
+            #expect(try many.indexedIDs(entity: 1, slot: 1, matching: .equal([.int64(0), .int64(2)])).count == 200, "\(label)")
+            #expect(try many.indexedIDs(entity: 1, slot: 1, matching: .equal([.int64(3)])).isEmpty, "\(label)")
+            for (tag, count) in [("a", 100), ("c", 100), ("", 0), ("d", 0)] {
+                #expect(try many.indexedIDs(entity: 1, slot: 2, matching: .equal([.string(tag)])).count == count, "\(label) \(tag)")
+            }
+        }
+        try check("built in memory")
+        try reals.compact()
+        try many.compact()
+        try check("stored")
+    }
+
     /// A walk of an index (``Store/scanInIndexOrder(entity:slot:ascending:_:)``) hands over
     /// every record in index order (value, then ID), or its reverse, with its indexed value
     /// and body, and stops when told: through every tier of the index — stored in the
