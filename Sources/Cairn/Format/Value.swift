@@ -215,7 +215,11 @@ extension Value: CustomStringConvertible {
         case .double(let v): return String(v)
         case .string(let v): return String(reflecting: v)
         case .bytes(let v): return "<\(v.count) bytes>"
-        case .date(let v): return v.description
+        case .date(let v):
+            // (Foundation's description traps on a date that is NaN or infinite, and a record
+            // may hold one: such a date is shown as its seconds since 2001.)
+            let t = v.timeIntervalSinceReferenceDate
+            return t.isFinite && abs(t) < 9.0e15 ? v.description : "date(\(t) s since 2001)"
         case .uuid(let v): return v.uuidString
         case .url(let v): return v.absoluteString
         case .decimal(let v): return v.description

@@ -449,6 +449,20 @@ struct ValueGenerator {
     }
 }
 
+@Suite struct ValueDescriptionTests {
+    /// Every value describes itself without trapping, dates that are NaN, infinite or far
+    /// out too (a record may hold them, and error messages and `description`s show values).
+    @Test func datesOfEveryKindAreDescribed() {
+        let times: [Double] = [.nan, -.nan, .infinity, -.infinity, 1e300, -1e300, 9.1e15, -9.1e15, 8.9e15, -8.9e15, 0, -0.0, 1e-300]
+        for t in times {
+            let text = Value.date(Date(timeIntervalSinceReferenceDate: t)).description
+            #expect(!text.isEmpty, "\(t)")
+        }
+        #expect(Value.date(Date(timeIntervalSinceReferenceDate: .nan)).description == "date(nan s since 2001)")
+        #expect(Value.date(Date(timeIntervalSinceReferenceDate: 0)).description == Date(timeIntervalSinceReferenceDate: 0).description)
+    }
+}
+
 @Suite struct ValueRoundTripTests {
     /// Encode → decode → encode gives the same bytes, and equal values where equality is defined.
     @Test(arguments: Seeds.list())
