@@ -173,9 +173,9 @@ private struct UniquenessClaim: Hashable {
                 guard !v.isNaN else { return nil }
                 self = .real((v == 0 ? 0 : v).bitPattern)
             case .date(let v):
-                // (Dates compare with < and >: every NaN date is the same as the others.)
                 let t = v.timeIntervalSinceReferenceDate
-                self = .real(t.isNaN ? Double.nan.bitPattern : (t == 0 ? 0 : t).bitPattern)
+                guard !t.isNaN else { return nil }  // a NaN date equals nothing, as a NaN real
+                self = .real((t == 0 ? 0 : t).bitPattern)
             case .decimal(let v):
                 guard !v.isNaN else { return nil }
                 self = .decimal(v)

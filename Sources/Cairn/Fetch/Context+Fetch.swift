@@ -161,7 +161,7 @@ extension Context {
                     let (sum, overflow) = integer.addingReportingOverflow(v)
                     if overflow { kind = max(kind, 1) } else { integer = sum }
                     real += Double(v); decimal += Decimal(v)
-                case .real(let v): kind = max(kind, 1); real += v; decimal += Decimal(v)
+                case .real(let v): kind = max(kind, 1); real += v; decimal += ValueOrder.decimal(v)
                 case .decimal(let v): kind = 2; real += NSDecimalNumber(decimal: v).doubleValue; decimal += v
                 }
             }
@@ -588,9 +588,9 @@ extension Context {
     /// The attribute and direction of an index walk for a sorted request with a window:
     /// sorted by one indexed attribute of the record itself whose index order is the sort's
     /// (an integer or a string; not localized), with no index answering its predicate
-    /// (which a walk would test record by record, in an order of no use to it). Not a
-    /// date: a NaN date is in no order in an index (it compares the same as every date),
-    /// while a sort puts it after every other (``RowOrder/nanOrder(_:_:)``).
+    /// (which a walk would test record by record, in an order of no use to it). (Reals
+    /// and dates, whose index order is also their sort's from format version 4, NaN last,
+    /// are left to the scan: a walk of them is not tested.)
     private func indexWalk<T>(_ request: FetchRequest<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
         guard request.sortDescriptors.count == 1, let descriptor = request.sortDescriptors.first, !descriptor.localizedCaseInsensitive,
               let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,

@@ -40,7 +40,7 @@ struct RowOrder {
             let order: ComparisonResult
             if case .int64(let i) = x, case .int64(let j) = y {
                 order = i < j ? .orderedAscending : (i > j ? .orderedDescending : .orderedSame)  // (as sortOrder orders them)
-            } else if let nan = Self.nanOrder(x, y) {
+            } else if let nan = ValueOrder.nanOrder(x, y) {
                 order = nan
             } else {
                 order = ValueOrder.sortOrder(x, y, localized: localizedKeys[index] ? localized : nil)
@@ -49,31 +49,6 @@ struct RowOrder {
             return (order == .orderedAscending) == ascending[index]
         }
         return idA < idB
-    }
-
-    /// The order of two sort keys when either is a NaN: after every other value (nil too),
-    /// the same as another NaN. (``ValueOrder/sortOrder(_:_:localized:)`` orders a NaN by
-    /// its encoded bytes, which among numbers is no order at all: NaN before
-    /// 1.0000000000000002, that before 2.0, and 2.0 before NaN. A sorted window, which keeps
-    /// its first rows as they come, and the whole sort then disagreed.) Nil if neither is.
-    /// (The order of a stored index, FORMAT.md §6.6, is left as it is.)
-    static func nanOrder(_ x: Value, _ y: Value) -> ComparisonResult? {
-        switch (isNaN(x), isNaN(y)) {
-        case (false, false): return nil
-        case (true, true): return .orderedSame
-        case (true, false): return .orderedDescending
-        case (false, true): return .orderedAscending
-        }
-    }
-
-    private static func isNaN(_ value: Value) -> Bool {
-        switch value {
-        case .double(let v): return v.isNaN
-        case .float(let v): return v.isNaN
-        case .decimal(let v): return v.isNaN
-        case .date(let v): return v.timeIntervalSinceReferenceDate.isNaN
-        default: return false
-        }
     }
 
     /// Each key's slot when every key path is an attribute of the record itself (nil if any

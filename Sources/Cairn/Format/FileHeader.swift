@@ -17,9 +17,9 @@ public struct FileHeader: Equatable, Sendable {
     /// FORMAT.md §1.4: the header is 64 bytes.
     public static let size = 64
     /// FORMAT.md §1.1: the format version this build writes.
-    public static let currentVersion: UInt32 = 3
+    public static let currentVersion: UInt32 = 4
     /// FORMAT.md §1.1, §11: the versions this build reads; any other is refused.
-    public static let readableVersions: ClosedRange<UInt32> = 1...3
+    public static let readableVersions: ClosedRange<UInt32> = 1...4
 
     public var kind: Kind
     public var version: UInt32 = FileHeader.currentVersion

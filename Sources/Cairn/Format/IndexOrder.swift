@@ -1,11 +1,24 @@
 import Foundation
 
 /// The order of an attribute index (FORMAT.md §6.6), stored or in memory: values by
-/// ``ValueOrder/sortOrder(_:_:localizedCaseInsensitive:)`` (nil first), equal values by
-/// record ID. One definition, so a stored index and a lookup agree.
+/// ``ValueOrder/sortOrder(_:_:localizedCaseInsensitive:)`` (nil first), a NaN after every
+/// other value (``ValueOrder/nanOrder(_:_:)``, from format version 4), equal values by
+/// record ID. One definition, so a stored index and a lookup agree; it is the order of a
+/// fetch sorted ascending by the attribute.
 enum IndexOrder {
     static func compare(_ a: Value, _ b: Value) -> ComparisonResult {
-        ValueOrder.sortOrder(a, b, localizedCaseInsensitive: false)
+        ValueOrder.nanOrder(a, b) ?? ValueOrder.sortOrder(a, b, localizedCaseInsensitive: false)
+    }
+
+    /// Whether a stored index of an attribute of `type` in a snapshot of format `version`
+    /// is in ``compare(_:_:)``'s order: before version 4 a NaN real, decimal or date went
+    /// by its encoded bytes, so such an index may be in no order, and is not used (it is
+    /// built in memory on first use instead, until a compaction writes it anew).
+    static func storedOrderHolds(_ type: AttributeType, version: UInt32) -> Bool {
+        switch type {
+        case .float, .double, .decimal, .date: return version >= 4
+        default: return true
+        }
     }
 
     /// The positions of `values` (one per record, in ascending ID order) in index order.

@@ -106,6 +106,13 @@ public enum ValueOrder {
             case (.decimal(let d), _), (_, .decimal(let d)):
                 _ = d
                 let l = decimal(x), r = decimal(y)
+                // A real too large for a decimal, or infinite (NaN as a decimal), lies beyond
+                // every decimal.
+                if case .real(let v) = x, !v.isNaN, l.isNaN, !r.isNaN { return v > 0 ? .orderedDescending : .orderedAscending }
+                if case .real(let v) = y, !v.isNaN, r.isNaN, !l.isNaN { return v > 0 ? .orderedAscending : .orderedDescending }
+                // A NaN orders with nothing, as a real NaN does (by < and > alone it was the
+                // same as every number).
+                if l.isNaN || r.isNaN { return nil }
                 return l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
             default:
                 let l = real(x), r = real(y)
@@ -117,6 +124,10 @@ public enum ValueOrder {
         case (.string(let x), .string(let y)):
             return stringOrder(fold(x, options), fold(y, options))
         case (.date(let x), .date(let y)):
+            // A NaN date orders with nothing, as a real NaN does: by < and > alone it was the
+            // same as every date, so a scan found it equal to all of them and an index to
+            // those beside it.
+            if x.timeIntervalSinceReferenceDate.isNaN || y.timeIntervalSinceReferenceDate.isNaN { return nil }
             return x < y ? .orderedAscending : (x > y ? .orderedDescending : .orderedSame)
         case (.uuid(let x), .uuid(let y)):
             return uuidOrder(x, y)
@@ -139,11 +150,45 @@ public enum ValueOrder {
         }
     }
 
+    /// The number as a decimal: a real that is NaN or infinite, which `Decimal(_:)` traps
+    /// on, is NaN.
     public static func decimal(_ number: Number) -> Decimal {
         switch number {
         case .integer(let v): return Decimal(v)
-        case .real(let v): return Decimal(v)
+        case .real(let v): return decimal(v)
         case .decimal(let v): return v
+        }
+    }
+
+    /// `value` as a decimal, NaN if it is NaN or infinite (which `Decimal(_:)` traps on)
+    /// or beyond a decimal's range.
+    public static func decimal(_ value: Double) -> Decimal {
+        value.isFinite ? Decimal(value) : .nan
+    }
+
+    /// The order of two values when either is a NaN (a real, decimal or date): after every
+    /// other value, nil too, and the same as another NaN; nil if neither is. The order of
+    /// a fetch's sort keys and of an index (``IndexOrder``, FORMAT.md §6.6): by
+    /// ``sortOrder(_:_:localized:)`` alone, a NaN went by its encoded bytes, which among
+    /// numbers is no order at all (NaN before 1.0000000000000002, that before 2.0, and 2.0
+    /// before NaN), so a sort kept in part and the whole sort disagreed, and an index
+    /// lookup missed values on the far side of a NaN.
+    static func nanOrder(_ x: Value, _ y: Value) -> ComparisonResult? {
+        switch (isNaN(x), isNaN(y)) {
+        case (false, false): return nil
+        case (true, true): return .orderedSame
+        case (true, false): return .orderedDescending
+        case (false, true): return .orderedAscending
+        }
+    }
+
+    @inline(__always) static func isNaN(_ value: Value) -> Bool {
+        switch value {
+        case .double(let v): return v.isNaN
+        case .float(let v): return v.isNaN
+        case .decimal(let v): return v.isNaN
+        case .date(let v): return v.timeIntervalSinceReferenceDate.isNaN
+        default: return false
         }
     }
 

@@ -157,9 +157,18 @@ final class SnapshotReader: Sendable {
         }
     }
 
+    /// Whether `block`'s entries are in ``IndexOrder`` (FORMAT.md §6.6): not for an index of
+    /// reals, decimals or dates written before format version 4, which a store does not use.
+    func storedOrderHolds(_ block: SnapshotIndex.AttributeIndex) -> Bool {
+        guard let entity = schema.entity(number: block.entity), block.attribute < entity.attributes.count else { return false }
+        return IndexOrder.storedOrderHolds(entity.attributes[block.attribute].type, version: header.version)
+    }
+
     /// Checks all of an attribute index (for `cairn verify`): checksum, every record of the
-    /// entity listed exactly once, in value order (FORMAT.md §6.6).
+    /// entity listed exactly once, in value order (FORMAT.md §6.6; not for an index whose
+    /// order a store does not rely on, ``storedOrderHolds(_:)``).
     func verifyAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
+        let ordered = storedOrderHolds(block)
         try checkAttributeIndex(block)
         var seen = [Bool](repeating: false, count: block.count)
         var previous: (value: Value, id: RecordID)?
@@ -179,7 +188,7 @@ final class SnapshotReader: Sendable {
             } catch let error as CairnError {
                 throw error.located(in: path, base: Int64(fileOffset(of: record)))
             }
-            if let previous {
+            if ordered, let previous {
                 let order = IndexOrder.compare(previous.value, value)
                 guard order == .orderedAscending || (order == .orderedSame && previous.id < id) else {
                     throw CairnError.corrupt("attribute index of entity \(block.entity), attribute \(block.attribute) is out of order at entry \(i) (\(id) after \(previous.id))",
@@ -435,10 +444,10 @@ final class SnapshotReader: Sendable {
     }
 
     /// The checked record frame at `offset` as it is in the file, with its body, if this
-    /// file is of the current format version (whose frames a writer may copy as they are);
-    /// nil for older versions.
+    /// file's frames are those of the current format version (3 and 4 have the same), which
+    /// a writer may copy as they are; nil for older versions.
     func currentFrame(at place: Place, id: RecordID) throws -> (frame: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer)? {
-        guard header.version == FileHeader.currentVersion else { return nil }
+        guard header.version >= 3 else { return nil }
         let body = try body(at: place, id: id)
         let end = fileOffset(of: body) + body.count
         return (UnsafeRawBufferPointer(rebasing: mapping.bytes[place.offset..<end]), body)

@@ -353,19 +353,11 @@ final class SecondaryIndex: @unchecked Sendable {
         case .equal(let wanted):
             for target in wanted {
                 let start = try partition { IndexOrder.compare($0, target) == .orderedAscending }
-                let end: Int
-                if hasNaN(target) {
-                    // Reals (and dates) whose run may hold a NaN, placed among them by its
-                    // bytes, where equal values can lie on both sides of it: the end by a
-                    // search of the whole run, and every entry between tested (``emit``).
-                    end = try partition { IndexOrder.compare($0, target) != .orderedDescending }
-                } else {
-                    // The end searched for from the start, in steps that double: a unique
-                    // value's lookup takes three comparisons rather than a second search of
-                    // the whole run, and m equal values about 2 log m (a stored run reads a
-                    // record for each).
-                    end = try gallop(from: start) { IndexOrder.compare($0, target) != .orderedDescending }
-                }
+                // The end searched for from the start, in steps that double: a unique
+                // value's lookup takes three comparisons rather than a second search of the
+                // whole run, and m equal values about 2 log m (a stored run reads a record
+                // for each). (The order is total, NaN last: equal values lie together.)
+                let end = try gallop(from: start) { IndexOrder.compare($0, target) != .orderedDescending }
                 try emit(start..<max(start, end))
             }
         case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
@@ -382,16 +374,6 @@ final class SecondaryIndex: @unchecked Sendable {
                 }
             } ?? count
             try emit(start..<max(start, end))
-        }
-    }
-
-    /// Whether a value of this one's type may be a NaN, which the index order places
-    /// among the others by its encoded bytes (reals, decimals), or which compares the same
-    /// as every other (dates): a run of them may not be in one order.
-    private static func hasNaN(_ value: Value) -> Bool {
-        switch value {
-        case .float, .double, .decimal, .date: return true
-        default: return false
         }
     }
 
@@ -533,7 +515,7 @@ extension StoreState {
     /// after a compaction or migration.
     func storedIndexes() -> [IndexKey: SecondaryIndex] {
         var result: [IndexKey: SecondaryIndex] = [:]
-        for block in snapshot.index.attributeIndexes {
+        for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
             result[IndexKey(entity: block.entity, slot: block.attribute)] =
                 SecondaryIndex(snapshot: snapshot, block: block, changes: overlay[block.entity] ?? [:])
         }

@@ -405,6 +405,17 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(try fixture.context.aggregate(.max("rank"), for: all) == .int64(Int64(items[0].rank)))
         let titles = try fixture.context.fetch(Item.self).compactMap { $0.group?.title }
         #expect(try fixture.context.aggregate(.min("group.title"), for: all) == (titles.min().map { .string($0) } ?? .null))
+        // Sums and averages of reals that are infinite or NaN (which `Decimal(_:)`, kept
+        // alongside in case a decimal comes, trapped on).
+        items[2].score = .infinity
+        #expect(try fixture.context.aggregate(.sum("score"), for: all) == .double(.infinity))
+        items[3].score = .nan
+        guard case .double(let sum) = try fixture.context.aggregate(.sum("score"), for: all),
+              case .double(let average) = try fixture.context.aggregate(.average("score"), for: all) else {
+            Issue.record("not a double")
+            return
+        }
+        #expect(sum.isNaN && average.isNaN)
     }
 
     /// A count of a class's objects (the store's count with this context's inserts and

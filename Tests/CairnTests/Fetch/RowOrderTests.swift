@@ -72,7 +72,7 @@ import Testing
             #expect(numbers == (ascending ? numbers.sorted() : numbers.sorted(by: >)))
             let nanPositions = keys.indices.filter { if case .double(let d) = keys[$0] { return d.isNaN } else { return false } }
             #expect(nanPositions == Array(ascending ? (count - nanPositions.count)..<count : 0..<nanPositions.count))
-            #expect(RowOrder.nanOrder(.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date())) == .orderedDescending, "a NaN date too")
+            #expect(ValueOrder.nanOrder(.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date())) == .orderedDescending, "a NaN date too")
             for first in [1, 3, 10, 49, 50] {
                 let some = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil }, first: first)
                 #expect(some == Array(whole.prefix(first)), "ascending \(ascending), first \(first)")

@@ -119,7 +119,7 @@ final class V1Book: ManagedObject {
         #expect(years.count == expected)
     }
 
-    @Test(arguments: [1, 2, 3])
+    @Test(arguments: [1, 2, 3, 4])
     func anOlderStoreOpensReadsAndCompactsIntoTheCurrentVersion(version: Int) throws {
         let path = try Self.copy(version: version)
         defer { try? FileManager.default.removeItem(atPath: path) }

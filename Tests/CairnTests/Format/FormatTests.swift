@@ -463,6 +463,42 @@ struct ValueGenerator {
     }
 }
 
+@Suite struct NaNOrderTests {
+    /// A NaN real, decimal or date orders with no value (so it equals none and lies in no
+    /// range), as predicates test it, while the index order and a sort put it after every
+    /// other value, the same as another NaN. (A NaN date or decimal, compared by < and >
+    /// alone, was the same as every date or number: a scan found it equal to all of them,
+    /// an index lookup to some.)
+    @Test func aNaNOrdersWithNothingAndSortsLast() {
+        let nans: [Value] = [.double(.nan), .float(.nan), .decimal(.nan), .date(Date(timeIntervalSinceReferenceDate: .nan))]
+        let others: [Value] = [.double(1), .float(-2), .decimal(Decimal(3)), .int64(4), .date(Date(timeIntervalSinceReferenceDate: 5)),
+                               .double(.infinity), .date(Date(timeIntervalSinceReferenceDate: -.infinity))]
+        for nan in nans {
+            for other in others + nans {
+                #expect(ValueOrder.order(nan, other, []) == nil, "\(nan) against \(other)")
+                #expect(ValueOrder.order(other, nan, []) == nil, "\(other) against \(nan)")
+                #expect(!ValueOrder.equal(nan, other, []), "\(nan) == \(other)")
+                #expect(!SecondaryIndex.matches(other, .equal([nan])))
+                #expect(!SecondaryIndex.matches(nan, .range(lower: other, lowerInclusive: true, upper: nil, upperInclusive: false)))
+                #expect(!SecondaryIndex.matches(nan, .range(lower: nil, lowerInclusive: false, upper: other, upperInclusive: true)))
+            }
+            for other in others + [.null] {
+                #expect(IndexOrder.compare(nan, other) == .orderedDescending, "\(nan) after \(other)")
+                #expect(IndexOrder.compare(other, nan) == .orderedAscending)
+            }
+            for second in nans { #expect(IndexOrder.compare(nan, second) == .orderedSame) }
+        }
+        // Reals against decimals: an infinite one beyond every decimal, a large one by value
+        // (`Decimal(_:)` traps on NaN and infinity).
+        for (real, expected) in [(Double.infinity, ComparisonResult.orderedDescending), (-.infinity, .orderedAscending),
+                                 (1e300, .orderedDescending), (-1e300, .orderedAscending), (2.5, .orderedDescending), (-0.0, .orderedAscending)] {
+            #expect(ValueOrder.order(.double(real), .decimal(Decimal(1)), []) == expected, "\(real)")
+            #expect(ValueOrder.order(.decimal(Decimal(1)), .double(real), []) == expected.reversed, "\(real)")
+        }
+        #expect(ValueOrder.decimal(.nan).isNaN && ValueOrder.decimal(.infinity).isNaN && ValueOrder.decimal(2.5) == Decimal(2.5))
+    }
+}
+
 @Suite struct ValueRoundTripTests {
     /// Encode → decode → encode gives the same bytes, and equal values where equality is defined.
     @Test(arguments: Seeds.list())

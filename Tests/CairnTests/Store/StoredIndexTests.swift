@@ -245,6 +245,72 @@ import Testing
         try check("stored")
     }
 
+    /// Lookups in indexes of reals and dates holding NaNs (and nils, and equal values)
+    /// find exactly what testing every record finds, by equality and by ranges, through
+    /// an index built in memory, the stored one, and the stored one with log changes over
+    /// it. (The index order placed a NaN among reals by its encoded bytes, which is no
+    /// order: 1.0 before NaN before 0.1, and 0.1 before 1.0.)
+    @Test func lookupsAmongNaNsFindWhatAScanFinds() throws {
+        let schema = Schema(entities: [
+            EntityDescription(name: "Reading", number: 1,
+                              attributes: [AttributeDescription(name: "value", type: .double, isOptional: true, isIndexed: true),
+                                           AttributeDescription(name: "when", type: .date, isOptional: true, isIndexed: true)]),
+        ])
+        let reals: [Double?] = [nil, .nan, -.nan, 0.1, 1.0, 2.0, -1.0, 0, -0.0, .infinity, 1e300]
+        var random = SplitMix64(seed: 5)
+        var mismatches = 0
+        for round in 0..<40 {
+            let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(MemoryFileSystem()))
+            defer { store.close() }
+            var rows: [RecordID: [Value]] = [:]
+            func row() -> [Value] {
+                let real = reals[Int(random.next() % UInt64(reals.count))]
+                let time = reals[Int(random.next() % UInt64(reals.count))]
+                return [real.map { .double($0) } ?? .null, time.map { .date(Date(timeIntervalSinceReferenceDate: $0)) } ?? .null]
+            }
+            var changes: [Change] = []
+            for _ in 0..<(3 + Int(random.next() % 30)) {
+                let id = try store.allocateID(entity: 1)
+                rows[id] = row()
+                changes.append(.put(id, rows[id]!))
+            }
+            try store.commit(changes)
+            func check(_ label: String) throws {
+                for slot in 0..<2 {
+                    var targets: [Value] = reals.compactMap { $0 }.map { .double($0) }
+                    if slot == 1 { targets = targets.map { if case .double(let x) = $0 { .date(Date(timeIntervalSinceReferenceDate: x)) } else { $0 } } }
+                    var conditions: [IndexCondition] = targets.map { .equal([$0]) }
+                    for lower in targets {
+                        for upper in targets {
+                            conditions.append(.range(lower: lower, lowerInclusive: true, upper: upper, upperInclusive: random.next() % 2 == 0))
+                        }
+                        conditions.append(.range(lower: lower, lowerInclusive: false, upper: nil, upperInclusive: false))
+                        conditions.append(.range(lower: nil, lowerInclusive: false, upper: lower, upperInclusive: true))
+                    }
+                    for condition in conditions {
+                        let found = Set(try store.indexedIDs(entity: 1, slot: slot, matching: condition))
+                        let expected = Set(rows.filter { SecondaryIndex.matches($0.value[slot], condition) }.keys)
+                        if found != expected {
+                            mismatches += 1
+                            if mismatches <= 3 { Issue.record("round \(round), \(label), slot \(slot), \(condition): found \(found.count), expected \(expected.count)") }
+                        }
+                    }
+                }
+            }
+            try check("built in memory")
+            try store.compact()
+            try check("stored")
+            var later: [Change] = []
+            for id in rows.keys.sorted().prefix(4) {
+                rows[id] = row()
+                later.append(.put(id, rows[id]!))
+            }
+            try store.commit(later)
+            try check("stored, with changes in the log")
+        }
+        #expect(mismatches == 0)
+    }
+
     /// A walk of an index (``Store/scanInIndexOrder(entity:slot:ascending:_:)``) hands over
     /// every record in index order (value, then ID), or its reverse, with its indexed value
     /// and body, and stops when told: through every tier of the index — stored in the
