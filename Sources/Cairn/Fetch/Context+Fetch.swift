@@ -146,8 +146,10 @@ extension Context {
             for value in CompiledPredicate.follow(path, row.values, resolver) where !value.isNull { values.append(value) }
         }
         switch aggregate {
-        case .min: return values.min { ValueOrder.sortOrder($0, $1, localizedCaseInsensitive: false) == .orderedAscending } ?? .null
-        case .max: return values.max { ValueOrder.sortOrder($0, $1, localizedCaseInsensitive: false) == .orderedAscending } ?? .null
+        // (A NaN is left out, as nil is: by its bytes it had no place among numbers, and the
+        // least of [NaN, 0.1, 1.0] came out as 1.0.)
+        case .min: return values.lazy.filter { !ValueOrder.isNaN($0) }.min { IndexOrder.compare($0, $1) == .orderedAscending } ?? .null
+        case .max: return values.lazy.filter { !ValueOrder.isNaN($0) }.max { IndexOrder.compare($0, $1) == .orderedAscending } ?? .null
         case .sum, .average:
             let numbers = values.compactMap(ValueOrder.number)
             guard numbers.count == values.count else {

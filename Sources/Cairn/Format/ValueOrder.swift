@@ -106,10 +106,10 @@ public enum ValueOrder {
             case (.decimal(let d), _), (_, .decimal(let d)):
                 _ = d
                 let l = decimal(x), r = decimal(y)
-                // A real too large for a decimal, or infinite (NaN as a decimal), lies beyond
-                // every decimal.
-                if case .real(let v) = x, !v.isNaN, l.isNaN, !r.isNaN { return v > 0 ? .orderedDescending : .orderedAscending }
-                if case .real(let v) = y, !v.isNaN, r.isNaN, !l.isNaN { return v > 0 ? .orderedAscending : .orderedDescending }
+                // A real that is not NaN but no decimal holds (infinite, or beyond a decimal's
+                // exponent, large or small) against a decimal: as reals, which hold every decimal.
+                if case .real(let v) = x, !v.isNaN, l.isNaN, !r.isNaN { return realOrder(v, real(y)) }
+                if case .real(let v) = y, !v.isNaN, r.isNaN, !l.isNaN { return realOrder(real(x), v) }
                 // A NaN orders with nothing, as a real NaN does (by < and > alone it was the
                 // same as every number).
                 if l.isNaN || r.isNaN { return nil }
@@ -160,10 +160,14 @@ public enum ValueOrder {
         }
     }
 
-    /// `value` as a decimal, NaN if it is NaN or infinite (which `Decimal(_:)` traps on)
-    /// or beyond a decimal's range.
+    /// `value` as a decimal: NaN if it is infinite (which `Decimal(_:)` traps on), NaN, or
+    /// beyond a decimal's exponent (about 1e-107 ... 1.8e146 in magnitude).
     public static func decimal(_ value: Double) -> Decimal {
         value.isFinite ? Decimal(value) : .nan
+    }
+
+    @inline(__always) private static func realOrder(_ l: Double, _ r: Double) -> ComparisonResult {
+        l < r ? .orderedAscending : (l > r ? .orderedDescending : .orderedSame)
     }
 
     /// The order of two values when either is a NaN (a real, decimal or date): after every

@@ -180,7 +180,8 @@ extension Store {
                     for group in entity.uniqueness {
                         let slots = group.compactMap { name in entity.attributes.firstIndex { $0.name == name } }
                         let key = slots.map { values[$0] }
-                        guard !key.contains(where: \.isNull) else { continue }
+                        // (nil never collides, as in SQL; a NaN equals nothing, as in a save's check)
+                        guard !key.contains(where: { $0.isNull || ValueOrder.isNaN($0) }) else { continue }
                         let text = "\(entity.name)|\(group)|" + key.map { ValueCoding.encode([$0]).description }.joined(separator: "|")
                         if let other = seen[text] {
                             violations.append("\(entity.name) (\(group.joined(separator: ", "))) = \(key) in \(other) and \(recordID)")

@@ -65,7 +65,8 @@ extension Store {
                     if !relationSlots.isEmpty { records.relations.append(Array(values[relationSlots])) }
                     for (index, group) in groups.enumerated() {
                         let key = group.slots.map { values[$0] }
-                        if key.contains(where: \.isNull) { continue }
+                        // (nil never collides, as in SQL; a NaN equals nothing, as in a save's check)
+                        if key.contains(where: { $0.isNull || ValueOrder.isNaN($0) }) { continue }
                         if let other = seen[index][key] {
                             uniquenessProblems.append(Problem(record: id, message: "\(entity.name) (\(group.names.joined(separator: ", "))) = \(key) is also used by \(other)"))
                         } else {

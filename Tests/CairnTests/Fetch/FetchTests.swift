@@ -416,6 +416,12 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             return
         }
         #expect(sum.isNaN && average.isNaN)
+        // The least and the greatest leave a NaN out, as they leave nil out.
+        let scores = try fixture.context.fetch(Item.self).map(\.score).filter { !$0.isNaN }
+        #expect(try fixture.context.aggregate(.min("score"), for: all) == .double(scores.min()!))
+        #expect(try fixture.context.aggregate(.max("score"), for: all) == .double(.infinity))
+        for item in try fixture.context.fetch(Item.self) { item.score = .nan }
+        #expect(try fixture.context.aggregate(.min("score"), for: all) == .null)
     }
 
     /// A count of a class's objects (the store's count with this context's inserts and

@@ -488,10 +488,11 @@ struct ValueGenerator {
             }
             for second in nans { #expect(IndexOrder.compare(nan, second) == .orderedSame) }
         }
-        // Reals against decimals: an infinite one beyond every decimal, a large one by value
-        // (`Decimal(_:)` traps on NaN and infinity).
+        // Reals against decimals, by value: infinite ones, and ones beyond a decimal's
+        // exponent, large and small (`Decimal(_:)` traps on infinity, and makes NaN of those).
         for (real, expected) in [(Double.infinity, ComparisonResult.orderedDescending), (-.infinity, .orderedAscending),
-                                 (1e300, .orderedDescending), (-1e300, .orderedAscending), (2.5, .orderedDescending), (-0.0, .orderedAscending)] {
+                                 (1e300, .orderedDescending), (-1e300, .orderedAscending), (2.5, .orderedDescending), (-0.0, .orderedAscending),
+                                 (1e-200, .orderedAscending), (-1e-200, .orderedAscending), (1.0, .orderedSame)] {
             #expect(ValueOrder.order(.double(real), .decimal(Decimal(1)), []) == expected, "\(real)")
             #expect(ValueOrder.order(.decimal(Decimal(1)), .double(real), []) == expected.reversed, "\(real)")
         }

@@ -166,6 +166,34 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
     }
 }
 
+extension LightweightMigrationTests {
+    /// A NaN equals nothing in a uniqueness check, as a save checks it: records whose
+    /// unique date, real or decimal is NaN pass `verify` and a migration (which compared
+    /// their encoded bytes, and refused two NaN dates a save had accepted).
+    @Test func uniqueValuesThatAreNaNCollideWithNone() throws {
+        let v1 = Schema(version: 1, entities: [
+            EntityDescription(name: "Reading", number: 1,
+                              attributes: [AttributeDescription(name: "when", type: .date, isOptional: true),
+                                           AttributeDescription(name: "value", type: .double, isOptional: true),
+                                           AttributeDescription(name: "amount", type: .decimal, isOptional: true)],
+                              uniqueness: [["when"], ["value"], ["amount"]]),
+        ])
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/m", schema: v1, options: memoryOptions(fs))
+        let nan: [Value] = [.date(Date(timeIntervalSinceReferenceDate: .nan)), .double(.nan), .decimal(.nan)]
+        try store.commit([.put(try store.allocateID(entity: 1), nan), .put(try store.allocateID(entity: 1), nan)])
+        #expect(store.verify().isEmpty)
+        store.close()
+        var v2 = v1
+        v2.version = 2
+        v2.entities[0].attributes.append(AttributeDescription(name: "note", type: .string, defaultValue: .string("")))
+        _ = try Store.migrate(at: "/m", to: [MigrationStage(v2)], options: memoryOptions(fs))
+        let migrated = try Store.open(at: "/m", schema: v2, options: memoryOptions(fs))
+        #expect(migrated.count(entity: 1) == 2 && migrated.verify().isEmpty)
+        migrated.close()
+    }
+}
+
 @Suite struct CustomMigrationTests {
     /// v1 → v2 splits `name` into first and last (custom), v2 → v3 adds `active` (lightweight).
     static let v2 = Schema(version: 2, entities: [
