@@ -104,13 +104,19 @@ import Testing
         #expect(reader.offset(of: RecordID(entity: 3, serial: 1)) == nil)
     }
 
-    /// Every byte of the index entries changed, with the index and footer checksums fixed
-    /// over the change (a buggy writer, not a bad disk): open refuses with a corruption
-    /// error, or what it opens never hands back another record's body, and nothing traps.
-    @Test func anIndexChangedUnderGoodChecksumsIsRefusedOrCaughtOnRead() throws {
-        let fs = MemoryFileSystem()
+    /// Writes the snapshot the tests of changed index entries change: 40 people with gapped
+    /// serials and 3 DVDs.
+    static func writeChangeable(to fs: MemoryFileSystem) throws -> (people: [UInt64], dvds: [UInt64]) {
         let people = Self.serials(40, seed: 7), dvds: [UInt64] = [3, 4, 90]
         try Self.write(people: people, dvds: dvds, to: fs)
+        return (people, dvds)
+    }
+
+    /// Runs `body(byte, mask)` with `/d/s.snapshot` changed at each byte of its index
+    /// entries by each of four masks, the index and footer checksums fixed over the change
+    /// (a buggy writer, not a bad disk); with `unchangedFirst`, first as it is (byte -1).
+    static func withEveryEntryChanged(in fs: MemoryFileSystem, unchangedFirst: Bool = false,
+                                      _ body: (Int, UInt8) throws -> Void) throws {
         let original = try #require(fs.contents(of: "/d/s.snapshot"))
         let footer = try original.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
         let index = try original.withUnsafeBytes {
@@ -118,38 +124,49 @@ import Testing
         }
         let entriesStart = try #require(index.entities.first?.entriesOffset)
         let indexEnd = Int(footer.indexOffset + footer.indexLength)
-        let ids = people.map { RecordID(entity: 1, serial: $0) } + dvds.map { RecordID(entity: 2, serial: $0) }
-        var refused = 0, opened = 0
-        for at in entriesStart..<indexEnd {
-            for mask: UInt8 in [0x01, 0x02, 0x80, 0xFF] {
+        for at in (unchangedFirst ? [-1] : []) + Array(entriesStart..<indexEnd) {
+            for mask: UInt8 in at < 0 ? [0] : [0x01, 0x02, 0x80, 0xFF] {
                 var bytes = original
-                bytes[at] ^= mask
+                if at >= 0 { bytes[at] ^= mask }
                 var fixed = footer
                 fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<indexEnd])
                 bytes.replaceSubrange((bytes.count - SnapshotFooter.size)..., with: fixed.encoded())
                 try fs.setContents(of: "/d/s.snapshot", to: bytes)
-                let reader: SnapshotReader
+                try body(at, mask)
+            }
+        }
+    }
+
+    /// Every byte of the index entries changed, with the index and footer checksums fixed
+    /// over the change (a buggy writer, not a bad disk): open refuses with a corruption
+    /// error, or what it opens never hands back another record's body, and nothing traps.
+    @Test func anIndexChangedUnderGoodChecksumsIsRefusedOrCaughtOnRead() throws {
+        let fs = MemoryFileSystem()
+        let (people, dvds) = try Self.writeChangeable(to: fs)
+        let ids = people.map { RecordID(entity: 1, serial: $0) } + dvds.map { RecordID(entity: 2, serial: $0) }
+        var refused = 0, opened = 0
+        try Self.withEveryEntryChanged(in: fs) { at, mask in
+            let reader: SnapshotReader
+            do {
+                reader = try SnapshotReader(file: try fs.open("/d/s.snapshot", create: false, truncate: false))
+            } catch let error as CairnError {
+                #expect(error.code == .corrupt)
+                refused += 1
+                return
+            }
+            opened += 1
+            func check(_ id: RecordID, _ offset: Int) {
                 do {
-                    reader = try SnapshotReader(file: try fs.open("/d/s.snapshot", create: false, truncate: false))
+                    let body = try reader.body(at: offset, id: id)
+                    #expect(Array(body) == Self.body(id), "byte \(at) ^ \(mask): \(id) read another record's body")
                 } catch let error as CairnError {
                     #expect(error.code == .corrupt)
-                    refused += 1
-                    continue
+                } catch {
+                    Issue.record("byte \(at) ^ \(mask): \(error)")
                 }
-                opened += 1
-                func check(_ id: RecordID, _ offset: Int) {
-                    do {
-                        let body = try reader.body(at: offset, id: id)
-                        #expect(Array(body) == Self.body(id), "byte \(at) ^ \(mask): \(id) read another record's body")
-                    } catch let error as CairnError {
-                        #expect(error.code == .corrupt)
-                    } catch {
-                        Issue.record("byte \(at) ^ \(mask): \(error)")
-                    }
-                }
-                for id in ids { if let offset = reader.offset(of: id) { check(id, offset) } }
-                for entity: UInt16 in [1, 2] { reader.forEach(entity: entity) { check($0, $1.offset) } }
             }
+            for id in ids { if let offset = reader.offset(of: id) { check(id, offset) } }
+            for entity: UInt16 in [1, 2] { reader.forEach(entity: entity) { check($0, $1.offset) } }
         }
         // Most changes break the structure; an ID delta moved by a little still reads,
         // and the frame then names the ID it holds.
@@ -163,60 +180,44 @@ import Testing
     /// reader that checked at open does.
     @Test func entriesCheckedInTheBackgroundRefuseWhatTheOpenRefuses() throws {
         let fs = MemoryFileSystem()
-        let people = Self.serials(40, seed: 7), dvds: [UInt64] = [3, 4, 90]
-        try Self.write(people: people, dvds: dvds, to: fs)
-        let original = try #require(fs.contents(of: "/d/s.snapshot"))
-        let footer = try original.withUnsafeBytes { try SnapshotFooter.decode(file: $0) }
-        let index = try original.withUnsafeBytes {
-            try SnapshotIndex.decode(file: $0, indexOffset: Int(footer.indexOffset), indexLength: Int(footer.indexLength))
-        }
-        let entriesStart = try #require(index.entities.first?.entriesOffset)
-        let indexEnd = Int(footer.indexOffset + footer.indexLength)
+        let (people, dvds) = try Self.writeChangeable(to: fs)
         var probes = people.map { RecordID(entity: 1, serial: $0) } + dvds.map { RecordID(entity: 2, serial: $0) }
         probes += [1, 2, 5, 89, 91, RecordID.maxSerial].flatMap { [RecordID(entity: 1, serial: $0), RecordID(entity: 2, serial: $0)] }
         var refused = 0, passed = 0
-        for at in [-1] + Array(entriesStart..<indexEnd) {
-            for mask: UInt8 in at < 0 ? [0] : [0x01, 0x02, 0x80, 0xFF] {
-                var bytes = original
-                if at >= 0 { bytes[at] ^= mask }
-                var fixed = footer
-                fixed.indexChecksum = CRC32C.masked(bytes[Int(footer.indexOffset)..<indexEnd])
-                bytes.replaceSubrange((bytes.count - SnapshotFooter.size)..., with: fixed.encoded())
-                try fs.setContents(of: "/d/s.snapshot", to: bytes)
-                func open(background: Bool) throws -> SnapshotReader {
-                    try SnapshotReader(file: try fs.open("/d/s.snapshot", create: false, truncate: false),
-                                       backgroundChecksumMinimum: background ? 0 : nil)
+        try Self.withEveryEntryChanged(in: fs, unchangedFirst: true) { at, mask in
+            func open(background: Bool) throws -> SnapshotReader {
+                try SnapshotReader(file: try fs.open("/d/s.snapshot", create: false, truncate: false),
+                                   backgroundChecksumMinimum: background ? 0 : nil)
+            }
+            let checkedAtOpen: Result<SnapshotReader, CairnError>
+            do { checkedAtOpen = .success(try open(background: false)) } catch let error as CairnError { checkedAtOpen = .failure(error) }
+            let reader: SnapshotReader
+            do {
+                reader = try open(background: true)
+            } catch let error as CairnError {
+                // Refused by the checks still made at open (the index's tables).
+                guard case .failure(let expected) = checkedAtOpen else {
+                    Issue.record("byte \(at) ^ \(mask): refused in the background only: \(error)")
+                    return
                 }
-                let checkedAtOpen: Result<SnapshotReader, CairnError>
-                do { checkedAtOpen = .success(try open(background: false)) } catch let error as CairnError { checkedAtOpen = .failure(error) }
-                let reader: SnapshotReader
-                do {
-                    reader = try open(background: true)
-                } catch let error as CairnError {
-                    // Refused by the checks still made at open (the index's tables).
-                    guard case .failure(let expected) = checkedAtOpen else {
-                        Issue.record("byte \(at) ^ \(mask): refused in the background only: \(error)")
-                        continue
-                    }
-                    #expect(error.message == expected.message)
-                    continue
+                #expect(error.message == expected.message)
+                return
+            }
+            // Lookups before the check is known: any answer, no trap.
+            let early = probes.map { reader.offset(of: $0) }
+            _ = probes.map { reader.contains($0) }
+            switch checkedAtOpen {
+            case .failure(let expected):
+                refused += 1
+                #expect(throws: CairnError.self, "byte \(at) ^ \(mask)") { try reader.awaitIndexChecksum() }
+                do { try reader.awaitIndexChecksum() } catch let error as CairnError {
+                    #expect(error.message == expected.message, "byte \(at) ^ \(mask)")
                 }
-                // Lookups before the check is known: any answer, no trap.
-                let early = probes.map { reader.offset(of: $0) }
-                _ = probes.map { reader.contains($0) }
-                switch checkedAtOpen {
-                case .failure(let expected):
-                    refused += 1
-                    #expect(throws: CairnError.self, "byte \(at) ^ \(mask)") { try reader.awaitIndexChecksum() }
-                    do { try reader.awaitIndexChecksum() } catch let error as CairnError {
-                        #expect(error.message == expected.message, "byte \(at) ^ \(mask)")
-                    }
-                case .success(let checked):
-                    passed += 1
-                    #expect(throws: Never.self, "byte \(at) ^ \(mask)") { try reader.awaitIndexChecksum() }
-                    #expect(early == probes.map { checked.offset(of: $0) }, "byte \(at) ^ \(mask)")
-                    #expect(probes.map { reader.contains($0) } == probes.map { checked.contains($0) })
-                }
+            case .success(let checked):
+                passed += 1
+                #expect(throws: Never.self, "byte \(at) ^ \(mask)") { try reader.awaitIndexChecksum() }
+                #expect(early == probes.map { checked.offset(of: $0) }, "byte \(at) ^ \(mask)")
+                #expect(probes.map { reader.contains($0) } == probes.map { checked.contains($0) })
             }
         }
         #expect(refused > 3 * passed && passed > 1, "refused \(refused), passed \(passed)")
