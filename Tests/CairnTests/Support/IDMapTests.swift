@@ -128,10 +128,13 @@ import Testing
     /// strided IDs, as one entity's among others', still spread over every bucket as a
     /// random hash spreads them: a stride of 8 or 16 must not send every key to one slot
     /// of its block. Sequential IDs are displaced further, by whole blocks, but within
-    /// memory that is read in order.
+    /// memory that is read in order. (Each table takes a fixed seed: with the process's
+    /// counter's, the longest probe of consecutive IDs is a tail that depends on the tests
+    /// running alongside, 308 once in CI; over 40 seeds it reached 215, median 133, and
+    /// it is 127 with the seed fixed here.)
     @Test func consecutiveIDsShareBlocksAndStridedIDsSpread() {
         for stride: UInt64 in [1, 2, 3, 8, 16, 17, 32, 101, 1_024] {
-            var map = IDMap<RecordID, Int>()
+            var map = IDMap<RecordID, Int>(seed: 0x9E37_79B9_7F4A_7C15 &+ stride)
             for i in 0..<60_000 { map[RecordID(entity: 2, serial: 1 + UInt64(i) * stride)] = i }
             #expect(map.count == 60_000)
             for i in Swift.stride(from: 0, to: 60_000, by: 7_919) { #expect(map[RecordID(entity: 2, serial: 1 + UInt64(i) * stride)] == i) }
