@@ -121,8 +121,9 @@ public enum Value: Hashable, Sendable {
     }
 
     /// Whether a value replaced by another is unchanged: the check on every write and
-    /// every changed-key test at save. `==`, except that a NaN is the same as itself
-    /// (bit for bit): with `==` a NaN attribute counted as changed on every comparison.
+    /// every changed-key test at save. `==`, except that a NaN (real, or a date's time) is
+    /// the same as itself (bit for bit): with `==` a NaN attribute counted as changed on
+    /// every comparison.
     /// Integers, booleans and references are compared without copying either value
     /// first (the synthesized `==` copies both through outlined value witnesses).
     @inline(__always) static func same(_ a: Value, _ b: Value) -> Bool {
@@ -134,6 +135,10 @@ public enum Value: Hashable, Sendable {
         case .bool(let x): if case .bool(let y) = b { return x == y } else { return false }
         case .reference(let x): if case .reference(let y) = b { return x == y } else { return false }
         case .null: return b.isNull
+        case .date(let x):
+            guard case .date(let y) = b else { return false }
+            let (p, q) = (x.timeIntervalSinceReferenceDate, y.timeIntervalSinceReferenceDate)
+            return p == q || p.bitPattern == q.bitPattern
         default: return a == b
         }
     }

@@ -308,6 +308,8 @@ import Testing
         switch (a, b) {
         case (.double(let x), .double(let y)) where x.bitPattern == y.bitPattern: return true
         case (.float(let x), .float(let y)) where x.bitPattern == y.bitPattern: return true
+        case (.date(let x), .date(let y))
+            where x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern: return true
         default: return a == b
         }
     }
@@ -319,7 +321,10 @@ import Testing
         var generator = ValueGenerator(random: SplitMix64(seed: 17))
         var pairs: [(Value, Value)] = [(.double(.nan), .double(.nan)), (.double(-0.0), .double(0)), (.null, .null),
                                        (.double(.nan), .double(-.nan)), (.float(.nan), .float(.nan)), (.float(.nan), .float(.signalingNaN)),
-                                       (.int64(1), .int32(1)), (.reference(3), .references([3])), (.bool(true), .int8(1))]
+                                       (.int64(1), .int32(1)), (.reference(3), .references([3])), (.bool(true), .int8(1)),
+                                       (.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date(timeIntervalSinceReferenceDate: .nan))),
+                                       (.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date(timeIntervalSinceReferenceDate: -.nan))),
+                                       (.date(Date(timeIntervalSinceReferenceDate: -0.0)), .date(Date(timeIntervalSinceReferenceDate: 0)))]
         for _ in 0..<5_000 {
             let a = generator.value(), b = generator.value()
             pairs.append((a, b))
