@@ -589,14 +589,14 @@ extension Context {
 
     /// The attribute and direction of an index walk for a sorted request with a window:
     /// sorted by one indexed attribute of the record itself whose index order is the sort's
-    /// (an integer or a string; not localized), with no index answering its predicate
-    /// (which a walk would test record by record, in an order of no use to it). (Reals
-    /// and dates, whose index order is also their sort's from format version 4, NaN last,
-    /// are left to the scan: a walk of them is not tested.)
+    /// (an integer, a string not sorted localized, a real, a decimal or a date: NaN last in
+    /// both from format version 4, ``ValueOrder/nanOrder(_:_:)``), with no index answering
+    /// its predicate (which a walk would test record by record, in an order of no use to it).
     private func indexWalk<T>(_ request: FetchRequest<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
         guard request.sortDescriptors.count == 1, let descriptor = request.sortDescriptors.first, !descriptor.localizedCaseInsensitive,
               let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,
-              [.int8, .int16, .int32, .int64, .string].contains(entity.attributes[slot].type), isIndexed(entity, slot),
+              [.int8, .int16, .int32, .int64, .string, .float, .double, .decimal, .date].contains(entity.attributes[slot].type),
+              isIndexed(entity, slot),
               case .fullScan = plan(request.predicate, entity: entity).access else { return nil }
         return (slot, descriptor.ascending)
     }

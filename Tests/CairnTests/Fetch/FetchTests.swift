@@ -301,6 +301,65 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         }
     }
 
+    final class Reading: ManagedObject {
+        @Attribute(indexed: true) var value: Double? = nil
+        @Attribute(indexed: true) var when: Date? = nil
+        @Attribute(indexed: true) var amount: Decimal? = nil
+        @Attribute var serial: Int = 0
+    }
+
+    /// A sorted window by an indexed real, date or decimal (read in the index's order,
+    /// which from format version 4 is the sort's, NaN last) is the window of the whole
+    /// sorted fetch, each way: values with nils, NaNs, both zeros, infinities and many
+    /// ties, over a snapshot and the log, with unsaved changes, with and without a
+    /// predicate.
+    @Test func aSortedWindowByAnIndexedRealOrDateIsTheWindowOfTheWholeSort() throws {
+        let stack = try Stack(model: try Model(Reading.self))
+        let context = stack.context()
+        let reals: [Double?] = [nil, .nan, 0, -0.0, 1, 1, 1, 2.5, -3, .infinity, -.infinity, 1e300, 7]
+        var random = SplitMix64(seed: 41)
+        func fill(_ reading: Reading) {
+            reading.value = reals[Int(random.next() % UInt64(reals.count))]
+            reading.when = reals[Int(random.next() % UInt64(reals.count))].map { Date(timeIntervalSinceReferenceDate: $0) }
+            reading.amount = reals[Int(random.next() % UInt64(reals.count))].flatMap { $0.isNaN ? Decimal.nan : $0.isFinite && abs($0) < 1e100 ? Decimal($0) : nil }
+        }
+        var readings: [Reading] = []
+        for serial in 0..<400 {
+            let reading = Reading(context: context)
+            reading.serial = serial
+            fill(reading)
+            readings.append(reading)
+        }
+        try context.save()
+        try stack.coordinator.store.compact()
+        for reading in readings.prefix(80) { fill(reading) }  // saved: in the log
+        try context.save()
+        for reading in readings.dropFirst(80).prefix(30) { fill(reading) }  // unsaved
+        for reading in readings.suffix(20) { context.delete(reading) }
+        for serial in 400..<420 {
+            let reading = Reading(context: context)
+            reading.serial = serial
+            fill(reading)
+        }
+        for key in ["value", "when", "amount"] {
+            for ascending in [true, false] {
+                for predicate in [nil, try FetchPredicate(format: "serial >= 100")] {
+                    let descriptors = [Cairn.SortDescriptor(key, ascending: ascending)]
+                    let whole = try context.fetchObjectIDs(FetchRequest(Reading.self, predicate: predicate, sortDescriptors: descriptors))
+                    #expect(whole.count >= 300)
+                    for (offset, limit) in [(0, 1), (0, 10), (3, 7), (30, 40), (100, 20), (whole.count - 2, 5), (0, whole.count)] {
+                        var request = FetchRequest(Reading.self, predicate: predicate, sortDescriptors: descriptors)
+                        request.fetchOffset = offset
+                        request.fetchLimit = limit
+                        let start = min(offset, whole.count), end = min(whole.count, offset + limit)
+                        #expect(try context.fetchObjectIDs(request) == Array(whole[start..<end]),
+                                "\(key) \(ascending ? "ascending" : "descending"), \(String(describing: predicate)), \(offset)+\(limit)")
+                    }
+                }
+            }
+        }
+    }
+
     /// A fetch reads each related record once (``Context/memoizedViewValues()``), as this
     /// context sees it: unsaved renames, a new group and a deleted one count, in the
     /// context and in a child of it, for a sort and a predicate through `group.title`.
