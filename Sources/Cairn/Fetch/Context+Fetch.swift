@@ -260,15 +260,25 @@ extension Context {
             if case .range(let lower, let lowerInclusive, let upper, let upperInclusive) = condition {
                 // Bounds on one attribute (`a >= x AND a < y`) narrow one range together.
                 var range = ranges[parts[0]] ?? (nil, false, nil, false)
+                // Two bounds that compare the same keep the stricter flag only when they are
+                // the same value; of unlike kinds (an integer and a real of one value as
+                // reals, 2^53 + 1 against 2^53.0) the looser one, as the index is searched
+                // with one of them and every match is tested against the whole predicate.
                 if let lower {
                     let order = range.lower.flatMap { ValueOrder.order(lower, $0, []) }
                     if range.lower == nil || order == .orderedDescending { range.lower = lower; range.lowerInclusive = lowerInclusive }
-                    if order == .orderedSame { range.lowerInclusive = range.lowerInclusive && lowerInclusive }
+                    if order == .orderedSame, let kept = range.lower {
+                        range.lowerInclusive = Value.interchangeable(kept, lower)
+                            ? range.lowerInclusive && lowerInclusive : range.lowerInclusive || lowerInclusive
+                    }
                 }
                 if let upper {
                     let order = range.upper.flatMap { ValueOrder.order(upper, $0, []) }
                     if range.upper == nil || order == .orderedAscending { range.upper = upper; range.upperInclusive = upperInclusive }
-                    if order == .orderedSame { range.upperInclusive = range.upperInclusive && upperInclusive }
+                    if order == .orderedSame, let kept = range.upper {
+                        range.upperInclusive = Value.interchangeable(kept, upper)
+                            ? range.upperInclusive && upperInclusive : range.upperInclusive || upperInclusive
+                    }
                 }
                 ranges[parts[0]] = range
                 if !rangeOrder.contains(parts[0]) { rangeOrder.append(parts[0]) }

@@ -148,7 +148,10 @@ extension Store {
         let total = schema.entities.reduce(0) { $0 + count(entity: $1.number) }
         var done = 0
         // Uniqueness of the new schema, checked over the migrated records.
-        var seen: [String: RecordID] = [:]
+        // Unique keys by entity, group and values, equal as `verify` and a save compare
+        // them (0.0 and -0.0, two spellings of one string); a comparison of their encoded
+        // bytes had let such pairs through, and `verify` then reported them.
+        var seen: [UniqueKey: RecordID] = [:]
         var violations: [String] = []
         try checkWritable()
         _ = try log.withLock { writer in
@@ -177,16 +180,16 @@ extension Store {
                     }
                     guard let entity = target.entity(number: recordID.entity) else { return nil }
                     try Self.check(values, of: recordID, against: target)
-                    for group in entity.uniqueness {
+                    for (index, group) in entity.uniqueness.enumerated() {
                         let slots = group.compactMap { name in entity.attributes.firstIndex { $0.name == name } }
                         let key = slots.map { values[$0] }
                         // (nil never collides, as in SQL; a NaN equals nothing, as in a save's check)
                         guard !key.contains(where: { $0.isNull || ValueOrder.isNaN($0) }) else { continue }
-                        let text = "\(entity.name)|\(group)|" + key.map { ValueCoding.encode([$0]).description }.joined(separator: "|")
-                        if let other = seen[text] {
+                        let unique = UniqueKey(entity: entity.number, group: index, values: key)
+                        if let other = seen[unique] {
                             violations.append("\(entity.name) (\(group.joined(separator: ", "))) = \(key) in \(other) and \(recordID)")
                         } else {
-                            seen[text] = recordID
+                            seen[unique] = recordID
                         }
                     }
                     return ValueCoding.encode(values)
@@ -203,4 +206,12 @@ extension Store {
         progress?(total, total)
         return forecast
     }
+}
+
+/// A uniqueness group's values in one record, for a migration's check: equal when the
+/// values are (`Value`'s `==`, as `verify` compares them).
+private struct UniqueKey: Hashable {
+    let entity: UInt16
+    let group: Int
+    let values: [Value]
 }

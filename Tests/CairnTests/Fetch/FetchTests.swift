@@ -360,6 +360,42 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         }
     }
 
+    final class Big: ManagedObject {
+        @Attribute(indexed: true) var n: Int64 = 0
+        @Attribute var plain: Int64 = 0
+    }
+
+    /// Two bounds on one indexed attribute that compare the same as reals but are not the
+    /// same value (2^53 as a real and as an integer) narrow the index's range no more than
+    /// the looser of them allows: the lookup finds what a scan of an unindexed copy finds
+    /// (the stricter flag had left out 2^53 + 1, which is 2^53 as a real).
+    @Test func boundsEqualAsRealsButUnlikeLoseNoMatch() throws {
+        let stack = try Stack(model: try Model(Big.self))
+        let context = stack.context()
+        let base: Int64 = 1 << 53
+        for offset: Int64 in [-1, 0, 1, 2, 3] {
+            let big = Big(context: context)
+            big.n = base + offset
+            big.plain = base + offset
+        }
+        try context.save()
+        let bounds: [(String, [Value])] = [
+            ("%K >= %@ AND %K > %@", [.double(Double(base)), .int64(base)]),
+            ("%K > %@ AND %K >= %@", [.int64(base), .double(Double(base))]),
+            ("%K <= %@ AND %K < %@", [.double(Double(base)), .int64(base + 2)]),
+            ("%K < %@ AND %K <= %@", [.int64(base + 1), .double(Double(base))]),
+        ]
+        for (format, values) in bounds {
+            func ids(_ key: String) throws -> [Int64] {
+                let predicate = try FetchPredicate(format: format, arguments: [.string(key), values[0], .string(key), values[1]])
+                return try context.fetch(FetchRequest(Big.self, predicate: predicate)).map(\.plain).sorted()
+            }
+            let scanned = try ids("plain")
+            #expect(try ids("n") == scanned, "\(format) \(values)")
+            #expect(!scanned.isEmpty)
+        }
+    }
+
     /// A fetch reads each related record once (``Context/memoizedViewValues()``), as this
     /// context sees it: unsaved renames, a new group and a deleted one count, in the
     /// context and in a child of it, for a sort and a predicate through `group.title`.

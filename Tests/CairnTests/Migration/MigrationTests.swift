@@ -192,6 +192,31 @@ extension LightweightMigrationTests {
         #expect(migrated.count(entity: 1) == 2 && migrated.verify().isEmpty)
         migrated.close()
     }
+
+    /// A migration that adds a uniqueness constraint refuses values equal as a save and
+    /// `verify` compare them though their bytes differ: 0.0 and -0.0, and two spellings of
+    /// one string (it compared encoded bytes, let them through, and `verify` then reported
+    /// them).
+    @Test func aNewUniquenessRefusesValuesEqualButUnlike() throws {
+        let v1 = Schema(version: 1, entities: [
+            EntityDescription(name: "Tag", number: 1,
+                              attributes: [AttributeDescription(name: "name", type: .string),
+                                           AttributeDescription(name: "score", type: .double)]),
+        ])
+        for (first, second) in [([Value.string("caf\u{E9}"), .double(1)], [Value.string("cafe\u{301}"), .double(2)]),
+                                ([.string("a"), .double(0)], [.string("b"), .double(-0.0)])] {
+            let fs = MemoryFileSystem()
+            let store = try Store.open(at: "/m", schema: v1, options: memoryOptions(fs))
+            try store.commit([.put(try store.allocateID(entity: 1), first), .put(try store.allocateID(entity: 1), second)])
+            store.close()
+            var v2 = v1
+            v2.version = 2
+            v2.entities[0].uniqueness = [["name"], ["score"]]
+            #expect { try Store.migrate(at: "/m", to: [MigrationStage(v2)], options: memoryOptions(fs)) } throws: { error in
+                (error as? CairnError)?.message.contains("uniqueness violated by existing data") == true
+            }
+        }
+    }
 }
 
 @Suite struct CustomMigrationTests {
