@@ -260,15 +260,16 @@ extension Context {
             if case .range(let lower, let lowerInclusive, let upper, let upperInclusive) = condition {
                 // Bounds on one attribute (`a >= x AND a < y`) narrow one range together.
                 var range = ranges[parts[0]] ?? (nil, false, nil, false)
-                // Two bounds that compare the same keep the stricter flag only when they are
-                // the same value; of unlike kinds (an integer and a real of one value as
-                // reals, 2^53 + 1 against 2^53.0) the looser one, as the index is searched
-                // with one of them and every match is tested against the whole predicate.
+                // Two bounds that compare the same keep the stricter flag when they compare
+                // exactly (integers of any widths, or two values of one kind); of unlike kinds
+                // (an integer and a real of one value as reals, 2^53 + 1 against 2^53.0) the
+                // looser one, as the index is searched with one of them and every match is
+                // tested against the whole predicate.
                 if let lower {
                     let order = range.lower.flatMap { ValueOrder.order(lower, $0, []) }
                     if range.lower == nil || order == .orderedDescending { range.lower = lower; range.lowerInclusive = lowerInclusive }
                     if order == .orderedSame, let kept = range.lower {
-                        range.lowerInclusive = Value.interchangeable(kept, lower)
+                        range.lowerInclusive = Self.compareExactly(kept, lower)
                             ? range.lowerInclusive && lowerInclusive : range.lowerInclusive || lowerInclusive
                     }
                 }
@@ -276,7 +277,7 @@ extension Context {
                     let order = range.upper.flatMap { ValueOrder.order(upper, $0, []) }
                     if range.upper == nil || order == .orderedAscending { range.upper = upper; range.upperInclusive = upperInclusive }
                     if order == .orderedSame, let kept = range.upper {
-                        range.upperInclusive = Value.interchangeable(kept, upper)
+                        range.upperInclusive = Self.compareExactly(kept, upper)
                             ? range.upperInclusive && upperInclusive : range.upperInclusive || upperInclusive
                     }
                 }
@@ -299,6 +300,13 @@ extension Context {
     }
 
     /// An attribute is indexed if it is flagged, leads a compound index, or leads a uniqueness group.
+    /// Whether two values compare exactly (``ValueOrder/order(_:_:_:)``): integers of any
+    /// widths, or two values of one kind. An integer and a real compare as reals, which can
+    /// call unequal values the same.
+    static func compareExactly(_ a: Value, _ b: Value) -> Bool {
+        (a.integer != nil && b.integer != nil) || a.kindBit == b.kindBit
+    }
+
     func isIndexed(_ entity: EntityDescription, _ slot: Int) -> Bool {
         let name = entity.attributes[slot].name
         return entity.attributes[slot].isIndexed || entity.indexes.contains { $0.first == name }

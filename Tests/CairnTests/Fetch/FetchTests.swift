@@ -394,6 +394,16 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             #expect(try ids("n") == scanned, "\(format) \(values)")
             #expect(!scanned.isEmpty)
         }
+        // Bounds that compare exactly (one kind, or integers of two widths) keep the
+        // stricter flag: the index reads no row the predicate then drops.
+        for (format, first, second) in [("n >= %@ AND n > %@", Value.int64(5), Value.int32(5)), ("n > %@ AND n >= %@", .int64(base), .int64(base))] {
+            let plan = try context.explain(try FetchRequest(Big.self, format: format, first, second))
+            guard case .index(_, .range(let lower, let inclusive, _, _)) = plan.access else {
+                Issue.record("\(format): \(plan)")
+                continue
+            }
+            #expect(lower?.integer == first.integer && !inclusive, "\(format): \(plan)")
+        }
     }
 
     /// A fetch reads each related record once (``Context/memoizedViewValues()``), as this
