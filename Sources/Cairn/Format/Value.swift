@@ -121,26 +121,43 @@ public enum Value: Hashable, Sendable {
     }
 
     /// Whether a value replaced by another is unchanged: the check on every write and
-    /// every changed-key test at save. `==`, except that a NaN (real, or a date's time) is
-    /// the same as itself (bit for bit): with `==` a NaN attribute counted as changed on
-    /// every comparison.
+    /// every changed-key test at save. True when the two read back alike, byte for byte
+    /// once encoded: `==`, except that reals and dates are compared by their bits (a NaN
+    /// is the same as itself; -0.0 is not 0.0) and strings by their UTF-8 (a decomposed
+    /// "é" is not a composed one). With `==` alone, a write of -0.0 over 0.0 or of another
+    /// spelling of a string was taken for no change and dropped.
     /// Integers, booleans and references are compared without copying either value
     /// first (the synthesized `==` copies both through outlined value witnesses).
     @inline(__always) static func same(_ a: Value, _ b: Value) -> Bool {
         switch a {
         case .int64(let x): if case .int64(let y) = b { return x == y } else { return false }
-        case .double(let x): if case .double(let y) = b { return x == y || x.bitPattern == y.bitPattern } else { return false }
-        case .float(let x): if case .float(let y) = b { return x == y || x.bitPattern == y.bitPattern } else { return false }
+        case .double(let x): if case .double(let y) = b { return x.bitPattern == y.bitPattern } else { return false }
+        case .float(let x): if case .float(let y) = b { return x.bitPattern == y.bitPattern } else { return false }
         case .int32(let x): if case .int32(let y) = b { return x == y } else { return false }
         case .bool(let x): if case .bool(let y) = b { return x == y } else { return false }
         case .reference(let x): if case .reference(let y) = b { return x == y } else { return false }
         case .null: return b.isNull
         case .date(let x):
             guard case .date(let y) = b else { return false }
-            let (p, q) = (x.timeIntervalSinceReferenceDate, y.timeIntervalSinceReferenceDate)
-            return p == q || p.bitPattern == q.bitPattern
+            return x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern
+        case .string(let x):
+            guard case .string(let y) = b else { return false }
+            return sameUTF8(x, y)
         default: return a == b
         }
+    }
+
+    /// Whether two strings hold the same UTF-8 bytes (`==` takes canonically equivalent
+    /// spellings for equal).
+    static func sameUTF8(_ x: String, _ y: String) -> Bool {
+        let (p, q) = (x.utf8, y.utf8)
+        guard p.count == q.count else { return false }
+        return p.withContiguousStorageIfAvailable { p in
+            q.withContiguousStorageIfAvailable { q in
+                guard let a = p.baseAddress, let b = q.baseAddress else { return p.count == q.count }
+                return memcmp(a, b, p.count) == 0
+            }
+        }.flatMap { $0 } ?? p.elementsEqual(q)
     }
 
     /// Whether `b` stands for `a` exactly: `==`, and the same bytes once encoded. Kinds

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Cairn
 
@@ -97,6 +98,45 @@ final class Measured: ManagedObject {
         #expect(object.changedSlotMask == 1 << 2)
         object.markSaved()
         #expect(object.base == object.values && !object.hasUnsavedChanges && object.changedSlotMask == 0)
+    }
+
+    /// A write of a value `==` to the one held but spelled otherwise (-0.0 over 0.0, a
+    /// decomposed "é" over a composed one, a date at -0.0 s) is a change: saved, and read
+    /// back as written, byte for byte. Taking it for no change had dropped the write. A
+    /// unique key respelled so collides with nothing, its own old claim included.
+    @Test func aRespelledValueIsAChangeAndReadsBackAsWritten() throws {
+        final class Spelled: ManagedObject {
+            @Attribute var reading: Double = 0
+            @Attribute var when = Date(timeIntervalSinceReferenceDate: 0)
+            @Attribute var name: String = "\u{E9}"
+            @Attribute var key: String = "k\u{E9}"
+            override class var uniqueness: [[String]] { [["key"]] }
+        }
+        let stack = try Stack(model: try Model(Spelled.self))
+        let context = stack.context()
+        _ = Spelled(context: context)
+        try context.save()
+
+        let other = stack.context()
+        let fetched = try #require(try other.fetch(FetchRequest(Spelled.self)).first)
+        fetched.reading = -0.0
+        fetched.when = Date(timeIntervalSinceReferenceDate: -0.0)
+        fetched.name = "e\u{301}"
+        fetched.key = "ke\u{301}"
+        #expect(fetched.changedKeys == ["reading", "when", "name", "key"])
+        #expect(other.hasChanges)
+        try other.save()
+
+        let third = stack.context()
+        let read = try #require(try third.fetch(FetchRequest(Spelled.self)).first)
+        #expect(read.reading.sign == .minus)
+        #expect(read.when.timeIntervalSinceReferenceDate.sign == .minus)
+        #expect(Array(read.name.utf8) == Array("e\u{301}".utf8))
+        #expect(Array(read.key.utf8) == Array("ke\u{301}".utf8))
+        // Written back as they were: a change again.
+        read.reading = 0
+        read.name = "\u{E9}"
+        #expect(read.changedKeys == ["reading", "name"])
     }
 
     @Test func aNaNLeftAsItWasIsNoChange() throws {

@@ -303,28 +303,36 @@ import Testing
         #expect(decoded > 5_000)
     }
 
-    /// What `Value.same` answers: `==`, except that a NaN is the same as the same NaN.
+    /// What `Value.same` answers: `==`, except that reals and dates are compared by their
+    /// bits (a NaN is the same as the same NaN; -0.0 is not 0.0) and strings by their UTF-8.
     static func sameByDefinition(_ a: Value, _ b: Value) -> Bool {
         switch (a, b) {
-        case (.double(let x), .double(let y)) where x.bitPattern == y.bitPattern: return true
-        case (.float(let x), .float(let y)) where x.bitPattern == y.bitPattern: return true
-        case (.date(let x), .date(let y))
-            where x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern: return true
+        case (.double(let x), .double(let y)): return x.bitPattern == y.bitPattern
+        case (.float(let x), .float(let y)): return x.bitPattern == y.bitPattern
+        case (.date(let x), .date(let y)):
+            return x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern
+        case (.string(let x), .string(let y)): return Array(x.utf8) == Array(y.utf8)
         default: return a == b
         }
     }
 
-    /// `Value.same`, the copy-free equality of writes and changed keys, answers as `==`
-    /// does, but for a NaN against itself: random pairs of every kind, equal pairs, and
-    /// NaN (against itself and against another NaN), -0 and 0.
+    /// `Value.same`, the copy-free check of writes and changed keys, answers as
+    /// ``sameByDefinition(_:_:)``, and two values it takes for the same encode alike (a
+    /// write it drops loses nothing): random pairs of every kind, equal pairs, NaNs, both
+    /// zeros, and strings equal by `==` but spelled otherwise.
     @Test func sameAnswersAsEquals() {
         var generator = ValueGenerator(random: SplitMix64(seed: 17))
         var pairs: [(Value, Value)] = [(.double(.nan), .double(.nan)), (.double(-0.0), .double(0)), (.null, .null),
                                        (.double(.nan), .double(-.nan)), (.float(.nan), .float(.nan)), (.float(.nan), .float(.signalingNaN)),
+                                       (.float(-0.0), .float(0)),
                                        (.int64(1), .int32(1)), (.reference(3), .references([3])), (.bool(true), .int8(1)),
                                        (.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date(timeIntervalSinceReferenceDate: .nan))),
                                        (.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date(timeIntervalSinceReferenceDate: -.nan))),
-                                       (.date(Date(timeIntervalSinceReferenceDate: -0.0)), .date(Date(timeIntervalSinceReferenceDate: 0)))]
+                                       (.date(Date(timeIntervalSinceReferenceDate: -0.0)), .date(Date(timeIntervalSinceReferenceDate: 0))),
+                                       (.string("\u{E9}"), .string("e\u{301}")), (.string("a\u{301}\u{323}"), .string("a\u{323}\u{301}")),
+                                       (.string(""), .string("")), (.string("x"), .string("")),
+                                       (.string(String(repeating: "\u{E9}", count: 40)), .string(String(repeating: "e\u{301}", count: 40))),
+                                       (.decimal(Decimal(string: "1.00") ?? 0), .decimal(1))]
         for _ in 0..<5_000 {
             let a = generator.value(), b = generator.value()
             pairs.append((a, b))
@@ -332,6 +340,9 @@ import Testing
         }
         for (a, b) in pairs {
             #expect(Value.same(a, b) == Self.sameByDefinition(a, b), "\(a) vs \(b)")
+            if Value.same(a, b) {
+                #expect(ValueCoding.encode([a]) == ValueCoding.encode([b]), "\(a) vs \(b)")
+            }
         }
     }
 
