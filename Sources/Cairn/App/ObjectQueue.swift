@@ -52,13 +52,13 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
     public func removeAll() throws { try storage.removeAll() }
 
     static func encode(_ element: Element) throws -> Data {
-        do { return try JSONEncoder().encode(element) } catch {
+        do { return try JSONArchive.encoder().encode(element) } catch {
             throw CairnError(.invalidArgument, "cannot archive \(Element.self) for the queue: \(error)")
         }
     }
 
     static func decode(_ data: Data) throws -> Element {
-        do { return try JSONDecoder().decode(Element.self, from: data) } catch {
+        do { return try JSONArchive.decoder().decode(Element.self, from: data) } catch {
             throw CairnError(.corrupt, "a queued element does not decode as \(Element.self): \(error)")
         }
     }

@@ -72,6 +72,25 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     }
 }
 
+/// How `Codable` values are archived, by ``Archived`` and the object queue: JSON, keys
+/// sorted (the same value archives to the same bytes), and reals JSON has no number for
+/// written as the strings "NaN", "Infinity" and "-Infinity" and read back as those reals
+/// (JSON's encoder refuses them by default).
+enum JSONArchive {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+        return encoder
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+        return decoder
+    }
+}
+
 /// A `Codable` value stored archived (as JSON bytes) in one attribute.
 ///
 /// ```swift
@@ -104,11 +123,22 @@ public struct Archived<T: Codable>: PropertyDeclaration {
                                         defaultValue: note.maker == nil ? Self.archive(initialValue()) : note.defaultValue))
     }
 
+    /// The value archived; nil if it does not archive, with the encoder's complaint.
     @usableFromInline
     static func archive(_ value: T) -> Value {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode(value)).map { .archived($0) } ?? .null
+        (try? archiving(value).get()) ?? .null
+    }
+
+    /// The value archived (``JSONArchive``).
+    @usableFromInline
+    static func archiving(_ value: T) -> Result<Value, any Error> {
+        Result { .archived(try JSONArchive.encoder().encode(value)) }
+    }
+
+    /// The archived value read back (``JSONArchive``); nil if the bytes do not decode as `T`.
+    @usableFromInline
+    static func unarchive(_ data: Data) -> T? {
+        try? JSONArchive.decoder().decode(T.self, from: data)
     }
 
     public static subscript<Object: ManagedObject>(
@@ -120,12 +150,19 @@ public struct Archived<T: Codable>: PropertyDeclaration {
             let wrapper = object[keyPath: storageKeyPath]
             let slot = object.slot(for: wrapper.site)
             guard slot >= 0, case .archived(let data) = object.read(slot),
-                  let value = try? JSONDecoder().decode(T.self, from: data) else { return wrapper.initialValue() }
+                  let value = unarchive(data) else { return wrapper.initialValue() }
             return value
         }
         set {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
-            if slot >= 0 { object.write(slot, archive(newValue)) }
+            guard slot >= 0 else { return }
+            switch archiving(newValue) {
+            case .success(let value): object.write(slot, value)
+            case .failure(let error):
+                // Not written: the old value stays, and the context's next save or fetch
+                // throws (a setter cannot).
+                object.refuseWrite(slot, CairnError(.invalidArgument, "\(T.self) does not archive: \(error)"))
+            }
         }
     }
 

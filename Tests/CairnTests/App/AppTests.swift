@@ -178,6 +178,11 @@ struct Stamp: Codable, Equatable, Sendable {
         #expect(try container.queue(named: "other", of: String.self).elements() == ["x"])
         try queue.removeAll()
         #expect(try queue.popFirst() == nil)
+        // Reals JSON has no number for are queued and read back (``JSONArchive``).
+        try queue.push(Stamp(at: .nan, note: "nan"))
+        try queue.push(Stamp(at: -.infinity, note: "-inf"))
+        let nan = try #require(try queue.popFirst()), infinity = try #require(try queue.popFirst())
+        #expect(nan.at.isNaN && nan.note == "nan" && infinity == Stamp(at: -.infinity, note: "-inf"))
         container.close()
     }
 

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// A reading archived with the rest of a summary: reals that JSON has no number for.
+struct Summary: Codable, Equatable {
+    var mean: Double
+    var peak: Float
+}
+
+/// A value whose archiving fails (its `encode(to:)` throws) once `broken` is set.
+struct Fragile: Codable, Equatable {
+    var text: String
+    var broken = false
+    struct Refused: Error, CustomStringConvertible { var description: String { "refused to archive" } }
+    func encode(to encoder: Encoder) throws {
+        if broken { throw Refused() }
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+    init(text: String, broken: Bool = false) { (self.text, self.broken) = (text, broken) }
+    init(from decoder: Decoder) throws { text = try decoder.singleValueContainer().decode(String.self) }
+}
+
+final class Report: ManagedObject {
+    @Archived var summary = Summary(mean: 0, peak: 0)
+    @Archived var fragile = Fragile(text: "first")
+}
+
+@Suite struct ArchivedTests {
+    /// Reals JSON has no number for (NaN, the infinities) archive and read back: JSON's
+    /// encoder refuses them by default, and the value had been stored as nil, read back as
+    /// the initial value, without a word.
+    @Test func nonFiniteRealsArchiveAndReadBack() throws {
+        let stack = try Stack(model: try Model(Report.self))
+        let context = stack.context()
+        let report = Report(context: context)
+        report.summary = Summary(mean: .nan, peak: -.infinity)
+        #expect(report.summary.mean.isNaN && report.summary.peak == -.infinity)
+        try context.save()
+        let read = try #require(try stack.context().fetch(FetchRequest(Report.self)).first)
+        #expect(read.summary.mean.isNaN && read.summary.peak == -.infinity)
+        read.summary = Summary(mean: .infinity, peak: 2)
+        #expect(read.summary == Summary(mean: .infinity, peak: 2))
+    }
+
+    /// A value that does not archive is not written (the old value stays) and the context's
+    /// next save throws, naming the entity, the property and the encoder's complaint.
+    @Test func aValueThatDoesNotArchiveIsRefusedByTheNextSave() throws {
+        let stack = try Stack(model: try Model(Report.self))
+        let context = stack.context()
+        let report = Report(context: context)
+        report.fragile = Fragile(text: "second")
+        try context.save()
+        report.fragile = Fragile(text: "third", broken: true)
+        #expect(report.fragile == Fragile(text: "second"))
+        #expect(!context.hasChanges)
+        let error = try #require(throws: CairnError.self) { try context.save() }
+        #expect(error.code == .invalidArgument)
+        #expect("\(error)".contains("Report.fragile") && "\(error)".contains("refused to archive"), "\(error)")
+        // The error is thrown once; the store holds the last value that archived.
+        try context.save()
+        let read = try #require(try stack.context().fetch(FetchRequest(Report.self)).first)
+        #expect(read.fragile == Fragile(text: "second"))
+
+        // An object in no context keeps nil instead, which the save that inserts it refuses.
+        let detached = Report()
+        detached.fragile = Fragile(text: "fourth", broken: true)
+        let other = stack.context()
+        other.insert(detached)
+        let refused = try #require(throws: CairnError.self) { try other.save() }
+        #expect(refused.code == .validation && refused.message.contains("fragile"), "\(refused)")
+    }
+}
