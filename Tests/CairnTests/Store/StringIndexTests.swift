@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+@testable import Cairn
+
+/// Equality lookups in an index of strings, whose in-memory runs are searched by each
+/// string's first eight bytes before the strings are compared (``StringPrefixes``).
+@Suite struct StringIndexTests {
+    static let schema = Schema(entities: [
+        EntityDescription(name: "Tagged", number: 1,
+                          attributes: [AttributeDescription(name: "tag", type: .string, isOptional: true, isIndexed: true),
+                                       AttributeDescription(name: "n", type: .int64)]),
+    ])
+
+    /// Strings that share their first eight bytes or differ only past them, proper
+    /// prefixes of one another, NULs against a shorter string's end, both normal forms of
+    /// one string (equal, and composed alike whether the mark falls before or past the
+    /// eighth byte), the empty string, and nil.
+    static let pool: [Value] = {
+        var texts = ["", "a", "abcdefg", "abcdefgh", "abcdefgh\0", "abcdefgh\0\0", "abcdefghi", "abcdefghij", "abcdefgi",
+                     "abcdefg\0", "abcdefg\0h", "abcdefgé", "abcdefge\u{301}", "abcdefge", "abcdefgée", "abcdefge\u{301}e",
+                     "abcdefgh\u{E9}", "abcdefghe\u{301}", "é", "e\u{301}", "\u{FFFF}", "\u{10FFFF}zz", "zzzzzzzzzzzzzzzz"]
+        for i in 0..<12 { texts.append("shared-prefix-\(i)") }
+        return texts.map { .string($0) } + [.null]
+    }()
+
+    /// Random puts, changes and deletes, thousands at a time so that the index's delta
+    /// folds into its recent run and that run into the sorted one many times over: after
+    /// each commit, an equality lookup of every string of the pool (and of strings no
+    /// record holds) finds exactly the records a test of every record finds, in memory
+    /// and, after a compaction, over the stored index with the log's changes.
+    @Test(arguments: [UInt64(1), 2]) func equalityLookupsFindWhatAScanFinds(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(MemoryFileSystem()))
+        defer { store.close() }
+        var rows: [RecordID: Value] = [:]
+        let targets = Self.pool + ["abcdefgh\0\0\0", "abcdefgf", "b", "shared-prefix-99"].map { Value.string($0) }
+        var mismatches = 0
+        for round in 0..<10 {
+            var changes: [Change] = []
+            let committed = Array(rows.keys)
+            for _ in 0..<2_500 {
+                let value = Self.pool[Int(random.next() % UInt64(Self.pool.count))]
+                if !committed.isEmpty && random.next() % 3 == 0 {
+                    let id = committed[Int(random.next() % UInt64(committed.count))]
+                    if random.next() % 4 == 0, rows[id] != nil {
+                        rows[id] = nil
+                        changes.append(.delete(id))
+                    } else {
+                        rows[id] = value
+                        changes.append(.put(id, [value, .int64(0)]))
+                    }
+                } else {
+                    let id = try store.allocateID(entity: 1)
+                    rows[id] = value
+                    changes.append(.put(id, [value, .int64(0)]))
+                }
+            }
+            // (One record changed twice in a transaction is one change.)
+            var seen = Set<RecordID>()
+            let last = changes.reversed().filter { change in
+                switch change {
+                case .put(let id, _), .delete(let id): return seen.insert(id).inserted
+                }
+            }
+            try store.commit(last.reversed())
+            if round == 6 { try store.compact() }
+            for target in targets {
+                let found = try store.indexedIDs(entity: 1, slot: 0, matching: .equal([target]))
+                let expected = Set(rows.filter { SecondaryIndex.matches($0.value, .equal([target])) }.keys)
+                if Set(found) != expected || found.count != expected.count {
+                    mismatches += 1
+                    if mismatches <= 3 {
+                        Issue.record("seed \(seed) round \(round) \(target): found \(found.count), expected \(expected.count)")
+                    }
+                }
+            }
+        }
+        #expect(mismatches == 0)
+    }
+}
