@@ -1,3 +1,5 @@
+import Foundation
+
 /// Byte-level building blocks of the format (FORMAT.md §1 "Conventions"): little-endian
 /// fixed-width integers, LEB128 varints, zigzag signed varints.
 
@@ -269,10 +271,24 @@ public struct ByteReader {
 }
 
 extension String {
-    /// `String(validating:as:)` for a raw buffer, without trapping on bad UTF-8.
+    /// `String(validating:as:)` for a raw buffer, without trapping on bad UTF-8: nil
+    /// unless the bytes are well-formed UTF-8.
+    ///
+    /// Decoded (which replaces each ill-formed stretch with U+FFFD), then compared with
+    /// the bytes: well-formed UTF-8 decodes to itself, and ill-formed bytes never to
+    /// themselves, since what decoding gives is well-formed. The library's validating
+    /// initializer took three times as long for a short string (43 against 13 ns), and
+    /// every string a record holds is read through here.
     init?(validating raw: UnsafeRawBufferPointer, as encoding: UTF8.Type) {
         let bound = raw.assumingMemoryBound(to: UInt8.self)
-        self.init(validating: bound, as: encoding)
+        let text = String(decoding: bound, as: encoding)
+        let same = text.utf8.withContiguousStorageIfAvailable { decoded in
+            guard decoded.count == bound.count else { return false }
+            guard let p = decoded.baseAddress, let q = bound.baseAddress else { return true }
+            return memcmp(p, q, bound.count) == 0
+        } ?? text.utf8.elementsEqual(bound)
+        guard same else { return nil }
+        self = text
     }
 }
 

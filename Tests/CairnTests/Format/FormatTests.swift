@@ -229,6 +229,41 @@ import Testing
         #expect(CRC32C.mask(0) == 0xA282_EAD8)
     }
 
+    /// Strings are read from raw bytes by decoding and comparing (``String/init(validating:as:)``
+    /// for a raw buffer): it accepts exactly the bytes the library's validating initializer
+    /// accepts, with the same string, over well-formed text of every length (small and
+    /// native strings), and ill-formed bytes of every kind (overlong forms, surrogates,
+    /// code points past U+10FFFF, truncated sequences whose replacement is as long as they
+    /// are, lone continuation bytes, 0xFE and 0xFF), alone and inside text, and random bytes.
+    @Test func stringsAreValidatedAsTheLibraryValidatesThem() {
+        var inputs: [[UInt8]] = [[], Array("k12345".utf8), Array("shared-prefix-number-1234567".utf8),
+                                 Array("héllo wörld 漢字 🏔️ e\u{301}".utf8), Array("a\0b".utf8), [0xEF, 0xBF, 0xBD]]
+        let bad: [[UInt8]] = [[0xF0, 0x90, 0x80], [0xE0, 0x80, 0x80], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
+                              [0x80], [0xBF], [0xFE], [0xFF], [0xC3], [0xE2, 0x82], [0xF8, 0x88, 0x80, 0x80, 0x80]]
+        for piece in bad {
+            inputs.append(piece)
+            inputs.append(Array("abc".utf8) + piece)
+            inputs.append(piece + Array("xyz".utf8))
+            inputs.append(Array(String(repeating: "long text ", count: 4).utf8) + piece + Array("é".utf8))
+        }
+        var random = SplitMix64(seed: 41)
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 24)
+            var bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            // Mostly text, with a stray byte now and then: ill-formed in many ways.
+            if random.next() % 2 == 0 { bytes = bytes.map { $0 & 0x7F | (random.next() % 6 == 0 ? 0x80 : 0) } }
+            inputs.append(bytes)
+        }
+        var valid = 0
+        for bytes in inputs {
+            let expected = bytes.withUnsafeBufferPointer { String(validating: $0, as: UTF8.self) }
+            let read = bytes.withUnsafeBytes { String(validating: $0, as: UTF8.self) }
+            #expect(read == expected && read.map { Array($0.utf8) == bytes } ?? true, "\(bytes)")
+            if expected != nil { valid += 1 }
+        }
+        #expect(valid > 1_000 && valid < inputs.count - 1_000)
+    }
+
     @Test func varintsRoundTripAndRejectOverflow() throws {
         let values: [UInt64] = [0, 1, 127, 128, 255, 300, 16383, 16384, UInt64(UInt32.max), UInt64.max - 1, UInt64.max]
         var writer = ByteWriter()
