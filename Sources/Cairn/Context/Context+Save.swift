@@ -363,7 +363,7 @@ extension Context {
                             parent.unlinkInverse(of: target, slot: index, at: moved)
                         }
                     }
-                    if target.values[index] != value { parent.setPrimitive(target, index, value) }
+                    parent.setPrimitive(target, index, value)  // (a value the same as the parent's is no change there)
                 }
             }
         }

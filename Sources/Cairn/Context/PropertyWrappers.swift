@@ -73,22 +73,18 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
 }
 
 /// How `Codable` values are archived, by ``Archived`` and the object queue: JSON, keys
-/// sorted (the same value archives to the same bytes), and reals JSON has no number for
-/// written as the strings "NaN", "Infinity" and "-Infinity" and read back as those reals
-/// (JSON's encoder refuses them by default).
+/// sorted (the same value archives to the same bytes). JSON has no number for NaN or the
+/// infinities: a value holding one does not archive, and is refused with the encoder's
+/// error. (Written as strings, they would read back ambiguously: a type that tries a
+/// `Double` before a `String` would take an archived string "NaN" for the number.)
 enum JSONArchive {
     static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
         return encoder
     }
 
-    static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
-        return decoder
-    }
+    static func decoder() -> JSONDecoder { JSONDecoder() }
 }
 
 /// A `Codable` value stored archived (as JSON bytes) in one attribute.

@@ -121,11 +121,13 @@ public enum Value: Hashable, Sendable {
     }
 
     /// Whether a value replaced by another is unchanged: the check on every write and
-    /// every changed-key test at save. True when the two read back alike, byte for byte
-    /// once encoded: `==`, except that reals and dates are compared by their bits (a NaN
-    /// is the same as itself; -0.0 is not 0.0) and strings by their UTF-8 (a decomposed
-    /// "é" is not a composed one). With `==` alone, a write of -0.0 over 0.0 or of another
-    /// spelling of a string was taken for no change and dropped.
+    /// every changed-key test at save. `==`, except that reals and dates are compared by
+    /// their bits (a NaN is the same as itself; -0.0 is not 0.0) and strings by their
+    /// UTF-8 (a decomposed "é" is not a composed one): with `==` alone, a write of -0.0
+    /// over 0.0 or of another spelling of a string was taken for no change and dropped.
+    /// (Decimals and URLs are compared by `==`, which for every pair FormatTests tries
+    /// also means encoded alike: a decimal is written as its description, which is
+    /// normalized, and a URL as its absolute string.)
     /// Integers, booleans and references are compared without copying either value
     /// first (the synthesized `==` copies both through outlined value witnesses).
     @inline(__always) static func same(_ a: Value, _ b: Value) -> Bool {

@@ -137,6 +137,28 @@ final class Measured: ManagedObject {
         read.reading = 0
         read.name = "\u{E9}"
         #expect(read.changedKeys == ["reading", "name"])
+
+        // Through a child context: a respelled value reaches the parent, and the store
+        // (for an object the child changed, and one it inserted over the defaults).
+        let parent = stack.context()
+        let child = Context(parent: parent)
+        let inChild = try #require(try child.fetch(FetchRequest(Spelled.self)).first)
+        inChild.reading = 0
+        inChild.when = Date(timeIntervalSinceReferenceDate: 0)
+        inChild.name = "\u{E9}"
+        inChild.key = "k\u{E9}"
+        let inserted = Spelled(context: child)
+        inserted.reading = -0.0
+        inserted.name = "e\u{301}"
+        inserted.key = "other"
+        try child.save()
+        try parent.save()
+        let last = try stack.context().fetch(FetchRequest(Spelled.self))
+        #expect(last.count == 2)
+        let changed = try #require(last.first { $0.key != "other" }), added = try #require(last.first { $0.key == "other" })
+        #expect(changed.reading.sign == .plus && changed.when.timeIntervalSinceReferenceDate.sign == .plus)
+        #expect(Array(changed.name.utf8) == Array("\u{E9}".utf8) && Array(changed.key.utf8) == Array("k\u{E9}".utf8))
+        #expect(added.reading.sign == .minus && Array(added.name.utf8) == Array("e\u{301}".utf8))
     }
 
     @Test func aNaNLeftAsItWasIsNoChange() throws {
