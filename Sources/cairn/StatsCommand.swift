@@ -28,7 +28,8 @@ enum StatsCommand {
         if args.flags.contains("--json") {
             let entities = JSONText.object(stats.recordCounts.sorted { $0.key < $1.key }.map { ($0.key, String($0.value)) })
             Console.out(JSONText.object([
-                ("formatVersion", String(stats.snapshotFormatVersion)), ("storedIndexes", String(stats.storedIndexes)), ("schemaVersion", String(store.schema.version)),
+                ("formatVersion", String(stats.snapshotFormatVersion)), ("storedIndexes", String(stats.storedIndexes)),
+                ("storedIndexesInOlderOrder", String(stats.storedIndexesInOlderOrder)), ("schemaVersion", String(store.schema.version)),
                 ("entities", entities), ("snapshotBytes", String(stats.snapshotBytes)), ("logBytes", String(stats.logBytes)),
                 ("garbageRatio", JSONText.number((garbage * 10000).rounded() / 10000)), ("lastSequence", String(stats.lastSequence)),
                 ("lastCommitTime", time.map { JSONText.value(.date($0)) } ?? "null"),
@@ -40,7 +41,9 @@ enum StatsCommand {
         for (name, count) in stats.recordCounts.sorted(by: { $0.key < $1.key }) { Console.out("  \(name): \(count) records") }
         Console.out("snapshot       \(stats.snapshotBytes) bytes")
         Console.out("log            \(stats.logBytes) bytes")
-        Console.out("indexes        \(stats.storedIndexes) stored in the snapshot")
+        let older = stats.storedIndexesInOlderOrder
+        Console.out("indexes        \(stats.storedIndexes) stored in the snapshot"
+                    + (older > 0 ? ", \(older) more in an older order (built in memory on first use until a compaction)" : ""))
         Console.out("garbage ratio  \(String(format: "%.3f", garbage))")
         Console.out("last sequence  \(stats.lastSequence)\(time.map { " at \($0)" } ?? "")")
     }

@@ -167,10 +167,12 @@ public final class Store: Sendable {
         var named: [String: Int] = [:]
         for entity in snapshot.schema.entities { named[entity.name] = counts[entity.number] ?? 0 }
         let logBytes = log.withLock { $0?.appendOffset ?? 0 }
+        let blocks = snapshot.index.attributeIndexes, read = blocks.filter(snapshot.storedOrderHolds).count
         return StoreStatistics(recordCounts: named, snapshotBytes: snapshot.fileSize, logBytes: logBytes,
                                lastSequence: sequence, lastCommitMilliseconds: lastCommit,
                                snapshotRecords: Int(snapshot.footer.recordCount), shadowedSnapshotRecords: shadowed,
-                               snapshotFormatVersion: snapshot.header.version, storedIndexes: snapshot.index.attributeIndexes.count)
+                               snapshotFormatVersion: snapshot.header.version, storedIndexes: read,
+                               storedIndexesInOlderOrder: blocks.count - read)
     }
 
     // MARK: Closing

@@ -98,6 +98,10 @@ public struct StoreStatistics: Sendable, Equatable {
     /// ``FileHeader/currentVersion`` until a compaction rewrites a store written by an
     /// earlier version.
     public var snapshotFormatVersion: UInt32 = FileHeader.currentVersion
-    /// Attribute indexes the snapshot stores (FORMAT.md §6.6).
+    /// Attribute indexes the snapshot stores that lookups read (FORMAT.md §6.6).
     public var storedIndexes: Int = 0
+    /// Attribute indexes the snapshot stores in an older order that lookups do not read
+    /// (of reals, decimals and dates, before format version 4: FORMAT.md §6.6): built in
+    /// memory on first use instead, until a compaction writes them anew.
+    public var storedIndexesInOlderOrder: Int = 0
 }
