@@ -23,8 +23,15 @@ enum IndexOrder {
 
     /// The positions of `values` (one per record, in ascending ID order) in index order.
     static func sortedPositions(_ values: [Value]) -> [Int] {
-        if let fast = sortedIntegerPositions(values) { return fast }
-        if let fast = sortedStringPositions(values) { return fast }
+        sortedPositionsAndPrefixes(values).positions
+    }
+
+    /// ``sortedPositions(_:)`` and, when every value is nil or a string, how many nils come
+    /// first and the first eight bytes of each string after them, in that order, as the
+    /// sort compared them (``ValueOrder/bytePrefix(_:)`` of the composed string).
+    static func sortedPositionsAndPrefixes(_ values: [Value]) -> (positions: [Int], strings: (nulls: Int, prefixes: [UInt64])?) {
+        if let fast = sortedIntegerPositions(values) { return (fast, nil) }
+        if let (positions, nulls, prefixes) = sortedStringPositions(values) { return (positions, (nulls, prefixes)) }
         var positions = Array(values.indices)
         positions.sort { i, j in
             switch compare(values[i], values[j]) {
@@ -33,7 +40,7 @@ enum IndexOrder {
             case .orderedSame: return i < j
             }
         }
-        return positions
+        return (positions, nil)
     }
 
     /// A string attribute (nil or a string each), sorted as (String, position) pairs, each
@@ -43,8 +50,9 @@ enum IndexOrder {
     /// instructions a comparison). Each pair carries its string's first eight bytes as one
     /// big-endian number, compared first: two strings whose first eight bytes differ are
     /// ordered by them, most pairs of most keys, without reading the strings. Nil for any
-    /// other values.
-    private static func sortedStringPositions(_ values: [Value]) -> [Int]? {
+    /// other values; with the positions, how many nils come first and the prefixes of the
+    /// strings after them.
+    private static func sortedStringPositions(_ values: [Value]) -> (positions: [Int], nulls: Int, prefixes: [UInt64])? {
         var nulls: [Int] = []
         var keyed: [(prefix: UInt64, key: String, position: Int)] = []
         keyed.reserveCapacity(values.count)
@@ -67,8 +75,13 @@ enum IndexOrder {
         }
         var positions = nulls
         positions.reserveCapacity(values.count)
-        for entry in keyed { positions.append(entry.position) }
-        return positions
+        var prefixes: [UInt64] = []
+        prefixes.reserveCapacity(keyed.count)
+        for entry in keyed {
+            positions.append(entry.position)
+            prefixes.append(entry.prefix)
+        }
+        return (positions, nulls.count, prefixes)
     }
 
     /// The common case, an integer attribute, sorted as plain (Int64, position) pairs: the

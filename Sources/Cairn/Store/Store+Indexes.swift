@@ -55,13 +55,19 @@ final class SecondaryIndex: @unchecked Sendable {
     init(slot: Int, entries: [(Value, UInt64)]) {
         self.slot = slot
         stored = nil
-        sorted = Self.sortedRun(entries)
-        sortedPrefixes = StringPrefixes(sorted)
+        (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(entries)
     }
 
     /// `entries`, in ascending ID order, as a run in index order.
     static func sortedRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
-        IndexOrder.sortedPositions(entries.map(\.0)).map { (entries[$0].0, entries[$0].1) }
+        sortedRunAndPrefixes(entries).run
+    }
+
+    /// ``sortedRun(_:)`` with the run's ``StringPrefixes`` when it holds strings (the
+    /// prefixes the sort compared).
+    static func sortedRunAndPrefixes(_ entries: [(Value, UInt64)]) -> (run: [(value: Value, id: UInt64)], prefixes: StringPrefixes?) {
+        let (positions, strings) = IndexOrder.sortedPositionsAndPrefixes(entries.map(\.0))
+        return (positions.map { (entries[$0].0, entries[$0].1) }, strings.map { StringPrefixes(nulls: $0.nulls, prefixes: $0.prefixes) })
     }
 
     /// The index `snapshot` stores in `block`, brought up to date with the log's changes
@@ -75,16 +81,20 @@ final class SecondaryIndex: @unchecked Sendable {
         for (id, entry) in changes {
             if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
         }
-        sorted = Self.sortedRun(unordered: entries)
-        sortedPrefixes = StringPrefixes(sorted)
+        (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
     }
 
     /// `entries`, in any order, as a run in index order (equal values in ID order).
     static func sortedRun(unordered entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
-        if let run = integerRun(entries) { return run }
+        sortedRunAndPrefixes(unordered: entries).run
+    }
+
+    /// ``sortedRun(unordered:)`` with the run's ``StringPrefixes`` when it holds strings.
+    static func sortedRunAndPrefixes(unordered entries: [(Value, UInt64)]) -> (run: [(value: Value, id: UInt64)], prefixes: StringPrefixes?) {
+        if let run = integerRun(entries) { return (run, nil) }
         var byID = entries
         RadixSort.sort(&byID) { $0.1 }
-        return sortedRun(byID)
+        return sortedRunAndPrefixes(byID)
     }
 
     /// ``sortedRun(unordered:)`` when every value is nil or an integer of one width (the
@@ -196,8 +206,8 @@ final class SecondaryIndex: @unchecked Sendable {
         for (id, value) in delta { if let value { changed.append((value, id)) } }
         RadixSort.sort(&changed) { $0.1 }
         let delta = self.delta
-        let run = Self.sortedRun(changed)
-        (recent, recentPrefixes) = Self.merge(recent, recentPrefixes, keeping: { delta[$0] == nil }, run, StringPrefixes(run))
+        let (run, prefixes) = Self.sortedRunAndPrefixes(changed)
+        (recent, recentPrefixes) = Self.merge(recent, recentPrefixes, keeping: { delta[$0] == nil }, run, prefixes)
         // (Emptied keeping their room, which the next delta fills again: emptied to nothing,
         // each grew anew, every key hashed again at each doubling.)
         self.delta.removeAll(keepingCapacity: true)
