@@ -428,7 +428,6 @@ open class ManagedObject: CustomStringConvertible {
     /// was and the context's next save or fetch throws `error`, prefixed with the entity
     /// and property. An object in no context has nowhere to keep the error: the slot is
     /// set to nil instead, which the save that inserts it refuses as a missing value.
-    @usableFromInline
     func refuseWrite(_ slot: Int, _ error: CairnError) {
         guard let context else { return write(slot, .null) }
         let name = slot < layout.names.count ? layout.names[slot] : "#\(slot)"

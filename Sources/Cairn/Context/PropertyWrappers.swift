@@ -126,13 +126,11 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     }
 
     /// The value archived (``JSONArchive``).
-    @usableFromInline
     static func archiving(_ value: T) -> Result<Value, any Error> {
         Result { .archived(try JSONArchive.encoder().encode(value)) }
     }
 
     /// The archived value read back (``JSONArchive``); nil if the bytes do not decode as `T`.
-    @usableFromInline
     static func unarchive(_ data: Data) -> T? {
         try? JSONArchive.decoder().decode(T.self, from: data)
     }
