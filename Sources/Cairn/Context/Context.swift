@@ -172,8 +172,11 @@ public final class Context {
             throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
         }
         let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
+        // Only an error this insert recorded is thrown here; one an earlier write left
+        // stays for the next save or fetch (thrown here, it hid the object just inserted).
+        let earlier = deferredErrors.count
         insert(object)
-        if let error = deferredErrors.popLast() { throw error }
+        if deferredErrors.count > earlier, let error = deferredErrors.popLast() { throw error }
         return object
     }
 

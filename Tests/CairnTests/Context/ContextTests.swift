@@ -388,6 +388,28 @@ final class AnnotatedOwner: ManagedObject {
         #expect(notes[0]["text"] == .string("hello"), "\(notes[0])")
         #expect(notes[0].value(forKey: "stars") == .int32(4))
     }
+
+    /// insertObject(entityName:) throws only what its own insert refused: an error an
+    /// earlier write left for the next save (a write to an unknown key) is not thrown by an
+    /// insert that succeeded, whose caller would never get the object it inserted.
+    @Test func insertObjectThrowsOnlyItsOwnError() throws {
+        let note = EntityDescription(name: "Note", number: 0, attributes: [AttributeDescription(name: "text", type: .string)])
+        let stack = try Stack(model: try Model(entities: [note]))
+        let context = stack.context()
+        let first = try context.insertObject(entityName: "Note")
+        first["text"] = .string("one")
+        first["nope"] = .string("refused")  // kept for the next save or fetch
+        let second = try context.insertObject(entityName: "Note")
+        second["text"] = .string("two")
+        #expect(second.isInserted && second !== first)
+        #expect { try context.save() } throws: { ($0 as? CairnError)?.message.contains("Note has no key 'nope'") == true }
+        try context.save()
+        let reader = stack.context()
+        let texts = try reader.fetchObjects(entityName: "Note").map(\.["text"])
+        #expect(Set(texts) == [.string("one"), .string("two")] && texts.count == 2, "\(texts)")
+        // An insert that fails still throws.
+        #expect(throws: CairnError.self) { try context.insertObject(entityName: "Nowhere") }
+    }
 }
 
 @Suite struct DeleteRuleAndValidationTests {
