@@ -25,9 +25,10 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
 
     public func append(_ element: Element) throws { try push(element) }
 
-    /// Removes and returns the first element, or nil if the queue is empty.
+    /// Removes and returns the first element, or nil if the queue is empty. An element
+    /// that does not decode as `Element` throws and stays in the queue.
     public func popFirst() throws -> Element? {
-        try storage.popFirst().map(Self.decode)
+        try storage.popFirst(decoding: Self.decode)
     }
 
     /// The first element, without removing it.
@@ -43,10 +44,11 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
         try storage.payloads().map(Self.decode)
     }
 
-    /// Removes and returns the element at `index` (0 is the first).
+    /// Removes and returns the element at `index` (0 is the first). An element that does
+    /// not decode as `Element` throws and stays in the queue.
     @discardableResult
     public func remove(at index: Int) throws -> Element {
-        try Self.decode(try storage.remove(at: index))
+        try storage.remove(at: index, decoding: Self.decode)
     }
 
     public func removeAll() throws { try storage.removeAll() }
@@ -118,13 +120,15 @@ final class ObjectQueueStorage: Sendable {
         return data
     }
 
-    func popFirst() throws -> Data? {
+    /// Removes the first element, decoded by `decode` before its removal is committed: an
+    /// element that does not decode stays (decoded after, it was gone and the pop threw).
+    func popFirst<T>(decoding decode: (Data) throws -> T) throws -> T? {
         try withItems { items in
             guard let first = items.first else { return nil }
-            let data = try payload(of: first.id)
+            let element = try decode(try payload(of: first.id))
             try store.commit([.delete(first.id)], durability: .durable)
             items.removeFirst()
-            return data
+            return element
         }
     }
 
@@ -138,15 +142,16 @@ final class ObjectQueueStorage: Sendable {
 
     func count() throws -> Int { try withItems { $0.count } }
 
-    func remove(at index: Int) throws -> Data {
+    /// Removes the element at `index`, decoded as ``popFirst(decoding:)`` decodes it.
+    func remove<T>(at index: Int, decoding decode: (Data) throws -> T) throws -> T {
         try withItems { items in
             guard index >= 0, index < items.count else {
                 throw CairnError(.invalidArgument, "queue \(name) has \(items.count) elements; there is none at \(index)")
             }
-            let data = try payload(of: items[index].id)
+            let element = try decode(try payload(of: items[index].id))
             try store.commit([.delete(items[index].id)], durability: .durable)
             items.remove(at: index)
-            return data
+            return element
         }
     }
 

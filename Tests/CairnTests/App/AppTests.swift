@@ -222,6 +222,21 @@ struct Stamp: Codable, Equatable, Sendable {
         store.close()
     }
 
+    /// An element that does not decode as the queue's type (the type changed since it was
+    /// pushed) throws from a pop or a removal and stays queued: decoded after its removal
+    /// was committed, it was gone for good.
+    @Test func anElementThatDoesNotDecodeStaysQueued() throws {
+        let container = try Container(entities: [], storage: .inMemory)
+        try container.queue(named: "q", of: String.self).push("not a stamp")
+        let stamps = try container.queue(named: "q", of: Stamp.self)
+        #expect { try stamps.popFirst() } throws: { ($0 as? CairnError)?.code == .corrupt }
+        #expect { try stamps.remove(at: 0) } throws: { ($0 as? CairnError)?.code == .corrupt }
+        #expect(try stamps.count == 1)
+        #expect(try container.queue(named: "q", of: String.self).popFirst() == "not a stamp")
+        #expect(try stamps.isEmpty)
+        container.close()
+    }
+
     @Test func concurrentPushersAndPoppers() throws {
         let container = try Container(entities: [], storage: .inMemory)
         let queue = try container.queue(named: "work", of: Int.self)
