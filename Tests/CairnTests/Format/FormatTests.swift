@@ -355,7 +355,7 @@ import Testing
     /// ``sameByDefinition(_:_:)``, and two values it takes for the same encode alike (a
     /// write it drops loses nothing): random pairs of every kind, equal pairs, NaNs, both
     /// zeros, and strings equal by `==` but spelled otherwise.
-    @Test func sameAnswersAsEquals() {
+    @Test func sameAnswersAsItsDefinitionAndEncodesAlike() {
         var generator = ValueGenerator(random: SplitMix64(seed: 17))
         var pairs: [(Value, Value)] = [(.double(.nan), .double(.nan)), (.double(-0.0), .double(0)), (.null, .null),
                                        (.double(.nan), .double(-.nan)), (.float(.nan), .float(.nan)), (.float(.nan), .float(.signalingNaN)),
@@ -384,7 +384,7 @@ import Testing
     /// `Value.sameValues`, how a save tells a changed object from an unchanged one, answers
     /// as the arrays' `==` of ``sameByDefinition(_:_:)``: equal arrays, arrays one value
     /// apart (each kind, NaN included), different lengths, and arrays sharing storage.
-    @Test func sameValuesAnswersAsEquals() {
+    @Test func sameValuesAnswersAsItsDefinition() {
         var generator = ValueGenerator(random: SplitMix64(seed: 23))
         var random = SplitMix64(seed: 37)
         var pairs: [([Value], [Value])] = [([], []), ([.null], []), ([.double(.nan)], [.double(.nan)]),

@@ -27,10 +27,12 @@ import Testing
     /// folds into its recent run and that run into the sorted one many times over: after
     /// each commit, an equality lookup of every string of the pool (and of strings no
     /// record holds) finds exactly the records a test of every record finds, in memory
-    /// and, after a compaction, over the stored index with the log's changes.
+    /// and, after a compaction, over the stored index with the log's changes, before and
+    /// after a reopen.
     @Test(arguments: [UInt64(1), 2]) func equalityLookupsFindWhatAScanFinds(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
-        let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(MemoryFileSystem()))
+        let fs = MemoryFileSystem()
+        var store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
         defer { store.close() }
         var rows: [RecordID: Value] = [:]
         let targets = Self.pool + ["abcdefgh\0\0\0", "abcdefgf", "b", "shared-prefix-99"].map { Value.string($0) }
@@ -64,6 +66,12 @@ import Testing
             }
             try store.commit(last.reversed())
             if round == 6 { try store.compact() }
+            if round == 8 {
+                // Reopened over the stored index and a log tail of two rounds' changes,
+                // whose run is made at the open (``SecondaryIndex/init(snapshot:block:changes:)``).
+                store.close()
+                store = try Store.open(at: "/db", options: memoryOptions(fs))
+            }
             for target in targets {
                 let found = try store.indexedIDs(entity: 1, slot: 0, matching: .equal([target]))
                 let expected = Set(rows.filter { SecondaryIndex.matches($0.value, .equal([target])) }.keys)
