@@ -111,6 +111,11 @@ open class ManagedObject: CustomStringConvertible {
     /// For a fault: the row (values and version) the fetch that made it already read, so
     /// firing it needs no second read. Dropped when the record changes elsewhere.
     @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
+    /// Whether ``prefetched`` holds a row (without copying it out).
+    private var hasPrefetched: Bool {
+        if case .some = prefetched { return true }
+        return false
+    }
     /// Relationships set before the object was inserted into a context.
     @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = Dictionary()  // (not `[:]`, which called the literal initializer for every object)
 
@@ -257,11 +262,11 @@ open class ManagedObject: CustomStringConvertible {
         return true
     }
 
-    /// The values of a fault just read from the parent store, which are now also its saved ones.
-    /// A fault whose context is gone (a function fetched the objects in a context of its
-    /// own and returned them): it takes the values the fetch read with it, if it kept them,
-    /// as its context would have. Without them (a fault made for a relationship) it has
-    /// nothing to read, and reads give the defaults.
+    /// A fault that holds the record its fetch read (see ``read(_:)``), or whose context is
+    /// gone (a function fetched the objects in a context of its own and returned them): it
+    /// takes the values the fetch read with it, if it kept them, as its context would have.
+    /// Without them (a fault made for a relationship) it has nothing to read, and reads
+    /// give the defaults.
     func loadPrefetchedWithoutContext() {
         guard let (values, version) = prefetched else { return }
         prefetched = nil
@@ -270,6 +275,7 @@ open class ManagedObject: CustomStringConvertible {
         isFault = false
     }
 
+    /// The values of a fault just read from the parent store, which are now also its saved ones.
     func setLoaded(_ values: [Value]) {
         madeDefaultsPending = false  // a stored record: nothing is left to make
         storedValues = values
@@ -416,9 +422,17 @@ open class ManagedObject: CustomStringConvertible {
 
     @usableFromInline
     func read(_ slot: Int) -> Value {
-        // A loaded object needs no context (and no weak load) to be read.
+        // A loaded object needs no context (and no weak load) to be read; nor does a fault
+        // that holds the record its fetch read and loads alone (no batch): its context's
+        // ``Context/load(_:)`` would take those values as they are.
         if isFault {
-            if let context { context.willRead(self) } else { loadPrefetchedWithoutContext() }
+            if faultBatch == nil, hasPrefetched {
+                loadPrefetchedWithoutContext()
+            } else if let context {
+                context.willRead(self)
+            } else {
+                loadPrefetchedWithoutContext()
+            }
         }
         makeDefaultsIfPending()
         return slot < values.count ? values[slot] : .null
