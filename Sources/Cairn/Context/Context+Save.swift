@@ -103,7 +103,8 @@ extension Context {
             let attributes = entity.attributes
             let value = values[index]
             if value.isNull {
-                throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value")
+                let why = object.layout.initialValueProblems[index].map { " (\($0))" } ?? ""
+                throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value\(why)")
             }
             throw CairnError(.validation, "\(label()): '\(attributes[index].name)' must be a \(attributes[index].type), not \(value)")
         }

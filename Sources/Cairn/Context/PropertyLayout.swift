@@ -31,6 +31,14 @@ struct DeclarationSite: Hashable, Sendable {
 protocol PropertyDeclaration {
     var site: DeclarationSite { get }
     func describe(name: String, note: PropertyNote) -> PropertyLayout.Property
+    /// Why the declared initial value cannot be stored (an `@Archived` value that does not
+    /// archive), if it cannot: the schema then has no default for the property, and a save
+    /// that finds it without a value says why.
+    func initialValueProblem() -> String?
+}
+
+extension PropertyDeclaration {
+    func initialValueProblem() -> String? { nil }
 }
 
 /// The parts of a property's declaration that only the layout needs, so wrappers do not
@@ -80,11 +88,15 @@ final class PropertyLayout: Sendable {
     /// Why two of the class's properties cannot be told apart (they were declared at one
     /// ``DeclarationSite``), or nil; a ``Model`` refuses such a class.
     let ambiguity: String?
+    /// Why the initial value of the attribute in a slot could not be stored (see
+    /// ``PropertyDeclaration/initialValueProblem()``), by slot.
+    let initialValueProblems: [Int: String]
     private let indexByName: [String: Int]
 
     init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil,
-         madeDefaults: [(slot: Int, maker: DefaultMaker)] = []) {
+         madeDefaults: [(slot: Int, maker: DefaultMaker)] = [], initialValueProblems: [Int: String] = [:]) {
         self.ambiguity = ambiguity
+        self.initialValueProblems = initialValueProblems
         self.entity = entity
         self.madeDefaults = madeDefaults
         names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
@@ -164,6 +176,7 @@ final class PropertyLayout: Sendable {
         var mirror: Mirror? = Mirror(reflecting: prototype)
         while let current = mirror { mirrors.insert(current, at: 0); mirror = current.superclassMirror }
         var madeDefaults: [(slot: Int, maker: DefaultMaker)] = []
+        var initialValueProblems: [Int: String] = [:]
         for current in mirrors {
             for child in current.children {
                 guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
@@ -177,7 +190,9 @@ final class PropertyLayout: Sendable {
                     note.defaultValue = nil
                 }
                 switch declaration.describe(name: name, note: note) {
-                case .attribute(let attribute): attributes.append((attribute, declaration.site))
+                case .attribute(let attribute):
+                    if let problem = declaration.initialValueProblem() { initialValueProblems[attributes.count] = problem }
+                    attributes.append((attribute, declaration.site))
                 case .relationship(let relationship): relationships.append((relationship, declaration.site))
                 }
             }
@@ -197,7 +212,8 @@ final class PropertyLayout: Sendable {
                 slots[site] = index
             }
         }
-        let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, madeDefaults: madeDefaults)
+        let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, madeDefaults: madeDefaults,
+                                    initialValueProblems: initialValueProblems)
         cache.withLock { $0[ObjectIdentifier(type)] = layout }
         published.insert(layout, for: type)
         return layout

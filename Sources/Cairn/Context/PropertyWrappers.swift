@@ -119,6 +119,11 @@ public struct Archived<T: Codable>: PropertyDeclaration {
                                         defaultValue: note.maker == nil ? Self.archive(initialValue()) : note.defaultValue))
     }
 
+    func initialValueProblem() -> String? {
+        guard case .failure(let error) = Self.archiving(initialValue()) else { return nil }
+        return "its initial value, \(T.self), does not archive: \(error)"
+    }
+
     /// The value archived; nil if it does not archive, with the encoder's complaint.
     @usableFromInline
     static func archive(_ value: T) -> Value {

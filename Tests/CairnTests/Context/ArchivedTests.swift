@@ -27,7 +27,31 @@ final class Report: ManagedObject {
     @Archived var fragile = Fragile(text: "first")
 }
 
+/// An initial value that does not archive (a NaN): the schema has no default for it.
+final class Placeholder: ManagedObject {
+    @Archived var summary = Summary(mean: .nan, peak: 0)
+    @Archived var kept = Summary(mean: 1, peak: 1)
+}
+
 @Suite struct ArchivedTests {
+    /// An object saved with an initial value that does not archive is refused for a missing
+    /// value, and the message says why the value is missing; one given a value that
+    /// archives is saved.
+    @Test func anInitialValueThatDoesNotArchiveIsNamedByTheSave() throws {
+        let stack = try Stack(model: try Model(Placeholder.self))
+        let context = stack.context()
+        let placeholder = Placeholder(context: context)
+        let error = try #require(throws: CairnError.self) { try context.save() }
+        #expect(error.code == .validation && error.message.contains("'summary' is required but has no value")
+                && error.message.contains("initial value, Summary, does not archive"), "\(error)")
+        #expect(!error.message.contains("kept"))
+        placeholder.summary = Summary(mean: 2, peak: 3)
+        try context.save()
+        let reader = stack.context()
+        let read = try #require(try reader.fetch(FetchRequest(Placeholder.self)).first)
+        #expect(read.summary == Summary(mean: 2, peak: 3) && read.kept == Summary(mean: 1, peak: 1))
+    }
+
     /// Reals JSON has no number for (NaN, the infinities) do not archive: the write is
     /// refused and the next save throws, naming the property and the encoder's complaint.
     /// (The value had been stored as nil, read back as the initial value, and the save
