@@ -90,13 +90,16 @@ public final class UndoStack {
             emptyName = name
         }
 
-        mutating func append(_ record: Record) {
+        /// (The record is consumed: moved into the log, not copied. Copied, as it was at
+        /// each step to the chunk's storage, every record of a property set cost three
+        /// copies of its value and object reference through the runtime's value witnesses:
+        /// insert_bulk_undo spent about 440 instructions a record here.)
+        mutating func append(_ record: consuming Record) {
             guard emptyOpen else {
                 records.append(record)
                 return
             }
-            var first = record
-            first.opensGroup = true
+            record.opensGroup = true
             emptyOpen = false
             if let name = emptyName {
                 names[records.count] = name
@@ -105,7 +108,7 @@ public final class UndoStack {
             previousStart = lastStart
             lastStart = records.count
             recordedGroups += 1
-            records.append(first)
+            records.append(record)
         }
 
         /// How many records are live (for tests).
@@ -198,7 +201,7 @@ public final class UndoStack {
             chunks[index >> Self.shift][index & (Self.size - 1)]
         }
 
-        mutating func append(_ record: Record) {
+        mutating func append(_ record: consuming Record) {
             if count & (Self.size - 1) == 0 {
                 var chunk: [Record] = []
                 chunk.reserveCapacity(Self.size)
