@@ -249,7 +249,8 @@ struct Stamp: Codable, Equatable, Sendable {
             while let value = try? queue.popFirst() { popped.withLock { $0.append(value) } }
         }
         #expect(popped.value.count == 200 && Set(popped.value).count == 200)
-        // Each pusher's own elements came out in its order.
+        // Each pusher's fifty elements came out, each once. (Not their order: a popper
+        // notes what it popped after the pop, so `popped` is not the order of the pops.)
         for worker in 0..<4 {
             let mine = popped.value.filter { $0 / 1000 == worker }
             #expect(Set(mine).count == 50)
