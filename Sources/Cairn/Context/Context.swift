@@ -251,9 +251,8 @@ public final class Context {
             }
             object.faultBatch = nil
         }
-        let cached = object.prefetched
-        object.prefetched = nil
-        guard let (values, version) = try cached ?? sourceValues(for: object.recordID) else {
+        if object.loadPrefetched() { return true }
+        guard let (values, version) = try sourceValues(for: object.recordID) else {
             object.isFault = false
             object.values = object.layout.defaults
             object.exists = false

@@ -111,11 +111,6 @@ open class ManagedObject: CustomStringConvertible {
     /// For a fault: the row (values and version) the fetch that made it already read, so
     /// firing it needs no second read. Dropped when the record changes elsewhere.
     @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
-    /// Whether ``prefetched`` holds a row (without copying it out).
-    private var hasPrefetched: Bool {
-        if case .some = prefetched { return true }
-        return false
-    }
     /// Relationships set before the object was inserted into a context.
     @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = Dictionary()  // (not `[:]`, which called the literal initializer for every object)
 
@@ -262,17 +257,20 @@ open class ManagedObject: CustomStringConvertible {
         return true
     }
 
-    /// A fault that holds the record its fetch read (see ``read(_:)``), or whose context is
-    /// gone (a function fetched the objects in a context of its own and returned them): it
-    /// takes the values the fetch read with it, if it kept them, as its context would have.
-    /// Without them (a fault made for a relationship) it has nothing to read, and reads
-    /// give the defaults.
-    func loadPrefetchedWithoutContext() {
-        guard let (values, version) = prefetched else { return }
+    /// Loads a fault from the record its fetch read with it (``prefetched``), if it kept
+    /// one; false if not. The one way a fault takes that record: its context's
+    /// ``Context/load(_:)`` asks here first, and a read asks here without the context (see
+    /// ``read(_:)``), as does a fault whose context is gone (a function fetched the objects
+    /// in a context of its own and returned them). Without a record (a fault made for a
+    /// relationship) such a fault has nothing to read, and reads give the defaults.
+    @discardableResult
+    func loadPrefetched() -> Bool {
+        guard let (values, version) = prefetched else { return false }
         prefetched = nil
         setLoaded(values)
         baseVersion = version
         isFault = false
+        return true
     }
 
     /// The values of a fault just read from the parent store, which are now also its saved ones.
@@ -424,15 +422,9 @@ open class ManagedObject: CustomStringConvertible {
     func read(_ slot: Int) -> Value {
         // A loaded object needs no context (and no weak load) to be read; nor does a fault
         // that holds the record its fetch read and loads alone (no batch): its context's
-        // ``Context/load(_:)`` would take those values as they are.
-        if isFault {
-            if faultBatch == nil, hasPrefetched {
-                loadPrefetchedWithoutContext()
-            } else if let context {
-                context.willRead(self)
-            } else {
-                loadPrefetchedWithoutContext()
-            }
+        // ``Context/load(_:)`` would only take that record (``loadPrefetched()``).
+        if isFault, !(faultBatch == nil && loadPrefetched()) {
+            if let context { context.willRead(self) } else { loadPrefetched() }
         }
         makeDefaultsIfPending()
         return slot < values.count ? values[slot] : .null
