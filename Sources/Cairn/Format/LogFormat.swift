@@ -109,6 +109,56 @@ public enum LogFrame {
     }
 }
 
+extension LogFrame {
+    /// The smallest frame: a header and a payload of a commit time and an operation count.
+    static let minimumSize = frameSize(payloadLength: 9)
+
+    /// How a probe past damage ended.
+    enum ProbeEnd: Equatable {
+        /// Every offset was probed.
+        case finished
+        /// `found` asked to stop.
+        case stopped
+        /// The checksum work allowed (a bounded multiple of the file's size) ran out at
+        /// this offset: only a crafted file holds that many would-be frames.
+        case exhausted(at: Int)
+    }
+
+    /// Looks for valid frames past damage at `damage` (where frame `expected` should have
+    /// been), at every aligned offset after it, calling `found` with each one's sequence
+    /// number, synced-through field and offset; `found` returns false to stop.
+    ///
+    /// Only a header that could belong to a later frame of this log has its checksum
+    /// computed: type 1, reserved bytes zero, a length that fits the file, a sequence
+    /// above `expected` yet no higher than the frames between the damage and it could
+    /// number (each takes at least ``minimumSize`` bytes), and with `durableOnly`, a
+    /// synced-through field at or past `expected`. The payload of a torn frame supplies
+    /// few such headers, so a torn tail of any length is probed in one pass; the checksum
+    /// work is bounded all the same.
+    static func probe(after damage: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64, durableOnly: Bool,
+                      _ found: (_ sequence: UInt64, _ synced: UInt64, _ offset: Int) -> Bool) -> ProbeEnd {
+        var probe = damage + alignment
+        var budget = 4 * buffer.count + (1 << 20)
+        while probe + headerSize <= buffer.count {
+            defer { probe += alignment }
+            // The type byte first: unused space (megabytes of zeros) costs one load a probe.
+            guard buffer[probe + 24] == typeTransaction,
+                  buffer.loadUnaligned(fromByteOffset: probe + 24, as: UInt64.self).littleEndian == UInt64(typeTransaction)
+            else { continue }
+            let (sequence, synced) = sequenceFields(buffer, at: probe)
+            let mostFrames = UInt64((probe - damage) / minimumSize)
+            guard sequence > expected, sequence - expected <= mostFrames, synced < sequence,
+                  !durableOnly || synced >= expected else { continue }
+            let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
+            guard length <= FormatLimits.maxFramePayload, frameSize(payloadLength: length) <= buffer.count - probe else { continue }
+            budget -= headerSize + length
+            guard budget >= 0 else { return .exhausted(at: probe) }
+            if case .frame = parse(buffer, at: probe), !found(sequence, synced, probe) { return .stopped }
+        }
+        return .finished
+    }
+}
+
 /// One change of a transaction.
 public enum Operation: Sendable, Equatable {
     /// Insert or replace a whole record; `body` is its encoded values (FORMAT.md §2.2).

@@ -243,34 +243,24 @@ extension Store {
 
     /// Past the last good frame (at `offset`), when what follows is not all zeros: is there
     /// a frame written after the damaged one was known durable? Then the damage is not a
-    /// torn write, and the log is refused.
+    /// torn write, and the log is refused, naming that frame.
     private static func refuseDurableFrame(after offset: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64,
                                            damage: String?) throws {
-        var probe = offset + LogFrame.alignment
-        // Checksums are the costly part; a hostile file could put a plausible header
-        // at every offset, so their total is bounded (a real log never comes close).
-        var checksumBudget = 4 * buffer.count + (1 << 20)
-        while probe + LogFrame.headerSize <= buffer.count {
-            // A genuine later frame has a later sequence number and records as durable
-            // a point at or past the damaged one (and before itself). Those fields are
-            // checked before the checksum.
-            // The type byte first: unused space (megabytes of zeros) costs one load a probe.
-            if buffer[probe + 24] == LogFrame.typeTransaction,
-               case let (sequence, synced) = LogFrame.sequenceFields(buffer, at: probe), synced >= expected, sequence > synced {
-                let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
-                checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
-                guard checksumBudget >= 0 else {
-                    throw CairnError.corrupt(
-                        "log is damaged at offset \(offset) (\(damage ?? "missing frame")) and too much after it looks like frames to tell a torn write from corruption; run `cairn repair`",
-                        offset: offset)
-                }
-                if case .frame = LogFrame.parse(buffer, at: probe) {
-                    throw CairnError.corrupt(
-                        "log is damaged at offset \(offset) (\(damage ?? "missing frame")), but transaction \(sequence) at offset \(probe) was written after transaction \(expected) was durable; run `cairn repair`",
-                        offset: offset)
-                }
-            }
-            probe += LogFrame.alignment
+        let damage = damage ?? "missing frame"
+        var durable: (sequence: UInt64, offset: Int)?
+        let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: true) { sequence, _, at in
+            durable = (sequence, at)
+            return false
+        }
+        if let durable {
+            throw CairnError.corrupt(
+                "log is damaged at offset \(offset) (\(damage)), but transaction \(durable.sequence) at offset \(durable.offset) was written after transaction \(expected) was durable; run `cairn repair`",
+                offset: offset)
+        }
+        if case .exhausted(let at) = end {
+            throw CairnError.corrupt(
+                "log is damaged at offset \(offset) (\(damage)), and past it, up to offset \(at), more would-be frames than a torn write leaves; run `cairn repair`",
+                offset: offset)
         }
     }
 

@@ -80,22 +80,13 @@ extension Store {
                 expected += 1
                 offset = next
             }
-            // Count the valid frames past the damage (they are lost). Type and sequence are
-            // checked before the checksum, and the checksum work is bounded.
-            var probe = offset + LogFrame.alignment
-            var checksumBudget = 4 * buffer.count + (1 << 20)
-            while probe + LogFrame.headerSize <= buffer.count {
-                if buffer[probe + 24] == LogFrame.typeTransaction,  // first: unused space costs one load a probe
-                   case let (sequence, _) = LogFrame.sequenceFields(buffer, at: probe), sequence >= expected {
-                    let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: probe + 4, as: UInt32.self)))
-                    checksumBudget -= min(length, buffer.count - probe) + LogFrame.headerSize
-                    if checksumBudget < 0 {
-                        report.notes.append("stopped counting lost transactions at offset \(probe): too much damage")
-                        break
-                    }
-                    if case .frame = LogFrame.parse(buffer, at: probe) { report.droppedTransactions.append(sequence) }
-                }
-                probe += LogFrame.alignment
+            // Count the valid frames past the damage (they are lost).
+            let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: false) { sequence, _, _ in
+                report.droppedTransactions.append(sequence)
+                return true
+            }
+            if case .exhausted(let at) = end {
+                report.notes.append("stopped counting lost transactions at offset \(at): too much damage")
             }
         }
         if !logBytes.withUnsafeBytes({ UnsafeRawBufferPointer(rebasing: $0[offset...]).isAllZero }) {
