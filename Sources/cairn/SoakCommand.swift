@@ -1,17 +1,23 @@
 import Cairn
 import Foundation
 
-/// `cairn _soak-writer DIR`: an internal command for the SIGKILL soak test (TESTING.md).
-/// Commits transactions durably forever, each setting two counters to n and adding one
-/// log record n, and prints `ack n` after each returns. Not listed in --help.
+/// `cairn _soak-writer DIR [--blob BYTES]`: an internal command for the SIGKILL soak test
+/// (TESTING.md). Commits transactions durably forever, each setting two counters to n and
+/// adding one log record n (and with `--blob`, replacing a record of that many random
+/// bytes, so that frames can be larger than the log's preallocation), and prints `ack n`
+/// after each returns. Not listed in --help.
 enum SoakCommand {
     static let schema = Schema(entities: [
         EntityDescription(name: "Counter", number: 1, attributes: [AttributeDescription(name: "value", type: .int64)]),
         EntityDescription(name: "Entry", number: 2, attributes: [AttributeDescription(name: "n", type: .int64)]),
+        EntityDescription(name: "Blob", number: 3, attributes: [AttributeDescription(name: "bytes", type: .binary)]),
     ])
 
     static func run(_ arguments: [String]) throws {
-        guard let directory = arguments.first else { throw UsageError(message: "missing the store directory", command: "_soak-writer") }
+        let parsed = try Arguments(arguments, command: "_soak-writer", valued: ["--blob"], switches: [])
+        let directory = try parsed.positional(0, "the store directory")
+        let blobBytes = try parsed.integer("--blob") ?? 0
+        var random = SplitMix64(seed: UInt64(UInt32(truncatingIfNeeded: getpid())))
         let store = try Store.open(at: directory, schema: schema,
                                    options: StoreOptions(compaction: .automatic(ratio: 1.0, minimumLogBytes: 64 << 10)))
         let x = RecordID(entity: 1, serial: 1), y = RecordID(entity: 1, serial: 2)
@@ -21,7 +27,15 @@ enum SoakCommand {
         while n < 10_000_000 {
             n += 1
             let entry = try store.allocateID(entity: 2)
-            try store.commit([.put(x, [.int64(n)]), .put(entry, [.int64(n)]), .put(y, [.int64(n)])], durability: .durable)
+            var changes: [Change] = [.put(x, [.int64(n)]), .put(entry, [.int64(n)]), .put(y, [.int64(n)])]
+            if blobBytes > 0 {
+                var blob = [UInt8](repeating: 0, count: blobBytes)
+                blob.withUnsafeMutableBytes { bytes in
+                    for i in stride(from: 0, to: bytes.count - 7, by: 8) { bytes.storeBytes(of: random.next(), toByteOffset: i, as: UInt64.self) }
+                }
+                changes.insert(.put(RecordID(entity: 3, serial: 3), [.bytes(Data(blob))]), at: 1)
+            }
+            try store.commit(changes, durability: .durable)
             FileHandle.standardOutput.write(Data("ack \(n)\n".utf8))
         }
     }
