@@ -20,7 +20,7 @@ enum CreateCommand {
         }
         let schema = try SchemaJSON.load(schemaPath)
         let store = try Store.open(at: directory, schema: schema)
-        store.close()
+        try store.close()
         Console.out("created store at \(directory) with \(schema.entities.count) entities")
     }
 }
@@ -38,7 +38,7 @@ enum SchemaCommand {
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         let store = try openStore(directory, command: "schema")
-        defer { store.close() }
+        defer { try? store.close() }
         Console.out(SchemaJSON.render(store.schema))
     }
 }

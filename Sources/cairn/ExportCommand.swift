@@ -53,7 +53,7 @@ enum ExportCommand {
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         let store = try openStore(directory, command: "export")
-        defer { store.close() }
+        defer { try? store.close() }
         var entities = store.schema.entities.sorted { $0.number < $1.number }
         if let name = args.options["--entity"] {
             guard let entity = store.schema.entity(named: name) else {
@@ -107,7 +107,7 @@ enum ImportCommand {
         // the log, which every open then replays (1M records: 0.62 s and 263 MB, against
         // 10 ms and 26 MB once compacted).
         let store = try openStore(directory, command: "import", compaction: .default)
-        defer { store.close() }
+        defer { try? store.close() }
         try data.withUnsafeBytes { try importLines(in: $0, into: store, batch: batch) }
     }
 

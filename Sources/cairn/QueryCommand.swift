@@ -27,7 +27,7 @@ enum QueryCommand {
         options.compaction = .manual
         let model = try Model(entities: stored.entities.sorted { $0.number < $1.number }, version: stored.version)
         let coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
-        defer { coordinator.close() }
+        defer { try? coordinator.close() }
         let context = Context(coordinator: coordinator, model: model)
         var request = FetchRequest<ManagedObject>(entityName: entityName)
         if let format {

@@ -16,7 +16,7 @@ enum StatsCommand {
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         let store = try openStore(directory, command: "stats")
-        defer { store.close() }
+        defer { try? store.close() }
         let stats = store.statistics
         let logPuts = try store.history().reduce(0) { total, transaction in
             total + transaction.changes.values.reduce(0) { $0 + $1.inserts + $1.updates }
@@ -73,7 +73,7 @@ enum VerifyCommand {
             }
             throw Failure()
         }
-        defer { store.close() }
+        defer { try? store.close() }
         Console.progress("verifying…", json: json)
         let problems = store.verify()
         Console.endProgress(json: json)
@@ -106,7 +106,7 @@ enum CompactCommand {
         try args.noExtraPositionals(1)
         let json = args.flags.contains("--json")
         let store = try openStore(directory, command: "compact")
-        defer { store.close() }
+        defer { try? store.close() }
         let start = Date()
         Console.progress("compacting…", json: json)
         let result = try store.compact()
@@ -136,7 +136,7 @@ enum HistoryCommand {
         try args.noExtraPositionals(1)
         let since = UInt64(try args.integer("--since") ?? 0)
         let store = try openStore(directory, command: "history")
-        defer { store.close() }
+        defer { try? store.close() }
         let schema = store.schema
         for transaction in try store.history() where transaction.sequence > since {
             let time = Date(timeIntervalSince1970: Double(transaction.time) / 1000)
@@ -184,7 +184,7 @@ enum RepairCommand {
         }
         let store = try openStore(directory, command: "repair")
         let problems = store.verify()
-        store.close()
+        try store.close()
         Console.out(problems.isEmpty ? "the store opens and verifies" : "the store opens; verify finds \(problems.count) problem(s)")
     }
 }

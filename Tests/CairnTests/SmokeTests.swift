@@ -19,7 +19,7 @@ import Foundation
             try store.commit([.delete(ids[3])])
             try store.compact()
             try store.commit([.put(ids[4], [.string("changed"), .int64(44), .references([])])])
-            store.close()
+            try store.close()
         }
         let store = try Store.open(at: "/db", options: options)
         #expect(store.count(entity: 1) == 9)

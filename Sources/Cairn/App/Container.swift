@@ -83,8 +83,8 @@ public final class Container: Sendable {
 
     /// Makes every save durable and releases the store (its lock too). Unsaved changes in
     /// contexts are not saved; ``DataStore/close()`` saves the main context first.
-    public func close() {
-        try? coordinator.store.sync()
-        coordinator.close()
+    /// A failed sync is thrown (the store is closed all the same; see ``Store/close()``).
+    public func close() throws {
+        try coordinator.close()
     }
 }

@@ -154,7 +154,7 @@ public final class DataStore {
         try await save()
         for observer in lifecycleObservers { NotificationCenter.default.removeObserver(observer) }
         lifecycleObservers = []
-        container.close()
+        try container.close()
     }
 
     // MARK: Support

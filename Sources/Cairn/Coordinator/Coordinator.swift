@@ -32,7 +32,7 @@ public final class Coordinator: Sendable {
             let aligned = SchemaMapping.align(requested, with: existing.schema)
             if aligned.versionHash != existing.schema.versionHash {
                 let stored = existing.schema
-                existing.close()
+                try existing.close()
                 switch migration {
                 case .refuse:
                     throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: aligned))
@@ -47,7 +47,7 @@ public final class Coordinator: Sendable {
                 let reopened = SchemaMapping.align(requested, with: existing.schema)
                 guard reopened.versionHash == existing.schema.versionHash else {
                     let stored = existing.schema
-                    existing.close()
+                    try existing.close()
                     throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: reopened))
                 }
             }
@@ -77,7 +77,8 @@ public final class Coordinator: Sendable {
         return "store at \(path) was made with a different model (entities \(differences.joined(separator: ", "))); migrate the store or open it with its own model"
     }
 
-    public func close() { store.close() }
+    /// Closes the store: see ``Store/close()``.
+    public func close() throws { try store.close() }
 
     public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
     public func entity(number: UInt16) -> EntityDescription? { entitiesByNumber[number] }

@@ -53,7 +53,8 @@ extension Store {
         let (snapshot, overlay, lastSequence, nextSerial) = state.withLock {
             ($0.snapshot, $0.overlay, $0.lastSequence, $0.nextSerial)
         }
-        try current.sync(through: lastSequence)
+        // A failed sync here is a failed commit's: the unsynced tail is cut back.
+        try poisonOnFailure(discarding: current) { try current.sync(through: lastSequence) }
         let manifest = current.manifest
         let storeID = manifest.header.storeID
         let snapshotNumber = manifest.nextFileNumber

@@ -74,7 +74,7 @@ extension Store {
         options.createIfMissing = false
         options.compaction = .manual
         let store = try Store.open(at: path, options: options)
-        defer { store.close() }
+        defer { try? store.close() }
         return try store.forecast(stages)
     }
 
@@ -108,7 +108,7 @@ extension Store {
         options.createIfMissing = false
         options.compaction = .manual
         let store = try Store.open(at: path, options: options)
-        defer { store.close() }
+        defer { try? store.close() }
         return try store.migrate(stages, progress: progress)
     }
 
@@ -123,7 +123,7 @@ extension Store {
         options.compaction = .manual
         try schema.validate()
         let store = try Store.open(at: path, options: options)
-        defer { store.close() }
+        defer { try? store.close() }
         try store.checkWritable()
         _ = try store.log.withLock { writer in
             guard let current = writer else { throw store.closedError() }

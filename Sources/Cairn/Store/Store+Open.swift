@@ -31,7 +31,7 @@ extension Store {
             let store = try openExisting(at: path, options: options, lock: lock)
             if let schema, schema.versionHash != store.schema.versionHash {
                 let stored = store.schema
-                store.close()
+                try store.close()
                 throw CairnError(.schemaMismatch,
                                  "store at \(path) has schema version \(stored.version) (hash \(hex(stored.versionHash))) but the model given has version \(schema.version) (hash \(hex(schema.versionHash))); migrate the store or open it with its own model")
             }

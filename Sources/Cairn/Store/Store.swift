@@ -39,7 +39,9 @@ public final class Store: Sendable {
     }
 
     deinit {
-        close()
+        // (A store closed by its last reference has no caller to report to; close it
+        // explicitly to learn of a failed sync.)
+        try? close()
     }
 
     /// The schema stored in the files.
@@ -188,14 +190,24 @@ public final class Store: Sendable {
 
     /// Syncs the log, closes the files and releases the lock. Later calls throw `.closed`.
     /// Safe to call more than once.
-    public func close() {
+    ///
+    /// A failed sync is handled as a failed commit's: the log is cut back to what was
+    /// synced, the store is poisoned, and the error is thrown (the files are closed and
+    /// the lock released all the same). Commits made with `.deferred` durability since
+    /// the last sync may then be lost; every durable commit is kept.
+    public func close() throws {
         let writer = log.withLock { writer -> LogWriter? in
             defer { writer = nil }
             return writer
         }
+        var failure: (any Error)?
         if let writer {
             if poison.withLock({ $0 }) == nil {
-                try? writer.sync(through: state.withLock { $0.lastSequence })
+                do {
+                    try poisonOnFailure(discarding: writer) { try writer.sync(through: state.withLock { $0.lastSequence }) }
+                } catch {
+                    failure = error
+                }
             }
             writer.file.close()
         }
@@ -203,6 +215,7 @@ public final class Store: Sendable {
             lock?.unlock()
             lock = nil
         }
+        if let failure { throw failure }
     }
 
     public var isClosed: Bool { log.withLock { $0 == nil } }

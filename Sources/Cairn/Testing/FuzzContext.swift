@@ -68,7 +68,7 @@ struct ContextDifferential {
             differential.step(bytes[index], bytes[index + 1])
             index += 2
         }
-        differential.coordinator.close()
+        try? differential.coordinator.close()
     }
 
     func fail(_ message: String) -> Never {
@@ -165,7 +165,7 @@ struct ContextDifferential {
             // durable, so that is every save.
             log.append("crash")
             let image = fs.crashImage(argument % 2 == 0 ? .dropAll : .random(seed: UInt64(argument)))
-            coordinator.close()
+            try? coordinator.close()
             fs = image
             do {
                 coordinator = try Coordinator(path: Self.path, schema: model.schema, options: Self.options(fs))

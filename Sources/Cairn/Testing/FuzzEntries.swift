@@ -88,7 +88,7 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
                 _ = try? store.indexedIDs(entity: block.entity, slot: block.attribute, matching: condition)
             }
         }
-        store.close()
+        try? store.close()
     }
 
     static func predicate(_ bytes: [UInt8]) {

@@ -18,7 +18,7 @@ struct Stamp: Codable, Equatable, Sendable {
             person.username = "ann"
             try context.save()
             #expect(try Person.count(in: context) == 1)
-            container.close()
+            try container.close()
         }
         // On disk, a second container sees the data.
         let again = try Container(name: "t", entities: [Person.self, DVD.self, Shelf.self, Box.self],
@@ -26,7 +26,7 @@ struct Stamp: Codable, Equatable, Sendable {
         let background = again.newBackgroundContext()
         let count = try await background.perform { try Person.count(in: $0) }
         #expect(count == 1)
-        again.close()
+        try again.close()
     }
 
     @Test func activeRecordHelpers() throws {
@@ -149,7 +149,7 @@ struct Stamp: Codable, Equatable, Sendable {
         try await data.close()
         let reopened = try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .onDisk(url))
         #expect(try Person.count(in: reopened.mainContext) == 1)
-        reopened.close()
+        try reopened.close()
     }
 }
 
@@ -169,7 +169,7 @@ struct Stamp: Codable, Equatable, Sendable {
             #expect(try queue.peek() == Stamp(at: 1, note: "n1"))
             #expect(try queue.remove(at: 1) == Stamp(at: 2, note: "n2"))
             #expect(throws: CairnError.self) { try queue.remove(at: 10) }
-            container.close()
+            try container.close()
         }
         let container = try Container(entities: [], storage: .onDisk(url))
         let queue = try container.queue(named: "stamps", of: Stamp.self)
@@ -182,7 +182,7 @@ struct Stamp: Codable, Equatable, Sendable {
         try queue.push(Stamp(at: 1, note: "one"))
         #expect(throws: CairnError.self) { try queue.push(Stamp(at: .nan, note: "nan")) }
         #expect(try queue.elements() == [Stamp(at: 1, note: "one")])
-        container.close()
+        try container.close()
     }
 
     /// Random pushes, pops, removals at any index, peeks and counts, long enough that
@@ -211,7 +211,7 @@ struct Stamp: Codable, Equatable, Sendable {
             }
             if step % 1_000 == 999 {
                 #expect(try queue.elements() == expected)
-                store.close()
+                try store.close()
                 store = try Store.open(at: "/q", options: memoryOptions(fs))
                 queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", store: store))
             }
@@ -219,7 +219,7 @@ struct Stamp: Codable, Equatable, Sendable {
         #expect(try queue.elements() == expected)
         try queue.removeAll()
         #expect(try queue.isEmpty)
-        store.close()
+        try store.close()
     }
 
     /// An element that does not decode as the queue's type (the type changed since it was
@@ -234,7 +234,7 @@ struct Stamp: Codable, Equatable, Sendable {
         #expect(try stamps.count == 1)
         #expect(try container.queue(named: "q", of: String.self).popFirst() == "not a stamp")
         #expect(try stamps.isEmpty)
-        container.close()
+        try container.close()
     }
 
     @Test func concurrentPushersAndPoppers() throws {
@@ -273,7 +273,7 @@ struct Stamp: Codable, Equatable, Sendable {
             #expect(elements.allSatisfy { $0.hasPrefix("element ") })
             let numbers = elements.map { Int($0.dropFirst(8))! }
             #expect(numbers == numbers.sorted() && (numbers.first ?? 0) <= 1)
-            reopened.close()
+            try reopened.close()
         }
         #expect(captured.value.count >= 11)
     }

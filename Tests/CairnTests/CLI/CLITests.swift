@@ -55,7 +55,7 @@ enum CLI {
         let store = try Store.open(at: directory)
         #expect(store.verify().isEmpty, "\(store.verify())")
         #expect(store.count(entity: store.schema.entity(named: "Person")!.number) == 3)
-        store.close()
+        try store.close()
     }
 
     @Test func demoUsageErrors() throws {

@@ -124,7 +124,7 @@ import Testing
                     try opened.commit(try opened.records(entity: entity.number).map { .put($0.id, $0.values) })
                 }
             }
-            opened.close()
+            try opened.close()
         }
         let stats = try CLI.run(["stats", store, "--json"]).out
         #expect(!stats.contains(#""garbageRatio": 0,"#), "\(stats)")
@@ -148,7 +148,7 @@ import Testing
         let store = dir + "/s"
         _ = try CLI.run(["create", store, "--schema", dir + "/schema.json"])
         let holder = try Store.open(at: store)
-        defer { holder.close() }
+        defer { try? holder.close() }
         let second = try CLI.run(["import", store, "--in", dir + "/data.ndjson"])
         #expect(second.status == 1)
         #expect(second.err.contains("store at \(store) is locked by pid \(getpid())"))
@@ -219,7 +219,7 @@ import Testing
             let opened = try Store.open(at: store)
             let total = opened.schema.entities.reduce(0) { $0 + opened.count(entity: $1.number) }
             #expect(total >= reported, "round \(round): \(total) records, \(reported) reported")
-            opened.close()
+            try opened.close()
             let verify = try CLI.run(["verify", store])
             // Batches are cut at line boundaries, so a reference may point at a later batch
             // that never landed; the checksums and records themselves must be sound.

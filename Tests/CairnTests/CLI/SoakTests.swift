@@ -54,7 +54,7 @@ import Testing
             let x = try store.get(RecordID(entity: 1, serial: 1))?.values.first
             let y = try store.get(RecordID(entity: 1, serial: 2))?.values.first
             let entries = store.count(entity: 2)
-            store.close()
+            try store.close()
             let value: Int64
             if case .int64(let v)? = x { value = v } else { value = 0 }
             #expect(x == y, "seed \(seed) round \(round): half a transaction is visible (\(String(describing: x)) vs \(String(describing: y)))")

@@ -157,7 +157,7 @@ final class AnnotatedOwner: ManagedObject {
 
     @Test func aChangedModelIsRefused() throws {
         let stack = try Stack()
-        stack.coordinator.close()
+        try stack.coordinator.close()
         var schema = stack.model.schema
         schema.entities[0].attributes.append(AttributeDescription(name: "email", type: .string, isOptional: true))
         #expect { try Coordinator(path: "/db", schema: schema, options: memoryOptions(stack.fs), migration: .refuse) } throws: { error in
@@ -168,11 +168,11 @@ final class AnnotatedOwner: ManagedObject {
         let reordered = try Model(Box.self, Shelf.self, DVD.self, Person.self)
         let coordinator = try Coordinator(path: "/db", schema: reordered.schema, options: memoryOptions(stack.fs), migration: .refuse)
         #expect(coordinator.entity(named: "Person")?.number == 1)
-        coordinator.close()
+        try coordinator.close()
         // By default the same change migrates.
         let migrated = try Coordinator(path: "/db", schema: schema, options: memoryOptions(stack.fs))
         #expect(migrated.entity(named: "Person")?.attributes.last?.name == "email")
-        migrated.close()
+        try migrated.close()
     }
 }
 
@@ -596,7 +596,7 @@ final class AnnotatedOwner: ManagedObject {
         stack = try stack.reopened()
         let after = stack.context()
         #expect(try after.fetch(DVD.self).map(\.title) == ["ann-0", "ann-1", "ann-2"])
-        stack.coordinator.close()
+        try stack.coordinator.close()
     }
 }
 

@@ -20,7 +20,7 @@ import Testing
         var random = SplitMix64(seed: seed)
         func pick(_ count: Int) -> Int { Int(random.next() % UInt64(count)) }
         let stack = try Stack(fs: fs)
-        defer { stack.coordinator.close() }
+        defer { try? stack.coordinator.close() }
         let context = stack.context()
         var counter = 0
         for round in 0..<saves {
@@ -75,7 +75,7 @@ import Testing
     /// The state of the store in `fs`, as a fresh context sees it.
     static func reopenedState(_ fs: MemoryFileSystem) throws -> String {
         let stack = try Stack(fs: fs)
-        defer { stack.coordinator.close() }
+        defer { try? stack.coordinator.close() }
         #expect(stack.coordinator.store.verify().isEmpty)
         return try state(stack.context())
     }

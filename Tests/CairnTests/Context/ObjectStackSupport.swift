@@ -60,7 +60,7 @@ struct Stack {
 
     /// Closes and opens the store again (same file system).
     func reopened() throws -> Stack {
-        coordinator.close()
+        try coordinator.close()
         return try Stack(fs: fs, path: path, model: model)
     }
 }

@@ -48,7 +48,7 @@ import Testing
     func runsAtOnceGiveWhatOneRunGives(seed: UInt64) throws {
         let fs = MemoryFileSystem()
         let store = try Self.store(fs, seed: seed)
-        defer { store.close() }
+        defer { try? store.close() }
         var expected: [(RecordID, UInt64, [UInt8])] = []
         try store.scanVersioned(entity: 1) { id, version, body in
             if try Self.kept(body) { expected.append((id, version, Array(body))) }
@@ -75,7 +75,7 @@ import Testing
     /// sanitizer reports; CI runs this suite under it).
     @Test func anEmptyOnePassFetchWritesNothingShared() throws {
         let stack = try Stack(model: try Model(Sample.self, Item.self, Group.self))
-        defer { stack.coordinator.close() }
+        defer { try? stack.coordinator.close() }
         let writer = stack.context()
         for index in 0..<20 { Sample(context: writer).big = Int64(index) }
         try writer.save()
@@ -99,7 +99,7 @@ import Testing
     @Test func anErrorInOneRunEndsTheScan() throws {
         let fs = MemoryFileSystem()
         let store = try Self.store(fs, seed: 64)
-        defer { store.close() }
+        defer { try? store.close() }
         let ids = store.ids(entity: 1)
         let bad = ids[ids.count * 3 / 4]
         struct Refused: Error, Equatable { let id: RecordID }
@@ -119,7 +119,7 @@ import Testing
     @Test(arguments: Seeds.list([65, 66]))
     func fetchesSplitOrNotAgree(seed: UInt64) throws {
         let stack = try Stack(model: try Model(Sample.self, Item.self, Group.self))
-        defer { stack.coordinator.close() }
+        defer { try? stack.coordinator.close() }
         let entity = try #require(stack.model.schema.entity(named: "Sample"))
         var random = SplitMix64(seed: seed)
         func fill(_ object: ManagedObject) throws {

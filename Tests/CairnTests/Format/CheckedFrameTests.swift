@@ -62,7 +62,7 @@ import Testing
             AttributeDescription(name: "text", type: .string),
         ])])
         let store = try Store.open(at: directory, schema: schema, options: StoreOptions(compaction: .manual))
-        defer { store.close() }
+        defer { try? store.close() }
         let ids = try (0..<50).map { _ in try store.allocateID(entity: 1) }
         try store.commit(ids.map { .put($0, [.string("note \($0.serial) xxxxxxxx")]) })
         try store.compact()

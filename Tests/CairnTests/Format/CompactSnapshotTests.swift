@@ -232,7 +232,7 @@ import Testing
         }
         var expected = initial
         try store.compact()
-        store.close()
+        try store.close()
         let (path, original, reader) = try Self.currentSnapshot(fs)
         var bytes = original
         let victim = ids[23]
@@ -249,7 +249,7 @@ import Testing
         #expect(report.damagedSnapshotRegions == 1)
         expected[victim] = nil
         let repaired = try Store.open(at: "/db", options: memoryOptions(fs))
-        defer { repaired.close() }
+        defer { try? repaired.close() }
         #expect(try contents(of: repaired) == expected)
         #expect(repaired.verify().isEmpty)
     }
@@ -282,7 +282,7 @@ import Testing
         try store.compact()
         #expect(try contents(of: store) == expected)
         #expect(store.verify().isEmpty)
-        store.close()
+        try store.close()
 
         let third = try Self.currentSnapshot(fs)
         var bytes = third.bytes
@@ -291,7 +291,7 @@ import Testing
         bytes[third.reader.fileOffset(of: body)] ^= 0x04
         try fs.setContents(of: third.path, to: bytes)
         let damaged = try Store.open(at: "/db", options: memoryOptions(fs))
-        defer { damaged.close() }
+        defer { try? damaged.close() }
         #expect {
             try damaged.compact()
         } throws: { error in

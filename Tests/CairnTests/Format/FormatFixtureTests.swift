@@ -49,7 +49,7 @@ final class V1Book: ManagedObject {
         let model = try Model(V1Author.self, V1Book.self)
         let coordinator = try Coordinator(path: path, schema: model.schema,
                                           options: StoreOptions(compaction: .manual, preallocationBytes: 4096))
-        defer { coordinator.close() }
+        defer { try? coordinator.close() }
         let context = Context(coordinator: coordinator, model: model)
         var authors: [V1Author] = []
         for i in 0..<50 {
@@ -128,7 +128,7 @@ final class V1Book: ManagedObject {
         let options = StoreOptions(compaction: .manual)
         do {
             let coordinator = try Coordinator(path: path, schema: model.schema, options: options)
-            defer { coordinator.close() }
+            defer { try? coordinator.close() }
             try Self.check(Context(coordinator: coordinator, model: model))
             #expect(coordinator.store.verify().isEmpty)
             try coordinator.store.compact()
@@ -137,7 +137,7 @@ final class V1Book: ManagedObject {
         let manifest = try Store.readManifest(in: path, fileSystem: POSIXFileSystem())
         #expect(try Self.version(of: path + "/" + StoreFileName.snapshot(manifest.snapshotNumber)) == FileHeader.currentVersion)
         let coordinator = try Coordinator(path: path, schema: model.schema, options: options)
-        defer { coordinator.close() }
+        defer { try? coordinator.close() }
         try Self.check(Context(coordinator: coordinator, model: model))
     }
 }

@@ -38,7 +38,7 @@ final class FixtureReading: ManagedObject {
         let model = try Model(FixtureReading.self)
         let coordinator = try Coordinator(path: path, schema: model.schema,
                                           options: StoreOptions(compaction: .manual, preallocationBytes: 4096))
-        defer { coordinator.close() }
+        defer { try? coordinator.close() }
         let context = Context(coordinator: coordinator, model: model)
         var readings: [FixtureReading] = []
         for serial in 0..<Self.count {
@@ -100,7 +100,7 @@ final class FixtureReading: ManagedObject {
         let options = StoreOptions(compaction: .manual)
         do {
             let coordinator = try Coordinator(path: path, schema: model.schema, options: options)
-            defer { coordinator.close() }
+            defer { try? coordinator.close() }
             #expect(coordinator.store.statistics.snapshotFormatVersion == UInt32(version))
             // Version 3's stored indexes of a double and a date are not read (nor counted as read).
             #expect(coordinator.store.statistics.storedIndexes == (version < 4 ? 0 : 2))
@@ -114,7 +114,7 @@ final class FixtureReading: ManagedObject {
             #expect(coordinator.store.verify().isEmpty)
         }
         let coordinator = try Coordinator(path: path, schema: model.schema, options: options)
-        defer { coordinator.close() }
+        defer { try? coordinator.close() }
         try Self.check(coordinator, model: model)
     }
 }

@@ -77,7 +77,7 @@ import Testing
             try fs.setContents(of: "/s/000002.log", to: Array(body[second...]))
             let store = try Store.open(at: "/s", options: memoryOptions(fs))
             #expect(store.lastSequence == 6)
-            store.close()
+            try store.close()
         }
     }
 

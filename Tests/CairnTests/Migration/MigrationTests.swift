@@ -27,7 +27,7 @@ enum MigrationSchemas {
             .put(n[0], [.string("hello"), .reference(p[0].rawValue)]),
             .put(n[1], [.string("world"), .reference(p[0].rawValue)]),
         ])
-        store.close()
+        try store.close()
         return fs
     }
 
@@ -154,7 +154,7 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
         // Existing data that violates a new uniqueness constraint: refused with the list.
         let store = try Store.open(at: "/m", options: memoryOptions(fs))
         try store.commit([.put(bob, [.string("Ann Lee"), .int32(41), .null, .references([])])])
-        store.close()
+        try store.close()
         let uniqueNames = MigrationSchemas.with { $0.entities[0].uniqueness = [["name"]] }
         #expect { try Store.migrate(at: "/m", to: [MigrationStage(uniqueNames)], options: memoryOptions(fs)) } throws: { error in
             guard let error = error as? CairnError else { return false }
@@ -183,14 +183,14 @@ extension LightweightMigrationTests {
         let nan: [Value] = [.date(Date(timeIntervalSinceReferenceDate: .nan)), .double(.nan), .decimal(.nan)]
         try store.commit([.put(try store.allocateID(entity: 1), nan), .put(try store.allocateID(entity: 1), nan)])
         #expect(store.verify().isEmpty)
-        store.close()
+        try store.close()
         var v2 = v1
         v2.version = 2
         v2.entities[0].attributes.append(AttributeDescription(name: "note", type: .string, defaultValue: .string("")))
         _ = try Store.migrate(at: "/m", to: [MigrationStage(v2)], options: memoryOptions(fs))
         let migrated = try Store.open(at: "/m", schema: v2, options: memoryOptions(fs))
         #expect(migrated.count(entity: 1) == 2 && migrated.verify().isEmpty)
-        migrated.close()
+        try migrated.close()
     }
 
     /// A migration that adds a uniqueness constraint refuses values equal as a save and
@@ -208,7 +208,7 @@ extension LightweightMigrationTests {
             let fs = MemoryFileSystem()
             let store = try Store.open(at: "/m", schema: v1, options: memoryOptions(fs))
             try store.commit([.put(try store.allocateID(entity: 1), first), .put(try store.allocateID(entity: 1), second)])
-            store.close()
+            try store.close()
             var v2 = v1
             v2.version = 2
             v2.entities[0].uniqueness = [["name"], ["score"]]
@@ -260,7 +260,7 @@ extension LightweightMigrationTests {
         let store = try openMigrated(fs)
         #expect(store.schema.version == 3)
         #expect(try store.get(RecordID(entity: 1, serial: 1))?.values.prefix(5) == [.string("Ann"), .string("Lee"), .int32(30), .string("annie"), .bool(true)])
-        store.close()
+        try store.close()
         // A store already at v2 runs only the last step.
         #expect(try Store.forecast(at: "/m", to: Self.stages, options: memoryOptions(fs)).isNeeded == false)
     }
@@ -281,10 +281,10 @@ extension LightweightMigrationTests {
         }
         let migrated = try Coordinator(path: "/m", schema: Self.v3, options: memoryOptions(fs), migration: .stages(Self.stages))
         #expect(migrated.schema.version == 3 && migrated.store.count(entity: 1) == 3)
-        migrated.close()
+        try migrated.close()
         let recreated = try Coordinator(path: "/m", schema: MigrationSchemas.v1, options: memoryOptions(fs), migration: .recreate)
         #expect(recreated.store.count(entity: 1) == 0 && recreated.schema.version == 1)
-        recreated.close()
+        try recreated.close()
     }
 }
 
@@ -317,7 +317,7 @@ extension LightweightMigrationTests {
             } else {
                 #expect(store.schema.version == 3 && found == newContents, "image \(index)"); new += 1
             }
-            store.close()
+            try store.close()
         }
         #expect(old > 0 && new > 0 && images.count >= 20, "old \(old), new \(new) of \(images.count)")
     }
@@ -346,13 +346,13 @@ extension LightweightMigrationTests {
                 #expect(store.schema.version == 3 && store.count(entity: 1) == 0, "image \(index)"); new += 1
             }
             #expect(store.verify().isEmpty, "image \(index)")
-            store.close()
+            try store.close()
         }
         #expect(old > 0 && new > 0, "old \(old), new \(new)")
         // A recreated store does not reuse the serials of the records it dropped.
         let store = try Store.open(at: "/m", options: memoryOptions(fs))
         #expect(try store.allocateID(entity: 1).serial > oldContents.keys.map(\.serial).max() ?? 0)
-        store.close()
+        try store.close()
     }
 
     @Test func aFailingCallLeavesTheOldOrTheNewStore() throws {
@@ -369,7 +369,7 @@ extension LightweightMigrationTests {
                 let store = try Store.open(at: "/m", options: memoryOptions(image))
                 #expect([1, 3].contains(store.schema.version), "N=\(n)")
                 #expect(store.count(entity: 1) == 3 && store.verify().isEmpty, "N=\(n)")
-                store.close()
+                try store.close()
             }
             n += 1
         }

@@ -18,7 +18,7 @@ struct CrashTracker {
 func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ label: String) -> String? {
     do {
         let store = try Store.open(at: "/db", options: memoryOptions(image))
-        defer { store.close() }
+        defer { try? store.close() }
         let sequence = store.lastSequence
         guard sequence >= tracker.acknowledged, sequence <= tracker.attempted else {
             return "\(label): reopened at sequence \(sequence), outside [\(tracker.acknowledged), \(tracker.attempted)]"
@@ -66,7 +66,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
                 tracker.withLock { $0.acknowledged = sequence }
             }
         }
-        store.close()
+        try store.close()
         let result = tracker.value
         #expect(result.failures.isEmpty, "\(result.failures.prefix(5))")
         #expect(result.checked >= 1000, "crash states checked: \(result.checked)")
@@ -96,7 +96,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
                     tracker.acknowledged = sequence
                     tracker.attempted = sequence
                 }
-                setup.close()
+                try setup.close()
             }
             let faulty = FaultInjectingFileSystem(base: base, failingCalls: [n], errno: n % 2 == 1 ? 5 : 28)
             var failed = false
@@ -122,7 +122,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
                         throw error
                     }
                 }
-                opened.close()
+                try opened.close()
             } catch let error as CairnError {
                 failed = true
                 if let store {
@@ -130,7 +130,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
                         try store.commit([.delete(RecordID(entity: 1, serial: 1))])
                     }
                     #expect((try? store.commit([])) == nil || error.code != .io, "N=\(n): poisoned")
-                    store.close()
+                    try store.close()
                 }
             }
             if failed {
@@ -174,13 +174,52 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
             return error.code == .poisoned && error.message.contains("reopen")
         }
         #expect(throws: CairnError.self) { try store.compact() }
-        store.close()
+        try store.close()
         let reopened = try Store.open(at: "/db", options: memoryOptions(base))
         // The failed commit's frame reached the page cache but maybe not the disk (after a
         // failed fsync Linux may mark the pages clean), so the store cut it off the log.
         #expect(try reopened.get(id)?.values.first == .string("a"))
         try reopened.commit([.delete(id)])
         #expect(try reopened.get(id) == nil)
+    }
+}
+
+/// A failed sync on the paths other than commit (close, compaction) is handled as a
+/// failed commit's: the log is cut back to what was synced, the store is poisoned, and
+/// the error is reported.
+@Suite struct FailedSyncPathTests {
+    /// A store with one durable commit ("a") and one deferred ("b", not yet synced), whose
+    /// next file-system call fails.
+    static func storeWithUnsyncedCommit() throws -> (base: MemoryFileSystem, store: Store, faulty: FaultInjectingFileSystem) {
+        let base = MemoryFileSystem()
+        let faulty = FaultInjectingFileSystem(base: base)
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(faulty, durability: .deferred))
+        try store.commit([.put(RecordID(entity: 1, serial: 1), [.string("a"), .bytes(Data())])], durability: .durable)
+        try store.commit([.put(RecordID(entity: 1, serial: 2), [.string("b"), .bytes(Data())])])
+        faulty.fail(calls: [faulty.callCount + 1])
+        return (base, store, faulty)
+    }
+
+    @Test func aFailedSyncAtCloseCutsBackAndIsThrown() throws {
+        let (base, store, _) = try Self.storeWithUnsyncedCommit()
+        #expect { try store.close() } throws: { ($0 as? CairnError)?.code == .io }
+        #expect(store.isClosed)
+        // The process goes on: what the page cache holds of the unsynced frame was cut.
+        let reopened = try Store.open(at: "/db", options: memoryOptions(base.crashImage(.keepAll)))
+        #expect(try reopened.get(RecordID(entity: 1, serial: 1)) != nil)
+        #expect(try reopened.get(RecordID(entity: 1, serial: 2)) == nil)
+        #expect(reopened.recovery.truncatedBytes == 0, "the log was cut at close, not found torn at open")
+    }
+
+    @Test func aFailedSyncBeforeCompactionCutsBackAndPoisons() throws {
+        let (base, store, _) = try Self.storeWithUnsyncedCommit()
+        #expect { try store.compact() } throws: { ($0 as? CairnError)?.code == .io }
+        #expect { try store.commit([.delete(RecordID(entity: 1, serial: 1))]) } throws: { ($0 as? CairnError)?.code == .poisoned }
+        let reopened = try Store.open(at: "/db", options: memoryOptions(base.crashImage(.keepAll)))
+        #expect(try reopened.get(RecordID(entity: 1, serial: 1)) != nil)
+        #expect(try reopened.get(RecordID(entity: 1, serial: 2)) == nil)
+        #expect(reopened.recovery.truncatedBytes == 0, "the log was cut when the sync failed, not found torn at open")
+        try store.close()
     }
 }
 
@@ -221,9 +260,9 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
             }
         }
         #expect(frames == 6)
-        store.close()
+        try store.close()
         let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
         #expect(try contents(of: reopened) == workload.model)
-        reopened.close()
+        try reopened.close()
     }
 }

@@ -34,7 +34,7 @@ import Testing
         #expect(report.keptTransactions == 3)
         let repaired = try Store.open(at: "/db", options: memoryOptions(image))
         #expect(try contents(of: repaired) == canonical.states[3])
-        repaired.close()
+        try repaired.close()
     }
 
     /// Sequence and file numbers near UInt64.max would trap when counted on; the
@@ -74,7 +74,7 @@ import Testing
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
         let good = RecordID(entity: 1, serial: 1)
         try store.commit([.put(good, [.string("a"), .bytes(Data([1]))])])
-        store.close()
+        try store.close()
         let logPath = "/db/" + StoreFileName.log(2)
         var bytes = fs.contents(of: logPath)!
         let end = bytes.withUnsafeBytes { buffer -> Int in
@@ -92,7 +92,7 @@ import Testing
         bytes += frame.bytes
         try fs.setContents(of: logPath, to: bytes)
         let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
-        defer { reopened.close() }
+        defer { try? reopened.close() }
         #expect(try reopened.get(good)?.values == [.string("a"), .bytes(Data([1]))])
         for id in [short, mistyped] {
             #expect { try reopened.get(id) } throws: { ($0 as? CairnError)?.code == .corrupt }
@@ -121,7 +121,7 @@ import Testing
             }
         }
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
-        defer { store.close() }
+        defer { try? store.close() }
         // calloc'd: no pages are touched.
         let huge = Data(count: FormatLimits.maxValueBytes + 1)
         #expect { try store.commit([.put(RecordID(entity: 1, serial: 1), [.string("x"), .bytes(huge)])]) } throws: {

@@ -22,7 +22,7 @@ struct CanonicalStore {
             states.append(model)
             if index + 1 == compactAfter { try store.compact() }
         }
-        store.close()
+        try store.close()
         let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
         self.fs = fs
         self.states = states
@@ -118,14 +118,14 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
                 #expect(store.recovery.truncatedBytes == cut - goodEnd, "\(name) cut \(cut): torn tail reported")
             }
             // The store goes on: a new commit after the cut lands and survives a reopen.
-            guard cut % 5 == 0 else { store.close(); checked += 1; continue }
+            guard cut % 5 == 0 else { try store.close(); checked += 1; continue }
             let id = RecordID(entity: 1, serial: 999)
             try store.commit([.put(id, [.string("after"), .bytes(Data())])])
-            store.close()
+            try store.close()
             let again = try Store.open(at: "/db", options: memoryOptions(fs))
             #expect(again.lastSequence == UInt64(complete + 1), "\(name) cut \(cut)")
             #expect(try again.get(id)?.values == [.string("after"), .bytes(Data())])
-            again.close()
+            try again.close()
             checked += 1
         }
         #expect(checked > 100)
@@ -198,7 +198,7 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
         do {  // Undamaged, the tail is cut.
             let store = try Store.open(at: "/db", options: memoryOptions(torn.crashImage(.keepAll)))
             #expect(store.recovery.truncatedAt == Int64(frames[3].start) && store.lastSequence == 11)
-            store.close()
+            try store.close()
         }
         let snapshot = try #require(torn.contents(of: canonical.snapshotPath))
         var flips = 0
@@ -289,7 +289,7 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
             try store.commit(workload.nextTransaction())  // deferred: frames carry synced-through 3
             states.append(workload.model)
         }
-        store.close()  // close syncs, but the frames still say 3 was the durable point when written
+        try store.close()  // close syncs, but the frames still say 3 was the durable point when written
         let canonical = (fs: fs, path: "/db/" + StoreFileName.log(2))
         var bytes = fs.contents(of: canonical.path)!
         let frames = bytes.withUnsafeBytes { buffer in
@@ -357,13 +357,13 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
             let store = try Store.open(at: path, schema: TestSchemas.blobs,
                                        options: StoreOptions(compaction: .manual, preallocationBytes: 1 << 20))
             for _ in 0..<5 { try store.commit(workload.nextTransaction(maxBlob: 50)) }
-            store.close()
+            try store.close()
         }
         let logName = try #require(try FileManager.default.contentsOfDirectory(atPath: path).first { $0.hasSuffix(".log") })
         do {
             let store = try Store.open(at: path)
             #expect(store.recovery.truncatedBytes == 0)
-            store.close()
+            try store.close()
         }
         let log = try POSIXFileSystem().open("\(path)/\(logName)", create: false, truncate: false)
         let size = try log.size()
@@ -371,7 +371,7 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
         try log.write([0x41], at: size - 3)
         log.close()
         let store = try Store.open(at: path)
-        defer { store.close() }
+        defer { try? store.close() }
         #expect(try contents(of: store) == workload.model)
         #expect(store.recovery.truncatedBytes > 0)
         #expect(store.recovery.truncatedAt.map { $0 < size - 4096 } == true)

@@ -40,13 +40,13 @@ import Testing
             for id in ids { #expect(store.contains(id) == live.contains(id), "round \(round), \(id)") }
             if round % 10 == 9 { try store.compact() }
             if round % 13 == 12 {
-                store.close()
+                try store.close()
                 store = try Store.open(at: "/db", options: options)
                 #expect(store.count(entity: 1) == live.count, "reopened after round \(round)")
             }
         }
         #expect(try Set(store.records(entity: 1).map(\.id)) == live)
-        store.close()
+        try store.close()
     }
 
     @Test func aSecondOpenerInTheSameProcessIsRefused() throws {
@@ -56,9 +56,9 @@ import Testing
             guard let error = error as? CairnError else { return false }
             return error.code == .locked && error.message.hasPrefix("store at /db is locked by pid \(getpid())")
         }
-        first.close()
+        try first.close()
         let second = try Store.open(at: "/db", options: memoryOptions(fs))
-        second.close()
+        try second.close()
     }
 
     @Test func aSecondOpenerOnDiskIsRefusedWithThePid() throws {
@@ -69,7 +69,7 @@ import Testing
             guard let error = error as? CairnError else { return false }
             return error.code == .locked && error.description.contains("store at \(path) is locked by pid \(getpid())")
         }
-        first.close()
+        try first.close()
         try Store.open(at: path).close()
     }
 
@@ -84,7 +84,7 @@ import Testing
         try Data(repeating: UInt8(ascii: "9"), count: 40).write(to: lock)
         let store = try Store.open(at: path)
         #expect(String(decoding: try Data(contentsOf: lock), as: UTF8.self) == expected)
-        store.close()
+        try store.close()
     }
 
     /// Another process holds the lock (flock(1), as a second Cairn process would).
@@ -125,7 +125,7 @@ import Testing
             ($0 as? CairnError)?.message.contains("notes.txt") == true
         }
         let store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(fs))
-        store.close()
+        try store.close()
         #expect { try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs)) } throws: { error in
             guard let error = error as? CairnError else { return false }
             return error.code == .schemaMismatch && error.message.contains("migrate")
@@ -213,7 +213,7 @@ import Testing
                 try store.commit([.delete(id)])
             }
             try store.compact()
-            store.close()
+            try store.close()
         }
     }
 
@@ -253,11 +253,11 @@ import Testing
         try store.commit([.put(people[1], [.string("again"), .int64(1), .references([])]),
                           .put(people[17], [.string("back"), .int64(17), .references([])]),
                           .delete(people[2])])
-        store.close()
+        try store.close()
         store = try Store.open(at: "/db", options: memoryOptions(fs))
         #expect(store.count(entity: 1) == 37)
         #expect(store.count(entity: 2) == 37)
-        store.close()
+        try store.close()
     }
 
     @Test func automaticCompactionFoldsTheLog() throws {
@@ -271,7 +271,7 @@ import Testing
         #expect(statistics.logBytes < 2 * 8192 + 4096, "log was folded: \(statistics)")
         #expect(statistics.snapshotRecords > 0)
         #expect(try contents(of: store) == workload.model)
-        store.close()
+        try store.close()
         let logs = try fs.listDirectory("/db").filter { $0.hasSuffix(".log") }
         #expect(logs.count == 1, "old logs retired: \(logs)")
         #expect(try contents(of: Store.open(at: "/db", options: options)) == workload.model)
@@ -279,8 +279,8 @@ import Testing
 
     @Test func closedStoreRefusesWrites() throws {
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
-        store.close()
-        store.close()
+        try store.close()
+        try store.close()
         #expect { try store.commit([.delete(RecordID(entity: 1, serial: 1))]) } throws: { ($0 as? CairnError)?.code == .closed }
         #expect(store.isClosed)
     }
@@ -297,7 +297,7 @@ import Testing
                 try store.commit(workload.nextTransaction(maxBlob: 300), durability: index % 2 == 0 ? .durable : .deferred)
                 if index == 120 { try store.compact() }
             }
-            store.close()
+            try store.close()
         }
         let store = try Store.open(at: path)
         #expect(try contents(of: store) == workload.model)
@@ -312,7 +312,7 @@ import Testing
 @Suite struct PreparedCommitTests {
     @Test func preparedRecordsCommitUnderTheirSchemaAndAreRefusedUnderAnother() throws {
         let store = try Store.open(at: "/db", schema: TestSchemas.people, options: memoryOptions(MemoryFileSystem()))
-        defer { store.close() }
+        defer { try? store.close() }
         let id = try store.allocateID(entity: 1)
         let values: [Value] = [.string("ann"), .int64(3), .references([])]
         var preparer = Store.Preparer(schema: store.schema)
@@ -362,7 +362,7 @@ import Testing
         let syncs = fs.syncCount - before
         #expect(store.lastSequence == UInt64(threads * perThread))
         #expect(syncs < threads * perThread, "group commit: \(syncs) syncs for \(threads * perThread) commits")
-        store.close()
+        try store.close()
         let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
         #expect(reopened.count(entity: 1) == threads * perThread)
     }
@@ -561,7 +561,7 @@ import Testing
                           .put(dvd, [.string("d"), .null, .reference(person.rawValue)])])
         #expect(store.verify().isEmpty)
         try store.compact()
-        store.close()
+        try store.close()
         // A flipped byte in a record of the snapshot is reported with file and offset.
         let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
         let snapshot = "/db/" + StoreFileName.snapshot(manifest.snapshotNumber)

@@ -136,7 +136,7 @@ import Testing
     @Test func anIndexedScanReadsTheStateOfItsLookup() throws {
         let fs = MemoryFileSystem()
         let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         var random = SplitMix64(seed: 41)
         let ids = try (0..<300).map { _ in try store.allocateID(entity: 1) }
         try store.commit(ids.map { .put($0, Self.values(&random, serial: $0.serial)) })
@@ -179,7 +179,7 @@ import Testing
     @Test func stringsInBothNormalFormsAreFound() throws {
         let fs = MemoryFileSystem()
         let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         var texts: [String] = []
         for base in ["e", "é", "e\u{301}", "o\u{308}", "ö", "x"] {
             texts.append(base)
@@ -226,9 +226,9 @@ import Testing
             return store
         }
         let reals = try store([1.0, .nan, 0.1, 1.0, 1.0, 1.0].map { [.double($0), .int64(0), .string("")] })
-        defer { reals.close() }
+        defer { try? reals.close() }
         let many = try store((0..<300).map { i in [.double(2), .int64(Int64(i % 3)), .string(["a", "b", "c"][i % 3])] })
-        defer { many.close() }
+        defer { try? many.close() }
         func check(_ label: String) throws {
             #expect(try reals.indexedIDs(entity: 1, slot: 0, matching: .equal([.double(1)])).count == 4, "\(label)")
             #expect(try reals.indexedIDs(entity: 1, slot: 0, matching: .equal([.double(0.1)])).count == 1, "\(label)")
@@ -261,7 +261,7 @@ import Testing
         var mismatches = 0
         for round in 0..<40 {
             let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(MemoryFileSystem()))
-            defer { store.close() }
+            defer { try? store.close() }
             var rows: [RecordID: [Value]] = [:]
             func row() -> [Value] {
                 let real = reals[Int(random.next() % UInt64(reals.count))]
@@ -320,7 +320,7 @@ import Testing
     @Test func anIndexWalkIsTheIndexOrder() throws {
         let fs = MemoryFileSystem()
         let store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         var random = SplitMix64(seed: 77)
         var live: [RecordID] = []
         func check(_ label: String) throws {
@@ -372,7 +372,7 @@ import Testing
         try canonical.withEveryBitFlipped(in: canonical.snapshotPath) { fs, byte, bit in
             do {
                 let store = try Store.open(at: "/db", options: memoryOptions(fs))
-                defer { store.close() }
+                defer { try? store.close() }
                 _ = try contents(of: store)
                 for slot in [0, 1, 3] {
                     _ = try store.indexedIDs(entity: 1, slot: slot, matching: .range(lower: nil, lowerInclusive: true, upper: nil, upperInclusive: true))
@@ -439,7 +439,7 @@ import Testing
         var random = SplitMix64(seed: seed)
         let fs = MemoryFileSystem()
         var store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         var model: Contents = [:]
         var serial: UInt64 = 0
         for round in 0..<12 {
@@ -467,7 +467,7 @@ import Testing
             switch random.next() % 3 {
             case 0: try store.compact()
             case 1:
-                store.close()
+                try store.close()
                 store = try Store.open(at: "/db", options: memoryOptions(fs))
             default: break
             }
@@ -496,7 +496,7 @@ import Testing
         }
         try store.commit(changes)
         try store.compact()
-        store.close()
+        try store.close()
         return fs
     }
 
@@ -507,7 +507,7 @@ import Testing
     @Test func compactionStoresTheSchemasIndexesAndOpenReadsThemWithoutAScan() throws {
         let fs = try Self.compactedStore()
         let store = try Store.open(at: "/db", options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         // rank, label and code (through its uniqueness group); not plain; none for the empty entity.
         #expect(store.statistics.storedIndexes == 3)
         #expect(store.statistics.snapshotFormatVersion == FileHeader.currentVersion)
@@ -548,7 +548,7 @@ import Testing
             bytes[block.blockOffset + 5] ^= 0x40
         }
         let store = try Store.open(at: "/db", options: memoryOptions(fs))  // blocks are checked on use
-        defer { store.close() }
+        defer { try? store.close() }
         #expect { try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(1)])) } throws: { error in
             guard let error = error as? CairnError else { return false }
             return error.code == .corrupt && error.offset == Int64(blockOffset) && error.message.contains("checksum")
@@ -566,7 +566,7 @@ import Testing
         #expect(report.salvagedRecords == 100)
         #expect(report.notes.contains { $0.hasPrefix("rebuilt the snapshot") })
         let store = try Store.open(at: "/db", options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         #expect(store.verify().isEmpty)
         #expect(store.statistics.storedIndexes == 3)
         #expect(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(7)])).count == 10)
@@ -584,7 +584,7 @@ import Testing
             ($0 as? CairnError)?.code == .corrupt && ($0 as? CairnError)?.message.contains("past its records") == true
         }
         #expect(store.verify().contains { $0.message.contains("past its records") })
-        store.close()
+        try store.close()
 
         // Two entries swapped: out of order, and one listed twice: `verify` names both.
         let swapped = try Self.compactedStore()
@@ -594,7 +594,7 @@ import Testing
             bytes.replaceSubrange((block.blockOffset + w * 50)..<(block.blockOffset + w * 51), with: first)
         }
         store = try Store.open(at: "/db", options: memoryOptions(swapped))
-        defer { store.close() }
+        defer { try? store.close() }
         #expect(store.verify().contains { $0.message.contains("out of order") || $0.message.contains("twice") })
     }
 

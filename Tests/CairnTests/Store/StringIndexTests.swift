@@ -33,7 +33,7 @@ import Testing
         var random = SplitMix64(seed: seed)
         let fs = MemoryFileSystem()
         var store = try Store.open(at: "/db", schema: Self.schema, options: memoryOptions(fs))
-        defer { store.close() }
+        defer { try? store.close() }
         var rows: [RecordID: Value] = [:]
         let targets = Self.pool + ["abcdefgh\0\0\0", "abcdefgf", "b", "shared-prefix-99"].map { Value.string($0) }
         var mismatches = 0
@@ -69,7 +69,7 @@ import Testing
             if round == 8 {
                 // Reopened over the stored index and a log tail of two rounds' changes,
                 // whose run is made at the open (``SecondaryIndex/init(snapshot:block:changes:)``).
-                store.close()
+                try store.close()
                 store = try Store.open(at: "/db", options: memoryOptions(fs))
             }
             for target in targets {

@@ -29,7 +29,7 @@ import Testing
         var random = SplitMix64(seed: seed)
         let blob = (0..<size).map { _ in UInt8(truncatingIfNeeded: random.next()) }
         try store.commit([.put(RecordID(entity: 1, serial: 1000), [.string("large"), .bytes(Data(blob))])])
-        store.close()
+        try store.close()
         let log = "/db/" + StoreFileName.log(2)
         let bytes = try #require(fs.contents(of: log))
         let frames = bytes.withUnsafeBytes { buffer in
@@ -63,11 +63,11 @@ import Testing
             #expect(store.recovery.truncatedAt == Int64(last.lowerBound), "cut at \(cut)")
             // The store goes on from the cut.
             try store.commit([.put(RecordID(entity: 1, serial: 2000), [.string("after"), .bytes(Data([1]))])])
-            store.close()
+            try store.close()
             let reopened = try Store.open(at: "/db", options: Self.productionOptions(image))
             #expect(reopened.lastSequence == 4)
             #expect(try reopened.get(RecordID(entity: 1, serial: 2000)) != nil)
-            reopened.close()
+            try reopened.close()
         }
     }
 
@@ -80,7 +80,7 @@ import Testing
         let blob = (0..<(256 << 10)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
         try store.commit([.put(RecordID(entity: 1, serial: 1), [.string("a"), .bytes(Data(blob))])])
         try store.commit([.put(RecordID(entity: 1, serial: 2), [.string("b"), .bytes(Data([2]))])])
-        store.close()
+        try store.close()
         let log = "/db/" + StoreFileName.log(2)
         var bytes = try #require(fs.contents(of: log))
         let second = bytes.withUnsafeBytes { buffer -> Int in
