@@ -147,6 +147,11 @@ final class SnapshotReader: Sendable {
 
     var fileSize: Int { mapping.bytes.count }
 
+    /// The record with the highest serial the snapshot holds, or nil if it holds none.
+    var highestID: RecordID? {
+        idSpans.filter { $0.count > 0 }.map { RecordID(rawValue: $0.last) }.max { $0.serial < $1.serial }
+    }
+
     /// Checks an attribute index block's checksum (once, before its entries are trusted).
     func checkAttributeIndex(_ block: SnapshotIndex.AttributeIndex) throws {
         if let checksums, let row = index.attributeIndexes.firstIndex(of: block), checksums.blockMatches(row) { return }

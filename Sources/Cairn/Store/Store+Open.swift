@@ -106,7 +106,7 @@ extension Store {
         }
     }
 
-    private static func openExisting(at path: String, options: StoreOptions, lock: any FileLock) throws -> Store {
+    static func openExisting(at path: String, options: StoreOptions, lock: any FileLock) throws -> Store {
         let fs = options.fileSystem
         let manifest = try readManifest(in: path, fileSystem: fs)
         let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
@@ -132,7 +132,9 @@ extension Store {
             // checked (its checksums and structure, checked while the log was replayed and
             // the indexes brought up to date).
             try snapshot.awaitIndexChecksum()
-            report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
+            if options.openMode == .normal {
+                report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
+            }
             return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
         } catch {
             logFile.close()
@@ -198,12 +200,16 @@ extension Store {
                         // A frame whose checksum holds but whose contents do not parse was
                         // written that way: that is corruption, not a torn write.
                         var operations: [Operation] = []
-                        let timestamp = try TransactionCoding.decode(
-                            UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
-                            guard state.snapshot.schema.entity(number: id.entity) != nil else {
-                                throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: payload.lowerBound)
+                        let timestamp: UInt64
+                        do {
+                            timestamp = try TransactionCoding.decode(
+                                UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
+                                try checkLogged(id, sequence: sequence, schema: state.snapshot.schema, at: payload.lowerBound)
+                                operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
                             }
-                            operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
+                        } catch let error as CairnError where options.openMode == .salvage {
+                            damage = "transaction \(sequence): \(error.message)"
+                            break scan
                         }
                         state.apply(operations, sequence: sequence)
                         state.lastSequence = sequence
@@ -219,7 +225,13 @@ extension Store {
                 // reserved and never written) are zeros without being read, which would
                 // have made the kernel fill a page of zeros for each.
                 tailIsClean = isAllZero(buffer, from: offset, file: file)
-                if !tailIsClean { try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage) }
+                if !tailIsClean {
+                    if options.openMode == .salvage {
+                        report.droppedTransactions = dropFrames(after: offset, in: buffer, expected: expected, into: &state)
+                    } else {
+                        try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage)
+                    }
+                }
             }
         } catch let error as CairnError {
             throw error.located(in: file.path)
@@ -231,14 +243,47 @@ extension Store {
             report.truncatedAt = Int64(offset)
             report.truncatedBytes = size - offset
             report.truncationReason = damage ?? "unfinished frame"
-            try file.truncate(to: Int64(offset))
+            // (Read-only, the report says what would be cut; for a repair, the compaction
+            // that follows retires the whole log.)
+            if options.openMode == .normal { try file.truncate(to: Int64(offset)) }
         }
         // Make what was recovered durable (after a process kill it may sit only in the
         // page cache), so new frames may truthfully record it as synced.
-        try file.sync()
+        if options.openMode != .readOnly { try file.sync() }
         return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
                          allocatedEnd: tailIsClean ? size : offset, lastWritten: expected - 1,
                          syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+    }
+
+    /// Checks a record ID a log transaction names (FORMAT.md §2.3): its entity is in the
+    /// schema and its serial is not 0.
+    static func checkLogged(_ id: RecordID, sequence: UInt64, schema: Schema, at offset: Int) throws {
+        guard schema.entity(number: id.entity) != nil else {
+            throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: offset)
+        }
+        guard id.serial != 0 else {
+            throw CairnError.corrupt("transaction \(sequence) names record \(id), but serial 0 is never handed out", offset: offset)
+        }
+    }
+
+    /// For a repair: the sequence numbers of the valid frames past damage at `offset`,
+    /// which are not replayed. The serials their records took were handed out (the
+    /// transactions may have been acknowledged), so they are not handed out again.
+    private static func dropFrames(after offset: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64,
+                                   into state: inout StoreState) -> [UInt64] {
+        var dropped: [UInt64] = []
+        var highest: UInt64 = 0
+        _ = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: false) { sequence, _, at in
+            dropped.append(sequence)
+            if case .frame(_, _, let payload, _) = LogFrame.parse(buffer, at: at) {
+                _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload])) { id, _ in
+                    highest = max(highest, id.serial)
+                }
+            }
+            return true
+        }
+        if highest >= state.nextSerial { state.nextSerial = highest + 1 }
+        return dropped
     }
 
     /// Past the last good frame (at `offset`), when what follows is not all zeros: is there

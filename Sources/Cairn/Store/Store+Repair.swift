@@ -14,88 +14,92 @@ extension Store {
         public var notes: [String] = []
     }
 
-    /// Repairs the store in `path`: keeps a copy of each damaged file, cuts the log back
-    /// to the last transaction before damage (later transactions would not form a
-    /// committed prefix, so they are reported as lost), and rebuilds a damaged snapshot
-    /// from the records whose checksums still hold.
+    /// Repairs the store in `path`: keeps a copy of each damaged file, rebuilds a damaged
+    /// snapshot from the records whose checksums still hold, and replays the log up to
+    /// its first damage. Later transactions would not form a committed prefix, so they
+    /// are reported as lost; the serials their records took are not handed out again.
+    /// A damaged log is then retired by a compaction (a new snapshot and log, put in
+    /// force by the manifest at once), so a crash during the repair leaves either the
+    /// damaged store or the repaired one.
     public static func repair(at path: String, fileSystem fs: any FileSystem = POSIXFileSystem()) throws -> RepairReport {
         let lock = try fs.lock(joinPath(path, StoreFileName.lock), storePath: path)
-        defer { lock.unlock() }
         var report = RepairReport()
+        let store: Store
+        do {
+            try repairSnapshot(at: path, fileSystem: fs, report: &report)
+            var options = StoreOptions(fileSystem: fs, compaction: .manual, createIfMissing: false)
+            options.openMode = .salvage
+            store = try openExisting(at: path, options: options, lock: lock)
+        } catch {
+            lock.unlock()
+            throw error
+        }
+        do {
+            let recovery = store.recovery
+            report.keptTransactions = recovery.replayedTransactions
+            report.droppedTransactions = recovery.droppedTransactions
+            if let cut = recovery.truncatedAt {
+                let logPath = joinPath(path, StoreFileName.log(store.log.withLock { $0?.manifest.logNumber } ?? 0))
+                try keepCopy(of: logPath, in: path, fileSystem: fs, report: &report)
+                try store.compact()
+                report.notes.append("dropped the log from offset \(cut) (\(recovery.truncationReason ?? "damage")); the store goes on from a new snapshot")
+            }
+        } catch {
+            try? store.close()
+            throw error
+        }
+        try store.close()
+        return report
+    }
+
+    /// Keeps a copy of `file` beside it (`FILE.damaged`), synced, name included, before
+    /// the original is changed or retired.
+    private static func keepCopy(of file: String, in path: String, fileSystem fs: any FileSystem, report: inout RepairReport) throws {
+        let source = try fs.open(file, create: false, truncate: false)
+        defer { source.close() }
+        let bytes = try source.read(at: 0, count: Int(try source.size()))
+        let copy = file + ".damaged"
+        let handle = try fs.open(copy, create: true, truncate: true)
+        defer { handle.close() }
+        try handle.write(bytes, at: 0)
+        try handle.sync()
+        try fs.syncDirectory(path)
+        report.keptCopies.append(copy)
+    }
+
+    /// Rebuilds the snapshot the manifest names if it does not read (or an attribute
+    /// index of it does not check), and puts the rebuilt one in force.
+    private static func repairSnapshot(at path: String, fileSystem fs: any FileSystem, report: inout RepairReport) throws {
         var manifest = try readManifest(in: path, fileSystem: fs)
         let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
         let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
-
-        func keepCopy(_ file: String, _ bytes: [UInt8]) throws {
-            let copy = file + ".damaged"
-            let handle = try fs.open(copy, create: true, truncate: true)
-            try handle.write(bytes, at: 0)
-            try handle.sync()
-            handle.close()
-            // The copy must be on disk, name included, before the original is changed.
-            try fs.syncDirectory(path)
-            report.keptCopies.append(copy)
-        }
-
-        // The snapshot.
         let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
-        let snapshotBytes = try snapshotFile.read(at: 0, count: Int(try snapshotFile.size()))
-        var snapshotOK = true
+        defer { snapshotFile.close() }
         do {
             // Open checks the attribute indexes' placement; their contents are checked here
             // (a damaged one is rebuilt with the snapshot: indexes are derived data).
             let reader = try SnapshotReader(file: snapshotFile)
             for block in reader.index.attributeIndexes { try reader.checkAttributeIndex(block) }
+            return
         } catch {
-            snapshotOK = false
+            // Rebuilt below.
         }
-        snapshotFile.close()
-
+        let snapshotBytes = try snapshotFile.read(at: 0, count: Int(try snapshotFile.size()))
         // The log's header tells which sequence the snapshot covered.
         let logFile = try fs.open(logPath, create: false, truncate: false)
         defer { logFile.close() }
-        let logBytes = try logFile.read(at: 0, count: Int(try logFile.size()))
-        let logHeader = try logBytes.withUnsafeBytes { buffer in
+        let logHeader = try logFile.read(at: 0, count: FileHeader.size).withUnsafeBytes { buffer in
             do { return try FileHeader.decode(buffer, expected: .log) } catch let error as CairnError {
                 throw error.located(in: logPath)
             }
         }
-
-        if !snapshotOK {
-            try keepCopy(snapshotPath, snapshotBytes)
-            let rebuilt = try salvageSnapshot(snapshotBytes, path: snapshotPath, header: logHeader, manifest: manifest,
-                                              in: path, fileSystem: fs, report: &report)
-            manifest.snapshotNumber = rebuilt
-            manifest.nextFileNumber = max(rebuilt, manifest.logNumber) + 1
-            try writeManifest(manifest, in: path, fileSystem: fs)
-            report.notes.append("rebuilt the snapshot as \(StoreFileName.snapshot(rebuilt))")
-        }
-
-        // The log: keep the prefix of frames before the first bad one.
-        var offset = FileHeader.size
-        var expected = logHeader.baseSequence + 1
-        logBytes.withUnsafeBytes { buffer in
-            while case .frame(let sequence, _, _, let next) = LogFrame.parse(buffer, at: offset), sequence == expected {
-                report.keptTransactions += 1
-                expected += 1
-                offset = next
-            }
-            // Count the valid frames past the damage (they are lost).
-            let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: false) { sequence, _, _ in
-                report.droppedTransactions.append(sequence)
-                return true
-            }
-            if case .exhausted(let at) = end {
-                report.notes.append("stopped counting lost transactions at offset \(at): too much damage")
-            }
-        }
-        if !logBytes.withUnsafeBytes({ UnsafeRawBufferPointer(rebasing: $0[offset...]).isAllZero }) {
-            try keepCopy(logPath, logBytes)
-            try logFile.truncate(to: Int64(offset))
-            try logFile.sync()
-            report.notes.append("cut the log at offset \(offset)")
-        }
-        return report
+        try keepCopy(of: snapshotPath, in: path, fileSystem: fs, report: &report)
+        let rebuilt = try salvageSnapshot(snapshotBytes, path: snapshotPath, header: logHeader, manifest: manifest,
+                                          in: path, fileSystem: fs, report: &report)
+        manifest.snapshotNumber = rebuilt
+        manifest.nextFileNumber = max(rebuilt, manifest.logNumber) + 1
+        try writeManifest(manifest, in: path, fileSystem: fs)
+        report.notes.append("rebuilt the snapshot as \(StoreFileName.snapshot(rebuilt))")
     }
 
     /// Writes a new snapshot from every record frame of `bytes` whose checksum holds.

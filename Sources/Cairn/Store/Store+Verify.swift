@@ -30,7 +30,15 @@ extension Store {
     public func verify() -> [Problem] {
         var problems: [Problem] = []
         let schema = self.schema
-        let snapshot = state.withLock { $0.snapshot }
+        let (snapshot, nextSerial) = state.withLock { ($0.snapshot, $0.nextSerial) }
+        // A footer that claims too low a next serial would have new records take the IDs
+        // of existing ones; the store does not trust it (it hands out from past the
+        // highest serial it holds), but the file is wrong.
+        if let highest = snapshot.highestID, snapshot.footer.nextSerial <= highest.serial {
+            problems.append(Problem(record: nil,
+                                    message: "snapshot footer claims next serial \(snapshot.footer.nextSerial), but the snapshot holds \(highest); new records take serials from \(nextSerial)",
+                                    path: snapshot.path, offset: Int64(snapshot.fileSize - SnapshotFooter.size + 40)))
+        }
         for block in snapshot.index.attributeIndexes {
             do {
                 try snapshot.verifyAttributeIndex(block)

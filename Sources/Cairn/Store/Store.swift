@@ -196,13 +196,14 @@ public final class Store: Sendable {
     /// the lock released all the same). Commits made with `.deferred` durability since
     /// the last sync may then be lost; every durable commit is kept.
     public func close() throws {
+        let readOnly = options.openMode == .readOnly
         let writer = log.withLock { writer -> LogWriter? in
             defer { writer = nil }
             return writer
         }
         var failure: (any Error)?
         if let writer {
-            if poison.withLock({ $0 }) == nil {
+            if poison.withLock({ $0 }) == nil, !readOnly {
                 do {
                     try poisonOnFailure(discarding: writer) { try writer.sync(through: state.withLock { $0.lastSequence }) }
                 } catch {
@@ -223,6 +224,9 @@ public final class Store: Sendable {
     func closedError() -> CairnError { CairnError(.closed, "store at \(path) is closed") }
 
     func checkWritable() throws {
+        if options.openMode == .readOnly {
+            throw CairnError(.invalidArgument, "store at \(path) was opened read-only", path: path)
+        }
         if let error = poison.withLock({ $0 }) {
             throw CairnError(.poisoned, "store at \(path) refuses writes after an earlier failure (\(error.message)); reopen it",
                              path: error.path, offset: error.offset, errno: error.errno)
@@ -272,7 +276,8 @@ struct StoreState: Sendable {
     init(snapshot: SnapshotReader) {
         self.snapshot = snapshot
         lastSequence = snapshot.footer.lastSequence
-        nextSerial = max(1, snapshot.footer.nextSerial)
+        // Never below a serial the snapshot holds, whatever its footer claims.
+        nextSerial = max(1, snapshot.footer.nextSerial, (snapshot.highestID?.serial ?? 0) + 1)
         for range in snapshot.index.entities { counts[range.entity] = range.count }
     }
 
@@ -336,6 +341,8 @@ struct StoreState: Sendable {
                               versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
         let raw = id.rawValue
         versions[raw] = sequence
+        // Every ID the log names was handed out, deleted ones too.
+        if id.serial >= nextSerial { nextSerial = id.serial + 1 }
         for index in watching { index.noteChange(raw) }
         if let body {
             switch changes.updateValue(.live(body), forKey: raw) {
@@ -343,7 +350,6 @@ struct StoreState: Sendable {
             case .deleted?: count += 1
             case nil: if !snapshot.contains(id) { count += 1 }
             }
-            if id.serial >= nextSerial { nextSerial = id.serial + 1 }
         } else {
             switch changes[raw] {
             case .live?:

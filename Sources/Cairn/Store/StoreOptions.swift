@@ -39,6 +39,8 @@ public struct StoreOptions: Sendable {
     /// instead of through one buffer that holds it all. Tests lower both to exercise it.
     var streamedFramesMinimum = 4 << 20
     var framePieceBytes = 1 << 20
+    /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
+    var openMode = OpenMode.normal
 
     public init(fileSystem: any FileSystem = POSIXFileSystem(), durability: Durability = .durable,
                 compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,
@@ -49,6 +51,20 @@ public struct StoreOptions: Sendable {
         self.preallocationBytes = max(4096, preallocationBytes)
         self.createIfMissing = createIfMissing
     }
+}
+
+/// How an open treats what it finds in the log (FORMAT.md §9).
+enum OpenMode: Sendable, Equatable {
+    /// Cut a torn tail; refuse damage followed by a durable frame.
+    case normal
+    /// As `normal`, but change nothing: no cut, no sync, no file removed, and writes are
+    /// refused. The recovery report says what a normal open would cut (`cairn verify`).
+    case readOnly
+    /// Replay up to the first damage whatever follows it, changing nothing; the frames
+    /// valid past it are reported dropped, and their record serials are not handed out
+    /// again. Only for `cairn repair`, which then compacts the replayed prefix into a new
+    /// snapshot and log.
+    case salvage
 }
 
 /// A record as the store keeps it: its ID and its values in schema order.
@@ -78,8 +94,11 @@ public struct RecoveryReport: Sendable, Equatable {
     public var truncatedBytes: Int = 0
     /// Why the tail was cut, if it was.
     public var truncationReason: String?
-    /// Offset in the log where the tail was cut.
+    /// Offset in the log where the tail was cut (in a read-only open: would be cut).
     public var truncatedAt: Int64?
+    /// Valid transactions past the damage that were not replayed (only an open for
+    /// `cairn repair` goes on past damage followed by such frames).
+    public var droppedTransactions: [UInt64] = []
     /// Files no manifest names (left by an interrupted compaction) that were removed.
     public var removedFiles: [String] = []
 }
