@@ -85,12 +85,14 @@ enum Console {
 
 /// Opens an existing store for a command. Commands compact only when asked (`.manual`),
 /// except those that write much, which compact as an app's store does (`cairn import`).
-func openStore(_ path: String, command: String, compaction: CompactionPolicy = .manual) throws -> Store {
+/// With `readOnly`, nothing in the directory changes (``StoreOptions/readOnly``).
+func openStore(_ path: String, command: String, compaction: CompactionPolicy = .manual, readOnly: Bool = false) throws -> Store {
     guard FileManager.default.fileExists(atPath: path + "/MANIFEST") else {
         throw CairnError(.notFound, "no store at \(path)")
     }
     var options = StoreOptions()
     options.createIfMissing = false
     options.compaction = compaction
+    options.readOnly = readOnly
     return try Store.open(at: path, options: options)
 }

@@ -402,7 +402,7 @@ final class SnapshotReader: Sendable {
     struct Place: Hashable, Sendable {
         fileprivate let id: UInt64
         let offset: Int
-        fileprivate let size: Int
+        let size: Int
         fileprivate let ordinal: Int
 
         fileprivate init(id: UInt64, offset: UInt64, size: UInt64, ordinal: Int) {
@@ -425,8 +425,10 @@ final class SnapshotReader: Sendable {
         return try checkedBody(at: place, id: id)
     }
 
-    /// ``body(at:id:)-(Place,_)`` the first time: every check, then the frame's bit set.
-    private func checkedBody(at place: Place, id: RecordID) throws -> UnsafeRawBufferPointer {
+    /// ``body(at:id:)-(Place,_)`` the first time, and every time for `cairn verify`: every
+    /// check (the checksum computed, the frame's size compared with the index's), then the
+    /// frame's bit set.
+    func checkedBody(at place: Place, id: RecordID) throws -> UnsafeRawBufferPointer {
         let body = try body(at: place.offset, id: id)
         guard header.version >= 3 else { return body }
         let end = fileOffset(of: body) + body.count

@@ -42,7 +42,7 @@ extension Store {
                 switch source {
                 case .snapshot(let place):
                     try body(id, version, try unretainedSnapshot._withUnsafeGuaranteedRef {
-                        try recheckingFrames ? $0.body(at: place.offset, id: id) : $0.body(at: place, id: id)
+                        try recheckingFrames ? $0.checkedBody(at: place, id: id) : $0.body(at: place, id: id)
                     })
                 case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
                 }

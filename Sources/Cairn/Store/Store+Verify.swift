@@ -123,7 +123,35 @@ extension Store {
                 }
             }
         }
-        return problems + uniquenessProblems
+        return problems + uniquenessProblems + verifyLogBodies()
+    }
+
+    /// Decodes and checks against the schema every record body in the log, those that
+    /// later transactions replaced or deleted too (the scans above read only the latest).
+    /// Problems name the log and the body's offset in it.
+    func verifyLogBodies() -> [Problem] {
+        let schema = self.schema
+        var problems: [Problem] = []
+        let logPath = logPath(log.withLock { $0?.manifest.logNumber } ?? 0)
+        do {
+            try forEachLogTransaction { sequence, payload, base, file in
+                _ = try TransactionCoding.decode(payload, base: base) { id, body in
+                    guard let body else { return }
+                    let offset = Int(bitPattern: body.baseAddress) - Int(bitPattern: file.baseAddress)
+                    do {
+                        try Self.check(try ValueCoding.decode(body, base: offset), of: id, against: schema)
+                    } catch let error as CairnError {
+                        problems.append(Problem(record: id, message: "in transaction \(sequence): \(error.message)",
+                                                path: logPath, offset: error.offset ?? Int64(offset)))
+                    }
+                }
+            }
+        } catch let error as CairnError {
+            problems.append(Problem(record: nil, message: error.message, path: error.path ?? logPath, offset: error.offset))
+        } catch {
+            problems.append(Problem(record: nil, message: "\(error)", path: logPath))
+        }
+        return problems
     }
 }
 

@@ -42,6 +42,15 @@ public struct StoreOptions: Sendable {
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 
+    /// Open without changing anything: a torn log tail is not cut (``RecoveryReport``
+    /// says what a writable open would cut), nothing is synced or removed, and every
+    /// write throws. The store is locked all the same (the state read must not change
+    /// under it). `cairn verify` opens stores so.
+    public var readOnly: Bool {
+        get { openMode == .readOnly }
+        set { openMode = newValue ? .readOnly : .normal }
+    }
+
     public init(fileSystem: any FileSystem = POSIXFileSystem(), durability: Durability = .durable,
                 compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,
                 createIfMissing: Bool = true) {
