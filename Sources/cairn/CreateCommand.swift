@@ -15,11 +15,10 @@ enum CreateCommand {
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         guard let schemaPath = args.options["--schema"] else { throw UsageError(message: "--schema is required", command: "create") }
-        if FileManager.default.fileExists(atPath: directory + "/MANIFEST") {
-            throw CairnError(.invalidArgument, "a store already exists at \(directory)")
-        }
         let schema = try SchemaJSON.load(schemaPath)
-        let store = try Store.open(at: directory, schema: schema)
+        // (Whether a store exists is decided under the directory's lock: of several
+        // creates at once, one succeeds.)
+        let store = try Store.create(at: directory, schema: schema)
         try store.close()
         Console.out("created store at \(directory) with \(schema.entities.count) entities")
     }

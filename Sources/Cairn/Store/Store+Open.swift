@@ -12,6 +12,20 @@ extension Store {
     /// - Parameter schema: required to create; when given for an existing store, its
     ///   ``Schema/versionHash`` must equal the stored one, or `.schemaMismatch` is thrown.
     public static func open(at path: String, schema: Schema? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
+        try open(at: path, schema: schema, options: options, creating: false)
+    }
+
+    /// Creates a new store in directory `path` (made if missing) and opens it. Throws
+    /// `.invalidArgument` if the directory already holds a store, decided under the
+    /// directory's lock: of several processes creating one store at once, exactly one
+    /// succeeds (the others are refused as `.locked` while it creates, or as existing after).
+    public static func create(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
+        var options = options
+        options.createIfMissing = true
+        return try open(at: path, schema: schema, options: options, creating: true)
+    }
+
+    private static func open(at path: String, schema: Schema?, options: StoreOptions, creating: Bool) throws -> Store {
         let fs = options.fileSystem
         if !fs.isDirectory(path) {
             guard options.createIfMissing, schema != nil else {
@@ -21,6 +35,9 @@ extension Store {
         }
         let lock = try fs.lock(joinPath(path, StoreFileName.lock), storePath: path)
         do {
+            if creating, fs.exists(joinPath(path, StoreFileName.manifest)) {
+                throw CairnError(.invalidArgument, "a store already exists at \(path)", path: path)
+            }
             if !fs.exists(joinPath(path, StoreFileName.manifest)) {
                 guard options.createIfMissing, let schema else {
                     throw CairnError(.notFound, "no store at \(path) (no MANIFEST)\(schema == nil ? "; give a schema to create one" : "")",
