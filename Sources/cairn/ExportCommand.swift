@@ -66,7 +66,12 @@ enum ExportCommand {
         var written = 0
         for entity in entities {
             try store.scan(entity: entity.number) { id, body in
-                let values = try ValueCoding.decode(body)
+                // Checked against the schema, as verify and query check what they read: a
+                // short record is an error naming it, not a line of nulls.
+                let values: [Value]
+                do { values = try Store.decodeRecord(body, id: id, entity: entity) } catch let error as CairnError {
+                    throw CairnError(error.code, "\(entity.name) \(id): \(error.message)", path: error.path, offset: error.offset)
+                }
                 try sink.write { RecordJSON.appendLine(entity: entity, id: id, values: values, to: &$0) }
                 written += 1
                 if written % 10_000 == 0 { Console.progress("exported \(written) records", json: json) }

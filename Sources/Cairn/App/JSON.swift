@@ -294,27 +294,59 @@ public enum ISODate {
     /// Seconds from 1970 to 2001, the reference date `Date` counts from.
     static let referenceOffset: Int64 = 978_307_200
 
-    /// The JSON text for `date` (a quoted string, or a number).
+    /// The JSON text for `date` (a quoted string, or a number): ISO 8601 with the fewest
+    /// fractional digits (at least 3) that read back as exactly the stored time, however
+    /// many that takes (a time 5e-324 s from 2001 takes 324).
     public static func json(_ date: Date) -> String {
         let t = date.timeIntervalSinceReferenceDate
         guard t.isFinite, abs(t) < 9.0e15 else { return JSONText.number(date.timeIntervalSince1970) }
-        let whole = t.rounded(.down)
-        let seconds = Int64(whole)
-        let fraction = t - whole  // exact
-        // The fewest fractional digits (at least 3) that read back as exactly `t`.
-        var digits = 3
-        while true {
-            let scale = pow(10, Double(digits))
-            var scaled = (fraction * scale).rounded()
-            var second = seconds
-            if scaled >= scale { scaled -= scale; second += 1 }
-            let text = String(Int64(scaled))
-            let candidate = String(repeating: "0", count: digits - text.count) + text
-            if Double(decimal(second, candidate)) == t || digits == 18 {
-                return "\"" + civil(second + referenceOffset) + "." + candidate + "Z\""
+        // The shortest decimal that reads back as `t` (Swift's description), written out
+        // without an exponent, then split into whole seconds (rounded down) and a fraction.
+        let (integer, fraction) = plainDigits(t.magnitude.description)
+        var whole = Int64(integer) ?? 0
+        var digits = fraction
+        if t < 0 {
+            if digits.isEmpty { whole = -whole } else {
+                whole = -(whole + 1)
+                digits = tensComplement(digits)
             }
-            digits += 1
         }
+        while digits.count < 3 { digits.append(UInt8(ascii: "0")) }
+        return "\"" + civil(whole + referenceOffset) + "." + String(decoding: digits, as: UTF8.self) + "Z\""
+    }
+
+    /// The integer and fraction digits (ASCII, the fraction without trailing zeros) of a
+    /// non-negative number's text as Swift writes it (`123.25`, `5e-324`, `1e+16`).
+    static func plainDigits(_ text: String) -> (integer: String, fraction: [UInt8]) {
+        let parts = text.split(separator: "e", maxSplits: 1)
+        let mantissa = Array(parts[0].utf8)
+        let exponent = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+        let point = mantissa.firstIndex(of: UInt8(ascii: ".")) ?? mantissa.count
+        let digits = mantissa.filter { $0 != UInt8(ascii: ".") }
+        let position = point + exponent  // digits before the decimal point
+        var integer: [UInt8], fraction: [UInt8]
+        if position <= 0 {
+            integer = [UInt8(ascii: "0")]
+            fraction = [UInt8](repeating: UInt8(ascii: "0"), count: -position) + digits
+        } else if position >= digits.count {
+            integer = digits + [UInt8](repeating: UInt8(ascii: "0"), count: position - digits.count)
+            fraction = []
+        } else {
+            integer = Array(digits[..<position])
+            fraction = Array(digits[position...])
+        }
+        while fraction.last == UInt8(ascii: "0") { fraction.removeLast() }
+        return (String(decoding: integer, as: UTF8.self), fraction)
+    }
+
+    /// The digits of 1 − 0.`digits` (ASCII, `digits` not all zero): the tens' complement.
+    static func tensComplement(_ digits: [UInt8]) -> [UInt8] {
+        var complement = digits.map { 0x39 - ($0 - 0x30) }
+        var index = complement.count - 1
+        while index >= 0 {
+            if complement[index] == 0x39 { complement[index] = 0x30; index -= 1 } else { complement[index] += 1; break }
+        }
+        return complement
     }
 
     /// The decimal text of `whole + 0.fraction` (fraction as digits).
@@ -322,12 +354,7 @@ public enum ISODate {
         guard fraction.contains(where: { $0 != "0" }) else { return String(whole) }
         if whole >= 0 { return "\(whole).\(fraction)" }
         // whole + f = -((-whole - 1) + (1 - f)); 1 - f in digits is the tens' complement.
-        var complement = Array(fraction.utf8).map { 9 - ($0 - 0x30) }
-        var index = complement.count - 1
-        while index >= 0 {
-            if complement[index] == 9 { complement[index] = 0; index -= 1 } else { complement[index] += 1; break }
-        }
-        return "-\(-(whole + 1)).\(String(decoding: complement.map { $0 + 0x30 }, as: UTF8.self))"
+        return "-\(-(whole + 1)).\(String(decoding: tensComplement(Array(fraction.utf8)), as: UTF8.self))"
     }
 
     /// `YYYY-MM-DDTHH:MM:SS` for seconds since 1970 (UTC).
@@ -364,7 +391,8 @@ public enum ISODate {
     /// Reads `[±]YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil if it is not one.
     public static func parse(_ text: String) -> Date? {
         let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes.count <= 80 else { return nil }
+        // (A fraction may take up to 1,074 digits: the exact value of the smallest double.)
+        guard bytes.count >= 20, bytes.count <= 1_200 else { return nil }
         var position = 0
         func number(_ count: Int) -> Int64? {
             guard position + count <= bytes.count else { return nil }

@@ -200,15 +200,15 @@ public enum RecordJSON {
             guard case .string(let text) = raw, let uuid = UUID(uuidString: text) else { throw bad("a UUID") }
             return .uuid(uuid)
         case .url:
-            guard case .string(let text) = raw, let url = URL(string: text) else { throw bad("a URL") }
+            // Taken only as the text it is stored as: an export round-trips exactly.
+            guard case .string(let text) = raw, let url = ValueText.url(text) else {
+                throw bad("a URL as Foundation writes it (percent-encoded)")
+            }
             return .url(url)
         case .decimal:
             switch raw {
             case .string(let text), .number(let text):
-                if text.utf8.count <= FormatLimits.maxDecimalBytes,
-                   let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
-                    return .decimal(decimal)
-                }
+                if let decimal = ValueText.decimal(parsing: text) { return .decimal(decimal) }
             default: break
             }
             throw bad("a decimal (as a string)")
@@ -284,6 +284,7 @@ public enum JSONText {
 
     public static func number(_ value: Double) -> String {
         guard value.isFinite else { return string(value.isNaN ? "NaN" : (value > 0 ? "Infinity" : "-Infinity")) }
+        if value == 0, value.sign == .minus { return "-0.0" }
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
     }

@@ -211,6 +211,15 @@ public enum Value: Hashable, Sendable {
             return
         default: return
         }
+        // A reader takes a URL or decimal only in the text a writer writes for it, which must
+        // read back as itself (FORMAT.md §2.1): one that does not is refused here.
+        switch self {
+        case .url(let url) where ValueText.url(url.absoluteString) == nil:
+            throw CairnError(.invalidArgument, "\(what()) is the URL \(String(reflecting: url.absoluteString)), which does not read back as itself")
+        case .decimal(let decimal) where ValueText.decimal(decimal.isNaN ? "NaN" : decimal.description) == nil:
+            throw CairnError(.invalidArgument, "\(what()) is the decimal \(decimal), whose text does not read back as itself")
+        default: break
+        }
         guard size <= limit else {
             throw CairnError(.tooLarge, "\(what()) is \(size) bytes; the limit is \(limit)")
         }
@@ -452,13 +461,14 @@ extension ByteReader {
             return .uuid(UUID(uuid: uuid))
         case .url:
             let text = try string("URL value")
-            guard let url = URL(string: text) else { throw failure("URL value \(String(reflecting: text)) does not parse", at: start) }
+            guard let url = ValueText.url(text) else {
+                throw failure("URL value \(String(reflecting: text)) is not a URL as written (it does not read back as itself)", at: start)
+            }
             return .url(url)
         case .decimal:
             let text = try string("decimal value", maximum: FormatLimits.maxDecimalBytes)
-            if text == "NaN" { return .decimal(.nan) }
-            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), !decimal.isNaN else {
-                throw failure("decimal value \(String(reflecting: text)) does not parse", at: start)
+            guard let decimal = ValueText.decimal(text) else {
+                throw failure("decimal value \(String(reflecting: text)) is not a decimal as written", at: start)
             }
             return .decimal(decimal)
         case .archived:
@@ -691,5 +701,62 @@ public enum ValueCoding {
         guard slot >= 0, slot < count else { return nil }
         for _ in 0..<slot { _ = try reader.nextValue() }
         return try reader.nextValue()
+    }
+}
+
+/// The text forms of URLs and decimals (FORMAT.md §2.1). A stored text is read only if it
+/// is the text a writer writes for the value it parses as, so every value reads back, and
+/// exports, as the text stored: not a prefix (`12a` as 12) nor a re-encoding (`p`th` as
+/// `p%60th`).
+public enum ValueText {
+    /// The URL of `text`, if Foundation parses it and its `absoluteString` is `text`.
+    public static func url(_ text: String) -> URL? {
+        guard let url = URL(string: text), url.absoluteString == text else { return nil }
+        return url
+    }
+
+    /// The decimal of `text`: `NaN`, or the decimal whose `description` is `text`.
+    public static func decimal(_ text: String) -> Decimal? {
+        if text == "NaN" { return .nan }
+        guard text.utf8.count <= FormatLimits.maxDecimalBytes, isNumber(text, exponent: false),
+              let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")),
+              !decimal.isNaN, decimal.description == text else { return nil }
+        return decimal
+    }
+
+    /// The decimal of a number written by a person (a JSON number, or such text in a
+    /// string): the whole text must be one (`-? digits [. digits] [e [±] digits]`), and its
+    /// significant digits at most 38, which a decimal holds exactly.
+    public static func decimal(parsing text: String) -> Decimal? {
+        if text == "NaN" { return .nan }
+        guard text.utf8.count <= FormatLimits.maxDecimalBytes, isNumber(text, exponent: true) else { return nil }
+        let mantissa = text.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+        let digits = mantissa.filter { $0 >= 0x30 && $0 <= 0x39 }.drop { $0 == 0x30 }
+        guard digits.reversed().drop(while: { $0 == 0x30 }).count <= 38,
+              let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), !decimal.isNaN else { return nil }
+        return decimal
+    }
+
+    /// Whether `text` is `-? digits [. digits]`, with `[e|E [+|-] digits]` if `exponent`.
+    static func isNumber(_ text: String, exponent: Bool) -> Bool {
+        let bytes = Array(text.utf8)
+        var i = 0
+        func digits() -> Bool {
+            let start = i
+            while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 { i += 1 }
+            return i > start
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
+        guard digits() else { return false }
+        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+            i += 1
+            guard digits() else { return false }
+        }
+        if exponent, i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+            i += 1
+            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits() else { return false }
+        }
+        return i == bytes.count
     }
 }

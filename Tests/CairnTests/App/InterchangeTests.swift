@@ -91,13 +91,50 @@ import Testing
         }
     }
 
+    /// -0.0 exports as -0.0, not 0; URLs and decimals are read only as the text they
+    /// are stored as, whole.
+    @Test func exportedTextReadsBackAsTheStoredValue() throws {
+        #expect(JSONText.value(.double(-0.0)) == "-0.0")
+        guard case .double(let back) = try RecordJSON.value(.number(JSONText.value(.double(-0.0))), type: .double) else {
+            Issue.record("not a double"); return
+        }
+        #expect(back.sign == .minus && back == 0)
+        #expect(JSONText.value(.float(-0.0)) == "-0.0")
+        // A URL Foundation would re-encode is not taken for another text.
+        #expect(ValueText.url("p`th") == nil)
+        #expect(ValueText.url("p%60th")?.absoluteString == "p%60th")
+        #expect(throws: CairnError.self) { try RecordJSON.value(.string("p`th"), type: .url) }
+        // Decimals: the whole text or nothing.
+        for text in ["12a", "1,5", "+", "-", ".", " 12", "1e", "--1", "1.", ".5", "e5"] {
+            #expect(ValueText.decimal(parsing: text) == nil, "\(text)")
+            #expect(throws: CairnError.self, "\(text)") { try RecordJSON.value(.string(text), type: .decimal) }
+        }
+        #expect(ValueText.decimal(parsing: "1.50") == Decimal(string: "1.5"))
+        #expect(ValueText.decimal(parsing: "-2.5e3") == Decimal(-2500))
+        #expect(ValueText.decimal(parsing: "1234567890123456789012345678901234567890") == nil, "40 significant digits")
+        // As stored, only the text a writer writes.
+        #expect(ValueText.decimal("1.5") == Decimal(string: "1.5"))
+        for text in ["1.50", "-0", "12a", "1e5", "+1", "NaN "] { #expect(ValueText.decimal(text) == nil, "\(text)") }
+        var body = ByteWriter()
+        body.varint(1)
+        body.u8(Value.Tag.decimal.rawValue)
+        body.lengthPrefixed(Array("12a".utf8))
+        #expect(throws: CairnError.self) { try ValueCoding.decode(body.bytes) }
+    }
+
     @Test func datesRoundTripExactly() throws {
         var random = SplitMix64(seed: 5)
         var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_795_348_055.076),
                      Date(timeIntervalSince1970: -1.5), Date(timeIntervalSinceReferenceDate: 0.000_000_1),
                      Date(timeIntervalSince1970: -62_135_596_800 - 86_400 * 400), Date(timeIntervalSince1970: 253_402_300_800 + 0.25),
                      Date(timeIntervalSinceReferenceDate: 1e17), Date(timeIntervalSinceReferenceDate: -.infinity),
-                     Date.distantPast, Date.distantFuture]
+                     Date.distantPast, Date.distantFuture,
+                     // Times whose shortest exact fraction takes more than 18 digits.
+                     Date(timeIntervalSinceReferenceDate: 5e-324), Date(timeIntervalSinceReferenceDate: -5e-324),
+                     Date(timeIntervalSinceReferenceDate: 1.2345e-300), Date(timeIntervalSinceReferenceDate: -123.000_000_000_000_01)]
+        for _ in 0..<200 {  // any finite bit pattern of a small magnitude
+            dates.append(Date(timeIntervalSinceReferenceDate: Double(bitPattern: random.next() & 0x3FEF_FFFF_FFFF_FFFF | (random.next() & 1) << 63)))
+        }
         for _ in 0..<2_000 {
             let bits = random.next()
             dates.append(Date(timeIntervalSinceReferenceDate: Double(Int64(bitPattern: bits) % 20_000_000_000) / 1000
