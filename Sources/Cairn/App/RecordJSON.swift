@@ -117,32 +117,35 @@ public enum RecordJSON {
             }
         }
         for relationship in entity.relationships {
-            let label = "\(entity.name).\(relationship.name)"
-            func reference(_ raw: JSON) throws -> UInt64 {
-                guard case .string(let text) = raw else {
-                    throw CairnError(.invalidArgument, "\(label): expected an id string, found \(raw.summary)")
-                }
-                do { return try resolve(text) } catch let error as CairnError {
-                    throw CairnError(error.code, "\(label): \(error.message)")
-                }
-            }
-            let raw = member(relationship.name) ?? .null
-            if relationship.isToMany {
-                let list: [JSON]
-                switch raw {
-                case .array(let items): list = items
-                case .null: list = []
-                default: throw CairnError(.invalidArgument, "\(label): expected a list of ids")
-                }
-                guard list.count <= FormatLimits.maxReferences else {
-                    throw CairnError(.tooLarge, "\(label): \(list.count) references; the limit is \(FormatLimits.maxReferences)")
-                }
-                values.append(.references(try list.map(reference)))
-            } else {
-                values.append(raw.isNull ? .null : .reference(try reference(raw)))
-            }
+            values.append(try value(member(relationship.name) ?? .null, of: relationship, in: entity, resolve: resolve))
         }
         return values
+    }
+
+    /// The value of relationship `relationship` of `entity` from its JSON member (null, an
+    /// id string, or for a to-many a list of them), each id resolved by `resolve`.
+    public static func value(_ raw: JSON, of relationship: RelationshipDescription, in entity: EntityDescription,
+                             resolve: (String) throws -> UInt64) throws -> Value {
+        let label = "\(entity.name).\(relationship.name)"
+        func reference(_ raw: JSON) throws -> UInt64 {
+            guard case .string(let text) = raw else {
+                throw CairnError(.invalidArgument, "\(label): expected an id string, found \(raw.summary)")
+            }
+            do { return try resolve(text) } catch let error as CairnError {
+                throw CairnError(error.code, "\(label): \(error.message)")
+            }
+        }
+        guard relationship.isToMany else { return raw.isNull ? .null : .reference(try reference(raw)) }
+        let list: [JSON]
+        switch raw {
+        case .array(let items): list = items
+        case .null: list = []
+        default: throw CairnError(.invalidArgument, "\(label): expected a list of ids")
+        }
+        guard list.count <= FormatLimits.maxReferences else {
+            throw CairnError(.tooLarge, "\(label): \(list.count) references; the limit is \(FormatLimits.maxReferences)")
+        }
+        return .references(try list.map(reference))
     }
 
     /// A JSON value as a store value of `type`. Numbers convert from their text, exactly

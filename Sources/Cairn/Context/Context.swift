@@ -112,6 +112,11 @@ public final class Context {
 
     /// Inserts a new object (gives it a permanent ID). Inserting twice does nothing.
     public func insert(_ object: ManagedObject) {
+        insert(object, as: nil)
+    }
+
+    /// ``insert(_:)``, with the ID `reserved` (from ``Store/reserveIDs(_:)``) instead of a new one.
+    private func insert(_ object: ManagedObject, as reserved: RecordID?) {
         if object.belongs(to: self) { return }
         if object.context != nil {
             recordError(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
@@ -122,7 +127,14 @@ public final class Context {
             return
         }
         do {
-            object.recordID = try coordinator.store.allocateID(entity: stored.number)
+            if let reserved {
+                guard reserved.entity == stored.number, registered[reserved] == nil else {
+                    throw CairnError(.invalidArgument, "cannot insert \(object.entity.name) as \(reserved): the ID is taken or of another entity")
+                }
+                object.recordID = reserved
+            } else {
+                object.recordID = try coordinator.store.allocateID(entity: stored.number)
+            }
         } catch let error as CairnError {
             recordError(error)
             return
@@ -176,6 +188,20 @@ public final class Context {
         // stays for the next save or fetch (thrown here, it hid the object just inserted).
         let earlier = deferredErrors.count
         insert(object)
+        if deferredErrors.count > earlier, let error = deferredErrors.popLast() { throw error }
+        return object
+    }
+
+    /// ``insertObject(entityName:)`` with an ID reserved for it by ``Store/reserveIDs(_:)``
+    /// (`cairn import` keeps the IDs of an export so).
+    @discardableResult
+    package func insertObject(entityName: String, reserved id: RecordID) throws -> ManagedObject {
+        guard let entity = coordinator.entity(named: entityName) else {
+            throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
+        }
+        let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
+        let earlier = deferredErrors.count
+        insert(object, as: id)
         if deferredErrors.count > earlier, let error = deferredErrors.popLast() { throw error }
         return object
     }

@@ -158,6 +158,23 @@ public final class Store: Sendable {
         }
     }
 
+    /// Reserves those of `candidates` that were never handed out (a serial at or past the
+    /// next one, each serial once, an entity of the schema), so that no later
+    /// ``allocateID(entity:)`` hands them out, and returns them. `cairn import` keeps an
+    /// export's IDs so when it imports into a store that never used them.
+    package func reserveIDs(_ candidates: [RecordID]) -> Set<RecordID> {
+        state.withLock { state in
+            var serials = Set<UInt64>()
+            var reserved = Set<RecordID>()
+            for id in candidates where id.serial >= state.nextSerial && id.serial <= RecordID.maxSerial
+                && state.snapshot.schema.entity(number: id.entity) != nil && serials.insert(id.serial).inserted {
+                reserved.insert(id)
+            }
+            if let highest = serials.max() { state.nextSerial = highest + 1 }
+            return reserved
+        }
+    }
+
     /// Sizes and counts.
     public var statistics: StoreStatistics {
         let (snapshot, counts, sequence, shadowed, lastCommit) = state.withLock { state in
