@@ -26,7 +26,7 @@ public final class Container: Sendable {
 
     /// The entity that holds the elements of every ``ObjectQueue`` of the store.
     static let queueEntity = EntityDescription(
-        name: "CairnQueueElement", number: 0,
+        name: "CairnQueueElement", number: 0,  // (in Schema.internalEntityNames)
         attributes: [AttributeDescription(name: "queue", type: .string, isIndexed: true),
                      AttributeDescription(name: "position", type: .int64),
                      AttributeDescription(name: "payload", type: .archived)])

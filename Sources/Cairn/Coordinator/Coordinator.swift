@@ -38,6 +38,8 @@ public final class Coordinator: Sendable {
                     throw CairnError(.schemaMismatch, Self.mismatchMessage(path: path, stored: stored, requested: aligned))
                 case .lightweight:
                     try Store.migrate(at: path, to: [MigrationStage(requested)], options: options)
+                case .lightweightAllowingDataLoss:
+                    try Store.migrate(at: path, to: [MigrationStage(requested, allowingDataLoss: true)], options: options)
                 case .stages(let stages):
                     try Store.migrate(at: path, to: stages, options: options)
                 case .recreate:

@@ -16,6 +16,10 @@ public struct Schema: Hashable, Sendable {
     public func entity(named name: String) -> EntityDescription? { entities.first { $0.name == name } }
     public func entity(number: UInt16) -> EntityDescription? { entities.first { $0.number == number } }
 
+    /// Entities Cairn keeps for itself in a store (the object queues' elements): an app's
+    /// model need not name them, and a migration to a model without them keeps them.
+    public static let internalEntityNames: Set<String> = ["CairnQueueElement"]
+
     /// A 64-bit hash of everything that shapes stored records and their rules (not the
     /// app's version number nor renaming identifiers). Equal hashes: the same layout.
     public var versionHash: UInt64 {

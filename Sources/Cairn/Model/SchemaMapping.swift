@@ -25,11 +25,23 @@ struct SchemaMapping {
     let entities: [UInt16: EntityMap]
     /// A line per change, for forecasts.
     let changes: [String]
+    /// Old (entity number, slot) → new (entity number, slot), for every old value slot the
+    /// mapping carries over; a slot absent here is dropped with its values.
+    let carried: [SlotKey: SlotKey]
+
+    struct SlotKey: Hashable {
+        let entity: UInt16
+        let slot: Int
+    }
 
     /// Gives `schema`'s entities the numbers their matches in `stored` have (by name or
     /// renaming identifier); new entities get numbers above every stored one.
     static func align(_ schema: Schema, with stored: Schema) -> Schema {
         var result = schema
+        // Cairn's own entities stay as they are, whether the model names them or not.
+        for entity in stored.entities where Schema.internalEntityNames.contains(entity.name) && schema.entity(named: entity.name) == nil {
+            result.entities.append(entity)
+        }
         var next = (stored.entities.map(\.number).max() ?? 0) + 1
         for index in result.entities.indices {
             let entity = result.entities[index]
@@ -134,6 +146,15 @@ struct SchemaMapping {
         for entity in old.entities where maps[entity.number] == nil { changes.append("remove entity \(entity.name)") }
         entities = maps
         self.changes = changes
+        var carried: [SlotKey: SlotKey] = [:]
+        for map in maps.values {
+            for (index, source) in map.sources.enumerated() {
+                if case .copy(let slot, _) = source {
+                    carried[SlotKey(entity: map.old.number, slot: slot)] = SlotKey(entity: map.new.number, slot: index)
+                }
+            }
+        }
+        self.carried = carried
     }
 
     /// The record's values under the new schema, or throws naming the record if a value

@@ -5,10 +5,31 @@ import Foundation
 public struct MigrationStage: Sendable {
     public var schema: Schema
     public var transform: (@Sendable (inout MigrationRecord) throws -> Void)?
+    /// Whether the migration may drop attributes, relationships or entities that hold
+    /// data (``MigrationForecast/Step/losses``). Without it such a migration is refused.
+    /// A stage with a custom step decides for itself what its dropped data becomes, so
+    /// what it drops is never counted as lost.
+    public var allowsDataLoss: Bool
 
-    public init(_ schema: Schema, transform: (@Sendable (inout MigrationRecord) throws -> Void)? = nil) {
+    public init(_ schema: Schema, allowingDataLoss: Bool = false, transform: (@Sendable (inout MigrationRecord) throws -> Void)? = nil) {
         self.schema = schema
+        self.allowsDataLoss = allowingDataLoss
         self.transform = transform
+    }
+}
+
+/// Data a migration would drop: a property's values, or an entity's records.
+public struct DataLoss: Sendable, Equatable, CustomStringConvertible {
+    /// The entity, under its name in the store.
+    public var entity: String
+    /// The attribute or relationship, or nil for the whole entity.
+    public var property: String?
+    /// The records that hold data there (for an entity, all of its records).
+    public var records: Int
+
+    public var description: String {
+        if let property { return "\(entity).\(property), which holds data in \(records) record\(records == 1 ? "" : "s")" }
+        return "entity \(entity) and its \(records) record\(records == 1 ? "" : "s")"
     }
 }
 
@@ -36,7 +57,12 @@ public struct MigrationForecast: Sendable, Equatable {
         public var hasCustomStep: Bool
         /// Records of each (old) entity that this step rewrites.
         public var recordsTouched: [String: Int]
+        /// What this step would drop that holds data, counted on the store as it is.
+        public var losses: [DataLoss] = []
     }
+
+    /// Everything the migration would drop that holds data.
+    public var losses: [DataLoss] { steps.flatMap(\.losses) }
 
     public var steps: [Step]
     public var isNeeded: Bool { !steps.isEmpty }
@@ -44,8 +70,12 @@ public struct MigrationForecast: Sendable, Equatable {
 
 /// What to do when the model differs from the store's schema.
 public enum MigrationPolicy: Sendable {
-    /// Migrate through inferred (lightweight) mapping — the default.
+    /// Migrate through inferred (lightweight) mapping — the default. A mapping that would
+    /// drop data (an attribute, relationship or entity that holds some) is refused with
+    /// `.schemaMismatch`, saying what and how much.
     case lightweight
+    /// Migrate through inferred mapping even if it drops data.
+    case lightweightAllowingDataLoss
     /// Migrate through these model versions in order, with their custom steps.
     case stages([MigrationStage])
     /// Refuse to open (`.schemaMismatch`).
@@ -79,10 +109,32 @@ extension Store {
     }
 
     func forecast(_ stages: [MigrationStage]) throws -> MigrationForecast {
+        // The store's version is the highest model version that wrote it (no migration
+        // lowers it): an older model (an older app) must not migrate it back and drop what
+        // the newer one added. The same layout under an older version opens as it is.
+        if let last = Self.pending(stages, from: schema).last, last.schema.version < schema.version,
+           SchemaMapping.align(last.schema, with: schema).versionHash != schema.versionHash {
+            throw CairnError(.schemaMismatch,
+                             "store at \(path) was written by model version \(schema.version), and this model is version \(last.schema.version), an older one with another layout: opening it would undo the newer version's changes. Open it with model version \(schema.version) or later")
+        }
         var current = schema
         var steps: [MigrationForecast.Step] = []
+        // Where each stored value slot is, stage by stage, until a stage drops it.
+        var positions: [SchemaMapping.SlotKey: SchemaMapping.SlotKey] = [:]
+        for entity in schema.entities {
+            for slot in 0..<entity.valueCount { positions[.init(entity: entity.number, slot: slot)] = .init(entity: entity.number, slot: slot) }
+        }
         for stage in Self.pending(stages, from: current) {
             let mapping = try SchemaMapping(from: current, to: stage.schema)
+            var dropped: [SchemaMapping.SlotKey] = []
+            for (stored, position) in positions {
+                if let next = mapping.carried[position] {
+                    positions[stored] = next
+                } else {
+                    positions[stored] = nil
+                    if stage.transform == nil { dropped.append(stored) }
+                }
+            }
             var touched: [String: Int] = [:]
             for entity in current.entities {
                 let changed = mapping.entities[entity.number].map { !$0.isIdentity } ?? true
@@ -90,11 +142,45 @@ extension Store {
             }
             if mapping.new.versionHash != current.versionHash || stage.transform != nil {
                 steps.append(.init(fromVersion: current.version, toVersion: stage.schema.version, changes: mapping.changes,
-                                   hasCustomStep: stage.transform != nil, recordsTouched: touched))
+                                   hasCustomStep: stage.transform != nil, recordsTouched: touched,
+                                   losses: try losses(dropping: dropped, next: mapping)))
             }
             current = mapping.new
         }
         return MigrationForecast(steps: steps)
+    }
+
+    /// The data lost with the stored value slots `dropped`: an entity whose every slot is
+    /// dropped and which `next` does not map is lost whole; otherwise the records that hold
+    /// a value (not nil, not an empty list) in a dropped slot are counted, in one scan of
+    /// each entity concerned.
+    private func losses(dropping dropped: [SchemaMapping.SlotKey], next: SchemaMapping) throws -> [DataLoss] {
+        var losses: [DataLoss] = []
+        for entity in schema.entities.sorted(by: { $0.number < $1.number }) {
+            let slots = dropped.filter { $0.entity == entity.number }.map(\.slot).sorted()
+            guard !slots.isEmpty || (entity.valueCount == 0 && next.entities[entity.number] == nil) else { continue }
+            let records = count(entity: entity.number)
+            guard records > 0 else { continue }
+            if next.entities[entity.number] == nil, slots.count == entity.valueCount {
+                losses.append(DataLoss(entity: entity.name, property: nil, records: records))
+                continue
+            }
+            var holding = [Int](repeating: 0, count: slots.count)
+            try scanVersioned(entity: entity.number) { _, _, body in
+                let values = try ValueCoding.decode(body)
+                for (index, slot) in slots.enumerated() where slot < values.count {
+                    switch values[slot] {
+                    case .null, .references([]): break
+                    default: holding[index] += 1
+                    }
+                }
+            }
+            let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+            for (index, slot) in slots.enumerated() where holding[index] > 0 {
+                losses.append(DataLoss(entity: entity.name, property: names[slot], records: holding[index]))
+            }
+        }
+        return losses
     }
 
     /// Migrates the store at `path` through `stages` (one stage: lightweight to that
@@ -136,6 +222,11 @@ extension Store {
     func migrate(_ stages: [MigrationStage], progress: ((Int, Int) -> Void)?) throws -> MigrationForecast {
         let forecast = try forecast(stages)
         guard forecast.isNeeded else { return forecast }
+        let losses = forecast.losses
+        if !losses.isEmpty, !Self.pending(stages, from: schema).contains(where: \.allowsDataLoss) {
+            throw CairnError(.schemaMismatch,
+                             "migration refused: it would drop data: \(losses.map(\.description).joined(separator: "; ")). Keep the properties (or rename them with a renaming identifier), migrate with a custom step, or allow it explicitly (MigrationPolicy.lightweightAllowingDataLoss, MigrationStage(allowingDataLoss: true), cairn migrate --allow-data-loss)")
+        }
         var current = schema
         var plan: [(SchemaMapping, MigrationStage)] = []
         for stage in Self.pending(stages, from: current) {

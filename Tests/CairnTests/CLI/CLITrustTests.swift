@@ -158,4 +158,26 @@ import Testing
         #expect(try CLI.run(["import", store, "--in", file, "--atomic"]).status == 0)
         #expect(try CLI.run(["history", store]).out.split(separator: "\n").count == 1)
     }
+
+    /// cairn migrate refuses to drop data without --allow-data-loss, saying what and how
+    /// much, and refuses a model older than the store's.
+    @Test func migrateRefusesDataLossAndOlderModels() throws {
+        let (dir, store, file) = try storeAndFile([#"{"entity": "Person", "username": "ann", "name": "Ann"}"#,
+                                                   #"{"entity": "Person", "username": "bo"}"#])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try CLI.run(["import", store, "--in", file]).status == 0)
+        let withoutName = CommandTests.schema.replacingOccurrences(of: #"{"version": 1,"#, with: #"{"version": 2,"#)
+            .replacingOccurrences(of: #"{"name": "name", "type": "string", "optional": true},"#, with: "")
+        #expect(withoutName != CommandTests.schema)
+        try withoutName.write(toFile: dir + "/v2.json", atomically: true, encoding: .utf8)
+        let dry = try CLI.run(["migrate", store, "--to", dir + "/v2.json", "--dry-run"])
+        #expect(dry.status == 0 && dry.out.contains("drops Person.name, which holds data in 1 record"), "\(dry.out)\(dry.err)")
+        let refused = try CLI.run(["migrate", store, "--to", dir + "/v2.json"])
+        #expect(refused.status == 1 && refused.err.contains("--allow-data-loss"), "\(refused.err)")
+        #expect(try CLI.run(["query", store, "Person", "username == 'ann'"]).out.contains(#""name": "Ann""#))
+        #expect(try CLI.run(["migrate", store, "--to", dir + "/v2.json", "--allow-data-loss"]).status == 0)
+        // Version 1 again (with name): older than the store's 2.
+        let older = try CLI.run(["migrate", store, "--to", dir + "/schema.json", "--allow-data-loss"])
+        #expect(older.status == 1 && older.err.contains("model version 2"), "\(older.err)")
+    }
 }

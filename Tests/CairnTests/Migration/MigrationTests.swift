@@ -44,9 +44,9 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
 @Suite struct LightweightMigrationTests {
     let ann = RecordID(entity: 1, serial: 1), bob = RecordID(entity: 1, serial: 2)
 
-    func migrate(_ schema: Schema) throws -> Store {
+    func migrate(_ schema: Schema, allowingDataLoss: Bool = false) throws -> Store {
         let fs = try MigrationSchemas.populated()
-        try Store.migrate(at: "/m", to: [MigrationStage(schema)], options: memoryOptions(fs))
+        try Store.migrate(at: "/m", to: [MigrationStage(schema, allowingDataLoss: allowingDataLoss)], options: memoryOptions(fs))
         let store = try openMigrated(fs)
         #expect(store.schema.versionHash == SchemaMapping.align(schema, with: MigrationSchemas.v1).versionHash)
         #expect(store.verify().isEmpty, "\(store.verify())")
@@ -82,7 +82,7 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
             $0.entities[0].attributes.remove(at: 2)
             $0.entities[0].relationships = []
             $0.entities[1].relationships = []
-        })
+        }, allowingDataLoss: true)
         #expect(try store.get(ann)?.values == [.string("Ann Lee"), .int32(30)])
         #expect(try store.get(RecordID(entity: 2, serial: 4))?.values == [.string("hello")])
     }
@@ -92,7 +92,7 @@ func openMigrated(_ fs: MemoryFileSystem) throws -> Store { try Store.open(at: "
             $0.entities[0].relationships = []
             $0.entities.remove(at: 1)
             $0.entities.append(EntityDescription(name: "Tag", number: 9, attributes: [AttributeDescription(name: "label", type: .string)]))
-        })
+        }, allowingDataLoss: true)
         #expect(store.schema.entity(named: "Note") == nil)
         #expect(store.schema.entity(named: "Tag")?.number == 3, "a new entity gets a fresh number")
         #expect(store.count(entity: 1) == 3 && store.count(entity: 2) == 0)
