@@ -79,6 +79,9 @@ public enum Value: Hashable, Sendable {
     static let limitedKinds: UInt32 = [Tag.string, .bytes, .archived, .url, .decimal, .references]
         .reduce(0) { $0 | 1 << UInt32($1.rawValue) }
 
+    /// The kinds that name records (to-one and to-many references).
+    static let referenceKinds: UInt32 = 1 << UInt32(Tag.reference.rawValue) | 1 << UInt32(Tag.references.rawValue)
+
     /// The kinds whose payload holds no reference (plain bits: copying one is copying
     /// its bytes).
     static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]

@@ -113,6 +113,8 @@ extension Store {
         private var encoder: RecordEncoder?
         // Changes come in runs of one entity: each run's entity is looked up once.
         private var lastEntity: EntityDescription?
+        /// The destination entity numbers of the last entity whose references were checked.
+        private var destinations: (entity: UInt16, numbers: [UInt16])?
 
         init(schema: Schema) { self.schema = schema }
 
@@ -127,13 +129,40 @@ extension Store {
                 entity = found
                 lastEntity = found
             }
-            // Only values of a kind with a size limit are measured.
-            if try Store.check(values, of: id, entity: entity) & Value.limitedKinds != 0 {
+            // Only values of a kind with a size limit are measured, and references checked
+            // only where there are some.
+            let kinds = try Store.check(values, of: id, entity: entity)
+            if kinds & Value.limitedKinds != 0 {
                 for value in values { try value.checkLimits("a value of \(id)") }
             }
+            if kinds & Value.referenceKinds != 0 { try checkReferences(values, of: id, entity: entity) }
             let encoder = self.encoder ?? RecordEncoder()
             self.encoder = encoder
             return .put(id, body: encoder.encode(values))
+        }
+
+        /// Each reference names a record of its relationship's destination entity, with a
+        /// serial that is not 0 (FORMAT.md §2.3): a reference no record could ever have.
+        private mutating func checkReferences(_ values: [Value], of id: RecordID, entity: EntityDescription) throws {
+            if destinations?.entity != entity.number {
+                destinations = (entity.number, entity.relationships.map { schema.entity(named: $0.destination)?.number ?? 0 })
+            }
+            let numbers = destinations?.numbers ?? []
+            for (offset, relationship) in entity.relationships.enumerated() {
+                let raws: [UInt64]
+                switch values[entity.attributes.count + offset] {
+                case .reference(let raw): raws = [raw]
+                case .references(let list): raws = list
+                default: continue
+                }
+                for raw in raws {
+                    let target = RecordID(rawValue: raw)
+                    guard target.entity == numbers[offset], target.serial != 0 else {
+                        throw CairnError(.invalidArgument,
+                                         "\(entity.name).\(relationship.name) of \(id) points at \(target), which is not a record ID of \(relationship.destination)")
+                    }
+                }
+            }
         }
 
         func delete(_ id: RecordID) throws -> Operation {

@@ -66,7 +66,8 @@ extension Store {
                         values = try ValueCoding.decode(body)
                         try Self.check(values, of: id, against: schema)
                     } catch let error as CairnError {
-                        problems.append(Problem(record: id, message: error.message, path: error.path, offset: error.offset))
+                        let located = locate(error, of: id, body: body)
+                        problems.append(Problem(record: id, message: error.message, path: located.path, offset: located.offset))
                         return
                     }
                     if keepsIDs || !relationSlots.isEmpty { records.ids.append(id.rawValue) }

@@ -58,7 +58,39 @@ public final class Store: Sendable {
     /// The record with `id`, or nil.
     public func get(_ id: RecordID) throws -> Record? {
         let entity = schema.entity(number: id.entity)
-        return try withBody(of: id) { body in Record(id: id, values: try Self.decodeRecord(body, id: id, entity: entity)) }
+        return try withBody(of: id) { body in Record(id: id, values: try decodeLocated(body, id: id, entity: entity)) }
+    }
+
+    /// ``decodeRecord(_:id:entity:)`` whose errors name the file and the absolute offset
+    /// of the record body (``locate(_:of:body:)``).
+    func decodeLocated(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+        do { return try Self.decodeRecord(body, id: id, entity: entity) } catch let error as CairnError {
+            throw locate(error, of: id, body: body)
+        }
+    }
+
+    /// An error found in the record body `body` of `id` (offsets relative to the body, no
+    /// file), located: in the snapshot when the body lies in its mapping, else in the log,
+    /// at the last put of `id` there (found by reading the log again: errors only).
+    func locate(_ error: CairnError, of id: RecordID, body: UnsafeRawBufferPointer) -> CairnError {
+        guard error.path == nil else { return error }
+        var error = error
+        if error.offset == nil { error.offset = 0 }
+        let snapshot = state.withLock { $0.snapshot }
+        let start = snapshot.fileOffset(of: body)
+        if start >= 0, start + body.count <= snapshot.fileSize {
+            return error.located(in: snapshot.path, base: Int64(start))
+        }
+        var found: Int?
+        try? forEachLogTransaction { _, payload, base, file in
+            _ = try TransactionCoding.decode(payload, base: base) { put, bytes in
+                guard put == id, let bytes else { return }
+                found = Int(bitPattern: bytes.baseAddress) - Int(bitPattern: file.baseAddress)
+            }
+        }
+        let logNumber = log.withLock { $0?.manifest.logNumber } ?? 0
+        guard let found else { return error.located(in: logPath(logNumber)) }
+        return error.located(in: logPath(logNumber), base: Int64(found))
     }
 
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
@@ -80,12 +112,12 @@ public final class Store: Sendable {
         let (entry, snapshot, version) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id)) }
         let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
-        case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try Self.decodeRecord($0, id: id, entity: entity) }), version)
+        case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try decodeLocated($0, id: id, entity: entity) }), version)
         case .deleted: return nil
         case nil:
             guard let place = snapshot.place(of: id) else { return nil }
             return try withExtendedLifetime(snapshot) {
-                (Record(id: id, values: try Self.decodeRecord(try snapshot.body(at: place, id: id), id: id, entity: entity)), version)
+                (Record(id: id, values: try decodeLocated(try snapshot.body(at: place, id: id), id: id, entity: entity)), version)
             }
         }
     }
@@ -131,7 +163,7 @@ public final class Store: Sendable {
     public func records(entity: UInt16) throws -> [Record] {
         var result: [Record] = []
         let description = schema.entity(number: entity)
-        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try Self.decodeRecord(body, id: id, entity: description))) }
+        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try decodeLocated(body, id: id, entity: description))) }
         return result
     }
 

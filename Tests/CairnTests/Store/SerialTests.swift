@@ -70,4 +70,44 @@ import Testing
             try store.close()
         }
     }
+
+    /// A log transaction naming serial 0 is corrupt (it passed open before, and the next
+    /// compaction wrote a snapshot that no open could read).
+    @Test func aLoggedSerialZeroIsCorrupt() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        try store.commit([.put(RecordID(entity: 1, serial: 1), [.string("a"), .bytes(Data())])])
+        let end = try #require(store.log.withLock { $0?.appendOffset })
+        try store.close()
+        let logPath = "/db/" + StoreFileName.log(2)
+        var bytes = Array(try #require(fs.contents(of: logPath))[..<end])
+        var frame = ByteWriter()
+        LogFrame.append(to: &frame, sequence: 2, syncedThrough: 1) {
+            TransactionCoding.encode([.put(RecordID(entity: 1, serial: 0), body: ValueCoding.encode([.string("z"), .bytes(Data())]))],
+                                     timestamp: 0, into: &$0)
+        }
+        try fs.setContents(of: logPath, to: bytes + frame.bytes)
+        #expect { try Store.open(at: "/db", options: memoryOptions(fs)) } throws: { error in
+            (error as? CairnError)?.code == .corrupt && (error as? CairnError)?.message.contains("serial 0") == true
+        }
+        bytes.removeAll()
+    }
+
+    /// A reference value must name a record ID of its relationship's destination: a
+    /// writer refuses another entity's, an unknown entity's and serial 0.
+    @Test func writersRefuseReferencesNoRecordCouldHave() throws {
+        let schema = Schema(entities: [
+            EntityDescription(name: "A", number: 1, relationships: [RelationshipDescription(name: "b", destination: "B", isOptional: true)]),
+            EntityDescription(name: "B", number: 2),
+        ])
+        let store = try Store.open(at: "/db", schema: schema, options: memoryOptions(MemoryFileSystem()))
+        defer { try? store.close() }
+        try store.commit([.put(RecordID(entity: 2, serial: 1), [])])
+        try store.commit([.put(RecordID(entity: 1, serial: 2), [.reference(RecordID(entity: 2, serial: 1).rawValue)])])
+        for bad in [RecordID(entity: 9, serial: 1), RecordID(entity: 1, serial: 2), RecordID(entity: 2, serial: 0)] {
+            #expect(throws: CairnError.self, "\(bad)") {
+                try store.commit([.put(RecordID(entity: 1, serial: 3), [.reference(bad.rawValue)])])
+            }
+        }
+    }
 }

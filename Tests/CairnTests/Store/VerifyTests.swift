@@ -120,4 +120,33 @@ import Testing
         }
         Issue.record("no layout left padding after the last frame")
     }
+
+    /// An error in a record body read from the log names the log and the absolute offset,
+    /// not an offset inside the body and no file.
+    @Test func aBodyErrorNamesTheLogAndTheAbsoluteOffset() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        try store.commit([.put(RecordID(entity: 1, serial: 1), [.string("a"), .bytes(Data([1]))])])
+        let end = try #require(store.log.withLock { $0?.appendOffset })
+        try store.close()
+        let logPath = "/db/" + StoreFileName.log(2)
+        var bytes = Array(try #require(fs.contents(of: logPath))[..<end])
+        let short = RecordID(entity: 1, serial: 2)
+        let body = ValueCoding.encode([.string("only one")])
+        var frame = ByteWriter()
+        LogFrame.append(to: &frame, sequence: 2, syncedThrough: 1) {
+            TransactionCoding.encode([.put(short, body: body)], timestamp: 0, into: &$0)
+        }
+        let bodyAt = end + LogFrame.headerSize + 8 + 1 + 1 + 8 + 1  // time, count, kind, ID, length
+        bytes += frame.bytes
+        #expect(Array(bytes[bodyAt..<(bodyAt + body.count)]) == body)
+        try fs.setContents(of: logPath, to: bytes)
+        let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
+        defer { try? reopened.close() }
+        #expect { try reopened.get(short) } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .corrupt && error.path == logPath && error.offset == Int64(bodyAt)
+        }
+        #expect(reopened.verify().contains { $0.record == short && $0.path == logPath && $0.offset == Int64(bodyAt) })
+    }
 }
