@@ -59,7 +59,7 @@ func runPhases(_ n: Int) throws {
     context = Context(coordinator: coordinator, model: model)
     phases.lap("release context", n)
 
-    coordinator.close()
+    try coordinator.close()
     coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
     phases.lap("reopen (log replay)", n)
     context = Context(coordinator: coordinator, model: model)
@@ -77,7 +77,7 @@ func runPhases(_ n: Int) throws {
     try coordinator.store.compact()
     phases.lap("compact", n)
 
-    coordinator.close()
+    try coordinator.close()
     coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
     context = Context(coordinator: coordinator, model: model)
     context.undoManager.isEnabled = false
@@ -90,7 +90,7 @@ func runPhases(_ n: Int) throws {
     phases.lap("save deletes", half.count)
     try compactAfterDelete(coordinator)
     phases.lap("compact after delete", n - half.count)
-    coordinator.close()
+    try coordinator.close()
     print("checksum \(sum)")
 }
 

@@ -111,7 +111,7 @@ struct CairnSide {
         return context
     }
 
-    func close() { coordinator.close() }
+    func close() { try? coordinator.close() }
 
     func insertRows(_ count: Int, batch: Int = 100_000, undo: Bool = false) throws {
         var done = 0
