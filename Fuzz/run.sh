@@ -21,7 +21,7 @@ build() {
   if command -v flock >/dev/null; then flock 9; fi
   if [ ! -f "$OUT/Cairn.o" ] || [ -n "$(find "$ROOT/Sources/Cairn" -name '*.swift' -newer "$OUT/Cairn.o")" ]; then
     echo "== building the library with -sanitize=fuzzer,address"
-    swiftc -parse-as-library -module-name Cairn -emit-module -emit-module-path "$OUT/Cairn.swiftmodule" \
+    swiftc -parse-as-library -module-name Cairn -package-name Cairn -emit-module -emit-module-path "$OUT/Cairn.swiftmodule" \
       -enable-testing -O -wmo -sanitize=fuzzer,address -swift-version 6 \
       $(find "$ROOT/Sources/Cairn" -name '*.swift' | sort) -c -o "$OUT/Cairn.o"
   fi

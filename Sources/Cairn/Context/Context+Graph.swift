@@ -6,7 +6,7 @@ extension Context {
     func write(_ object: ManagedObject, slot: Int, value: Value) {
         willRead(object)
         guard object.exists else {
-            recordError(CairnError(.invalidArgument, "cannot change \(object.entity.name) \(object.recordID): it is deleted"))
+            recordRefusedWrite(CairnError(.invalidArgument, "cannot change \(object.entity.name) \(object.recordID): it is deleted"))
             return
         }
         let attributeCount = object.entity.attributes.count
@@ -235,21 +235,21 @@ extension Context {
             if target.belongs(to: self) {
                 // Deleted here (or inserted and deleted): no list may point at it. (A fault
                 // is not loaded to ask: one whose record is gone is left out when read.)
-                recordError(CairnError(.invalidArgument,
+                recordRefusedWrite(CairnError(.invalidArgument,
                     "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): it is deleted"))
                 return nil
             } else if target.context == nil {
                 insert(target)
                 guard target.belongs(to: self) else { return nil }  // (the insert failed, its error recorded)
             } else {
-                recordError(CairnError(.invalidArgument,
+                recordRefusedWrite(CairnError(.invalidArgument,
                     "cannot relate \(object.entity.name) \(object.recordID) to \(target.entity.name) \(target.recordID): they are in different contexts"))
                 return nil
             }
         }
         let relationship = object.entity.relationships[slot - attributeCount]
         guard targets.allSatisfy({ $0.entity.name == relationship.destination }) else {
-            recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) holds \(relationship.destination) objects only"))
+            recordRefusedWrite(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) holds \(relationship.destination) objects only"))
             return nil
         }
         return relationship
@@ -265,7 +265,7 @@ extension Context {
         // one in another context is in no list here).
         guard let relationship = relationship(of: object, slot: slot, accepting: removing ? [] : targets) else { return }
         guard relationship.isToMany, object.holdsReferences(at: slot) else {
-            recordError(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) is not a to-many relationship"))
+            recordRefusedWrite(CairnError(.invalidArgument, "\(object.entity.name).\(relationship.name) is not a to-many relationship"))
             return
         }
         let list = ids(in: object.values[slot])
@@ -466,7 +466,7 @@ extension Context {
     /// checked when saving, `noAction` leaves the targets as they are.
     public func delete(_ object: ManagedObject) {
         guard object.belongs(to: self) else {
-            recordError(CairnError(.invalidArgument, "cannot delete \(object.entity.name): it is not in this context"))
+            recordRefusedWrite(CairnError(.invalidArgument, "cannot delete \(object.entity.name): it is not in this context"))
             return
         }
         willRead(object)

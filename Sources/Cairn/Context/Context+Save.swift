@@ -13,6 +13,7 @@ extension Context {
     public func save(durability: Durability?) throws {
         processExternalChanges()
         try throwDeferredError()
+        try throwRefusedWrite()
         let generation = changeGeneration
         var (changed, items) = try validateChanges(preparing: parent == nil)
         guard !changed.isEmpty else {

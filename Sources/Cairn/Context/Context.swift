@@ -83,6 +83,7 @@ public final class Context {
     @exclusivity(unchecked) private var lastInserted: (layout: PropertyLayout, entity: EntityDescription)?
     let inbox = Inbox()
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
+    @exclusivity(unchecked) var refusedWrites: [CairnError] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
     /// Live results and other observers of this context's changes.
@@ -119,11 +120,11 @@ public final class Context {
     private func insert(_ object: ManagedObject, as reserved: RecordID?) {
         if object.belongs(to: self) { return }
         if object.context != nil {
-            recordError(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
+            recordRefusedWrite(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
             return
         }
         guard let stored = storedEntity(for: object) else {
-            recordError(CairnError(.invalidArgument, "entity \(object.entity.name) is not in the model"))
+            recordRefusedWrite(CairnError(.invalidArgument, "entity \(object.entity.name) is not in the model"))
             return
         }
         do {
@@ -136,7 +137,7 @@ public final class Context {
                 object.recordID = try coordinator.store.allocateID(entity: stored.number)
             }
         } catch let error as CairnError {
-            recordError(error)
+            recordRefusedWrite(error)
             return
         } catch {
             return
@@ -186,9 +187,9 @@ public final class Context {
         let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
         // Only an error this insert recorded is thrown here; one an earlier write left
         // stays for the next save or fetch (thrown here, it hid the object just inserted).
-        let earlier = deferredErrors.count
+        let earlier = refusedWrites.count
         insert(object)
-        if deferredErrors.count > earlier, let error = deferredErrors.popLast() { throw error }
+        if refusedWrites.count > earlier, let error = refusedWrites.popLast() { throw error }
         return object
     }
 
@@ -200,9 +201,9 @@ public final class Context {
             throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
         }
         let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
-        let earlier = deferredErrors.count
+        let earlier = refusedWrites.count
         insert(object, as: id)
-        if deferredErrors.count > earlier, let error = deferredErrors.popLast() { throw error }
+        if refusedWrites.count > earlier, let error = refusedWrites.popLast() { throw error }
         return object
     }
 
@@ -426,13 +427,27 @@ public final class Context {
     }
     public var registeredObjects: Set<ManagedObject> { Set(registered.values) }
 
-    /// Errors from property setters (which cannot throw) are kept and thrown by the next
-    /// save or fetch.
+    /// Errors of reads that cannot throw (a fault that fails to load on a property read,
+    /// a live result's refresh) are kept and thrown by the next save or fetch.
     func recordError(_ error: CairnError) { deferredErrors.append(error) }
+
+    /// A write that was refused where it could not throw (a setter: an unknown key, a
+    /// deleted object, a value that does not archive, an insert that failed) is kept and
+    /// thrown by the next save, so that no save succeeds without saying that a write it
+    /// would have saved was lost. A fetch does not throw it; rollback and reset forget it.
+    func recordRefusedWrite(_ error: CairnError) { refusedWrites.append(error) }
 
     func throwDeferredError() throws {
         guard let error = deferredErrors.first else { return }
         deferredErrors.removeAll()
+        throw error
+    }
+
+    /// Throws the first write refused since the last save (and forgets them all: the save
+    /// that throws has said so).
+    func throwRefusedWrite() throws {
+        guard let error = refusedWrites.first else { return }
+        refusedWrites.removeAll()
         throw error
     }
 
@@ -455,6 +470,7 @@ public final class Context {
         }
         dirty = [:]
         deferredErrors = []
+        refusedWrites = []
         undoManager.removeAllActions()
         processPendingChanges()  // live results follow
     }
@@ -469,6 +485,7 @@ public final class Context {
         registered = [:]
         dirty = [:]
         deferredErrors = []
+        refusedWrites = []
         undoManager.removeAllActions()
         processPendingChanges()  // live results fetch their objects again
     }

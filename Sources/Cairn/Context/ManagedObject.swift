@@ -381,7 +381,7 @@ open class ManagedObject: CustomStringConvertible {
         get { layout.index(of: key).map { read($0) } ?? .null }
         set {
             guard let index = layout.index(of: key) else {
-                context?.recordError(CairnError(.invalidArgument, "\(entity.name) has no key '\(key)'"))
+                context?.recordRefusedWrite(CairnError(.invalidArgument, "\(entity.name) has no key '\(key)'"))
                 return
             }
             write(index, newValue)
@@ -437,7 +437,7 @@ open class ManagedObject: CustomStringConvertible {
     func refuseWrite(_ slot: Int, _ error: CairnError) {
         guard let context else { return write(slot, .null) }
         let name = slot < layout.names.count ? layout.names[slot] : "#\(slot)"
-        context.recordError(CairnError(error.code, "\(entity.name).\(name): \(error.message)"))
+        context.recordRefusedWrite(CairnError(error.code, "\(entity.name).\(name): \(error.message)"))
     }
 
     @usableFromInline
