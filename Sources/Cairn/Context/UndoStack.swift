@@ -244,8 +244,12 @@ public final class UndoStack {
         }
     }
 
-    /// Most groups kept (0: no limit). The oldest are dropped first.
-    @exclusivity(unchecked) public var levelsLimit = 0 { didSet { trim() } }
+    /// Most groups kept, the oldest dropped first: ``defaultLevelsLimit`` (100) unless set;
+    /// 0 keeps every group. A limit keeps a long-running program's undo history bounded
+    /// (unlimited, 100,000 saves of one object each kept 202,000 groups).
+    @exclusivity(unchecked) public var levelsLimit = UndoStack.defaultLevelsLimit { didSet { trim() } }
+    /// The levels an undo manager keeps unless told otherwise.
+    public static let defaultLevelsLimit = 100
     /// When false, changes are not recorded.
     @exclusivity(unchecked) public var isEnabled = true
 

@@ -409,6 +409,24 @@ import Testing
         #expect(!context.undoManager.canUndo)
     }
 
+    /// Undo keeps 100 levels unless told otherwise: a long-running program's history is
+    /// bounded by default (it kept every group).
+    @Test func undoKeepsAHundredLevelsByDefault() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        #expect(context.undoManager.levelsLimit == 100)
+        let p = Person(context: context)
+        p.username = "p"
+        for age in 1...250 { p.age = age }
+        var undone = 0
+        while context.undoManager.canUndo {
+            context.undo()
+            undone += 1
+        }
+        #expect(undone == 100)
+        #expect(p.age == 150)
+    }
+
     /// Found by the context_ops fuzz target (input kept in Fuzz/regressions/context_ops):
     /// a cascade delete saved, undone and saved again, then redone and saved, must delete
     /// the records again. The redo restored the state captured while the saved delete had
