@@ -25,6 +25,11 @@ struct CompiledPredicate {
         var countOf: Int?        // to-many slot whose @count is taken
         var isMany: Bool         // passes through a to-many relationship
         var text: String
+        /// A to-many relationship followed by another key (`dvds.title`): a list of values
+        /// per record, which a comparison must quantify.
+        var throughToMany = false
+        /// The type of the attribute the path ends at (nil for a relationship or @count).
+        var attributeType: AttributeType?
         var description: String { text }
     }
 
@@ -130,7 +135,45 @@ struct CompiledPredicate {
                     throw CairnError(.invalidArgument, "\(quantifier.rawValue) needs a to-many key path on its left, not \(lhs)")
                 }
             }
+            // As Core Data does: a key path through a to-many relationship gives a list per
+            // record, and `==` of a list would silently mean ANY.
+            for side in [left, right] {
+                if quantifier == .direct, case .path(let path) = side, path.throughToMany {
+                    throw CairnError(.invalidArgument,
+                                     "\(path.text) goes through a to-many relationship: say ANY, ALL or NONE before it, or compare its @count")
+                }
+            }
+            try checkKinds(left, op, right)
             return .compare(left, op, right, options, quantifier, prepared)
+        }
+    }
+
+    /// A string attribute compared with a number, or a number attribute with a string,
+    /// matches nothing: it is a mistake, refused naming the key and both types.
+    private static func checkKinds(_ left: Operand, _ op: ComparisonOperator, _ right: Operand) throws {
+        func isNumber(_ type: AttributeType) -> Bool {
+            [.int8, .int16, .int32, .int64, .float, .double, .decimal, .bool].contains(type)
+        }
+        func isNumber(_ value: Value) -> Bool {
+            switch value {
+            case .bool, .int8, .int16, .int32, .int64, .float, .double, .decimal: return true
+            default: return false
+            }
+        }
+        func check(_ path: ResolvedPath, _ values: [Value]) throws {
+            guard let type = path.attributeType, type == .string || isNumber(type) else { return }
+            for value in values {
+                let clash = type == .string ? isNumber(value) : { if case .string = value { return true } else { return false } }()
+                if clash {
+                    throw CairnError(.invalidArgument,
+                                     "\(path.text) is a \(type) attribute, compared with \(value) (\(type == .string ? "a number" : "a string")): it would match nothing")
+                }
+            }
+        }
+        switch (left, right) {
+        case (.path(let path), .constant(let value)), (.constant(let value), .path(let path)): try check(path, [value])
+        case (.path(let path), .list(let values)), (.list(let values), .path(let path)): try check(path, values)
+        default: break
         }
     }
 
@@ -168,12 +211,14 @@ struct CompiledPredicate {
                 guard let destination = pendingDestination else {
                     throw CairnError(.invalidArgument, "\(entity.name).\(parts[index - 1]) is an attribute; '\(key)' cannot follow it in \(path.text)")
                 }
+                if path.isMany { path.throughToMany = true }
                 path.hops.append(last)
                 path.last = nil
                 entity = destination
             }
             if let slot = entity.attributes.firstIndex(where: { $0.name == key }) {
                 path.last = slot
+                path.attributeType = entity.attributes[slot].type
                 pendingDestination = nil
             } else if let offset = entity.relationships.firstIndex(where: { $0.name == key }) {
                 let relationship = entity.relationships[offset]
