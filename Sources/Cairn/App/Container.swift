@@ -72,9 +72,16 @@ public final class Container: Sendable {
 
     /// The persistent FIFO queue named `name` (the same storage for every call with that name).
     public func queue<Element: Codable & Sendable>(named name: String, of type: Element.Type = Element.self) throws -> ObjectQueue<Element> {
+        let elementType = String(reflecting: Element.self)
         let storage = try queues.withLock { queues -> ObjectQueueStorage in
-            if let known = queues[name] { return known }
-            let created = try ObjectQueueStorage(name: name, store: coordinator.store)
+            if let known = queues[name] {
+                guard known.elementType == elementType else {
+                    throw CairnError(.schemaMismatch,
+                                     "queue '\(name)' was opened for \(known.elementType) elements; it cannot also be opened for \(elementType)")
+                }
+                return known
+            }
+            let created = try ObjectQueueStorage(name: name, store: coordinator.store, elementType: elementType)
             queues[name] = created
             return created
         }

@@ -59,9 +59,11 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
         }
     }
 
+    /// An element that does not decode is not damage: it was most likely pushed as
+    /// another type (by an earlier version of the app), so the error is a mismatch.
     static func decode(_ data: Data) throws -> Element {
         do { return try JSONArchive.decoder().decode(Element.self, from: data) } catch {
-            throw CairnError(.corrupt, "a queued element does not decode as \(Element.self): \(error)")
+            throw CairnError(.schemaMismatch, "a queued element does not decode as \(Element.self) (was it pushed as another type?): \(error)")
         }
     }
 }
@@ -71,9 +73,12 @@ final class ObjectQueueStorage: Sendable {
     let name: String
     let store: Store
     let entity: UInt16
+    /// The element type the queue was first opened with in this container.
+    let elementType: String
     private let items = Protected<QueueItems?>(nil)
 
-    init(name: String, store: Store) throws {
+    init(name: String, store: Store, elementType: String) throws {
+        self.elementType = elementType
         guard let entity = store.schema.entity(named: Container.queueEntity.name) else {
             throw CairnError(.invalidArgument, "this store has no queue entity; open it through a Container")
         }
