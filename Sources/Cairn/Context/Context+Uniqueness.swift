@@ -45,10 +45,12 @@ extension Context {
                 if parts.count < key.count { continue }  // a NaN equals nothing, as in the stored check
                 let claim = UniquenessClaim(entity: entity.number, group: index, parts: parts)
                 var rival: RecordID?
+                var claimant: ManagedObject?
                 // (One hash of the claim for a new one, the usual case.)
                 if let other = claimed.updateValue(object, forKey: claim), other !== object {
                     claimed[claim] = other  // the first claimant keeps it
                     rival = other.recordID
+                    claimant = other
                 } else {
                     rival = try storedRival(of: object, slots: slots, key: key)
                 }
@@ -59,11 +61,50 @@ extension Context {
                                      "uniqueness of \(entity.name) (\(group.joined(separator: ", "))) violated: \(values) is already used by \(entity.name) \(rival)")
                 }
                 let provisional = object.recordID
-                if try adopt(object, as: rival, keepingNewValues: mergePolicy == .objectTrumps || mergePolicy == .overwrite) {
+                let keepingNewValues = mergePolicy == .objectTrumps || mergePolicy == .overwrite
+                if let claimant {
+                    // Another object of this save claims the values (an insert, too, has no
+                    // stored values to adopt): the two become the first claimant.
+                    absorb(object, into: claimant, keepingNewValues: keepingNewValues)
+                    renamed[provisional.rawValue] = rival.rawValue
+                    break
+                }
+                if try adopt(object, as: rival, keepingNewValues: keepingNewValues) {
                     renamed[provisional.rawValue] = rival.rawValue
                 }
             }
         }
+    }
+
+    /// Merges the inserted `object` into `survivor`, another object of the same save that
+    /// claims the same unique values, and drops it: the values of `object` win with
+    /// `keepingNewValues`, the survivor's otherwise, a value only one of them has is kept,
+    /// and to-many relationships are joined. References to `object` are left to
+    /// ``redirectReferences(_:)``.
+    private func absorb(_ object: ManagedObject, into survivor: ManagedObject, keepingNewValues: Bool) {
+        let entity = object.entity
+        var merged = survivor.values
+        for slot in merged.indices where slot < object.values.count {
+            let (new, old) = (object.values[slot], survivor.values[slot])
+            switch (new, old) {
+            case (.references(let added), .references(let kept)):
+                merged[slot] = .references(kept + added.filter { !kept.contains($0) })
+            default:
+                if slot < entity.attributes.count || !entity.relationships[slot - entity.attributes.count].isToMany {
+                    merged[slot] = keepingNewValues ? (new.isNull ? old : new) : (old.isNull ? new : old)
+                }
+            }
+        }
+        undoManager.withGroup(in: self) {
+            for slot in merged.indices where !Value.same(merged[slot], survivor.values[slot]) {
+                setPrimitive(survivor, slot, merged[slot])
+            }
+        }
+        registered[object.recordID] = nil
+        dirty[object.recordID] = nil
+        object.context = nil
+        object.exists = false
+        resetGeneration &+= 1
     }
 
     /// A record in the store (as this context sees it) with the same constrained values.

@@ -61,6 +61,35 @@ import Testing
         #expect { try context.save() } throws: { ($0 as? CairnError)?.code == .validation }
     }
 
+    /// Two new objects with one unique key in one save, under a policy that merges, are
+    /// merged into one by the policy (the later one's values win under object trumps and
+    /// overwrite, the first one's under store trumps and rollback); both were stored.
+    @Test(arguments: [MergePolicy.objectTrumps, .overwrite, .storeTrumps, .rollback])
+    func duplicatesInsertedTogetherAreMergedByThePolicy(policy: MergePolicy) throws {
+        let stack = try stack()
+        let context = stack.context()
+        context.mergePolicy = policy
+        let first = Account(context: context), second = Account(context: context)
+        first.email = "dup"; first.region = "eu"; first.number = 1; first.note = "first"
+        second.email = "dup"; second.region = "us"; second.number = 2
+        try context.save()
+        let saved = try stack.context().fetch(FetchRequest(Account.self))
+        #expect(saved.count == 1, "\(policy): \(saved.count) accounts stored")
+        let laterWins = policy == .objectTrumps || policy == .overwrite
+        #expect(saved.first?.region == (laterWins ? "us" : "eu"), "\(policy)")
+        #expect(saved.first?.note == "first", "\(policy): a value only one of them has is kept")
+        #expect(stack.coordinator.store.verify().isEmpty)
+        // Through two children, each pushing one before the parent saves.
+        for (index, child) in [Context(parent: context), Context(parent: context)].enumerated() {
+            let account = Account(context: child)
+            account.email = "child"; account.region = "r\(index)"; account.number = 10 + index
+            try child.save()
+        }
+        try context.save()
+        #expect(try stack.context().fetch(FetchRequest(Account.self, format: "email == 'child'")).count == 1, "\(policy)")
+        #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify())")
+    }
+
     @Test func objectTrumpsUpserts() throws {
         var stack = try stack()
         let context = stack.context()
