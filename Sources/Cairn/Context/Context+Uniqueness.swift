@@ -21,7 +21,7 @@ extension Context {
             changed.append(object)
         }
         changed.sort { $0.objectID < $1.objectID }
-        var claimed: [UniquenessClaim: ManagedObject] = [:]
+        var claimed: [UniquenessKey: ManagedObject] = [:]
         claimed.reserveCapacity(changed.count)
         var renamed: [UInt64: UInt64] = [:]  // provisional ID → the record adopted
         defer { if !renamed.isEmpty { redirectReferences(renamed) } }
@@ -41,9 +41,8 @@ extension Context {
                 guard let slots = slotsOfGroups[index] else { continue }
                 let key = slots.map { object.values[$0] }
                 if key.contains(where: \.isNull) { continue }  // nil never collides, as in SQL
-                let parts = key.compactMap(UniquenessClaim.Part.init)
-                if parts.count < key.count { continue }  // a NaN equals nothing, as in the stored check
-                let claim = UniquenessClaim(entity: entity.number, group: index, parts: parts)
+                // (A NaN equals nothing, as in the stored check: no claim.)
+                guard let claim = UniquenessKey(entity: entity.number, group: index, slots: slots, values: object.values) else { continue }
                 var rival: RecordID?
                 var claimant: ManagedObject?
                 // (One hash of the claim for a new one, the usual case.)
@@ -184,49 +183,4 @@ extension Context {
             }
         }
     }
-}
-
-/// A uniqueness group's values as one object of a save claims them: two claims are equal
-/// when their values are equal as the check against stored records compares them
-/// (``ValueOrder/equal(_:_:_:)``): strings by Unicode equivalence, 0.0 as -0.0, integers
-/// by value. (A string of each value's encoded bytes had cost a third of a save of
-/// objects with a unique key, and let two spellings of one string, or 0.0 and -0.0,
-/// pass within one save when the stored check would have refused them across two.)
-private struct UniquenessClaim: Hashable {
-    enum Part: Hashable {
-        case key(CompiledPredicate.MemberSet.Key)
-        case real(UInt64)
-        case decimal(Decimal)
-        case text(String)
-        case bytes(Data)
-
-        /// Nil for a NaN, which equals nothing.
-        init?(_ value: Value) {
-            if let key = CompiledPredicate.MemberSet.key(value, []) {
-                self = .key(key)
-                return
-            }
-            switch value {
-            case .float(let v):
-                guard !v.isNaN else { return nil }
-                self = .real((v == 0 ? 0 : Double(v)).bitPattern)
-            case .double(let v):
-                guard !v.isNaN else { return nil }
-                self = .real((v == 0 ? 0 : v).bitPattern)
-            case .date(let v):
-                let t = v.timeIntervalSinceReferenceDate
-                guard !t.isNaN else { return nil }  // a NaN date equals nothing, as a NaN real
-                self = .real((t == 0 ? 0 : t).bitPattern)
-            case .decimal(let v):
-                guard !v.isNaN else { return nil }
-                self = .decimal(v)
-            case .url(let v): self = .text(v.absoluteString)
-            case .bytes(let v), .archived(let v): self = .bytes(v)
-            default: self = .text("\(value)")
-            }
-        }
-    }
-    let entity: UInt16
-    let group: Int
-    let parts: [Part]
 }

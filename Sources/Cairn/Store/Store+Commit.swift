@@ -16,6 +16,8 @@ final class CommitTicket: Sendable {
     let expected: [ExpectedVersion]
     let semaphore = DispatchSemaphore(value: 0)
     let outcome = Protected<Outcome?>(nil)
+    /// Set before the ticket is queued, read by the leader after (the queue's lock orders them).
+    nonisolated(unsafe) var checksUniqueness = true
 
     /// The exact size of the transaction's payload (``TransactionCoding/encodedSize(_:)``),
     /// computed once for the size limit, the batch's buffer and a streamed frame.
@@ -231,8 +233,13 @@ extension Store {
     /// Group commit: the first committer to find no leader becomes leader, writes every
     /// waiting transaction with one write and at most one sync, publishes them, and hands
     /// leadership to the next waiter.
-    func commit(operations: [Operation], durable: Bool, expected: [ExpectedVersion] = []) throws -> UInt64 {
+    ///
+    /// - Parameter checkingUniqueness: false only for tests that must write what a file
+    ///   could hold but no writer writes (``Store+Uniqueness``).
+    func commit(operations: [Operation], durable: Bool, expected: [ExpectedVersion] = [],
+                checkingUniqueness: Bool = true) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
+        ticket.checksUniqueness = checkingUniqueness
         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
             throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
@@ -294,6 +301,9 @@ extension Store {
                 // this batch will change (copying the store's table made every commit O(records)).
                 var sequence = state.withLock { $0.lastSequence }
                 var batchVersions: [UInt64: UInt64] = [:]
+                // Unique values are decided here, where commits are serialised (see Store+Uniqueness.swift).
+                let uniqueness = Self.uniquenessSlots(state.withLock { $0.snapshot.schema })
+                var claims = BatchClaims()
                 let now = nowMilliseconds()
                 var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
@@ -319,6 +329,10 @@ extension Store {
                     if !stale.isEmpty {
                         outcomes[index] = .failed(CairnError(.conflict,
                             "records changed since they were read: \(stale.map(\.description).joined(separator: ", "))"))
+                        continue
+                    }
+                    if !uniqueness.isEmpty, ticket.checksUniqueness, let conflict = try uniquenessConflict(ticket.operations, groups: uniqueness, batch: &claims) {
+                        outcomes[index] = .failed(conflict)
                         continue
                     }
                     guard sequence < FormatLimits.maxSequence else {

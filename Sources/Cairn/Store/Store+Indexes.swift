@@ -513,14 +513,29 @@ extension Store {
 
     func buildIndex(_ key: IndexKey) throws {
         // Build under the log lock so no commit lands between the scan and the publish.
-        try log.withLock { _ in
-            var entries: [(Value, UInt64)] = []
-            try scan(entity: key.entity) { id, body in
-                if let value = try ValueCoding.value(at: key.slot, in: body) { entries.append((value, id.rawValue)) }
-            }
-            let index = SecondaryIndex(slot: key.slot, entries: entries)
-            state.withLock { $0.indexes[key] = index }
+        try log.withLock { _ in try buildIndexHoldingLog(key) }
+    }
+
+    /// ``buildIndex(_:)`` for a caller that holds the log lock (a commit), unless built.
+    func buildIndexHoldingLog(_ key: IndexKey) throws {
+        guard state.withLock({ $0.indexes[key] }) == nil else { return }
+        var entries: [(Value, UInt64)] = []
+        try scan(entity: key.entity) { id, body in
+            if let value = try ValueCoding.value(at: key.slot, in: body) { entries.append((value, id.rawValue)) }
         }
+        let index = SecondaryIndex(slot: key.slot, entries: entries)
+        state.withLock { $0.indexes[key] = index }
+    }
+
+    /// ``indexedIDs(entity:slot:matching:)`` for a caller that holds the log lock (a
+    /// commit deciding uniqueness), which the first lookup's build would take again.
+    func indexedIDsHoldingLog(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
+        let key = IndexKey(entity: entity, slot: slot)
+        try buildIndexHoldingLog(key)
+        let matches = try state.withLock { state -> [IndexMatch] in
+            try state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? []
+        }
+        return matches.map { RecordID(rawValue: $0.id) }
     }
 }
 

@@ -90,6 +90,45 @@ import Testing
         #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify())")
     }
 
+    /// Eight contexts on eight threads insert the same 150 emails under `.error`: each
+    /// email is stored once (uniqueness is decided with the commit, not only before it,
+    /// where two contexts could both find it free), and verify is clean.
+    @Test func concurrentInsertsOfOneKeyStoreItOnce() throws {
+        let stack = try stack()
+        let coordinator = stack.coordinator, model = stack.model
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            let context = Context(coordinator: coordinator, model: model)
+            context.undoManager.isEnabled = false
+            for n in 0..<150 {
+                let account = Account(context: context)
+                account.email = "user\(n)"
+                account.region = "w\(worker)"
+                account.number = n
+                do { try context.save() } catch { context.rollback() }
+            }
+        }
+        let accounts = try stack.context().fetch(FetchRequest(Account.self))
+        #expect(accounts.count == 150, "\(accounts.count) accounts for 150 emails")
+        #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify().prefix(3))")
+    }
+
+    /// The store itself refuses a commit whose unique values another record holds.
+    @Test func theStoreRefusesACommitThatRepeatsUniqueValues() throws {
+        let stack = try stack()
+        let store = stack.coordinator.store
+        let entity = try #require(store.schema.entity(named: "Account"))
+        func record(_ serial: UInt64, _ email: String, _ number: Int64) -> Change {
+            .put(RecordID(entity: entity.number, serial: serial), [.string(email), .string("eu"), .int64(number), .null])
+        }
+        try store.commit([record(1, "a", 1)])
+        #expect { try store.commit([record(2, "a", 2)]) } throws: { ($0 as? CairnError)?.code == .conflict }
+        #expect { try store.commit([record(2, "b", 1)]) } throws: { ($0 as? CairnError)?.message.contains("region = ") == true }
+        #expect(throws: CairnError.self) { try store.commit([record(2, "c", 5), record(3, "c", 6)]) }
+        // A record that gives its values up in the same transaction frees them.
+        try store.commit([record(1, "moved", 1), record(2, "a", 2)])
+        #expect(store.verify().isEmpty)
+    }
+
     @Test func objectTrumpsUpserts() throws {
         var stack = try stack()
         let context = stack.context()
