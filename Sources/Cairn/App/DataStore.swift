@@ -7,7 +7,9 @@ import UIKit
 public enum AutosavePolicy: Sendable, Equatable {
     /// After every write (the default).
     case afterEachWrite
-    /// Every `seconds`, if there are changes.
+    /// Every `seconds`, if there are changes. A task on the main actor keeps the time, so
+    /// it fires in any program whose main actor runs (an app, an async `main`, a server),
+    /// with or without a run loop.
     case interval(TimeInterval)
     /// Only on ``DataStore/save()`` and ``DataStore/close()``.
     case manual
@@ -38,7 +40,7 @@ public final class DataStore {
     /// Receives every error of a read or write (and of a background save). By default it
     /// prints the error.
     public var errorHandler: (CairnError) -> Void = { error in print("Cairn DataStore error: \(error)") }
-    private var timer: Timer?
+    private var autosaveTask: Task<Void, Never>?
     private var pendingPersist: Task<Void, Never>?
     private var lifecycleObservers: [NSObjectProtocol] = []
 
@@ -71,6 +73,10 @@ public final class DataStore {
     /// now, then persists the main context (per ``autosave``) without blocking. The
     /// completion gets nil, or the error — of the body, the save, or the persist.
     /// If anything fails before the save into the main context, the main context is untouched.
+    ///
+    /// When it returns, the write is in the main context, not yet on disk: a process that
+    /// exits right after it loses the write. Before exiting, await ``save()`` or
+    /// ``close()``, or use ``write(_:)``, which returns once the write is durable.
     @discardableResult
     public func writeSync(_ body: (Context) throws -> Void, completion: ((CairnError?) -> Void)? = nil) -> Self {
         do {
@@ -147,10 +153,11 @@ public final class DataStore {
     }
 
     /// Waits for writes in flight, saves the main context, and closes the container (its
-    /// lock is released). In-flight changes are not lost.
+    /// lock is released). In-flight changes are not lost: call it (or ``save()``) before a
+    /// program exits, since ``writeSync(_:completion:)`` returns before its write is on disk.
     public func close() async throws {
-        timer?.invalidate()
-        timer = nil
+        autosaveTask?.cancel()
+        autosaveTask = nil
         try await save()
         for observer in lifecycleObservers { NotificationCenter.default.removeObserver(observer) }
         lifecycleObservers = []
@@ -165,13 +172,19 @@ public final class DataStore {
         error as? CairnError ?? CairnError(.validation, "\(error)")
     }
 
+    /// Starts the interval autosave, if the policy has one. (A `Timer` needed a run loop,
+    /// which an async `main` on Linux, a server or a command-line tool does not run: it
+    /// never fired there.)
     private func scheduleTimer() {
-        timer?.invalidate()
-        timer = nil
+        autosaveTask?.cancel()
+        autosaveTask = nil
         guard case .interval(let seconds) = autosave, seconds > 0 else { return }
-        timer = Timer.scheduledTimer(withTimeInterval: seconds, repeats: true) { [weak self] _ in
-            Task { @MainActor in
-                guard let self, self.mainContext.hasChanges else { return }
+        let nanoseconds = UInt64(min(seconds, 1e9) * 1e9)
+        autosaveTask = Task { @MainActor [weak self] in
+            while !Task.isCancelled {
+                do { try await Task.sleep(nanoseconds: nanoseconds) } catch { return }
+                guard let self else { return }
+                guard self.mainContext.hasChanges else { continue }
                 do { try await self.persist() } catch { self.report(error) }
             }
         }

@@ -136,6 +136,25 @@ struct Stamp: Codable, Equatable, Sendable {
         }
     }
 
+    /// Interval autosave fires with no run loop (here, a test on the main actor that only
+    /// awaits): the write reaches the store without a save. (A `Timer` never fired.)
+    @Test func intervalAutosaveFiresWithoutARunLoop() async throws {
+        let data = DataStore(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory),
+                             autosave: .interval(0.05))
+        data.writeSync { context in
+            let person = Person.create(in: context)
+            person.username = "autosaved"
+        }
+        let reader = Context(coordinator: data.container.coordinator, model: data.container.model)
+        var stored = 0
+        for _ in 0..<100 where stored == 0 {
+            try await Task.sleep(nanoseconds: 20_000_000)
+            stored = try Person.count(in: reader)
+        }
+        #expect(stored == 1)
+        try await data.close()
+    }
+
     @Test func closeFlushesAndReleasesTheLock() async throws {
         let path = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
