@@ -145,6 +145,9 @@ extension Context {
         var prepared = prepared
         for attempt in 0..<16 {
             let generation = changeGeneration
+            // (What the store held when the save's unique values were checked: the commit
+            // checks them again only if something committed since.)
+            let uniquenessCheckedAt = coordinator.store.lastSequence
             try enforceUniqueness()
             // Conflict resolution and upserts (an adopted record changes the changed set,
             // which moves the generation) change what there is to save.
@@ -155,7 +158,7 @@ extension Context {
             let items = try prepared ?? saveItems(for: changed)
             prepared = nil
             do {
-                let changes = try coordinator.save(items, from: inbox, durability: durability)
+                let changes = try coordinator.save(items, from: inbox, durability: durability, uniquenessCheckedAt: uniquenessCheckedAt)
                 didSave(changed, sequence: changes.sequence)
                 return
             } catch let error as CairnError where error.code == .conflict {

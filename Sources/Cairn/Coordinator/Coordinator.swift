@@ -152,7 +152,10 @@ public final class Coordinator: Sendable {
     /// changed since it was read, `.validation` if a reference points nowhere. Returns
     /// the change set delivered to the other contexts and observers; when there are
     /// none, only its sequence number is filled in.
-    func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil) throws -> ChangeSet {
+    /// `uniquenessCheckedAt`: the store's last sequence number when the context checked
+    /// the save's unique values (``Store/commit(prepared:for:expecting:durability:uniquenessCheckedAt:)``).
+    func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil,
+              uniquenessCheckedAt: UInt64? = nil) throws -> ChangeSet {
         var operations: [Operation] = []
         operations.reserveCapacity(items.count)
         var expected: [ExpectedVersion] = []
@@ -173,7 +176,8 @@ public final class Coordinator: Sendable {
                 if kind != .insert { expected.append(ExpectedVersion(id: id, version: items[index].baseVersion)) }
             }
         }
-        let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
+        let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability,
+                                        uniquenessCheckedAt: uniquenessCheckedAt)
         return announce(sequence, except: source, count: items.count) { (items[$0].id, items[$0].kind, items[$0].changedKeys) }
     }
 

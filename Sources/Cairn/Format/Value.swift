@@ -205,23 +205,26 @@ public enum Value: Hashable, Sendable {
         switch self {
         case .string(let text): (size, limit) = (text.utf8.count, FormatLimits.maxValueBytes)
         case .bytes(let data), .archived(let data): (size, limit) = (data.count, FormatLimits.maxValueBytes)
-        case .url(let url): (size, limit) = (url.absoluteString.utf8.count, FormatLimits.maxValueBytes)
-        case .decimal(let decimal): (size, limit) = (decimal.description.utf8.count, FormatLimits.maxDecimalBytes)
+        // A reader takes a URL or decimal only in the text a writer writes for it, which must
+        // read back as itself (FORMAT.md §2.1): one that does not is refused here.
+        case .url(let url):
+            let text = url.absoluteString
+            guard ValueText.url(text) != nil else {
+                throw CairnError(.invalidArgument, "\(what()) is the URL \(String(reflecting: text)), which does not read back as itself")
+            }
+            (size, limit) = (text.utf8.count, FormatLimits.maxValueBytes)
+        case .decimal(let decimal):
+            let text = decimal.isNaN ? "NaN" : decimal.description
+            guard ValueText.decimal(text) != nil else {
+                throw CairnError(.invalidArgument, "\(what()) is the decimal \(decimal), whose text does not read back as itself")
+            }
+            (size, limit) = (text.utf8.count, FormatLimits.maxDecimalBytes)
         case .references(let ids):
             guard ids.count <= FormatLimits.maxReferences else {
                 throw CairnError(.tooLarge, "\(what()) holds \(ids.count) references; the limit is \(FormatLimits.maxReferences)")
             }
             return
         default: return
-        }
-        // A reader takes a URL or decimal only in the text a writer writes for it, which must
-        // read back as itself (FORMAT.md §2.1): one that does not is refused here.
-        switch self {
-        case .url(let url) where ValueText.url(url.absoluteString) == nil:
-            throw CairnError(.invalidArgument, "\(what()) is the URL \(String(reflecting: url.absoluteString)), which does not read back as itself")
-        case .decimal(let decimal) where ValueText.decimal(decimal.isNaN ? "NaN" : decimal.description) == nil:
-            throw CairnError(.invalidArgument, "\(what()) is the decimal \(decimal), whose text does not read back as itself")
-        default: break
         }
         guard size <= limit else {
             throw CairnError(.tooLarge, "\(what()) is \(size) bytes; the limit is \(limit)")

@@ -18,6 +18,8 @@ final class CommitTicket: Sendable {
     let outcome = Protected<Outcome?>(nil)
     /// Set before the ticket is queued, read by the leader after (the queue's lock orders them).
     nonisolated(unsafe) var checksUniqueness = true
+    /// The sequence number at which the committer checked its unique values, if it did.
+    nonisolated(unsafe) var uniquenessCheckedAt: UInt64?
 
     /// The exact size of the transaction's payload (``TransactionCoding/encodedSize(_:)``),
     /// computed once for the size limit, the batch's buffer and a streamed frame.
@@ -82,8 +84,12 @@ extension Store {
     /// each record in the pass that reads its values anyway, while they are in cache), as
     /// one transaction. Refused if `schema` is not the store's: the records were checked
     /// against it.
+    ///
+    /// - Parameter uniquenessCheckedAt: the last sequence number when the caller checked
+    ///   the transaction's unique values against the store (a context's save does): if no
+    ///   transaction has committed since, the commit need not check them again.
     func commit(prepared operations: [Operation], for schema: Schema, expecting expected: [ExpectedVersion],
-                durability: Durability?) throws -> UInt64 {
+                durability: Durability?, uniquenessCheckedAt: UInt64? = nil) throws -> UInt64 {
         try checkCommit(count: operations.count)
         let current = self.schema
         // The same entity list in memory is the same schema (the usual case: the coordinator's
@@ -95,7 +101,7 @@ extension Store {
             throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
-                          expected: expected)
+                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt)
     }
 
     /// Throws unless the store takes writes and a transaction of `count` changes.
@@ -237,9 +243,10 @@ extension Store {
     /// - Parameter checkingUniqueness: false only for tests that must write what a file
     ///   could hold but no writer writes (``Store+Uniqueness``).
     func commit(operations: [Operation], durable: Bool, expected: [ExpectedVersion] = [],
-                checkingUniqueness: Bool = true) throws -> UInt64 {
+                checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
         ticket.checksUniqueness = checkingUniqueness
+        ticket.uniquenessCheckedAt = uniquenessCheckedAt
         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
             throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
@@ -331,7 +338,11 @@ extension Store {
                             "records changed since they were read: \(stale.map(\.description).joined(separator: ", "))"))
                         continue
                     }
-                    if !uniqueness.isEmpty, ticket.checksUniqueness, let conflict = try uniquenessConflict(ticket.operations, groups: uniqueness, batch: &claims) {
+                    // Checked by the committer against this very state (nothing committed
+                    // since, before it or in this batch), and with no later ticket in the
+                    // batch to claim against it, it is not checked again.
+                    let current = ticket.uniquenessCheckedAt == sequence && index == batch.count - 1
+                    if !uniqueness.isEmpty, ticket.checksUniqueness, !current, let conflict = try uniquenessConflict(ticket.operations, groups: uniqueness, batch: &claims) {
                         outcomes[index] = .failed(conflict)
                         continue
                     }
