@@ -48,7 +48,8 @@ extension Store {
                     for candidate in try indexedIDsHoldingLog(entity: id.entity, slot: slots[0], matching: .equal([values[slots[0]]]))
                     where candidate != id && !mine.contains(candidate.rawValue) && !batch.touched.contains(candidate.rawValue) {
                         if slots.count == 1 { rival = candidate; break }
-                        guard let stored = try get(candidate)?.values else { continue }
+                        // (Not `get`, whose error path reads the log under the lock held here.)
+                        guard let stored = try withBody(of: candidate, { try ValueCoding.decode($0) }) else { continue }
                         if UniquenessKey(entity: id.entity, group: group, slots: slots, values: stored) == key { rival = candidate; break }
                     }
                 }
