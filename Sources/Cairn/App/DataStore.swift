@@ -69,10 +69,12 @@ public final class DataStore {
 
     // MARK: Writing
 
-    /// Runs `body` in a scratch child of the main context, saves it into the main context
-    /// now, then persists the main context (per ``autosave``) without blocking. The
-    /// completion gets nil, or the error — of the body, the save, or the persist.
-    /// If anything fails before the save into the main context, the main context is untouched.
+    /// Runs `body` in a scratch child of the main context and saves it into the main
+    /// context now; with ``AutosavePolicy/afterEachWrite``, saves the main context into the
+    /// store now too, then makes it durable without blocking. The completion gets nil, or
+    /// the error — of the body, a save, or the sync. A write is all or nothing: if any
+    /// save fails, the main context is as it was before the write (the write taken back
+    /// out of it), and the next write starts clean.
     ///
     /// When it returns, the write is in the main context, not yet on disk: a process that
     /// exits right after it loses the write. Before exiting, await ``save()`` or
@@ -80,7 +82,7 @@ public final class DataStore {
     @discardableResult
     public func writeSync(_ body: (Context) throws -> Void, completion: ((CairnError?) -> Void)? = nil) -> Self {
         do {
-            try saveIntoMain(body)
+            try saveIntoMain(body, persisting: autosave == .afterEachWrite)
         } catch {
             let failure = Self.cairnError(error)
             report(failure)
@@ -102,20 +104,54 @@ public final class DataStore {
     /// context, and waits until the main context is on disk.
     @discardableResult
     public func write<T>(_ body: (Context) throws -> T) async throws -> T {
-        let result = try saveIntoMain(body)
+        let result = try saveIntoMain(body, persisting: true)
         try await persist()
         return result
     }
 
+    /// Runs `body` in a scratch child and saves it into the main context; with
+    /// `persisting`, saves the main context too (its records reach the store; the disk
+    /// follows), and if that save fails, takes the write back out of the main context, so
+    /// that a write is all or nothing from end to end and the next one starts clean.
     @discardableResult
-    private func saveIntoMain<T>(_ body: (Context) throws -> T) throws -> T {
+    private func saveIntoMain<T>(_ body: (Context) throws -> T, persisting: Bool) throws -> T {
         let scratch = Context(parent: mainContext)
         scratch.name = "scratch"
         let result = try body(scratch)
-        try scratch.save()
+        guard persisting else {
+            try scratch.save()
+            return result
+        }
+        // The write is recorded as one undo group in the main context (undo turned on for
+        // it if the app has it off), which is how it is taken back.
+        let undo = mainContext.undoManager
+        let wasEnabled = undo.isEnabled
+        undo.isEnabled = true
+        undo.beginGrouping(named: "write")
+        do {
+            try scratch.save()
+        } catch {
+            undo.endGrouping()
+            undo.isEnabled = wasEnabled
+            throw error
+        }
+        undo.endGrouping()
+        defer {
+            undo.isEnabled = wasEnabled
+            if !wasEnabled { undo.removeAllActions() }
+        }
+        do {
+            if mainContext.hasChanges { try mainContext.save(durability: .deferred) }
+        } catch {
+            mainContext.undo()
+            undo.removeRedoActions()
+            throw error
+        }
         return result
     }
 
+    /// After a write saved into the store (``saveIntoMain(_:persisting:)``): makes it
+    /// durable without blocking, and tells `completion`.
     private func persistAfterWrite(_ completion: ((CairnError?) -> Void)?) {
         guard autosave == .afterEachWrite else {
             completion?(nil)

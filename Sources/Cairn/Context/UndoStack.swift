@@ -312,6 +312,9 @@ public final class UndoStack {
     /// Names the group being recorded (or the last one, if none is open).
     public func setActionName(_ name: String) { undoStack.lastName = name }
 
+    /// Forgets what could be redone (a change undone because it failed to save).
+    func removeRedoActions() { redoStack.removeAll() }
+
     public func removeAllActions() {
         undoStack.removeAll()
         redoStack.removeAll()

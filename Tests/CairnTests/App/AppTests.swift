@@ -114,6 +114,30 @@ struct Stamp: Codable, Equatable, Sendable {
         #expect(thrown != nil)
     }
 
+    /// A write whose save fails in the main context (a uniqueness violation, found only
+    /// there) leaves the main context as it was before it, and the next write works.
+    /// (The failed write's changes stayed in the main context, and every later write and
+    /// close threw its error.)
+    @Test func aFailedWriteLeavesTheMainContextAsItWas() async throws {
+        let data = try make()
+        func write(_ username: String) async -> CairnError? {
+            await withCheckedContinuation { continuation in
+                data.writeSync({ context in
+                    let person = Person.create(in: context)
+                    person.username = username
+                }, completion: { continuation.resume(returning: $0) })
+            }
+        }
+        #expect(await write("ann") == nil)
+        let failed = await write("ann")
+        #expect(failed?.message.contains("uniqueness") == true, "\(String(describing: failed))")
+        #expect(!data.mainContext.hasChanges)
+        #expect(try Person.count(in: data.mainContext) == 1)
+        #expect(!data.mainContext.undoManager.canRedo, "the failed write is not left to redo")
+        #expect(await write("bo") == nil)
+        try await data.close()
+    }
+
     @Test func writeAsyncAndAwaitForms() async throws {
         let data = try make()
         let done: CairnError?? = await withCheckedContinuation { continuation in
