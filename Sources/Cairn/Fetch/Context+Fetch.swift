@@ -123,7 +123,9 @@ extension Context {
     /// Which plan a request would run: an index lookup or a full scan.
     public func explain<T: ManagedObject>(_ request: FetchRequest<T>) throws -> QueryPlan {
         let entity = try entityDescription(request.entityName)
-        return plan(request.predicate, entity: entity)
+        var result = plan(request.predicate, entity: entity)
+        if request.objectFilter != nil { result.inMemoryFilter = request.inMemoryReason ?? "an object filter" }
+        return result
     }
 
     /// `count`, or min/max/sum/average of a numeric attribute, over the objects the

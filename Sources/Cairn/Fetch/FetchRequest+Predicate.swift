@@ -9,13 +9,16 @@ extension FetchRequest {
     /// The predicate's expression tree is turned into a ``FetchPredicate`` when every
     /// part of it is understood (comparisons, `&&`, `||`, `!`, `contains`, `starts(with:)`,
     /// nil checks, to-one key paths), so it runs on stored
-    /// records and can use indexes. Otherwise it is evaluated on each object.
+    /// records and can use indexes. Otherwise it is evaluated on each object, every
+    /// object of the entity made to be tested: ``inMemoryReason`` then names the part not
+    /// understood, and ``Context/explain(_:)`` says `FILTER IN MEMORY`.
     public init(_ type: Result.Type = Result.self, where predicate: Foundation.Predicate<Result>,
                 sortDescriptors: [SortDescriptor] = []) {
         self.init(type, predicate: nil, sortDescriptors: sortDescriptors)
-        if let converted = try? convertBool(predicate.expression) {
-            self.predicate = converted
-        } else {
+        do {
+            self.predicate = try convertBool(predicate.expression)
+        } catch {
+            inMemoryReason = (error as? UnsupportedPredicate)?.description ?? "\(error)"
             objectFilter = { try predicate.evaluate($0) }
         }
     }
@@ -31,10 +34,15 @@ protocol FetchExpressionConvertible {
     func fetchExpression() throws -> PredicateExpression
 }
 
-struct UnsupportedPredicate: Error {}
+/// A part of a typed predicate with no ``FetchPredicate`` form, named by its type.
+struct UnsupportedPredicate: Error, CustomStringConvertible {
+    var part: String?
+    init(_ part: Any? = nil) { self.part = part.map { "\(type(of: $0))" } }
+    var description: String { "a part the store cannot test" + (part.map { ": \($0)" } ?? "") }
+}
 
 private func convert(_ expression: Any) throws -> PredicateExpression {
-    guard let convertible = expression as? any FetchExpressionConvertible else { throw UnsupportedPredicate() }
+    guard let convertible = expression as? any FetchExpressionConvertible else { throw UnsupportedPredicate(expression) }
     return try convertible.fetchExpression()
 }
 

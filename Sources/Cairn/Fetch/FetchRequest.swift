@@ -15,6 +15,9 @@ public struct FetchRequest<Result: ManagedObject> {
     /// A typed predicate, evaluated on objects when it cannot be turned into a
     /// ``FetchPredicate`` (see ``FetchRequest/init(_:where:)``).
     var objectFilter: ((Result) throws -> Bool)?
+    /// Why the typed predicate is evaluated on objects rather than on stored records (nil
+    /// if it is not: no typed predicate, or one that converted).
+    public internal(set) var inMemoryReason: String?
     public var sortDescriptors: [SortDescriptor] = []
     public var fetchLimit: Int?
     public var fetchOffset: Int = 0
@@ -55,12 +58,16 @@ public struct QueryPlan: Sendable, Equatable, CustomStringConvertible {
     public var access: Access
     /// Whether the rest of the predicate is checked on each candidate.
     public var residualPredicate: FetchPredicate?
+    /// Set when a typed predicate is evaluated on each object (every object of the entity
+    /// made and tested), with the reason (``FetchRequest/inMemoryReason``).
+    public var inMemoryFilter: String?
 
     public var description: String {
+        let memory = inMemoryFilter.map { " FILTER IN MEMORY (\($0))" } ?? ""
         switch access {
-        case .fullScan: return "SCAN \(entity)" + (residualPredicate.map { " FILTER \($0)" } ?? "")
+        case .fullScan: return "SCAN \(entity)" + (residualPredicate.map { " FILTER \($0)" } ?? "") + memory
         case .index(let attribute, let condition):
-            return "INDEX \(entity).\(attribute) \(condition)" + (residualPredicate.map { " FILTER \($0)" } ?? "")
+            return "INDEX \(entity).\(attribute) \(condition)" + (residualPredicate.map { " FILTER \($0)" } ?? "") + memory
         }
     }
 }

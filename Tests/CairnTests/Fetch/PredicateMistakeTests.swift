@@ -38,3 +38,25 @@ import Testing
         #expect(try fetch("dvds.@count == 1").count == 1)
     }
 }
+
+/// A typed predicate with a part the store cannot test runs on objects, and says so.
+@Suite struct InMemoryPredicateTests {
+    @Test func explainSaysWhenATypedPredicateRunsInMemory() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        for (index, name) in ["a", "b", "c", "d"].enumerated() {
+            let person = Person(context: context)
+            person.username = name
+            person.age = index
+        }
+        try context.save()
+        let even = FetchRequest(Person.self, where: #Predicate { $0.age % 2 == 0 })
+        #expect(even.inMemoryReason != nil)
+        let plan = try context.explain(even)
+        #expect(plan.description.contains("FILTER IN MEMORY"), "\(plan)")
+        #expect(try context.fetch(even).map(\.username).sorted() == ["a", "c"])
+        let converted = FetchRequest(Person.self, where: #Predicate { $0.age >= 2 })
+        #expect(converted.inMemoryReason == nil)
+        #expect(try !context.explain(converted).description.contains("IN MEMORY"))
+    }
+}
