@@ -451,14 +451,21 @@ public final class Context {
         throw error
     }
 
-    /// Discards every unsaved change and clears the undo stack.
+    /// Discards every unsaved change and clears the undo stack. A changed object whose
+    /// record another context saved since it was read (whose merge waited for its changes)
+    /// becomes a fault: it reads what the store holds now, not the values it was read at.
     public func rollback() {
         resetGeneration &+= 1
+        let store = parent == nil ? coordinator.store : nil
         for object in dirty.values {
             if !object.inStore {
                 registered[object.recordID] = nil
                 object.exists = false
                 object.context = nil
+            } else if let store, object.base != nil, store.version(of: object.recordID) != object.baseVersion {
+                object.isFault = true
+                object.values = []
+                object.exists = true
             } else if let base = object.base {
                 object.values = base
                 object.exists = true

@@ -37,6 +37,24 @@ import Testing
         #expect(q.context == nil)
     }
 
+    /// After a conflict, rollback() brings the object back to what the store holds, not
+    /// to the stale values it was read at: a fetch shows the other save, and a retry saves.
+    /// (The merge of the other save had been skipped while the object had changes, and
+    /// rollback restored the old values: every retry conflicted again.)
+    @Test func rollbackAfterAConflictShowsTheStore() throws {
+        let (_, a, b, p, q) = try twoContexts()
+        q.age = 50
+        try b.save()
+        p.name = "Patricia"
+        #expect { try a.save() } throws: { ($0 as? CairnError)?.code == .conflict }
+        a.rollback()
+        #expect(p.age == 50 && p.name == "Pat")
+        #expect(try a.fetch(Person.self).first?.age == 50)
+        p.name = "Patricia"
+        try a.save()
+        #expect(try b.fetch(Person.self).first?.name == "Patricia")
+    }
+
     @Test func conflictsAreErrorsByDefault() throws {
         let (stack, a, b, p, q) = try twoContexts()
         q.age = 50  // b changes first: a clean object would simply take a's save
