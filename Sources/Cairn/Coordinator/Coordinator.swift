@@ -255,6 +255,12 @@ public final class Coordinator: Sendable {
                 let target = RecordID(rawValue: raw)
                 let exists = !deleted.contains(target) && (inserted.contains(target) || store.contains(target))
                 guard exists else {
+                    // A record deleted by a concurrent save (it has a version: it changed since
+                    // the store opened) is a conflict for the merge policy, not a mistake.
+                    if !deleted.contains(target), store.version(of: target) != 0 {
+                        throw CairnError(.conflict,
+                                         "\(entity.name) \(item.id): relationship '\(relationship.name)' points at \(target), which a concurrent save deleted")
+                    }
                     throw CairnError(.validation,
                                      "\(entity.name) \(item.id): relationship '\(relationship.name)' points at \(target), which does not exist")
                 }

@@ -55,6 +55,24 @@ import Testing
         #expect(try b.fetch(Person.self).first?.name == "Patricia")
     }
 
+    /// A moves a DVD to another owner while B deletes it: A's save is a conflict (the
+    /// merge policy's to resolve), not a validation error about a missing record.
+    @Test func aMoveAgainstADeleteIsAConflict() throws {
+        let (stack, a, b, p, _) = try twoContexts()
+        let d = DVD(context: a)
+        d.title = "d1"
+        p.dvds = [d]
+        let other = Person(context: a)
+        other.username = "quinn"
+        try a.save()
+        let theirs = try #require(try b.existingObject(DVD.self, with: d.objectID))
+        b.delete(theirs)
+        try b.save()
+        d.owner = other
+        #expect { try a.save() } throws: { ($0 as? CairnError)?.code == .conflict }
+        #expect(stack.coordinator.store.verify().isEmpty)
+    }
+
     @Test func conflictsAreErrorsByDefault() throws {
         let (stack, a, b, p, q) = try twoContexts()
         q.age = 50  // b changes first: a clean object would simply take a's save
