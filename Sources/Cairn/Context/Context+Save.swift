@@ -331,7 +331,7 @@ extension Context {
                     parent.willRead(target)
                     if !target.exists { parent.undoManager.record(target, in: parent); target.exists = true }
                 } else if object.isInserted {
-                    target = object.layout === PropertyLayout.of(type(of: object)) ? type(of: object).init() : ManagedObject(dynamic: object.entity)
+                    target = object.layout === PropertyLayout.of(type(of: object)) ? type(of: object).init() : parent.dynamicObject(object.entity)
                     target.skipMadeDefaults()  // it takes the child's values
                     target.entity = object.entity
                     target.recordID = object.recordID

@@ -57,6 +57,19 @@ public final class Context {
     /// reused.) A lookup for each of insert_bulk's 10 writes per object had cost about 160
     /// instructions, a third of a property write.
     @exclusivity(unchecked) var lastWritten: ObjectIdentifier?
+    /// The layouts of run-time entities' objects, one per entity: making one for each
+    /// object took about 7,800 instructions an object (a `cairn import`'s eighth).
+    @exclusivity(unchecked) private var dynamicLayouts: [UInt16: PropertyLayout] = [:]
+
+    /// A new object of `entity`, which has no class in the model.
+    func dynamicObject(_ entity: EntityDescription) -> ManagedObject {
+        if let layout = dynamicLayouts[entity.number], layout.entity == entity {
+            return ManagedObject(dynamic: entity, layout: layout)
+        }
+        let object = ManagedObject(dynamic: entity)
+        dynamicLayouts[entity.number] = object.layout
+        return object
+    }
     /// Advances on every change to an object's values or to ``dirty`` (writes, a refresh by
     /// another context's save, values a merge policy sets): a save that ran user code
     /// (validation hooks) sees whether that code changed anything, and the pending lookup
@@ -184,7 +197,7 @@ public final class Context {
         guard let entity = coordinator.entity(named: entityName) else {
             throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
         }
-        let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
+        let object = model.objectClass(for: entityName).map { $0.init() } ?? dynamicObject(entity)
         // Only an error this insert recorded is thrown here; one an earlier write left
         // stays for the next save or fetch (thrown here, it hid the object just inserted).
         let earlier = refusedWrites.count
@@ -200,7 +213,7 @@ public final class Context {
         guard let entity = coordinator.entity(named: entityName) else {
             throw CairnError(.invalidArgument, "entity \(entityName) is not in the model")
         }
-        let object = model.objectClass(for: entityName).map { $0.init() } ?? ManagedObject(dynamic: entity)
+        let object = model.objectClass(for: entityName).map { $0.init() } ?? dynamicObject(entity)
         let earlier = refusedWrites.count
         insert(object, as: id)
         if refusedWrites.count > earlier, let error = refusedWrites.popLast() { throw error }
@@ -255,7 +268,7 @@ public final class Context {
     /// A new fault for `id`, of this context but not yet registered.
     func makeFault(_ id: RecordID, entity: EntityDescription, type: ManagedObject.Type?) -> ManagedObject {
         let object: ManagedObject
-        if let type { object = type.init() } else { object = ManagedObject(dynamic: entity) }
+        if let type { object = type.init() } else { object = dynamicObject(entity) }
         object.entity = entity
         object.recordID = id
         object.context = self

@@ -148,11 +148,11 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     /// An object of a run-time entity (the dynamic API); see ``Context/insertObject(entityName:)``.
-    convenience init(dynamic entity: EntityDescription) {
+    convenience init(dynamic entity: EntityDescription, layout: PropertyLayout? = nil) {
         self.init()
-        layout = PropertyLayout(entity: entity)
+        self.layout = layout ?? PropertyLayout(entity: entity)
         self.entity = entity
-        values = layout.defaults
+        values = self.layout.defaults
     }
 
     /// Creates the object and inserts it into `context`.
