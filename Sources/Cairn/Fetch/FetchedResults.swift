@@ -147,13 +147,18 @@ public final class FetchedResults<T: ManagedObject> {
         }
         isRefreshing = true
         defer { isRefreshing = false }
-        var seen = seen, fetching = fetching
+        // Two passes at most: saves that keep landing during each pass (other threads')
+        // would otherwise keep it going for as long as they come. What the last pass did
+        // not take in is left for the next change or call (the inputs it noted are older
+        // than the context's, so the next notification refreshes).
+        var seen = seen, fetching = fetching, passes = 0
         repeat {
             refreshAgain = false
             try refreshOnce(seen: seen, fetching: fetching)
             seen = nil
             fetching = false
-        } while refreshAgain
+            passes += 1
+        } while refreshAgain && passes < 2
     }
 
     private func refreshOnce(seen: ResultsInputs?, fetching: Bool) throws {

@@ -201,6 +201,38 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         #expect(throws: CairnError.self) { try context.save() }
     }
 
+    /// Saves that keep arriving while live results refresh (here, one made by each change
+    /// the results deliver, as another thread's would land during the next pass) do not
+    /// keep the refresh going: it ends in bounded work, and the next one catches up. (It
+    /// looped for as long as saves came: 1.5 s, or more than 100, on the main actor.)
+    @Test func aRefreshEndsWhileSavesKeepArriving() throws {
+        let fixture = try FetchFixture(seed: 8, count: 20)
+        let context = fixture.context
+        try context.save()
+        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank"), SortDescriptor("score")])
+        let results = try FetchedResults(request: request, context: context)
+        let other = fixture.stack.context()
+        var delivered = 0
+        results.onChange = { _ in
+            delivered += 1
+            guard delivered < 200 else { return }  // (a cap, so that an unbounded refresh ends too)
+            let item = Item(context: other)
+            item.rank = 1_000 + delivered
+            try? other.save()
+        }
+        let item = Item(context: other)
+        item.rank = -1
+        try other.save()                                    // waits in this context's inbox
+        try results.refresh()
+        #expect(delivered <= 3, "\(delivered) changes delivered by one refresh")
+        let first = delivered
+        results.onChange = { _ in delivered += 1 }
+        try results.refresh()
+        #expect(delivered > first, "the next refresh catches up")
+        let fresh = try context.fetch(request).map(\.objectID)
+        #expect(results.objects.map(\.objectID) == fresh)
+    }
+
     /// A child's results see the unsaved changes of its parent.
     @Test func aChildsResultsSeeTheParentsUnsavedChanges() throws {
         let fixture = try FetchFixture(seed: 5, count: 10)
