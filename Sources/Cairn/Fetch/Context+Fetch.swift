@@ -44,6 +44,24 @@ extension Context {
         return batched(objects, request)
     }
 
+    /// ``fetch(_:)`` with each object's values as the fetch read them, which it sorted
+    /// and tested it by (live results name sections by them: values read again later may
+    /// be another save's). Not for a request with an object filter.
+    func fetchWithValues<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [(object: T, values: [Value])] {
+        let rows = try executeRows(request, values: .all)
+        let entity = try entityDescription(request.entityName)
+        let type = model.objectClass(for: entity.name)
+        var result: [(object: T, values: [Value])] = []
+        result.reserveCapacity(rows.count)
+        for row in rows where row.id.entity == entity.number {
+            guard let object = (row.registered ?? self.object(for: row.id, entity: entity, type: type)) as? T else { continue }
+            if let version = row.version, object.isFault { object.prefetched = (row.values, version) }
+            result.append((object, row.values))
+        }
+        let objects = batched(result.map(\.object), request)
+        return zip(objects, result).map { ($0, $1.values) }
+    }
+
     /// `objects`, their faults grouped in batches of the request's fetch batch size, if any.
     private func batched<T: ManagedObject>(_ objects: [T], _ request: FetchRequest<T>) -> [T] {
         if let size = request.fetchBatchSize, size > 0 {

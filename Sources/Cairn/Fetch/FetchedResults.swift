@@ -296,16 +296,25 @@ public final class FetchedResults<T: ManagedObject> {
     private func fetchSections(in context: Context) throws -> [Section] {
         var request = self.request
         if let sectionKeyPath { request.sortDescriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
-        let objects = try context.fetch(request)
-        guard let sectionKeyPath else { return objects.isEmpty ? [] : [Section(name: "", objects: objects)] }
+        guard let sectionKeyPath else {
+            let objects = try context.fetch(request)
+            return objects.isEmpty ? [] : [Section(name: "", objects: objects)]
+        }
         let entity = try context.entityDescription(request.entityName)
         let path = try CompiledPredicate.resolve(sectionKeyPath.split(separator: ".").map(String.init), entity: entity,
                                                  schema: context.coordinator.schema)
+        // Each row is named by the values the fetch sorted it by, not by the store's read
+        // again after it (a save by another thread in between named a row by a key it was
+        // not sorted by, or "" once deleted). An object filter's fetch reads them again.
+        let fetched: [(object: T, values: [Value])]
+        if request.objectFilter == nil {
+            fetched = try context.fetchWithValues(request)
+        } else {
+            fetched = try context.fetch(request).map { ($0, try context.fetchedValues($0.recordID) ?? []) }
+        }
         var result: [Section] = []
         let resolver = context.memoizedViewValues()
-        for object in objects {
-            // Named by the values the fetch sorted it by (a child's loaded object may hold older ones).
-            let values = try context.fetchedValues(object.recordID) ?? []
+        for (object, values) in fetched {
             let name = ResultsUpdate.sectionName(CompiledPredicate.follow(path, values, resolver).first ?? .null)
             if result.last?.name == name { result[result.count - 1].objects.append(object) } else { result.append(Section(name: name, objects: [object])) }
         }
