@@ -126,7 +126,7 @@ extension LogFrame {
 
     /// Looks for valid frames past damage at `damage` (where frame `expected` should have
     /// been), at every aligned offset after it, calling `found` with each one's sequence
-    /// number, synced-through field and offset; `found` returns false to stop.
+    /// number, offset and payload; `found` returns false to stop.
     ///
     /// Only a header that could belong to a later frame of this log has its checksum
     /// computed: type 1, reserved bytes zero, a length that fits the file, a sequence
@@ -136,7 +136,7 @@ extension LogFrame {
     /// few such headers, so a torn tail of any length is probed in one pass; the checksum
     /// work is bounded all the same.
     static func probe(after damage: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64, durableOnly: Bool,
-                      _ found: (_ sequence: UInt64, _ synced: UInt64, _ offset: Int) -> Bool) -> ProbeEnd {
+                      _ found: (_ sequence: UInt64, _ offset: Int, _ payload: Range<Int>) -> Bool) -> ProbeEnd {
         var probe = damage + alignment
         var budget = 4 * buffer.count + (1 << 20)
         while probe + headerSize <= buffer.count {
@@ -153,7 +153,7 @@ extension LogFrame {
             guard length <= FormatLimits.maxFramePayload, frameSize(payloadLength: length) <= buffer.count - probe else { continue }
             budget -= headerSize + length
             guard budget >= 0 else { return .exhausted(at: probe) }
-            if case .frame = parse(buffer, at: probe), !found(sequence, synced, probe) { return .stopped }
+            if case .frame(_, _, let payload, _) = parse(buffer, at: probe), !found(sequence, probe, payload) { return .stopped }
         }
         return .finished
     }

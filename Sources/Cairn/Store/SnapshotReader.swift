@@ -460,6 +460,13 @@ final class SnapshotReader: Sendable {
         return (UnsafeRawBufferPointer(rebasing: mapping.bytes[place.offset..<end]), body)
     }
 
+    /// Where `body` starts in the file, if it lies in this snapshot's mapping (nil for a
+    /// body held elsewhere, as the log's are).
+    func offset(of body: UnsafeRawBufferPointer) -> Int? {
+        let start = fileOffset(of: body)
+        return start >= 0 && start + body.count <= fileSize ? start : nil
+    }
+
     /// Where `body`, a body returned by ``body(at:id:)``, starts in the file.
     func fileOffset(of body: UnsafeRawBufferPointer) -> Int {
         Int(bitPattern: body.baseAddress) - Int(bitPattern: mapping.bytes.baseAddress)

@@ -244,7 +244,8 @@ extension Store {
                 tailIsClean = isAllZero(buffer, from: offset, file: file)
                 if !tailIsClean {
                     if options.openMode == .salvage {
-                        report.droppedTransactions = dropFrames(after: offset, in: buffer, expected: expected, into: &state)
+                        report.droppedTransactions = dropFrames(after: offset, in: buffer, expected: expected, into: &state,
+                                                                damage: &damage)
                     } else {
                         try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage)
                     }
@@ -286,20 +287,22 @@ extension Store {
     /// For a repair: the sequence numbers of the valid frames past damage at `offset`,
     /// which are not replayed. The serials their records took were handed out (the
     /// transactions may have been acknowledged), so they are not handed out again.
+    /// A probe that ran out of checksum work before the end says so in `damage`.
     private static func dropFrames(after offset: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64,
-                                   into state: inout StoreState) -> [UInt64] {
+                                   into state: inout StoreState, damage: inout String?) -> [UInt64] {
         var dropped: [UInt64] = []
         var highest: UInt64 = 0
-        _ = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: false) { sequence, _, at in
+        let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: false) { sequence, _, payload in
             dropped.append(sequence)
-            if case .frame(_, _, let payload, _) = LogFrame.parse(buffer, at: at) {
-                _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload])) { id, _ in
-                    highest = max(highest, id.serial)
-                }
+            _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload])) { id, _ in
+                highest = max(highest, id.serial)
             }
             return true
         }
         if highest >= state.nextSerial { state.nextSerial = highest + 1 }
+        if case .exhausted(let at) = end {
+            damage = (damage ?? "damage") + "; lost transactions counted up to offset \(at) only: too much damage after it"
+        }
         return dropped
     }
 
@@ -310,7 +313,7 @@ extension Store {
                                            damage: String?) throws {
         let damage = damage ?? "missing frame"
         var durable: (sequence: UInt64, offset: Int)?
-        let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: true) { sequence, _, at in
+        let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: true) { sequence, at, _ in
             durable = (sequence, at)
             return false
         }

@@ -66,8 +66,12 @@ extension Store {
                         values = try ValueCoding.decode(body)
                         try Self.check(values, of: id, against: schema)
                     } catch let error as CairnError {
-                        let located = locate(error, of: id, body: body)
-                        problems.append(Problem(record: id, message: error.message, path: located.path, offset: located.offset))
+                        // A body from the log is reported by ``verifyLogBodies()``, with every
+                        // other body there, at its offset (locating it here read the log again).
+                        guard let start = snapshot.offset(of: body) else { return }
+                        let located = error.path == nil ? error.located(in: snapshot.path, base: Int64(start)) : error
+                        problems.append(Problem(record: id, message: error.message, path: located.path,
+                                                offset: located.offset ?? Int64(start)))
                         return
                     }
                     if keepsIDs || !relationSlots.isEmpty { records.ids.append(id.rawValue) }

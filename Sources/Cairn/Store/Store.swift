@@ -77,10 +77,7 @@ public final class Store: Sendable {
         var error = error
         if error.offset == nil { error.offset = 0 }
         let snapshot = state.withLock { $0.snapshot }
-        let start = snapshot.fileOffset(of: body)
-        if start >= 0, start + body.count <= snapshot.fileSize {
-            return error.located(in: snapshot.path, base: Int64(start))
-        }
+        if let start = snapshot.offset(of: body) { return error.located(in: snapshot.path, base: Int64(start)) }
         var found: Int?
         try? forEachLogTransaction { _, payload, base, file in
             _ = try TransactionCoding.decode(payload, base: base) { put, bytes in
