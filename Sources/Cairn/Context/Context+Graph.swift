@@ -433,7 +433,7 @@ extension Context {
     }
 
     /// Removes `raw` from `target`'s relationship `name` (no further inverse handling).
-    private func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
+    func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
         willRead(target)
         guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
         if target.holdsReferences(at: slot) {
@@ -445,7 +445,7 @@ extension Context {
 
     /// Adds `object` to `target`'s relationship `name`; for a to-one inverse, the
     /// target's previous partner loses the target.
-    private func link(_ target: ManagedObject, _ name: String, to object: ManagedObject) {
+    func link(_ target: ManagedObject, _ name: String, to object: ManagedObject) {
         willRead(target)
         guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
         let raw = object.recordID.rawValue

@@ -155,6 +155,8 @@ extension Context {
                 changed = objectsToSave()
                 prepared = nil
             }
+            // A merge changed values the first validation saw: what it made is checked too.
+            if attempt > 0 { for object in inIDOrder(changed) { try validate(object) } }
             let items = try prepared ?? saveItems(for: changed)
             prepared = nil
             do {
@@ -227,83 +229,6 @@ extension Context {
             }
         }
         dirty = [:]
-    }
-
-    /// Applies the merge policy to objects whose record changed since they were read.
-    private func resolveConflicts(in objects: [ManagedObject]) throws {
-        let store = coordinator.store
-        var conflicts: [(object: ManagedObject, stored: [Value]?, version: UInt64)] = []
-        for object in objects where object.inStore {
-            let current = store.version(of: object.recordID)
-            guard current != object.baseVersion else { continue }
-            let stored = try store.getVersioned(object.recordID)
-            conflicts.append((object, stored?.record.values, stored?.version ?? current))
-        }
-        guard !conflicts.isEmpty else { return }  // another context's conflict; retry
-        if mergePolicy == .error {
-            let lines = conflicts.map { conflict -> String in
-                let object = conflict.object
-                let here = object.changedKeys.sorted().joined(separator: ", ")
-                guard let stored = conflict.stored, let base = object.base else {
-                    return "\(object.entity.name) \(object.recordID) (deleted elsewhere; changed here: \(here))"
-                }
-                let there = object.layout.names.indices.filter { $0 < stored.count && !Value.same(stored[$0], base[$0]) }
-                    .map { object.layout.names[$0] }.joined(separator: ", ")
-                return "\(object.entity.name) \(object.recordID) (changed here: \(here.isEmpty ? "deleted" : here); changed elsewhere: \(there))"
-            }
-            throw CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
-        }
-        // Merged values are set without a write: what was built on the changed objects'
-        // values (the pending lookup) must see them, even if the save then fails.
-        changeGeneration &+= 1
-        for (object, stored, version) in conflicts {
-            let base = object.base ?? object.values
-            guard let stored else {
-                // Deleted elsewhere.
-                switch mergePolicy {
-                case .objectTrumps, .overwrite:
-                    object.inStore = false  // save it again as a new record with the same ID
-                    object.exists = true
-                default:
-                    object.exists = false
-                    object.inStore = false
-                    registered[object.recordID] = nil
-                    dirty[object.recordID] = nil
-                    object.context = nil
-                }
-                continue
-            }
-            var merged = object.values
-            let attributes = object.entity.attributes.count
-            for index in merged.indices where index < stored.count && index < base.count {
-                let changedHere = !Value.same(merged[index], base[index])
-                let changedThere = !Value.same(stored[index], base[index])
-                // A to-many list changed on both sides takes both sides' edits (the trumping
-                // side's where they clash): one side's whole list dropped the other's edits,
-                // and kept records deleted there.
-                if changedHere && changedThere && index >= attributes
-                    && object.entity.relationships[index - attributes].isToMany
-                    && (mergePolicy == .objectTrumps || mergePolicy == .storeTrumps) {
-                    let deletedHere = { (raw: UInt64) in self.registered[RecordID(rawValue: raw)].map { !$0.exists } ?? false }
-                    merged[index] = mergePolicy == .objectTrumps
-                        ? Self.mergedReferences(read: base[index], child: merged[index], parent: stored[index], dropping: deletedHere)
-                        : Self.mergedReferences(read: base[index], child: stored[index], parent: merged[index], dropping: deletedHere)
-                    continue
-                }
-                switch mergePolicy {
-                case .storeTrumps: if changedThere || !changedHere { merged[index] = stored[index] }
-                case .objectTrumps: if !changedHere { merged[index] = stored[index] }
-                case .overwrite: break
-                case .rollback: merged[index] = stored[index]
-                case .error: break
-                }
-            }
-            if mergePolicy == .rollback { object.exists = true }
-            object.values = merged
-            object.base = stored
-            object.baseVersion = version
-            if !object.exists && mergePolicy == .storeTrumps { object.exists = true }
-        }
     }
 
     // MARK: Child save
@@ -447,7 +372,7 @@ extension Context {
     /// of the objects with unsaved changes, as the delete took them out of the stored
     /// records: the other objects re-read theirs, but a changed object keeps its values
     /// until its save, and its save failed on a list still naming a deleted record.
-    private func dropReferences(to raws: Set<UInt64>) {
+    func dropReferences(to raws: Set<UInt64>) {
         guard !raws.isEmpty else { return }
         for (_, object) in dirty where object.exists && !object.isFault && object.hasChanges {
             let attributes = object.entity.attributes.count
