@@ -47,8 +47,9 @@ extension Context {
     /// ``fetch(_:)`` with each object's values as the fetch read them, which it sorted
     /// and tested it by (live results name sections by them: values read again later may
     /// be another save's). Not for a request with an object filter.
-    func fetchWithValues<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [(object: T, values: [Value])] {
-        let rows = try executeRows(request, values: .all)
+    func fetchWithValues<T: ManagedObject>(_ request: FetchRequest<T>,
+                                           resolver: CompiledPredicate.Resolver? = nil) throws -> [(object: T, values: [Value])] {
+        let rows = try executeRows(request, values: .all, resolver: resolver)
         let entity = try entityDescription(request.entityName)
         let type = model.objectClass(for: entity.name)
         var result: [(object: T, values: [Value])] = []
@@ -233,12 +234,12 @@ extension Context {
     /// once: sorting 50,000 DVDs by `owner.name`, or testing `owner.name == "x"`, had read
     /// and decoded the owner's record again for every DVD. (Nothing changes during a fetch.)
     /// Up to 65,536 records are kept; past that, the others are read each time.
-    func memoizedViewValues() -> CompiledPredicate.Resolver {
+    func memoizedViewValues(limit: Int = 65_536) -> CompiledPredicate.Resolver {
         var cache = IDMap<RecordID, [Value]?>()
         return { id in
             if let known = cache[id] { return known }
             let values = self.viewValues(id)
-            if cache.count < 65_536 { cache[id] = values }
+            if cache.count < limit { cache[id] = values }
             return values
         }
     }
@@ -374,12 +375,15 @@ extension Context {
     }
 
     /// The rows matching a request, sorted and windowed (before any object filter).
-    func executeRows<T: ManagedObject>(_ request: FetchRequest<T>, values wanted: RowValues = .all) throws -> [FetchRow] {
+    /// `resolver` reads related records for the predicate and the sort (one of its own
+    /// unless given: a caller that reads them again after shares theirs).
+    func executeRows<T: ManagedObject>(_ request: FetchRequest<T>, values wanted: RowValues = .all,
+                                       resolver given: CompiledPredicate.Resolver? = nil) throws -> [FetchRow] {
         processExternalChanges()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
-        let resolver = memoizedViewValues()
+        let resolver = given ?? memoizedViewValues()
         // The changed objects whose values replace the stored ones (a copy of the table, not
         // of its entries: building a table of the entity's changed objects on every fetch
         // was most of a find-or-create loop's time). Only IDs of this entity are asked about.

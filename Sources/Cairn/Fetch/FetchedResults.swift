@@ -303,17 +303,18 @@ public final class FetchedResults<T: ManagedObject> {
         let entity = try context.entityDescription(request.entityName)
         let path = try CompiledPredicate.resolve(sectionKeyPath.split(separator: ".").map(String.init), entity: entity,
                                                  schema: context.coordinator.schema)
-        // Each row is named by the values the fetch sorted it by, not by the store's read
-        // again after it (a save by another thread in between named a row by a key it was
-        // not sorted by, or "" once deleted). An object filter's fetch reads them again.
+        // Each row is named by the values the fetch sorted it by, and the related records it
+        // reached then (every one kept), not by the store's read again after it: a save by
+        // another thread in between named a row by a key it was not sorted by, or "" once
+        // deleted. An object filter's fetch reads them again.
+        let resolver = context.memoizedViewValues(limit: .max)
         let fetched: [(object: T, values: [Value])]
         if request.objectFilter == nil {
-            fetched = try context.fetchWithValues(request)
+            fetched = try context.fetchWithValues(request, resolver: resolver)
         } else {
             fetched = try context.fetch(request).map { ($0, try context.fetchedValues($0.recordID) ?? []) }
         }
         var result: [Section] = []
-        let resolver = context.memoizedViewValues()
         for (object, values) in fetched {
             let name = ResultsUpdate.sectionName(CompiledPredicate.follow(path, values, resolver).first ?? .null)
             if result.last?.name == name { result[result.count - 1].objects.append(object) } else { result.append(Section(name: name, objects: [object])) }
