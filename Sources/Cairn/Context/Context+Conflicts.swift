@@ -1,23 +1,6 @@
-/// Resolving a save's conflicts by the merge policy: each conflicting object is merged
-/// with what the store now holds, then the graph is made whole again around it.
-///
-/// What each policy keeps, per object (`stored` is the record another context saved):
-/// - `.storeTrumps`: attributes and to-one relationships the store changed take the
-///   store's value; the others keep this context's. An object deleted here but changed in
-///   the store comes back with the store's values.
-/// - `.objectTrumps`: what this context changed wins; the rest takes the store's value.
-///   A delete made here stands, and its delete rules reach what the store added.
-/// - `.overwrite`: every attribute takes this context's value. Relationships behave as
-///   under `.objectTrumps`: a link this context never touched is not undone.
-/// - `.rollback`: the object takes the store's state whole, deleted here or not.
-///
-/// To-many lists changed on both sides take both sides' edits (the trumping side's where
-/// they clash) under every policy but `.rollback`. Then every conflicting object's
-/// relationships are made whole: references to records deleted (here or in the store)
-/// are dropped, every target points back, and a record it no longer names lets go of it.
-/// A delete that stands applies its delete rules to the relationships the store now
-/// holds. What this makes impossible (a `deny` rule now blocked, a required relationship
-/// now empty) fails the save with `.validation`.
+/// Resolving a save's conflicts by the merge policy (what each keeps: ``MergePolicy``):
+/// each conflicting object is merged with what the store now holds, then the graph is
+/// made whole again around it, against related records read as the store has them now.
 extension Context {
     /// One object in conflict: the values the store now holds (nil if deleted there) and
     /// their version.
@@ -41,7 +24,11 @@ extension Context {
         // What others saved: unchanged objects read it again, and changed ones let go of
         // records deleted there (a save naming one conflicts, whether or not its own record did).
         processExternalChanges()
-        guard !conflicts.isEmpty else { return }
+        // Objects an earlier repair left as the store had them are repaired again, as the
+        // store has them now (a commit expecting their versions failed if they moved).
+        let earlierReads = repairReads
+        repairReads = []
+        guard !conflicts.isEmpty || !earlierReads.isEmpty else { return }
         // Merged values are set without a write: what was built on the changed objects'
         // values (the pending lookup) must see them, even if the save then fails.
         changeGeneration &+= 1
@@ -58,10 +45,13 @@ extension Context {
                 let object = conflict.object
                 guard object.belongs(to: self), let former = formerTargets[ObjectIdentifier(object)] else { continue }
                 if object.exists {
-                    relink(object, formerly: former)
+                    repair(object, formerly: former)
                 } else {
                     releaseAll(ofDeleted: object, formerly: former)
                 }
+            }
+            for (object, former, _) in earlierReads where object.belongs(to: self) && formerTargets[ObjectIdentifier(object)] == nil {
+                repair(object, formerly: former)
             }
         }
     }
@@ -86,11 +76,16 @@ extension Context {
     private func merge(_ conflict: Conflict) -> Bool {
         let object = conflict.object
         let base = object.base ?? object.values
+        // An object without changes here (one a repair read) takes the store's state whole.
+        let policy = object.hasUnsavedChanges ? mergePolicy : .rollback
         guard let stored = conflict.stored else {
             // Deleted elsewhere: the trumping policies save it again under the same ID,
             // unless it was deleted here too.
-            if object.exists && (mergePolicy == .objectTrumps || mergePolicy == .overwrite) {
+            if object.exists && (policy == .objectTrumps || policy == .overwrite) {
+                // Inserted again, expecting the record as the delete left it: another context
+                // that brought it back first makes this a conflict, not an overwrite.
                 object.inStore = false
+                reinserted[object.recordID] = conflict.version
                 return true
             }
             object.exists = false
@@ -107,25 +102,25 @@ extension Context {
             let changedThere = !Value.same(stored[index], base[index])
             let isRelationship = index >= attributes
             // Overwrite replaces attributes; a relationship it treats as object-trumps does.
-            let policy = isRelationship && mergePolicy == .overwrite ? .objectTrumps : mergePolicy
+            let slotPolicy = isRelationship && policy == .overwrite ? .objectTrumps : policy
             // A to-many list changed on both sides takes both sides' edits (the trumping
             // side's where they clash): one side's whole list dropped the other's edits.
             if changedHere && changedThere && isRelationship && object.entity.relationships[index - attributes].isToMany
-                && (policy == .objectTrumps || policy == .storeTrumps) {
+                && (slotPolicy == .objectTrumps || slotPolicy == .storeTrumps) {
                 let deletedHere = { (raw: UInt64) in self.registered[RecordID(rawValue: raw)].map { !$0.exists } ?? false }
-                merged[index] = policy == .objectTrumps
+                merged[index] = slotPolicy == .objectTrumps
                     ? Self.mergedReferences(read: base[index], child: merged[index], parent: stored[index], dropping: deletedHere)
                     : Self.mergedReferences(read: base[index], child: stored[index], parent: merged[index], dropping: deletedHere)
                 continue
             }
-            switch policy {
+            switch slotPolicy {
             case .storeTrumps: if changedThere || !changedHere { merged[index] = stored[index] }
             case .objectTrumps: if !changedHere { merged[index] = stored[index] }
             case .overwrite, .error: break
             case .rollback: merged[index] = stored[index]
             }
         }
-        if mergePolicy == .rollback || mergePolicy == .storeTrumps { object.exists = true }
+        if policy == .rollback || policy == .storeTrumps { object.exists = true }
         object.values = merged
         object.base = stored
         object.baseVersion = conflict.version
@@ -146,45 +141,70 @@ extension Context {
         }
     }
 
-    /// Whether the record `raw` exists as this context sees it (loading it if needed).
-    private func isLive(_ raw: UInt64) -> ManagedObject? {
+    /// The object of record `raw` if it exists, loaded (read again if stale, see
+    /// ``refreshIfStale(_:)``).
+    private func liveCurrent(_ raw: UInt64) -> ManagedObject? {
         guard let target = object(for: RecordID(rawValue: raw)) else { return nil }
+        refreshIfStale(target)
         willRead(target)
         return target.exists ? target : nil
+    }
+
+    /// Makes a merged object's relationships whole (``relink(_:formerly:)``). One left as
+    /// the store had it (the policy dropped every change here) is taken as the store has
+    /// it now, which may be later than the merge read; the commit then expects its version,
+    /// as its partners were made to agree with it.
+    private func repair(_ object: ManagedObject, formerly former: [[UInt64]]) {
+        refreshIfStale(object)
+        willRead(object)
+        // (The values relinked, and their version, before relinking: a partner's refresh
+        // may read the object again meanwhile, and the commit must expect what was used.)
+        let version = object.baseVersion, used = Self.relationshipTargets(of: object, nil)
+        relink(object, formerly: former)
+        if object.exists && object.inStore && !object.hasUnsavedChanges {
+            repairReads.append((object, zip(former, used).map { $0 + $1 }, version))
+        }
     }
 
     /// Makes a merged object's relationships whole (inside an undo group): targets that no
     /// longer exist are dropped, every target points back, and every record it was related
     /// to in `former` but no longer is lets go of it.
     private func relink(_ object: ManagedObject, formerly former: [[UInt64]]) {
+        willRead(object)
+        guard object.exists else { return }  // (read again: deleted since)
         let attributes = object.entity.attributes.count
         let raw = object.recordID.rawValue
         for (offset, relationship) in object.entity.relationships.enumerated() where attributes + offset < object.values.count {
             let slot = attributes + offset
             let targets = object.values[slot].referencedIDs
-            let live = targets.filter { isLive($0) != nil }
+            let live = targets.filter { liveCurrent($0) != nil }
             if live.count != targets.count {
                 setPrimitive(object, slot, relationship.isToMany ? .references(live) : .null)
             }
             guard let inverse = relationship.inverse else { continue }
             let kept = Set(live)
             for gone in former[offset] where !kept.contains(gone) {
-                if let target = isLive(gone) { unlink(target, inverse, from: raw) }
+                if let target = liveCurrent(gone) { unlink(target, inverse, from: raw) }
             }
             // (Read again: linking an earlier target to this object may have moved a later one.)
-            for target in object.values[slot].referencedIDs.compactMap(isLive) { link(target, inverse, to: object) }
+            for target in object.values[slot].referencedIDs.compactMap(liveCurrent) { link(target, inverse, to: object) }
         }
     }
 
     /// A delete that stands after a merge (inside an undo group): its delete rules reach
-    /// every record it was related to in any version, the store's included. (A `deny`
-    /// relationship keeps its live targets, for the save's validation to refuse.)
+    /// the records related to it here or in the store that still point back at it (not one
+    /// this context moved elsewhere). A `deny` relationship keeps its live targets, for
+    /// the save's validation to refuse.
     private func releaseAll(ofDeleted object: ManagedObject, formerly former: [[UInt64]]) {
         let attributes = object.entity.attributes.count
         let raw = object.recordID.rawValue
         for (offset, relationship) in object.entity.relationships.enumerated() where attributes + offset < object.values.count {
             var seen = Set<UInt64>()
-            let targets = former[offset].filter { seen.insert($0).inserted }.compactMap(isLive)
+            let targets = former[offset].filter { seen.insert($0).inserted }.compactMap(liveCurrent).filter { target in
+                guard let inverse = relationship.inverse, let slot = target.layout.index(of: inverse),
+                      slot < target.values.count else { return true }
+                return target.values[slot].referencedIDs.contains(raw)
+            }
             switch relationship.deleteRule {
             case .cascade:
                 for target in targets { delete(target) }
@@ -200,3 +220,4 @@ extension Context {
         }
     }
 }
+

@@ -434,6 +434,7 @@ extension Context {
 
     /// Removes `raw` from `target`'s relationship `name` (no further inverse handling).
     func unlink(_ target: ManagedObject, _ name: String, from raw: UInt64) {
+        refreshIfStale(target)
         willRead(target)
         guard let slot = target.layout.index(of: name), slot < target.values.count else { return }
         if target.holdsReferences(at: slot) {
@@ -441,6 +442,16 @@ extension Context {
         } else if case .reference(let current) = target.values[slot], current == raw {
             setPrimitive(target, slot, .null)
         }
+    }
+
+    /// Reads `object` again if it is loaded without changes here and the store's record
+    /// moved on since (in a root context). The saves that moved it may not be merged yet
+    /// (a fault fired since reads them; a save is announced only after it commits): an
+    /// inverse taken out of the older copy was left in the record, and nothing wrote it.
+    func refreshIfStale(_ object: ManagedObject) {
+        guard parent == nil, !object.isFault, object.inStore, !object.hasUnsavedChanges,
+              coordinator.store.version(of: object.recordID) != object.baseVersion else { return }
+        refreshUpdated(object.recordID)
     }
 
     /// Adds `object` to `target`'s relationship `name`; for a to-one inverse, the
@@ -465,6 +476,8 @@ extension Context {
     /// deletes the targets, `nullify` removes the object from their inverse, `deny` is
     /// checked when saving, `noAction` leaves the targets as they are.
     public func delete(_ object: ManagedObject) {
+        // Deleted already, and gone from its context (another context's delete, merged).
+        if !object.exists && object.context == nil && object.recordID.rawValue != 0 { return }
         guard object.belongs(to: self) else {
             recordRefusedWrite(CairnError(.invalidArgument, "cannot delete \(object.entity.name): it is not in this context"))
             return

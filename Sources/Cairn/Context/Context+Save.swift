@@ -143,6 +143,7 @@ extension Context {
     private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, durability: Durability?) throws {
         var changed = validated
         var prepared = prepared
+        defer { repairReads = []; reinserted = [:] }
         for attempt in 0..<16 {
             let generation = changeGeneration
             // (What the store held when the save's unique values were checked: the commit
@@ -160,7 +161,11 @@ extension Context {
             let items = try prepared ?? saveItems(for: changed)
             prepared = nil
             do {
-                let changes = try coordinator.save(items, from: inbox, durability: durability, uniquenessCheckedAt: uniquenessCheckedAt)
+                let reads = repairReads.compactMap { object, _, version in
+                    object.hasUnsavedChanges ? nil : ExpectedVersion(id: object.recordID, version: version)
+                }
+                let changes = try coordinator.save(items, from: inbox, durability: durability,
+                                                   uniquenessCheckedAt: uniquenessCheckedAt, reads: reads)
                 didSave(changed, sequence: changes.sequence)
                 return
             } catch let error as CairnError where error.code == .conflict {
@@ -182,8 +187,9 @@ extension Context {
     private func saveItem(for object: ManagedObject, preparer: inout Store.Preparer) throws -> Coordinator.SaveItem {
         let id = object.recordID
         if object.isNewHere {
+            // (A base version: a record deleted elsewhere that a merge policy inserts again.)
             let values = object.values
-            return .init(id: id, kind: .insert, values: values, baseVersion: 0, operation: try preparer.put(id, values))
+            return .init(id: id, kind: .insert, values: values, baseVersion: reinserted[id] ?? 0, operation: try preparer.put(id, values))
         }
         if object.isDeletedHere {
             return .init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, operation: try preparer.delete(id))

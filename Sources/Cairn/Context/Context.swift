@@ -3,19 +3,35 @@ import Synchronization
 
 /// How a save resolves objects changed here that were also changed (and saved)
 /// elsewhere since this context read them.
+///
+/// Whatever a policy decides, the saved graph is whole: after the objects are merged,
+/// references to records deleted here or in the store are dropped, every related record
+/// points back, a record an object no longer names lets go of it, and a delete that
+/// stands applies its delete rules to the relationships the store now holds (a cascade
+/// reaches what another context added). What that makes impossible, such as a `deny`
+/// rule now blocked or a required relationship now empty, fails the save with
+/// `.validation`. To-many lists changed on both sides take both sides' edits (the
+/// trumping side's where they clash) under every policy but `.rollback`.
 public enum MergePolicy: Sendable, Hashable {
     /// Refuse the save with `.conflict`, listing the conflicts (the default).
     case error
     /// Per property: values changed in the store win; other local changes are kept
-    /// (`NSMergeByPropertyStoreTrumpMergePolicy`).
+    /// (`NSMergeByPropertyStoreTrumpMergePolicy`). An object deleted here but changed in
+    /// the store comes back with the store's values; what its delete cascaded to stays
+    /// deleted. One deleted in the store stays deleted.
     case storeTrumps
     /// Per property: values changed here win; properties not changed here take the
-    /// store's values (`NSMergeByPropertyObjectTrumpMergePolicy`).
+    /// store's values (`NSMergeByPropertyObjectTrumpMergePolicy`). A delete made here
+    /// stands. An object changed here but deleted in the store is saved again under
+    /// its ID (unless another context brought it back first: then it merges with that).
     case objectTrumps
-    /// This context's version of each conflicting object replaces the store's whole
-    /// (`NSOverwriteMergePolicy`).
+    /// This context's version of each conflicting object replaces the store's: every
+    /// attribute takes this context's value (`NSOverwriteMergePolicy`). Relationships
+    /// are merged as under `.objectTrumps`, so a link this context never touched (another
+    /// context's new child) is not undone. Deletes as under `.objectTrumps`.
     case overwrite
-    /// Conflicting objects take the store's state, dropping local changes (`NSRollbackMergePolicy`).
+    /// Conflicting objects take the store's state whole, dropping local changes, deletes
+    /// included (`NSRollbackMergePolicy`); their related records follow.
     case rollback
 }
 
@@ -97,6 +113,14 @@ public final class Context {
     let inbox = Inbox()
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     @exclusivity(unchecked) var refusedWrites: [CairnError] = []
+    /// During a save: objects left as the store has them whose values a conflict's repair
+    /// made their partners agree with, and the version it read. The commit expects those
+    /// versions too, and a later conflict repairs them again (see ``resolveConflicts(in:)``).
+    /// During a save: records deleted elsewhere that a merge policy inserts again, with the
+    /// version the delete left (their insert expects it: another context may have brought
+    /// them back first).
+    @exclusivity(unchecked) var reinserted: [RecordID: UInt64] = [:]
+    @exclusivity(unchecked) var repairReads: [(object: ManagedObject, former: [[UInt64]], version: UInt64)] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
     /// Live results and other observers of this context's changes.
@@ -134,6 +158,15 @@ public final class Context {
         if object.belongs(to: self) { return }
         if object.context != nil {
             recordRefusedWrite(CairnError(.invalidArgument, "\(object.entity.name) \(object.objectID) belongs to another context"))
+            return
+        }
+        // An object that left a context deleted (there or elsewhere, or rolled back), or that
+        // stands for a stored record, is no new object: inserting it made a new record of
+        // whatever it held (nothing, for a fault). (An unsaved insert whose context is gone is.)
+        if object.recordID.rawValue != 0 && (!object.exists || object.inStore) {
+            recordRefusedWrite(CairnError(.invalidArgument, object.exists
+                ? "cannot insert \(object.entity.name) \(object.recordID): it stands for a stored record (look it up in this context with existingObject)"
+                : "cannot insert \(object.entity.name) \(object.recordID): it was deleted (here, elsewhere, or by a rollback)"))
             return
         }
         guard let stored = storedEntity(for: object) else {
@@ -245,10 +278,19 @@ public final class Context {
 
     /// The registered object for `id`, or a new fault.
     func object(for id: RecordID) -> ManagedObject? {
-        registered.value(forKey: id) {
+        let found = registered.value(forKey: id) {
             guard let entity = coordinator.entity(number: id.entity) else { return nil }
             return makeFault(id, entity: entity, type: model.objectClass(for: entity.name))
         }
+        // A fault that found no record, kept registered, stands for a record that exists now
+        // (deleted, and saved again under its ID by another context's merge policy): a new
+        // fault reads it. (The old one had made a delete rule skip it.)
+        if let found, !found.exists, !found.inStore, parent == nil, !dirty.contains(id), coordinator.store.contains(id) {
+            registered[id] = nil
+            found.context = nil
+            return object(for: id)
+        }
+        return found
     }
 
     /// The registered object for `id` of an entity already looked up (many at a time:

@@ -182,6 +182,7 @@ open class ManagedObject: CustomStringConvertible {
     /// ``hasChanges`` for an object known to be in a context (its dirty set): no weak load.
     var hasUnsavedChanges: Bool {
         if exists != inStore { return true }  // inserted, or deleted
+        if !exists { return false }  // inserted and deleted again: nothing to save
         guard !isFault else { return false }
         switch saved {
         case .none: return false

@@ -154,8 +154,9 @@ public final class Coordinator: Sendable {
     /// none, only its sequence number is filled in.
     /// `uniquenessCheckedAt`: the store's last sequence number when the context checked
     /// the save's unique values (``Store/commit(prepared:for:expecting:durability:uniquenessCheckedAt:)``).
+    /// `reads`: versions of records the save relied on without writing them, expected too.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil,
-              uniquenessCheckedAt: UInt64? = nil) throws -> ChangeSet {
+              uniquenessCheckedAt: UInt64? = nil, reads: [ExpectedVersion] = []) throws -> ChangeSet {
         var operations: [Operation] = []
         operations.reserveCapacity(items.count)
         var expected: [ExpectedVersion] = []
@@ -173,9 +174,12 @@ public final class Coordinator: Sendable {
                     try checkReferences(of: items[index], deleted: sets.deleted, inserted: sets.inserted)
                 }
                 operations.append(items[index].operation)
-                if kind != .insert { expected.append(ExpectedVersion(id: id, version: items[index].baseVersion)) }
+                if kind != .insert || items[index].baseVersion != 0 {
+                    expected.append(ExpectedVersion(id: id, version: items[index].baseVersion))
+                }
             }
         }
+        expected += reads
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability,
                                         uniquenessCheckedAt: uniquenessCheckedAt)
         return announce(sequence, except: source, count: items.count) { (items[$0].id, items[$0].kind, items[$0].changedKeys) }

@@ -173,7 +173,7 @@ import Testing
         a.mergePolicy = policy
         a.delete(try #require(try a.existingObject(Shelf.self, with: shelf.objectID)))
         let box = Box(context: b)
-        box.shelf = try #require(try b.existingObject(Shelf.self, with: shelf.objectID))
+        box.shelf = try b.existingObject(Shelf.self, with: shelf.objectID)
         try b.save()
         if policy == .objectTrumps || policy == .overwrite {
             #expect { try a.save() } throws: { ($0 as? CairnError)?.code == .validation }
@@ -183,5 +183,70 @@ import Testing
         #expect(stack.coordinator.store.verify().isEmpty)
         let reader = stack.context()
         #expect(try reader.fetch(Box.self).first?.shelf?.label == "top")
+    }
+}
+
+
+/// Delete rules and inverses applied to related objects this context read before another
+/// context's save changed them (a fault that fires reads the store as it is now; a loaded
+/// object waits for the next merge).
+@Suite struct StalePartnerTests {
+    /// A moves d1 from Pat to Quinn. This context read Quinn before that save, and d1
+    /// only after it: deleting d1 must take it out of Quinn's list as the store has it.
+    /// (The delete rule ran on the older Quinn, found nothing to remove, and Quinn was
+    /// not saved: Quinn's list named a deleted DVD.)
+    @Test func aDeleteLetsGoOfARelatedObjectReadBeforeAnotherSave() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let pat = Person(context: setup), quinn = Person(context: setup), d1 = DVD(context: setup)
+        pat.username = "pat"
+        quinn.username = "quinn"
+        d1.title = "d1"
+        d1.owner = pat
+        try setup.save()
+        let context = stack.context()
+        let people = try context.fetch(Person.self)
+        #expect(people.map(\.username) == ["pat", "quinn"] && people[1].dvds.isEmpty)  // read; d1 not yet
+        let mover = stack.context()
+        try #require(try mover.existingObject(DVD.self, with: d1.objectID)).owner =
+            try mover.existingObject(Person.self, with: quinn.objectID)
+        try mover.save()
+        let ours = try #require(people[0].dvds.first)  // fires now: owned by Quinn
+        #expect(ours.owner === people[1])
+        context.delete(ours)
+        try context.save()
+        #expect(stack.coordinator.store.verify().isEmpty)
+        let reader = stack.context()
+        #expect(try reader.fetch(Person.self).map { $0.dvds.count } == [0, 0])
+    }
+
+    /// A record deleted and then saved again under its ID by another context's merge
+    /// policy: a fault that had found it gone reads it again, so a cascade reaches it.
+    /// (The cascade skipped it as deleted, and the store kept a DVD whose owner was gone.)
+    @Test func aCascadeReachesARecordSavedAgainAfterItsFaultFoundItGone() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let pat = Person(context: setup), d1 = DVD(context: setup)
+        pat.username = "pat"
+        d1.title = "d1"
+        d1.owner = pat
+        try setup.save()
+        let context = stack.context()
+        // Faults, not fired yet: they read the store when first read, with no merge.
+        let ours = try #require(context.object(for: pat.objectID.recordID) as? Person)
+        let fault = try #require(context.object(for: d1.objectID.recordID) as? DVD)
+        let keeper = stack.context()
+        keeper.mergePolicy = .objectTrumps
+        try #require(try keeper.existingObject(DVD.self, with: d1.objectID)).title = "kept"
+        let deleter = stack.context()
+        deleter.delete(try #require(try deleter.existingObject(DVD.self, with: d1.objectID)))
+        try deleter.save()
+        #expect(fault.title == "", "the fault found its record gone")
+        try keeper.save()  // object-trumps: d1 saved again under its ID, Pat lists it
+        context.delete(ours)  // Pat read now: lists d1
+        try context.save()
+        #expect(stack.coordinator.store.verify().isEmpty)
+        let reader = stack.context()
+        #expect(try reader.count(DVD.self) == 0, "the cascade reached d1")
     }
 }

@@ -32,4 +32,32 @@ import Testing
         context.rollback()
         try context.save()
     }
+
+    /// An object another context deleted, gone from this one once the delete is merged, is
+    /// never inserted again by relating it: relating it is refused. (It was inserted as a
+    /// new record under a new ID, with nothing in it if it had not been read.)
+    @Test func anObjectDeletedElsewhereIsNotInsertedAgainByRelatingIt() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let pat = Person(context: setup), d1 = DVD(context: setup)
+        pat.username = "pat"
+        d1.title = "d1"
+        try setup.save()
+        let context = stack.context()
+        let theirs = try #require(try context.fetch(Person.self).first)
+        let other = stack.context()
+        other.delete(try #require(try other.existingObject(Person.self, with: pat.objectID)))
+        try other.save()
+        let dvd = try #require(try context.fetch(DVD.self).first)  // merges the delete
+        #expect(theirs.context == nil)
+        dvd.owner = theirs
+        let error = try #require(throws: CairnError.self) { try context.save() }
+        #expect(error.code == .invalidArgument && error.message.contains("it was deleted"), "\(error)")
+        context.rollback()
+        #expect(try context.count(Person.self) == 0)
+        // Deleting it is no error: it is deleted already.
+        context.delete(theirs)
+        try context.save()
+        #expect(stack.coordinator.store.verify().isEmpty)
+    }
 }
