@@ -15,6 +15,7 @@ extension Store {
         // (Built again if it went between the build and the walk: a migration keeps only
         // the indexes its snapshot stores.)
         var taken: (IndexTiers, SnapshotReader, VersionTable)?
+        defer { state.withLock { _ in taken = nil } }  // (let go under the lock: see `withState`)
         for _ in 0..<3 where taken == nil {
             if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
             taken = try state.withLock { state in

@@ -19,16 +19,17 @@ extension Store {
     /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
     func scanVersioned(entity: UInt16, recheckingFrames: Bool,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        try Self.scan(scanState(of: entity), entity: entity, recheckingFrames: recheckingFrames, body)
+        try withState({ Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
     }
 
     /// What a scan of `entity` reads, taken in one state: the entity's overlay, the
-    /// snapshot and the log's record versions.
-    private func scanState(of entity: UInt16) -> (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable) {
-        state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot, VersionTable($0.versions)) }
+    /// snapshot and the log's record versions (under the lock, see ``withState(_:_:)``).
+    private static func scanState(of entity: UInt16, in state: StoreState)
+        -> (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable) {
+        (state.overlay[entity] ?? [:], state.snapshot, VersionTable(state.versions))
     }
 
-    /// The scan on one thread, of state taken by ``scanState(of:)``.
+    /// The scan on one thread, of state taken by ``scanState(of:in:)``.
     private static func scan(_ state: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
                              entity: UInt16, recheckingFrames: Bool,
                              _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
@@ -67,7 +68,16 @@ extension Store {
     func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
                        where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        let taken = scanState(of: entity)
+        try withState({ Self.scanState(of: entity, in: $0) }) { taken in
+            try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: test, body)
+        }
+    }
+
+    /// ``scanVersioned(entity:parts:minimumPerRun:where:_:)`` of state taken by ``scanState(of:in:)``.
+    private static func scanVersioned(_ taken: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
+                                      entity: UInt16, parts: Int, minimumPerRun: Int,
+                                      where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
+                                      _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         let (overlay, snapshot, versions) = taken
         guard let test else { return try Self.scan(taken, entity: entity, recheckingFrames: false, body) }
         let runs = snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)

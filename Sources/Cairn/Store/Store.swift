@@ -166,11 +166,24 @@ public final class Store: Sendable {
 
     /// Every record ID of an entity, in ID order.
     public func ids(entity: UInt16) -> [RecordID] {
-        let (overlay, snapshot) = state.withLock { ($0.overlay[entity] ?? [:], $0.snapshot) }
-        var result: [RecordID] = []
-        result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
-        Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, _ in result.append(id) }
-        return result
+        withState({ ($0.overlay[entity] ?? [:], $0.snapshot) }) { overlay, snapshot in
+            var result: [RecordID] = []
+            result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
+            Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, _ in result.append(id) }
+            return result
+        }
+    }
+
+    /// Runs `body` with what `take` copies out of the state under the lock, and lets go of
+    /// the copy under the lock again. A table copied out (``IDMap``) shares its buckets with
+    /// the state's until a commit writes, and a commit writes them in place once no copy is
+    /// left: letting go under the lock orders this thread's reads before that write for the
+    /// thread sanitizer too, which does not see the reference counts (kept by the runtime,
+    /// which it does not instrument) that order them.
+    func withState<Taken, Result>(_ take: (inout StoreState) throws -> Taken, _ body: (Taken) throws -> Result) rethrows -> Result {
+        var held = [try state.withLock(take)]
+        defer { state.withLock { _ in held.removeAll() } }
+        return try body(held[0])
     }
 
     /// A new record ID for `entity`, never handed out before in this store.
