@@ -50,6 +50,19 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
     public var offset: Int64?
     /// The operating system's error number, if the error came from a system call.
     public var errno: Int32?
+    /// For an error about one record (a validation failure): its entity and ID (see
+    /// ``objectID``), and the property concerned, if one is (nil when the record failed as
+    /// a whole: a `deny` rule, a validation hook's error).
+    public var entityName: String?
+    public var recordID: RecordID?
+    public var key: String?
+    /// Every failure of a save that failed validation, one per record and property, so a
+    /// form can mark every invalid field at once (Core Data's `NSDetailedErrorsKey`).
+    /// Empty for other errors.
+    public var details: [CairnError] = []
+    /// For a `.conflict` a merge policy did not resolve: each record changed here and
+    /// elsewhere, with the values read, the values to save and the values stored.
+    public var conflicts: [MergeConflict] = []
 
     public init(_ code: Code, _ message: String, path: String? = nil, offset: Int64? = nil, errno: Int32? = nil) {
         self.code = code
@@ -81,6 +94,30 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
         return copy
     }
 
+    /// A `.validation` failure of one property, for a validation hook to throw (alone, or
+    /// several at once through ``validationFailed(_:)``): the save names the object.
+    public static func invalid(_ key: String, _ message: String) -> CairnError {
+        var error = CairnError(.validation, message)
+        error.key = key
+        return error
+    }
+
+    /// One error for several validation failures: the failure itself if there is one,
+    /// else a `.validation` error listing them. Either way ``details`` holds them all
+    /// (a failure that lists others is replaced by them).
+    public static func validationFailed(_ failures: [CairnError]) -> CairnError {
+        let failures = failures.flatMap { $0.details.isEmpty ? [$0] : $0.details }
+        var error: CairnError
+        if failures.count == 1 {
+            error = failures[0]
+        } else {
+            let shown = failures.prefix(5).map(\.message).joined(separator: "; ")
+            error = CairnError(.validation, "\(failures.count) validation failures: \(shown)\(failures.count > 5 ? "; and \(failures.count - 5) more" : "")")
+        }
+        error.details = failures
+        return error
+    }
+
     static func corrupt(_ message: String, offset: Int? = nil) -> CairnError {
         CairnError(.corrupt, message, offset: offset.map { Int64($0) })
     }
@@ -90,5 +127,38 @@ extension CairnError.Code {
     /// Lets `catch let e as CairnError` be matched as `case .locked` against a code.
     public static func ~= (pattern: CairnError.Code, value: CairnError) -> Bool {
         pattern == value.code
+    }
+}
+
+/// A record changed both here and in the store since it was read, as a `.conflict` error
+/// reports it (Core Data's `NSMergeConflict`): enough to resolve the conflict in code.
+/// Values are by property name; relationships hold `.reference`/`.references` IDs.
+public struct MergeConflict: Sendable, Equatable {
+    public var entityName: String
+    public var recordID: RecordID
+    /// The values this context read, at ``cachedVersion``.
+    public var cachedValues: [String: Value]
+    /// The values this context would save; nil if it deleted the record.
+    public var newValues: [String: Value]?
+    /// The values the store holds now, at ``storedVersion``; nil if deleted there.
+    public var storedValues: [String: Value]?
+    public var cachedVersion: UInt64
+    public var storedVersion: UInt64
+    /// The properties changed here, and in the store, since the record was read.
+    public var changedHere: [String]
+    public var changedElsewhere: [String]
+
+    public init(entityName: String, recordID: RecordID, cachedValues: [String: Value], newValues: [String: Value]?,
+                storedValues: [String: Value]?, cachedVersion: UInt64, storedVersion: UInt64,
+                changedHere: [String], changedElsewhere: [String]) {
+        self.entityName = entityName
+        self.recordID = recordID
+        self.cachedValues = cachedValues
+        self.newValues = newValues
+        self.storedValues = storedValues
+        self.cachedVersion = cachedVersion
+        self.storedVersion = storedVersion
+        self.changedHere = changedHere
+        self.changedElsewhere = changedElsewhere
     }
 }

@@ -56,19 +56,33 @@ extension Context {
         }
     }
 
-    /// The `.conflict` error listing what changed where.
+    /// The `.conflict` error listing what changed where, with each conflict's values.
     private func conflictError(_ conflicts: [Conflict]) -> CairnError {
+        var reports: [MergeConflict] = []
         let lines = conflicts.map { conflict -> String in
             let object = conflict.object
-            let here = object.changedKeys.sorted().joined(separator: ", ")
-            guard let stored = conflict.stored, let base = object.base else {
-                return "\(object.entity.name) \(object.recordID) (deleted elsewhere; changed here: \(here))"
+            let names = object.layout.names
+            let base = object.base ?? object.values
+            func named(_ values: [Value]) -> [String: Value] {
+                Dictionary(uniqueKeysWithValues: zip(names, values).map { ($0, $1) })
             }
-            let there = object.layout.names.indices.filter { $0 < stored.count && !Value.same(stored[$0], base[$0]) }
-                .map { object.layout.names[$0] }.joined(separator: ", ")
-            return "\(object.entity.name) \(object.recordID) (changed here: \(here.isEmpty ? "deleted" : here); changed elsewhere: \(there))"
+            let here = object.exists ? names.indices.filter { $0 < base.count && $0 < object.values.count && !Value.same(object.values[$0], base[$0]) }
+                .map { names[$0] } : []
+            let there = conflict.stored.map { stored in
+                names.indices.filter { $0 < stored.count && $0 < base.count && !Value.same(stored[$0], base[$0]) }.map { names[$0] }
+            } ?? []
+            reports.append(MergeConflict(entityName: object.entity.name, recordID: object.recordID, cachedValues: named(base),
+                                         newValues: object.exists ? named(object.values) : nil, storedValues: conflict.stored.map(named),
+                                         cachedVersion: object.baseVersion, storedVersion: conflict.version,
+                                         changedHere: here, changedElsewhere: there))
+            let label = "\(object.entity.name) \(object.recordID)"
+            let hereText = object.exists ? here.joined(separator: ", ") : "deleted"
+            guard conflict.stored != nil else { return "\(label) (deleted elsewhere; changed here: \(hereText))" }
+            return "\(label) (changed here: \(hereText); changed elsewhere: \(there.joined(separator: ", ")))"
         }
-        return CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
+        var error = CairnError(.conflict, "save conflicts with changes saved elsewhere: " + lines.joined(separator: "; "))
+        error.conflicts = reports
+        return error
     }
 
     /// Merges one conflicting object by the policy. Returns false if the object left this

@@ -44,7 +44,7 @@ extension Context {
 
     // MARK: Validation
 
-    /// Validates the objects with unsaved changes in record-ID order (so the error is the
+    /// Validates the objects with unsaved changes in record-ID order (so the errors are the
     /// same on every run) and, for a save into the store, makes each one's part of the
     /// transaction in the same step. Everything a save reads of an object (its state, its
     /// saved and current values) is read here once, while it is in cache: on a large save
@@ -61,79 +61,17 @@ extension Context {
         var items: [Coordinator.SaveItem] = []
         var preparer = coordinator.makePreparer()
         if preparing { items.reserveCapacity(pending.count) }
+        // Every failure is collected, so that a form can mark every invalid field at once.
+        var failures: [CairnError] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
-            try validate(object)
+            let found = validationFailures(of: object)
+            guard found.isEmpty else { failures += found; return }
             changed.append(object)
-            if preparing { items.append(try saveItem(for: object, preparer: &preparer)) }
+            if preparing && failures.isEmpty { items.append(try saveItem(for: object, preparer: &preparer)) }
         }
+        if !failures.isEmpty { throw CairnError.validationFailed(failures) }
         return (changed, preparing ? items : nil)
-    }
-
-    func validate(_ object: ManagedObject) throws {
-        // Built only for a message: formatting it for every object was a tenth of a save.
-        let label = { "\(object.entity.name) \(object.recordID)" }
-        do {
-            if object.isDeletedHere {
-                try validateDelete(object, label)
-                try object.validateForDelete()
-                return
-            }
-            try validateValues(object, label)
-            if object.isNewHere { try object.validateForInsert() } else { try object.validateForUpdate() }
-        } catch let error as CairnError {
-            throw error
-        } catch {
-            throw CairnError(.validation, "\(label()) failed validation: \(error)")
-        }
-    }
-
-    private func validateValues(_ object: ManagedObject, _ label: () -> String) throws {
-        let entity = object.entity
-        let required = entity.kinds.required, values = object.values
-        // Kinds compared as bits with the values borrowed in place (no value is copied).
-        let invalid = values.withUnsafeBufferPointer { values -> Int? in
-            required.withUnsafeBufferPointer { required in
-                for index in 0..<min(required.count, values.count) where values[index].kindBit & required[index] == 0 {
-                    return index
-                }
-                return nil
-            }
-        }
-        if let index = invalid {
-            let attributes = entity.attributes
-            let value = values[index]
-            if value.isNull {
-                let why = object.layout.initialValueProblems[index].map { " (\($0))" } ?? ""
-                throw CairnError(.validation, "\(label()): '\(attributes[index].name)' is required but has no value\(why)")
-            }
-            throw CairnError(.validation, "\(label()): '\(attributes[index].name)' must be a \(attributes[index].type), not \(value)")
-        }
-        for (offset, relationship) in entity.relationships.enumerated() {
-            let value = object.values[entity.attributes.count + offset]
-            let raws = value.referencedIDs
-            if raws.isEmpty && !relationship.isOptional && !relationship.isToMany {
-                throw CairnError(.validation, "\(label()): relationship '\(relationship.name)' is required but empty")
-            }
-            for raw in raws {
-                let target = registered[RecordID(rawValue: raw)]
-                if let target, !target.exists {
-                    throw CairnError(.validation,
-                                     "\(label()): relationship '\(relationship.name)' points at deleted \(target.entity.name) \(target.recordID)")
-                }
-            }
-        }
-    }
-
-    private func validateDelete(_ object: ManagedObject, _ label: () -> String) throws {
-        let entity = object.entity
-        for (offset, relationship) in entity.relationships.enumerated() where relationship.deleteRule == .deny {
-            let live = relatedObjects(of: object, slot: entity.attributes.count + offset)
-            if !live.isEmpty {
-                throw CairnError(.validation,
-                                 "cannot delete \(label()): relationship '\(relationship.name)' is not empty (\(live.count) object(s)) and its delete rule is deny")
-            }
-        }
     }
 
     // MARK: Root save
@@ -157,7 +95,10 @@ extension Context {
                 prepared = nil
             }
             // A merge changed values the first validation saw: what it made is checked too.
-            if attempt > 0 { for object in inIDOrder(changed) { try validate(object) } }
+            if attempt > 0 {
+                let failures = inIDOrder(changed).flatMap(validationFailures(of:))
+                if !failures.isEmpty { throw CairnError.validationFailed(failures) }
+            }
             let items = try prepared ?? saveItems(for: changed)
             prepared = nil
             do {

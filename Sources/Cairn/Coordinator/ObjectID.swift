@@ -27,6 +27,18 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 }
 
+extension CairnError {
+    /// The object an error is about (a validation failure), if one.
+    public var objectID: ObjectID? {
+        guard let recordID, let entityName else { return nil }
+        return ObjectID(recordID: recordID, entityName: entityName)
+    }
+}
+
+extension MergeConflict {
+    public var objectID: ObjectID { ObjectID(recordID: recordID, entityName: entityName) }
+}
+
 /// What one save changed, as delivered to other contexts and observers.
 public struct ChangeSet: Sendable, Equatable {
     public var inserted: Set<ObjectID> = []

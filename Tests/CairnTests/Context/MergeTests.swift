@@ -73,6 +73,43 @@ import Testing
         #expect(stack.coordinator.store.verify().isEmpty)
     }
 
+    /// A conflict carries each object's values as read, as it would save them and as
+    /// stored (`NSMergeConflict`), so an app can resolve it in code: here it keeps its own
+    /// change and takes the other one.
+    @Test func aConflictCarriesTheValuesToResolveItInCode() throws {
+        let (_, a, b, p, q) = try twoContexts()
+        q.age = 50
+        try b.save()
+        p.name = "Patricia"
+        let error = try #require(throws: CairnError.self) { try a.save() }
+        #expect(error.code == .conflict)
+        let conflict = try #require(error.conflicts.first)
+        #expect(error.conflicts.count == 1 && conflict.objectID == p.objectID)
+        #expect(conflict.changedHere == ["name"] && conflict.changedElsewhere == ["age"])
+        #expect(conflict.cachedValues["age"] == .int64(40) && conflict.storedValues?["age"] == .int64(50))
+        #expect(conflict.newValues?["name"] == .string("Patricia") && conflict.storedValues?["name"] == .string("Pat"))
+        #expect(conflict.storedVersion > conflict.cachedVersion)
+        // Resolved in code: the stored values, then this context's changes on top.
+        a.refresh(p, mergeChanges: false)
+        for key in conflict.changedHere { p[key] = conflict.newValues?[key] ?? .null }
+        try a.save()
+        let reader = b.coordinator.store
+        #expect(reader.verify().isEmpty)
+        b.processExternalChanges()
+        #expect(q.age == 50 && q.name == "Patricia")
+    }
+
+    /// A delete here against a change elsewhere: no values to save.
+    @Test func aConflictOfADeleteHasNoNewValues() throws {
+        let (_, a, b, p, q) = try twoContexts()
+        q.age = 51
+        try b.save()
+        a.delete(p)
+        let error = try #require(throws: CairnError.self) { try a.save() }
+        let conflict = try #require(error.conflicts.first)
+        #expect(conflict.newValues == nil && conflict.storedValues?["age"] == .int64(51) && conflict.changedHere.isEmpty)
+    }
+
     @Test func conflictsAreErrorsByDefault() throws {
         let (stack, a, b, p, q) = try twoContexts()
         q.age = 50  // b changes first: a clean object would simply take a's save
