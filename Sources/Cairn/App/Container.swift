@@ -61,6 +61,7 @@ public final class Container: Sendable {
         if let main { return main }
         let context = Context(coordinator: coordinator, model: model)
         context.name = "main"
+        context.undoManager.endEventsEachMainActorTurn()  // one undo step per main-actor turn
         main = context
         return context
     }

@@ -18,8 +18,9 @@ public actor BackgroundContext {
         context.mergePolicy = mergePolicy
     }
 
-    /// Runs `body` with the context, on this actor.
+    /// Runs `body` with the context, on this actor. What it changes is one undo event.
     public func perform<T: Sendable>(_ body: @Sendable (Context) throws -> T) rethrows -> T {
-        try body(context)
+        defer { context.undoManager.endEvent() }
+        return try body(context)
     }
 }

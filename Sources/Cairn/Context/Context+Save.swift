@@ -11,6 +11,7 @@ extension Context {
     /// Saves with a durability other than the store's: `.deferred` returns without
     /// waiting for the disk (call ``Store/sync()`` later to make it durable).
     public func save(durability: Durability?) throws {
+        undoManager.endEvent()  // a save ends the undo event
         processExternalChanges()
         try throwDeferredError()
         try throwRefusedWrite()

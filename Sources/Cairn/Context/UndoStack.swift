@@ -1,10 +1,23 @@
+import Foundation
+
 /// A context's undo and redo stacks.
 ///
 /// Every change — attribute, relationship (with its inverses), insert, delete (with its
-/// cascades) — is undoable. Each change made outside an explicit group is its own
-/// group; ``beginGrouping(named:)`` / ``endGrouping()`` or ``group(named:_:)`` gather
-/// several. A new change clears the redo stack. Undo after a save works: the undone
-/// change becomes an unsaved change, as in Core Data.
+/// cascades) — is undoable. Changes made outside an explicit group gather into one group
+/// per event (``groupsByEvent``, as `NSUndoManager` does): what the app did in one turn
+/// of the main thread, one `BackgroundContext.perform`, or one `DataStore` write, up to
+/// a save. ``beginGrouping(named:)`` / ``endGrouping()`` or ``group(named:_:)`` make
+/// explicit groups, each its own undo step. A new change clears the redo stack. Undo
+/// after a save works: the undone change becomes an unsaved change, as in Core Data.
+///
+/// An event ends when the main actor's current job ends, for a main-actor context
+/// (`Container.mainContext`, or one whose undo manager was told
+/// ``endEventsEachMainActorTurn()``): in an app, at the next run-loop turn; in an async
+/// `main` or a server on Linux, once the job awaits. It also ends at the end of a
+/// `BackgroundContext.perform`, at a save, at ``Context/undo()`` and ``Context/redo()``
+/// (which close it first, then undo it whole), at an explicit group, and at
+/// ``endEvent()``. Elsewhere (a context on a thread of its own, a synchronous
+/// command-line tool), an event runs from one of those to the next.
 ///
 /// Each change records what it is about to replace: a property set, the value it
 /// overwrites; any other change (insert, delete, relationship), the object's whole state
@@ -252,6 +265,17 @@ public final class UndoStack {
     public static let defaultLevelsLimit = 100
     /// When false, changes are not recorded.
     @exclusivity(unchecked) public var isEnabled = true
+    /// Whether changes outside an explicit group gather into one group per event (true, as
+    /// `NSUndoManager`'s default); false makes each change its own group.
+    @exclusivity(unchecked) public var groupsByEvent = true {
+        didSet { if !groupsByEvent { endEvent() } }
+    }
+    /// Whether events end with the main actor's turn (``endEventsEachMainActorTurn()``).
+    @exclusivity(unchecked) private var endsEventsWithMainActorTurns = false
+    /// Whether the open group (depth 1) is the current event's.
+    @exclusivity(unchecked) private var eventOpen = false
+    /// Counts events, so that a scheduled end closes only the event it was scheduled for.
+    @exclusivity(unchecked) private var eventSerial: UInt64 = 0
 
     // Used only on the owning context's isolation: no dynamic exclusivity checks.
     @exclusivity(unchecked) private var undoStack = GroupLog()
@@ -264,21 +288,28 @@ public final class UndoStack {
 
     public init() {}
 
-    // (While a group is open, it is the undo stack's last; these answer for the closed ones.)
-    public var canUndo: Bool { undoStack.count > (depth > 0 ? 1 : 0) }
-    public var canRedo: Bool { !redoStack.isEmpty }
-    public var undoActionName: String? { undoStack.name(fromEnd: depth > 0 ? 1 : 0) }
-    public var redoActionName: String? { redoStack.lastName }
+    // (While a group is open, it is the undo stack's last; these answer for the closed ones,
+    // and for an open event's, which undo closes first.)
+    public var canUndo: Bool { undoStack.count > hiddenGroups }
+    public var canRedo: Bool { !redoStack.isEmpty && !eventHasRecords }
+    public var undoActionName: String? { undoStack.name(fromEnd: hiddenGroups) }
+    public var redoActionName: String? { eventHasRecords ? nil : redoStack.lastName }
     public var groupingLevel: Int { depth }
     /// The number of groups undo can undo (tests compare it around a change).
-    var undoCount: Int { undoStack.count - (depth > 0 ? 1 : 0) }
+    var undoCount: Int { undoStack.count - hiddenGroups }
+    /// Whether an event's group is open and holds changes (undo closes and undoes it).
+    private var eventHasRecords: Bool { eventOpen && !undoStack.lastIsEmpty }
+    /// The open group, unless it is an event's with changes: not undoable as it stands.
+    private var hiddenGroups: Int { depth > 0 && !eventHasRecords ? 1 : 0 }
     /// References kept by undo's records (see ``GroupLog/heldReferences``).
     var heldReferences: Int { undoStack.heldReferences }
     /// Records undo keeps (see ``GroupLog/recordCount``).
     var recordCount: Int { undoStack.recordCount }
 
-    /// Opens a group; changes until the matching ``endGrouping()`` undo together.
+    /// Opens a group; changes until the matching ``endGrouping()`` undo together. It
+    /// ends the current event first: an explicit group is an undo step of its own.
     public func beginGrouping(named name: String? = nil) {
+        endEvent()
         if depth == 0 {
             undoStack.open(named: name)
         } else if let name, undoStack.lastName == nil {
@@ -302,6 +333,20 @@ public final class UndoStack {
         }
     }
 
+    /// Makes events end when the main actor's current job ends (see ``groupsByEvent``): for
+    /// the undo manager of a context used on the main actor only.
+    @MainActor public func endEventsEachMainActorTurn() {
+        endsEventsWithMainActorTurns = true
+    }
+
+    /// Ends the current event's group (see ``groupsByEvent``), if one is open: the next
+    /// change starts another undo step.
+    public func endEvent() {
+        guard eventOpen else { return }
+        eventOpen = false
+        endGrouping()
+    }
+
     /// Runs `body` as one undo group named `name`.
     public func group<T>(named name: String? = nil, _ body: () throws -> T) rethrows -> T {
         beginGrouping(named: name)
@@ -320,6 +365,7 @@ public final class UndoStack {
         redoStack.removeAll()
         wholeInOpenGroup.removeAll()
         depth = 0
+        eventOpen = false
     }
 
     private func trim() {
@@ -328,13 +374,44 @@ public final class UndoStack {
 
     // MARK: Recording (called by the context)
 
-    /// Runs `body` inside the open group, or in a group of its own.
+    /// Runs `body` inside the open group, else in the current event's (opened for it), or
+    /// with ``groupsByEvent`` off in a group of its own.
     @inline(__always)
     func withGroup(in context: Context, _ body: () -> Void) {
         if isReplaying || !isEnabled || depth > 0 { body(); return }
-        beginGrouping()
+        guard groupsByEvent else {
+            beginGrouping()
+            body()
+            endGrouping()
+            return
+        }
+        beginEvent()
         body()
-        endGrouping()
+    }
+
+    /// Opens the group of a new event; on the main actor, has the event end with the job.
+    private func beginEvent() {
+        undoStack.open(named: nil)
+        depth = 1
+        eventOpen = true
+        eventSerial &+= 1
+        if endsEventsWithMainActorTurns { EventEnd(stack: self, serial: eventSerial).schedule() }
+    }
+
+    /// Ends an event's group on the main actor once its current job is done, if the event
+    /// is still open.
+    private struct EventEnd: @unchecked Sendable {
+        // (Unchecked: only a stack used on the main actor schedules one, see
+        // `endEventsEachMainActorTurn()`, and the task runs on the main actor too.)
+        weak var stack: UndoStack?
+        let serial: UInt64
+
+        func schedule() {
+            Task { @MainActor in
+                guard let stack = self.stack, stack.eventOpen, stack.eventSerial == self.serial else { return }
+                stack.endEvent()
+            }
+        }
     }
 
     /// Records `object`'s whole state before a change to it.
@@ -402,6 +479,7 @@ public final class UndoStack {
     }
 
     func redo(in context: Context) {
+        endEvent()  // (a change made since clears what could be redone)
         guard depth == 0, let (name, records) = redoStack.popLast() else { return }
         undoStack.open(named: name)
         replay(records, in: context, reversingInto: &undoStack)

@@ -13,6 +13,7 @@ import Testing
 
     @Test func attributeInsertDeleteAndRelationshipChangesUndoAndRedo() throws {
         let context = try Stack().context()
+        context.undoManager.groupsByEvent = false  // each change its own undo step
         let alice = Person(context: context)              // group 1
         #expect(try state(context) == ":0:[]")
         alice.username = "alice"                           // group 2
@@ -50,6 +51,7 @@ import Testing
     @Test(arguments: [3, 11, 29])
     func relationshipListsUndoAndRedoExactly(seed: UInt64) throws {
         let context = try Stack().context()
+        context.undoManager.groupsByEvent = false  // each change its own undo step
         var generator = ValueGenerator(random: SplitMix64(seed: seed))
         let people = (0..<4).map { index -> Person in
             let person = Person(context: context)
@@ -387,6 +389,7 @@ import Testing
 
     @Test func explicitGroupsNamesAndLevels() throws {
         let context = try Stack().context()
+        context.undoManager.groupsByEvent = false  // each change its own undo step
         let p = Person(context: context)
         p.username = "p"
         context.undoGroup(named: "Birthday") {
@@ -414,6 +417,7 @@ import Testing
     @Test func undoKeepsAHundredLevelsByDefault() throws {
         let stack = try Stack()
         let context = stack.context()
+        context.undoManager.groupsByEvent = false  // each change its own undo step
         #expect(context.undoManager.levelsLimit == 100)
         let p = Person(context: context)
         p.username = "p"
@@ -482,6 +486,7 @@ import Testing
     @Test func valuesSetInAGroupUndoWithTheRestOfIt() throws {
         let stack = try Stack()
         let context = stack.context()
+        context.undoManager.groupsByEvent = false  // each change its own undo step
         let p = Person(context: context)
         p.username = "p"
         p.age = 1
