@@ -26,13 +26,16 @@ extension Context {
             changed = objectsToSave()
             items = nil
         }
+        let saved: ChangeSet?
         if let parent {
+            saved = wantsDidSave ? didSaveChanges(of: changed, sequence: 0) : nil
             push(changed, into: parent)
             parent.processPendingChanges()
         } else {
-            try saveToStore(changed, prepared: items, durability: durability)
+            saved = try saveToStore(changed, prepared: items, durability: durability)
         }
         processPendingChanges()
+        if let saved { announceDidSave(saved) }
     }
 
     /// The changed objects that have unsaved changes, in one walk of the changed set.
@@ -79,7 +82,8 @@ extension Context {
 
     /// Commits `validated` (the changed objects) as one store transaction, resolving
     /// conflicts by the merge policy and retrying. `prepared` are their items, if made.
-    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, durability: Durability?) throws {
+    /// Returns what the save changed if anyone listens for it (see ``onDidSave``).
+    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, durability: Durability?) throws -> ChangeSet? {
         var changed = validated
         var prepared = prepared
         defer { repairReads = []; reinserted = [:] }
@@ -108,8 +112,9 @@ extension Context {
                 }
                 let changes = try coordinator.save(items, from: inbox, durability: durability,
                                                    uniquenessCheckedAt: uniquenessCheckedAt, reads: reads)
+                let saved = wantsDidSave ? didSaveChanges(of: changed, sequence: changes.sequence) : nil
                 didSave(changed, sequence: changes.sequence)
-                return
+                return saved
             } catch let error as CairnError where error.code == .conflict {
                 try resolveConflicts(in: changed)
             }

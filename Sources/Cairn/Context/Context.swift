@@ -113,21 +113,33 @@ public final class Context {
     let inbox = Inbox()
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     @exclusivity(unchecked) var refusedWrites: [CairnError] = []
-    /// During a save: objects left as the store has them whose values a conflict's repair
-    /// made their partners agree with, and the version it read. The commit expects those
-    /// versions too, and a later conflict repairs them again (see ``resolveConflicts(in:)``).
     /// During a save: records deleted elsewhere that a merge policy inserts again, with the
     /// version the delete left (their insert expects it: another context may have brought
     /// them back first).
     @exclusivity(unchecked) var reinserted: [RecordID: UInt64] = [:]
+    /// During a save: objects left as the store has them whose values a conflict's repair
+    /// made their partners agree with, and the version it read. The commit expects those
+    /// versions too, and a later conflict repairs them again (see ``resolveConflicts(in:)``).
     @exclusivity(unchecked) var repairReads: [(object: ManagedObject, former: [[UInt64]], version: UInt64)] = []
     /// Called (on this context's isolation) after external changes were merged in.
     public var onExternalChanges: ((ChangeSet) -> Void)?
+    /// Called (on this context's isolation) after each save of this context, into the
+    /// store or the parent, with what it saved: the did-save notification (see
+    /// ``saveChanges()`` and ``saves`` for the other forms).
+    public var onDidSave: ((ChangeSet) -> Void)?
+    /// The observable record of saves, once asked for (see ``saves``).
+    var saveActivity: SaveActivity?
+    /// The streams handed out by ``saveChanges()``.
+    var saveContinuations: [AsyncStream<ChangeSet>.Continuation] = []
     /// Live results and other observers of this context's changes.
     var changeObservers: [UUID: () -> Void] = [:]
     /// How a fetch's full scan may split: into up to `threads` runs of at least
     /// `minimumPerRun` records, tested at once (tests set smaller ones).
     var scanSplit = (threads: Processors.count, minimumPerRun: 8_192)
+
+    deinit {
+        for continuation in saveContinuations { continuation.finish() }
+    }
 
     /// A root context on a coordinator.
     public init(coordinator: Coordinator, model: Model) {
