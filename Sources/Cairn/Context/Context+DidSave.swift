@@ -37,8 +37,13 @@ extension Context {
         return stream
     }
 
-    /// Whether anyone listens for did-save notifications.
-    var wantsDidSave: Bool { onDidSave != nil || saveActivity != nil || !saveContinuations.isEmpty }
+    /// Whether anyone listens for did-save notifications, or a child or sibling context
+    /// merges this context's saves.
+    var wantsDidSave: Bool {
+        onDidSave != nil || saveActivity != nil || !saveContinuations.isEmpty
+            || children.contains { $0.context?.automaticallyMergesChangesFromParent == true }
+            || (parent?.children.contains { $0.context !== self && $0.context?.automaticallyMergesChangesFromParent == true } ?? false)
+    }
 
     /// What saving `objects` (the changed ones, before the save marks them saved) changes.
     func didSaveChanges(of objects: [ManagedObject], sequence: UInt64) -> ChangeSet {
@@ -59,6 +64,11 @@ extension Context {
     /// Sends the did-save notification of a save that changed `changes`.
     func announceDidSave(_ changes: ChangeSet) {
         guard !changes.isEmpty else { return }
+        // Children that merge take in this save; siblings too (their parent changed).
+        for child in children + (parent?.children ?? []) {
+            guard let context = child.context, context !== self, context.automaticallyMergesChangesFromParent else { continue }
+            context.inbox.post(changes)
+        }
         onDidSave?(changes)
         if let saveActivity {
             saveActivity.lastSave = changes

@@ -290,11 +290,12 @@ extension Context {
 
     // MARK: Merging other contexts' saves
 
-    /// Merges saves made by other contexts on the same coordinator: objects without
+    /// Merges saves made by other contexts on the same coordinator (for a child, by its
+    /// parent and siblings, see ``automaticallyMergesChangesFromParent``): objects without
     /// local changes are refreshed (they re-read on next access) or, if deleted there,
     /// forgotten; objects with local changes are left for the merge policy at save.
     public func processExternalChanges() {
-        guard parent == nil, inbox.hasPending else { return }
+        guard inbox.hasPending else { return }
         defer { processPendingChanges() }
         for changes in inbox.drain() {
             var forgotten = Set<UInt64>()

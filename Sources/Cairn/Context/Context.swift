@@ -127,6 +127,15 @@ public final class Context {
     /// store or the parent, with what it saved: the did-save notification (see
     /// ``saveChanges()`` and ``saves`` for the other forms).
     public var onDidSave: ((ChangeSet) -> Void)?
+    /// For a child context: whether it takes in what its parent saves, and what its
+    /// siblings save into the parent, as a root context takes in other contexts' saves
+    /// (unchanged objects read the new values, deleted ones leave), at its next fetch,
+    /// lookup or save (Core Data's `automaticallyMergesChangesFromParent`). Off by
+    /// default: a child then keeps the values it read until it refreshes them. A root
+    /// context always takes in other contexts' saves.
+    public var automaticallyMergesChangesFromParent = false
+    /// This context's children, to tell those that merge of its saves.
+    var children: [WeakContext] = []
     /// The observable record of saves, once asked for (see ``saves``).
     var saveActivity: SaveActivity?
     /// The streams handed out by ``saveChanges()``.
@@ -156,6 +165,8 @@ public final class Context {
         model = parent.model
         self.parent = parent
         mergePolicy = parent.mergePolicy
+        parent.children.removeAll { $0.context == nil }
+        parent.children.append(WeakContext(context: self))
     }
 
     // MARK: Inserting and finding objects
@@ -597,4 +608,9 @@ extension ManagedObject {
         guard let base else { return Array(values.indices) }
         return values.indices.filter { $0 < base.count && !Value.same(base[$0], values[$0]) }
     }
+}
+
+/// A context held weakly (a parent's list of its children).
+struct WeakContext {
+    weak var context: Context?
 }

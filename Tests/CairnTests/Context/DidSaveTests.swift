@@ -67,3 +67,55 @@ import Testing
         #expect(heard.count == 1 && heard[0].inserted == [newcomer.objectID] && heard[0].sequence == 0)
     }
 }
+
+/// Children that merge what their parent saves (`automaticallyMergesChangesFromParent`).
+@Suite struct ChildMergeTests {
+    /// A sibling's save into the parent and the parent's own save reach a child that merges,
+    /// not one that does not.
+    @Test func aChildThatMergesSeesItsSiblingsAndParentsSaves() throws {
+        let stack = try Stack()
+        let parent = stack.context()
+        let pat = Person(context: parent), ray = Person(context: parent)
+        pat.username = "pat"
+        ray.username = "ray"
+        try parent.save()
+        let editor = Context(parent: parent)
+        let merging = Context(parent: parent), keeping = Context(parent: parent)
+        merging.automaticallyMergesChangesFromParent = true
+        let seen = try #require(try merging.existingObject(Person.self, with: pat.objectID))
+        let kept = try #require(try keeping.existingObject(Person.self, with: pat.objectID))
+        let doomed = try #require(try merging.existingObject(Person.self, with: ray.objectID))
+        #expect(seen.age == 0 && kept.age == 0 && doomed.username == "ray")
+
+        try #require(try editor.existingObject(Person.self, with: pat.objectID)).age = 7
+        editor.delete(try #require(try editor.existingObject(Person.self, with: ray.objectID)))
+        try editor.save()  // into the parent
+        merging.processExternalChanges()
+        #expect(seen.age == 7 && doomed.context == nil, "the sibling's save reached the merging child")
+        #expect(kept.age == 0, "a child that does not merge keeps what it read")
+
+        pat.age = 8
+        try parent.save()  // the parent's own save, into the store
+        #expect(try merging.fetch(Person.self).map(\.age) == [8])
+        #expect(kept.age == 0)
+    }
+
+    /// A merging child's own unsaved change stays; its other values follow the parent.
+    @Test func aMergingChildKeepsItsUnsavedChanges() throws {
+        let stack = try Stack()
+        let parent = stack.context()
+        let pat = Person(context: parent)
+        pat.username = "pat"
+        try parent.save()
+        let child = Context(parent: parent)
+        child.automaticallyMergesChangesFromParent = true
+        let ours = try #require(try child.existingObject(Person.self, with: pat.objectID))
+        ours.name = "Pat"
+        pat.age = 9
+        try parent.save()
+        child.processExternalChanges()
+        #expect(ours.name == "Pat" && child.hasChanges, "the unsaved change is kept for the child's save")
+        try child.save()
+        #expect(pat.name == "Pat" && pat.age == 9)
+    }
+}
