@@ -29,5 +29,11 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo '```'
   echo "$table"
   echo '```'
+  echo
+  echo "Undo: the resident memory one undo level holds, by kind of change (\`cairn-bench --undo-cost 100000\`)."
+  echo
+  echo '```'
+  .build/release/cairn-bench --undo-cost 100000
+  echo '```'
 } > RESULTS.md
 echo "$table"

@@ -8,6 +8,7 @@ import Glibc
 ///
 ///     swift run -c release --package-path Benchmarks cairn-bench [--scale small|full] [--only NAME] [--reps N] [--json FILE]
 ///     swift run -c release --package-path Benchmarks cairn-bench --phases [N]   (see Phases.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --undo-cost [N]   (see UndoCost.swift)
 ///
 /// Each repetition of each workload runs in a fresh child process and a fresh directory,
 /// alternating the engines, after one warm-up run of each; the child reports its time and
@@ -20,6 +21,16 @@ if arguments.first == "--phases" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("cairn-bench --phases: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--undo-cost" {
+    do {
+        try runUndoCost(Int(arguments.dropFirst().first ?? "") ?? 100_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --undo-cost: \(error)\n".utf8))
         exit(1)
     }
 }
