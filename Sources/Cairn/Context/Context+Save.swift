@@ -341,13 +341,48 @@ extension Context {
         }
     }
 
+    /// After another save changed the record of `object`, which has changes here: the
+    /// attributes it did not change take the new values, and its changes stay, as Core
+    /// Data's merge does. If nothing changed there clashes with a change here (the same
+    /// attribute, or any relationship, changed on both sides), the object now stands on
+    /// the new version, and its save is no conflict; otherwise it keeps its old version,
+    /// and its save conflicts for the merge policy to resolve.
+    private func mergeIntoChanged(_ object: ManagedObject) {
+        guard object.exists, object.inStore, let base = object.base,
+              let (stored, version) = try? sourceValues(for: object.recordID) else { return }
+        let attributes = object.entity.attributes.count
+        var values = object.values, newBase = base, clash = false, refreshed = false
+        for slot in values.indices where slot < base.count && slot < stored.count && !Value.same(stored[slot], base[slot]) {
+            if slot >= attributes || !Value.same(values[slot], base[slot]) {
+                clash = true
+                continue
+            }
+            values[slot] = stored[slot]
+            newBase[slot] = stored[slot]
+            refreshed = true
+        }
+        guard refreshed || !clash else { return }
+        changeGeneration &+= 1  // its values change without a write
+        if refreshed { object.values = values }
+        if clash {
+            object.base = newBase
+        } else {
+            object.base = stored
+            object.baseVersion = version
+        }
+    }
+
     /// After record `id` changed in the store: its registered object drops the row a fetch
     /// read for it and, if loaded and without unsaved changes, becomes a fault that reads
     /// the new values.
     func refreshUpdated(_ id: RecordID) {
         guard let object = registered[id] else { return }
         object.prefetched = nil
-        guard !object.isFault, !object.hasChanges else { return }
+        guard !object.isFault else { return }
+        if object.hasChanges {
+            mergeIntoChanged(object)
+            return
+        }
         changeGeneration &+= 1  // it may be in `dirty`, unchanged: its values change without a write
         relatedListsChanged()  // a list read loads it again, and leaves it out if its record is gone
         object.isFault = true

@@ -45,7 +45,7 @@ import Testing
         let (_, a, b, p, q) = try twoContexts()
         q.age = 50
         try b.save()
-        p.name = "Patricia"
+        p.age = 60  // the same attribute: a conflict (another would merge in)
         #expect { try a.save() } throws: { ($0 as? CairnError)?.code == .conflict }
         a.rollback()
         #expect(p.age == 50 && p.name == "Pat")
@@ -79,15 +79,17 @@ import Testing
     @Test func aConflictCarriesTheValuesToResolveItInCode() throws {
         let (_, a, b, p, q) = try twoContexts()
         q.age = 50
+        q.name = "B"
         try b.save()
         p.name = "Patricia"
         let error = try #require(throws: CairnError.self) { try a.save() }
         #expect(error.code == .conflict)
         let conflict = try #require(error.conflicts.first)
         #expect(error.conflicts.count == 1 && conflict.objectID == p.objectID)
-        #expect(conflict.changedHere == ["name"] && conflict.changedElsewhere == ["age"])
-        #expect(conflict.cachedValues["age"] == .int64(40) && conflict.storedValues?["age"] == .int64(50))
-        #expect(conflict.newValues?["name"] == .string("Patricia") && conflict.storedValues?["name"] == .string("Pat"))
+        #expect(conflict.changedHere == ["name"] && conflict.changedElsewhere == ["name"])
+        #expect(conflict.cachedValues["name"] == .string("Pat") && conflict.storedValues?["name"] == .string("B"))
+        #expect(conflict.newValues?["name"] == .string("Patricia"))
+        #expect(conflict.cachedValues["age"] == .int64(50), "the age it did not change was merged in")
         #expect(conflict.storedVersion > conflict.cachedVersion)
         // Resolved in code: the stored values, then this context's changes on top.
         a.refresh(p, mergeChanges: false)
@@ -113,16 +115,35 @@ import Testing
     @Test func conflictsAreErrorsByDefault() throws {
         let (stack, a, b, p, q) = try twoContexts()
         q.age = 50  // b changes first: a clean object would simply take a's save
+        p.age = 41
         p.name = "From A"
         try a.save()
         #expect { try b.save() } throws: { error in
             guard let error = error as? CairnError else { return false }
             return error.code == .conflict && error.message.contains("Person \(p.objectID.recordID)")
-                && error.message.contains("changed here: age") && error.message.contains("changed elsewhere: name")
+                && error.message.contains("changed here: age") && error.message.contains("changed elsewhere: age")
         }
-        #expect(b.hasChanges && q.age == 50, "a failed save leaves the context as it was")
+        #expect(b.hasChanges && q.age == 50, "a failed save keeps the change")
+        #expect(q.name == "From A", "the attribute b did not change took a's value")
         let reader = stack.context()
-        #expect(try reader.existingObject(Person.self, with: p.objectID)?.age == 40)
+        #expect(try reader.existingObject(Person.self, with: p.objectID)?.age == 41)
+    }
+
+    /// Another context's save of other attributes merges into an object changed here, as
+    /// Core Data's merge does: its other keys take the new values, its edits stay, and its
+    /// save is no conflict. (It was not refreshed at all: the other keys stayed stale, and
+    /// the save conflicted.)
+    @Test func aChangedObjectTakesInOtherAttributesAndSavesWithoutConflict() throws {
+        let (stack, a, b, p, q) = try twoContexts()
+        q.name = "edited in b"
+        p.age = 41
+        try a.save()
+        _ = try b.fetch(Person.self)  // merges a's save
+        #expect(q.age == 41 && q.name == "edited in b" && b.hasChanges)
+        try b.save()
+        let reader = stack.context()
+        let stored = try #require(try reader.existingObject(Person.self, with: p.objectID))
+        #expect(stored.age == 41 && stored.name == "edited in b")
     }
 
     @Test func objectTrumpsMergesPropertyByProperty() throws {
@@ -161,18 +182,19 @@ import Testing
         try b.save()
         var reader = stack.context()
         var merged = try #require(try reader.existingObject(Person.self, with: p.objectID))
-        #expect(merged.age == 2 && merged.name == "Pat", "b's whole object replaced the store's")
+        #expect(merged.age == 2 && merged.name == "A", "b's object replaced the store's (with the name it merged in)")
 
+        q.age = 4
         q.name = "B"
         a.processExternalChanges()  // a takes b's overwrite before changing p again
         p.age = 3
         try a.save()
         b.mergePolicy = .rollback
         try b.save()
-        #expect(q.name == "Pat" && q.age == 3 && !b.hasChanges)
+        #expect(q.name == "A" && q.age == 3 && !b.hasChanges)
         reader = stack.context()
         merged = try #require(try reader.existingObject(Person.self, with: p.objectID))
-        #expect(merged.age == 3 && merged.name == "Pat")
+        #expect(merged.age == 3 && merged.name == "A")
     }
 
     @Test func deletedElsewhere() throws {
