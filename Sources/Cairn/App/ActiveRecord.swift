@@ -5,7 +5,8 @@ import Foundation
 /// ```swift
 /// let ann = Person.create(in: context)
 /// let adults = try Person.all(where: #Predicate { $0.age >= 18 }, sortedBy: [SortDescriptor("name")], in: context)
-/// let first = try Person.first(where: try FetchPredicate(format: "username == %@", .string("ann")), in: context)
+/// let first = try Person.first(where: try FetchPredicate(format: "username == %@", "ann"), in: context)
+/// let kids = try Person.count(where: #Predicate { $0.age < 18 }, in: context)
 /// try Person.deleteAll(in: context)
 /// ```
 public protocol ActiveRecord: ManagedObject {}
@@ -56,8 +57,18 @@ extension ActiveRecord {
         try context.count(for: FetchRequest(Self.self, predicate: predicate))
     }
 
+    /// How many objects of this class matching a typed predicate `context` holds.
+    public static func count(where predicate: Foundation.Predicate<Self>, in context: Context) throws -> Int {
+        try context.count(for: FetchRequest(Self.self, where: predicate))
+    }
+
     /// Deletes every object of this class (matching `predicate`, if given) in `context`.
     public static func deleteAll(where predicate: FetchPredicate? = nil, in context: Context) throws {
+        for object in try all(where: predicate, in: context) { context.delete(object) }
+    }
+
+    /// Deletes every object of this class matching a typed predicate in `context`.
+    public static func deleteAll(where predicate: Foundation.Predicate<Self>, in context: Context) throws {
         for object in try all(where: predicate, in: context) { context.delete(object) }
     }
 

@@ -19,7 +19,20 @@ public indirect enum FetchPredicate: Sendable, Hashable, CustomStringConvertible
     }
 
     public init(format: String, arguments: [Value]) throws {
-        var parser = PredicateParser(format, arguments: arguments)
+        var parser = PredicateParser(format, arguments: arguments.map(PredicateExpression.constant))
+        self = try parser.parse()
+    }
+
+    /// Parses NSPredicate format syntax with plain Swift values as arguments: `%@` takes a
+    /// `String`, a number, a `Bool`, a `Date`, a `UUID`, a `URL`, `Data`, a `Decimal`, a
+    /// managed object or its ID, `nil`, or an array of those (for `IN %@`); `%K` a key path
+    /// `String`.
+    ///
+    /// ```swift
+    /// try FetchPredicate(format: "username IN %@ AND age >= %@", ["ann", "bo"], 18)
+    /// ```
+    public init(format: String, _ first: any PredicateArgument, _ rest: any PredicateArgument...) throws {
+        var parser = PredicateParser(format, arguments: ([first] + rest).map(\.predicateExpression))
         self = try parser.parse()
     }
 
@@ -119,4 +132,72 @@ public struct SortDescriptor: Sendable, Hashable {
         }
         self.init(String(body), ascending: ascending, localizedCaseInsensitive: folded)
     }
+}
+
+/// A plain Swift value a format predicate takes as an argument (see
+/// ``FetchPredicate/init(format:_:_:)``).
+public protocol PredicateArgument: Sendable {
+    /// The value as the predicate reads it.
+    var predicateExpression: PredicateExpression { get }
+}
+
+extension Value: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(self) }
+}
+extension String: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.string(self)) }
+}
+extension Bool: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.bool(self)) }
+}
+extension Double: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.double(self)) }
+}
+extension Float: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.float(self)) }
+}
+extension Date: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.date(self)) }
+}
+extension UUID: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.uuid(self)) }
+}
+extension URL: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.url(self)) }
+}
+extension Data: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.bytes(self)) }
+}
+extension Decimal: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.decimal(self)) }
+}
+extension Int: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.int64(Int64(self))) }
+}
+extension Int64: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.int64(self)) }
+}
+extension Int32: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.int64(Int64(self))) }
+}
+extension Int16: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.int64(Int64(self))) }
+}
+extension Int8: PredicateArgument {
+    public var predicateExpression: PredicateExpression { .constant(.int64(Int64(self))) }
+}
+extension RecordID: PredicateArgument {
+    /// A reference to the record (compared with a to-one relationship).
+    public var predicateExpression: PredicateExpression { .constant(.reference(rawValue)) }
+}
+extension ObjectID: PredicateArgument {
+    /// A reference to the object's record (compared with a to-one relationship).
+    public var predicateExpression: PredicateExpression { .constant(.reference(recordID.rawValue)) }
+}
+extension Optional: PredicateArgument where Wrapped: PredicateArgument {
+    public var predicateExpression: PredicateExpression { self?.predicateExpression ?? .constant(.null) }
+}
+extension Array: PredicateArgument where Element: PredicateArgument {
+    /// A list, as `{...}` writes one (for `IN %@` and `BETWEEN %@`).
+    public var predicateExpression: PredicateExpression { .list(map(\.predicateExpression)) }
 }

@@ -27,10 +27,10 @@ struct PredicateParser {
     let source: String
     var tokens: [(token: Token, column: Int)] = []
     var position = 0
-    var arguments: [Value]
+    var arguments: [PredicateExpression]
     var argumentIndex = 0
 
-    init(_ source: String, arguments: [Value]) {
+    init(_ source: String, arguments: [PredicateExpression]) {
         self.source = source
         self.arguments = arguments
     }
@@ -296,12 +296,12 @@ struct PredicateParser {
                 throw error("%@ needs argument \(argumentIndex + 1) but only \(arguments.count) were given", at: start)
             }
             defer { argumentIndex += 1; position += 1 }
-            return .constant(arguments[argumentIndex])
+            return arguments[argumentIndex]
         case .keyArgument:
             guard argumentIndex < arguments.count else {
                 throw error("%K needs argument \(argumentIndex + 1) but only \(arguments.count) were given", at: start)
             }
-            guard case .string(let key) = arguments[argumentIndex], !key.isEmpty else {
+            guard case .constant(.string(let key)) = arguments[argumentIndex], !key.isEmpty else {
                 throw error("%K needs a key path string, got \(arguments[argumentIndex])", at: start)
             }
             argumentIndex += 1
