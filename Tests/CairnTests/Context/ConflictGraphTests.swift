@@ -61,6 +61,14 @@ import Testing
             }
         }
 
+        /// A new DVD titled `title`, owned by the person `owner`, in `context`.
+        func giveDVD(_ title: String, to owner: ObjectID, in context: Context) throws -> DVD {
+            let dvd = DVD(context: context)
+            dvd.title = title
+            dvd.owner = try person(owner, in: context)
+            return dvd
+        }
+
         /// `body` run on a new context, alive while it runs (an object's relationships
         /// read as empty once its context is gone).
         func fresh<T>(_ body: (Context) throws -> T) rethrows -> T {
@@ -97,9 +105,7 @@ import Testing
     @Test(arguments: policies) func deleteAgainstAnAddition(policy: MergePolicy) throws {
         let scene = try Scene(policy: policy)
         scene.a.delete(try scene.person(scene.pat, in: scene.a))
-        let d2 = DVD(context: scene.b)
-        d2.title = "d2"
-        d2.owner = try scene.person(scene.pat, in: scene.b)
+        let d2 = try scene.giveDVD("d2", to: scene.pat, in: scene.b)
         try scene.b.save()
         try scene.a.save()
         try scene.expectWhole(policy)
@@ -120,11 +126,8 @@ import Testing
     @Test(arguments: policies) func moveAgainstAChange(policy: MergePolicy) throws {
         let scene = try Scene(policy: policy)
         try scene.dvd(scene.d1, in: scene.a).owner = try scene.person(scene.quinn, in: scene.a)
-        let theirs = try scene.person(scene.pat, in: scene.b)
-        theirs.name = "Patricia"
-        let d2 = DVD(context: scene.b)
-        d2.title = "d2"
-        d2.owner = theirs
+        try scene.person(scene.pat, in: scene.b).name = "Patricia"
+        _ = try scene.giveDVD("d2", to: scene.pat, in: scene.b)
         try scene.b.save()
         try scene.a.save()
         try scene.expectWhole(policy)
@@ -155,9 +158,7 @@ import Testing
     @Test(arguments: policies) func changeAgainstAnAddition(policy: MergePolicy) throws {
         let scene = try Scene(policy: policy)
         try scene.person(scene.pat, in: scene.a).name = "Patricia"
-        let d2 = DVD(context: scene.b)
-        d2.title = "d2"
-        d2.owner = try scene.person(scene.pat, in: scene.b)
+        let d2 = try scene.giveDVD("d2", to: scene.pat, in: scene.b)
         try scene.b.save()
         try scene.a.save()
         try scene.expectWhole(policy)
