@@ -58,6 +58,9 @@ public final class FetchedResults<T: ManagedObject> {
 
     public let request: FetchRequest<T>
     public let sectionKeyPath: String?
+    /// Names each result's section when the results were made with a closure (see
+    /// ``init(request:context:sectionName:)``).
+    private let sectionName: ((T) -> String)?
     public private(set) var sections: [Section] = [] { didSet { flattened = nil } }
     /// ``sections``' objects, not as `T`s: what an update walks (see ``ResultsUpdate``).
     /// Made from `sections` after a fetch; an update makes both.
@@ -98,14 +101,28 @@ public final class FetchedResults<T: ManagedObject> {
     private var isRefreshing = false
     private var refreshAgain = false
 
-    public init(request: FetchRequest<T>, context: Context, sectionKeyPath: String? = nil) throws {
+    public convenience init(request: FetchRequest<T>, context: Context, sectionKeyPath: String? = nil) throws {
+        try self.init(request: request, context: context, sectionKeyPath: sectionKeyPath, sectionName: nil)
+    }
+
+    /// Results in sections named by `sectionName`, such as a first letter:
+    /// `FetchedResults(request: byName, context: context) { String($0.name.prefix(1)) }`.
+    /// Sections come in the order their first result has in the request's sort, and each
+    /// holds its results in that order; no stored attribute is needed. The closure may
+    /// read anything, so a change of any entity fetches the results again.
+    public convenience init(request: FetchRequest<T>, context: Context, sectionName: @escaping (T) -> String) throws {
+        try self.init(request: request, context: context, sectionKeyPath: nil, sectionName: sectionName)
+    }
+
+    private init(request: FetchRequest<T>, context: Context, sectionKeyPath: String?, sectionName: ((T) -> String)?) throws {
         self.request = request
         self.context = context
         self.sectionKeyPath = sectionKeyPath
+        self.sectionName = sectionName
         (changes, continuation) = AsyncStream.makeStream(of: ResultsChange.self)
         var keyPaths = request.sortDescriptors.map(\.keyPath) + (request.predicate?.keyPaths ?? [])
         if let sectionKeyPath { keyPaths.append(sectionKeyPath.split(separator: ".").map(String.init)) }
-        dependencies = request.objectFilter != nil ? nil
+        dependencies = request.objectFilter != nil || sectionName != nil ? nil
             : ResultsDependencies(keyPaths: keyPaths, entity: try context.entityDescription(request.entityName),
                                   schema: context.coordinator.schema)
         let fetched = try compute()
@@ -294,6 +311,21 @@ public final class FetchedResults<T: ManagedObject> {
     }
 
     private func fetchSections(in context: Context) throws -> [Section] {
+        if let sectionName {
+            // Grouped by name in the order of each section's first result (a name met again
+            // later joins its section, so no name is twice).
+            var result: [Section] = [], positions: [String: Int] = [:]
+            for object in try context.fetch(request) {
+                let name = sectionName(object)
+                if let at = positions[name] {
+                    result[at].objects.append(object)
+                } else {
+                    positions[name] = result.count
+                    result.append(Section(name: name, objects: [object]))
+                }
+            }
+            return result
+        }
         var request = self.request
         if let sectionKeyPath { request.sortDescriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
         guard let sectionKeyPath else {

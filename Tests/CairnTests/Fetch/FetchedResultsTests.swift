@@ -312,3 +312,40 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         #expect(results.objects.count == 6)
     }
 }
+
+/// Sections named by a closure: first-letter sections with no stored attribute for them.
+@Suite struct ClosureSectionTests {
+    @Test func firstLetterSectionsFollowChangesAndReplay() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        for name in ["bo", "ann", "al", "cy"] {
+            let person = Person(context: context)
+            person.username = name
+        }
+        try context.save()
+        let request = FetchRequest(Person.self, sortDescriptors: [SortDescriptor("username")])
+        let results = try FetchedResults(request: request, context: context) { String($0.username.prefix(1)).uppercased() }
+        func rows() -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
+        #expect(results.sections.map(\.name) == ["A", "B", "C"])
+        #expect(results.sections[0].objects.map(\.username) == ["al", "ann"])
+        var shown = rows()
+        var replayed = 0
+        results.onChange = { change in
+            let now = rows()
+            #expect(apply(change, to: shown, new: now.map(\.1)) == now.map(\.1))
+            shown = now
+            replayed += 1
+        }
+        let bea = Person(context: context)
+        bea.username = "bea"
+        let dee = Person(context: context)
+        dee.username = "dee"
+        try context.save()
+        #expect(results.sections.map(\.name) == ["A", "B", "C", "D"] && results.sections[1].objects.map(\.username) == ["bea", "bo"])
+        let cy = try #require(results.sections[2].objects.first)
+        cy.username = "amy"  // moves to A; C empties
+        try context.save()
+        #expect(results.sections.map(\.name) == ["A", "B", "D"] && results.sections[0].objects.map(\.username) == ["al", "amy", "ann"])
+        #expect(replayed == 2)
+    }
+}
