@@ -55,3 +55,31 @@ import Testing
         #expect { try FetchPredicate(format: "%K == 1", 3) } throws: { ($0 as? CairnError)?.message.contains("%K needs a key path") == true }
     }
 }
+
+/// Foundation's typed `SortDescriptor` in fetch requests. (Cairn's own type shadowed it:
+/// `SortDescriptor(\DVD.title)` did not compile against a fetch.)
+@Suite struct TypedSortTests {
+    @Test func foundationSortDescriptorsSortFetches() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        for (name, age) in [("bo", 12), ("Ann", 30), ("cy", 30), ("al", 45)] {
+            let person = Person(context: context)
+            person.username = name
+            person.age = age
+        }
+        try context.save()
+        let request = try FetchRequest(Person.self, sortBy: [Foundation.SortDescriptor(\Person.age, order: .reverse),
+                                                            Foundation.SortDescriptor(\Person.username)])
+        #expect(try context.fetch(request).map(\.username) == ["al", "Ann", "cy", "bo"])
+        #if canImport(Darwin)  // (Foundation on Linux offers only the lexical comparator)
+        let folded = try FetchRequest(Person.self, where: #Predicate { $0.age >= 12 },
+                                      sortBy: [Foundation.SortDescriptor(\Person.username, comparator: .localizedStandard)])
+        #expect(try context.fetch(folded).map(\.username) == ["al", "Ann", "bo", "cy"])
+        #endif
+        let plain = try FetchRequest(Person.self, sortBy: [Foundation.SortDescriptor(\Person.username, comparator: .lexical)])
+        #expect(try context.fetch(plain).map(\.username) == ["Ann", "al", "bo", "cy"])
+        // A key path that reads no attribute is refused, naming the class.
+        #expect { try FetchRequest(Person.self, sortBy: [Foundation.SortDescriptor(\Person.objectID)]) }
+            throws: { ($0 as? CairnError)?.code == .invalidArgument && ($0 as? CairnError)?.message.contains("Person") == true }
+    }
+}
