@@ -168,6 +168,23 @@ open class ManagedObject: CustomStringConvertible {
 
     public var isInserted: Bool { context != nil && exists && !inStore }
     public var isDeleted: Bool { context != nil && !exists && inStore }
+    /// Whether the object stands for a record but is in no context any more: its context
+    /// was reset or released, its deletion was saved, another context's delete was merged,
+    /// or a rollback took back its insert. Its properties read as they last were (its
+    /// relationships as empty); writes to it change nothing. Look the record up again by
+    /// its ``objectID`` in a context. (Core Data raises on such an object; a Swift property
+    /// cannot throw.) A new object not yet inserted, or one whose context went before it
+    /// was saved, is not invalidated: it can be inserted.
+    public var isInvalidated: Bool {
+        recordID.rawValue != 0 && context == nil && (inStore || !exists) && contextSerial != Self.batchHolderSerial
+    }
+
+    /// Marks the object a batch operation hands its closure, holding each record in turn in
+    /// no context (``Context/batchUpdate(_:durability:_:)``): it is never invalidated. (A
+    /// context number no context has, in the field that would otherwise hold 0: no field
+    /// added to every object.)
+    func holdBatchRecords() { contextSerial = Self.batchHolderSerial }
+    private static let batchHolderSerial = UInt64.max
     /// Whether the object has unsaved changes in its context.
     public var hasChanges: Bool {
         guard context != nil else { return false }
@@ -445,7 +462,7 @@ open class ManagedObject: CustomStringConvertible {
     func write(_ slot: Int, _ value: Value) {
         if let context {
             context.write(self, slot: slot, value: value)
-        } else if slot < values.count {
+        } else if slot < values.count, !isInvalidated {
             makeDefaultsIfPending()
             setValue(value, at: slot)
         }
@@ -463,6 +480,8 @@ open class ManagedObject: CustomStringConvertible {
     func setRelated(_ slot: Int, _ targets: [ManagedObject]) {
         if let context {
             context.setRelationship(of: self, slot: slot, to: targets)
+        } else if isInvalidated {
+            return  // (see ``isInvalidated``)
         } else if let owner = targets.lazy.compactMap(\.context).first {
             owner.insert(self)
             owner.setRelationship(of: self, slot: slot, to: targets)

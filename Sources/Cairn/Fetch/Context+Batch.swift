@@ -287,6 +287,7 @@ extension Context {
                 throw CairnError(.invalidArgument, "\(entity.name) objects are \(Swift.type(of: object)), not \(T.self)")
             }
             typed.entity = entity
+            typed.holdBatchRecords()
             return typed
         }
         return holder

@@ -61,3 +61,44 @@ import Testing
         #expect(stack.coordinator.store.verify().isEmpty)
     }
 }
+
+/// Objects that left their context say so (`isInvalidated`), and writes to them change
+/// nothing. (After `reset()`, an old object took writes that were never saved.)
+@Suite struct InvalidatedObjectTests {
+    @Test func anObjectAfterResetIsInvalidatedAndRefusesWrites() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let pat = Person(context: context)
+        pat.username = "pat"
+        try context.save()
+        #expect(!pat.isInvalidated)
+        context.reset()
+        #expect(pat.isInvalidated && pat.username == "pat", "it reads as it was")
+        pat.username = "changed"
+        pat.dvds = [DVD()]
+        #expect(pat.username == "pat" && pat.dvds.isEmpty, "writes change nothing")
+        let again = try #require(try context.existingObject(Person.self, with: pat.objectID))
+        #expect(!again.isInvalidated && again.username == "pat")
+    }
+
+    @Test func aSavedDeleteAndAReleasedContextInvalidate() throws {
+        let stack = try Stack()
+        var context: Context? = stack.context()
+        let pat = Person(context: try #require(context)), ray = Person(context: try #require(context))
+        pat.username = "pat"
+        ray.username = "ray"
+        try context?.save()
+        context?.delete(ray)
+        try context?.save()
+        #expect(ray.isInvalidated && !pat.isInvalidated)
+        let fresh = Person()
+        fresh.username = "new"
+        let unsaved = Person(context: try #require(context))
+        context = nil  // released
+        #expect(pat.isInvalidated, "a stored object whose context is gone")
+        #expect(!fresh.isInvalidated && !unsaved.isInvalidated, "new objects can still be inserted")
+        let next = stack.context()
+        next.insert(unsaved)
+        #expect(unsaved.context === next)
+    }
+}
