@@ -14,31 +14,36 @@ extension Store {
         let key = IndexKey(entity: entity, slot: slot)
         // (Built again if it went between the build and the walk: a migration keeps only
         // the indexes its snapshot stores.)
-        var taken: (IndexTiers, SnapshotReader, VersionTable)?
-        defer { state.withLock { _ in taken = nil } }  // (let go under the lock: see `withState`)
-        for _ in 0..<3 where taken == nil {
+        for _ in 0..<3 {
             if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
-            taken = try state.withLock { state in
+            let walked = try withState({ state in
                 try state.indexes[key].map { (try $0.tiers(changes: state.overlay[entity] ?? [:]), state.snapshot, VersionTable(state.versions)) }
+            }) { taken -> Bool in
+                guard let (tiers, snapshot, versions) = taken else { return false }
+                try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending, body)
+                return true
             }
+            if walked { return }
         }
-        guard let (tiers, snapshot, versions) = taken else {
-            throw CairnError(.notFound, "the index of attribute \(slot) of entity \(entity) went as it was read, three times")
-        }
-        try withExtendedLifetime((snapshot, versions)) {
-            try tiers.walk(ascending: ascending) { value, raw, place in
-                let id = RecordID(rawValue: raw)
-                let version = versions.version(of: id)
-                if let place, tiers.stored?.snapshot === snapshot {
-                    return try body(id, version, value, try snapshot.body(at: place, id: id))
-                }
-                switch tiers.changes[raw] {
-                case .live(let bytes): return try bytes.withUnsafeBytes { try body(id, version, value, $0) }
-                case .deleted: return true
-                case nil:
-                    guard let place = snapshot.place(of: id) else { return true }
-                    return try body(id, version, value, try snapshot.body(at: place, id: id))
-                }
+        throw CairnError(.notFound, "the index of attribute \(slot) of entity \(entity) went as it was read, three times")
+    }
+
+    /// Walks `tiers`, taken in one state with `snapshot` and `versions` (see
+    /// ``scanInIndexOrder(entity:slot:ascending:_:)``).
+    private static func walk(_ tiers: IndexTiers, snapshot: SnapshotReader, versions: Store.VersionTable, ascending: Bool,
+                             _ body: (RecordID, UInt64, Value, UnsafeRawBufferPointer) throws -> Bool) throws {
+        try tiers.walk(ascending: ascending) { value, raw, place in
+            let id = RecordID(rawValue: raw)
+            let version = versions.version(of: id)
+            if let place, tiers.stored?.snapshot === snapshot {
+                return try body(id, version, value, try snapshot.body(at: place, id: id))
+            }
+            switch tiers.changes[raw] {
+            case .live(let bytes): return try bytes.withUnsafeBytes { try body(id, version, value, $0) }
+            case .deleted: return true
+            case nil:
+                guard let place = snapshot.place(of: id) else { return true }
+                return try body(id, version, value, try snapshot.body(at: place, id: id))
             }
         }
     }
