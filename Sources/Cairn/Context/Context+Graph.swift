@@ -22,7 +22,10 @@ extension Context {
             return
         }
         guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
-        undoManager.withGroup(in: self) { storePrimitive(object, slot, value) }
+        undoManager.withGroup(in: self) {
+            storePrimitive(object, slot, value)
+            if !object.layout.derivations.isEmpty { updateDerivations(of: object) }
+        }
     }
 
     /// Sets a value with no inverse handling (must run inside an undo group).

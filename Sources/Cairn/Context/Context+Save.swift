@@ -69,6 +69,9 @@ extension Context {
         var failures: [CairnError] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
+            if !object.layout.derivations.isEmpty, object.exists {
+                undoManager.withGroup(in: self) { updateDerivations(of: object) }
+            }
             let found = validationFailures(of: object)
             guard found.isEmpty else { failures += found; return }
             changed.append(object)
@@ -181,6 +184,7 @@ extension Context {
                 object.context = nil
             }
         }
+        clearTransientChanges()
         dirty = [:]
     }
 
@@ -313,7 +317,7 @@ extension Context {
     func forgetDeleted(_ id: RecordID) -> Bool {
         guard let object = registered[id] else { return true }
         object.prefetched = nil
-        guard !object.hasChanges else { return false }
+        guard !object.hasUnsavedChanges else { return false }
         registered[id] = nil
         dirty[id] = nil
         object.exists = false
@@ -328,7 +332,7 @@ extension Context {
     /// until its save, and its save failed on a list still naming a deleted record.
     func dropReferences(to raws: Set<UInt64>) {
         guard !raws.isEmpty else { return }
-        for (_, object) in dirty where object.exists && !object.isFault && object.hasChanges {
+        for (_, object) in dirty where object.exists && !object.isFault && object.hasUnsavedChanges {
             let attributes = object.entity.attributes.count
             for slot in attributes..<max(attributes, min(object.values.count, attributes + object.entity.relationships.count)) {
                 let value = object.values[slot]
@@ -379,7 +383,7 @@ extension Context {
         guard let object = registered[id] else { return }
         object.prefetched = nil
         guard !object.isFault else { return }
-        if object.hasChanges {
+        if object.hasUnsavedChanges {
             mergeIntoChanged(object)
             return
         }

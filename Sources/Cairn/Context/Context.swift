@@ -27,6 +27,8 @@ public final class Context {
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
     @exclusivity(unchecked) var registered = IDMap<RecordID, ManagedObject>()
     /// Objects changed (inserted, updated, deleted) since the last save.
+    /// Whether a transient property of an object in ``dirty`` changed since the last save.
+    @exclusivity(unchecked) var hasTransientChanges = false
     @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>() {
         didSet {
             changeGeneration &+= 1
@@ -178,6 +180,7 @@ public final class Context {
             return
         }
         object.makeDefaultsIfPending()
+        if !object.layout.derivations.isEmpty { object.applyDerivations() }
         object.entity = stored
         object.context = self
         object.inStore = false
@@ -501,7 +504,9 @@ public final class Context {
     public func rollback() {
         resetGeneration &+= 1
         let store = parent == nil ? coordinator.store : nil
+        hasTransientChanges = false
         for object in dirty.values {
+            object.clearTransients()
             if !object.inStore {
                 registered[object.recordID] = nil
                 object.exists = false
@@ -535,6 +540,7 @@ public final class Context {
         }
         registered = [:]
         dirty = [:]
+        hasTransientChanges = false
         deferredErrors = []
         refusedWrites = []
         undoManager.removeAllActions()
@@ -556,6 +562,7 @@ public final class Context {
         object.values = []
         object.exists = true
         guard mergeChanges else {
+            object.clearTransients()
             dirty[object.recordID] = nil
             return
         }

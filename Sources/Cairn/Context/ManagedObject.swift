@@ -113,6 +113,8 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
     /// Relationships set before the object was inserted into a context.
     @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = Dictionary()  // (not `[:]`, which called the literal initializer for every object)
+    /// The values of ``Transient`` properties set on this object; nil until one is set.
+    @exclusivity(unchecked) var transients: TransientValues?
 
     /// A new object not yet in any context (insert it, or use ``init(context:)``).
     public required init() {
@@ -185,10 +187,11 @@ open class ManagedObject: CustomStringConvertible {
     /// added to every object.)
     func holdBatchRecords() { contextSerial = Self.batchHolderSerial }
     private static let batchHolderSerial = UInt64.max
-    /// Whether the object has unsaved changes in its context.
+    /// Whether the object has unsaved changes in its context: to what it stores, or to a
+    /// ``Transient`` property.
     public var hasChanges: Bool {
         guard context != nil else { return false }
-        return hasUnsavedChanges
+        return hasUnsavedChanges || hasTransientChanges
     }
 
     /// ``isInserted`` for an object known to be in a context (its changed set): no weak load.

@@ -55,6 +55,8 @@ struct PropertyNote: Sendable {
     var inverse: String?
     var deleteRule: DeleteRule = .nullify
     var isOptional = true
+    /// How a ``Derived`` attribute is computed.
+    var derivation: Derivation?
 }
 
 /// An attribute's declared initial value as an expression that can be evaluated again:
@@ -85,6 +87,8 @@ final class PropertyLayout: Sendable {
     /// The attributes whose declared initial value is new each time it is evaluated, with
     /// that expression: evaluated for each new object (``DefaultMaker``).
     let madeDefaults: [(slot: Int, maker: DefaultMaker)]
+    /// The ``Derived`` attributes, with how each is computed.
+    let derivations: [(slot: Int, derivation: Derivation)]
     /// Why two of the class's properties cannot be told apart (they were declared at one
     /// ``DeclarationSite``), or nil; a ``Model`` refuses such a class.
     let ambiguity: String?
@@ -94,8 +98,10 @@ final class PropertyLayout: Sendable {
     private let indexByName: [String: Int]
 
     init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil,
-         madeDefaults: [(slot: Int, maker: DefaultMaker)] = [], initialValueProblems: [Int: String] = [:]) {
+         madeDefaults: [(slot: Int, maker: DefaultMaker)] = [], initialValueProblems: [Int: String] = [:],
+         derivations: [(slot: Int, derivation: Derivation)] = []) {
         self.ambiguity = ambiguity
+        self.derivations = derivations
         self.initialValueProblems = initialValueProblems
         self.entity = entity
         self.madeDefaults = madeDefaults
@@ -177,6 +183,7 @@ final class PropertyLayout: Sendable {
         while let current = mirror { mirrors.insert(current, at: 0); mirror = current.superclassMirror }
         var madeDefaults: [(slot: Int, maker: DefaultMaker)] = []
         var initialValueProblems: [Int: String] = [:]
+        var derivations: [(slot: Int, derivation: Derivation)] = []
         for current in mirrors {
             for child in current.children {
                 guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
@@ -192,6 +199,7 @@ final class PropertyLayout: Sendable {
                 switch declaration.describe(name: name, note: note) {
                 case .attribute(let attribute):
                     if let problem = declaration.initialValueProblem() { initialValueProblems[attributes.count] = problem }
+                    if let derivation = note.derivation { derivations.append((attributes.count, derivation)) }
                     attributes.append((attribute, declaration.site))
                 case .relationship(let relationship): relationships.append((relationship, declaration.site))
                 }
@@ -213,7 +221,7 @@ final class PropertyLayout: Sendable {
             }
         }
         let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, madeDefaults: madeDefaults,
-                                    initialValueProblems: initialValueProblems)
+                                    initialValueProblems: initialValueProblems, derivations: derivations)
         cache.withLock { $0[ObjectIdentifier(type)] = layout }
         published.insert(layout, for: type)
         return layout
@@ -285,10 +293,10 @@ enum PrototypeBuilder {
     @usableFromInline
     static func note(_ site: DeclarationSite, defaultValue: Value? = nil, maker: DefaultMaker? = nil, indexed: Bool = false,
                      renamingIdentifier: String? = nil, inverse: String? = nil, deleteRule: DeleteRule = .nullify,
-                     isOptional: Bool = true) {
+                     isOptional: Bool = true, derivation: Derivation? = nil) {
         guard isActive, let build = Thread.current.threadDictionary[key] as? Build, build.notes[site] == nil else { return }
         build.notes[site] = PropertyNote(defaultValue: defaultValue, maker: maker, indexed: indexed, renamingIdentifier: renamingIdentifier,
-                                         inverse: inverse, deleteRule: deleteRule, isOptional: isOptional)
+                                         inverse: inverse, deleteRule: deleteRule, isOptional: isOptional, derivation: derivation)
     }
 
     /// The default noted for `site` in the build under way on this thread: what a

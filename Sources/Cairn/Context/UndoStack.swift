@@ -39,6 +39,8 @@ public final class UndoStack {
         case inserted(slot: Int, raw: UInt64, index: Int)
         /// The reference `raw` removed from `index` of the list in `slot` (undo puts it back).
         case removed(slot: Int, raw: UInt64, index: Int)
+        /// The value a ``Transient`` property held (boxed: the record stays 40 bytes).
+        case transient(TransientChange)
     }
 
     struct Record {
@@ -134,6 +136,7 @@ public final class UndoStack {
                 switch records[index].recorded {
                 case .value(_, let value): return sum + value.referencedIDs.count
                 case .whole(let values, _, _): return sum + values.reduce(0) { $0 + $1.referencedIDs.count }
+                case .transient: return sum
                 default: return sum + 1
                 }
             }
@@ -444,6 +447,13 @@ public final class UndoStack {
         recordEdit(object, .removed(slot: slot, raw: raw, index: index))
     }
 
+    /// Records the value a transient property held (nil: its initial value) before a set.
+    /// (Even when the object's whole state is recorded in the group: that has no transients.)
+    func record(_ object: ManagedObject, transient site: DeclarationSite, replacing value: Any?) {
+        guard isEnabled, !isReplaying, depth > 0 else { return }
+        undoStack.append(Record(object: object, recorded: .transient(TransientChange(site: site, value: value))))
+    }
+
     private func recordEdit(_ object: ManagedObject, _ recorded: Recorded) {
         if !wholeInOpenGroup.isEmpty, wholeInOpenGroup.contains(ObjectIdentifier(object)) { return }
         undoStack.append(Record(object: object, recorded: recorded))
@@ -501,6 +511,9 @@ public final class UndoStack {
                 if object.isFault { context.willRead(object) }
                 let values = object.values
                 reverse.append(Record(object: object, recorded: .value(slot: slot, slot < values.count ? values[slot] : .null)))
+            case .transient(let change):
+                let current = object.transients?.values[change.site]
+                reverse.append(Record(object: object, recorded: .transient(TransientChange(site: change.site, value: current))))
             case .inserted, .removed:
                 // The edit undone is the reverse's record (none if there was nothing to undo).
                 if let undone = context.undoEdit(record) { reverse.append(Record(object: object, recorded: undone)) }
@@ -541,6 +554,8 @@ extension Context {
             if slot < object.values.count { object.setValue(value, at: slot) }
         case .inserted, .removed:
             _ = undoEdit(record)
+        case .transient(let change):
+            restoreTransient(object, change)
         case .whole(let values, let exists, let isRegistered):
             relatedListsChanged()  // the object may join or leave the context
             // A deleted object whose record is in the store stays registered until the save
@@ -586,7 +601,7 @@ extension Context {
                 redo = .inserted(slot: slot, raw: raw, index: at)
                 return true
             }
-        case .value, .whole:
+        case .value, .whole, .transient:
             return nil
         }
         if redo != nil { dirty[object.recordID] = object }

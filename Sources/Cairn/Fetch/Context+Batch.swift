@@ -96,6 +96,7 @@ extension Context {
                 case .values(let values): object.setLoaded(values)
                 }
                 try change(object)
+                object.applyDerivations()
                 guard object.context == nil else {
                     throw CairnError(.invalidArgument,
                                      "a batch update's closure inserted the object it was given (\(entity.name) \(id)) into a context")
@@ -236,6 +237,7 @@ extension Context {
             object.exists = true
             object.isFault = false
             try fill(object)
+            object.applyDerivations()
             guard object.context == nil else {
                 throw CairnError(.invalidArgument,
                                  "a batch insert's closure inserted the object it was given (\(entity.name) \(id)) into a context")
