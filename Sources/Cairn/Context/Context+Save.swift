@@ -295,9 +295,11 @@ extension Context {
     // MARK: Merging other contexts' saves
 
     /// Merges saves made by other contexts on the same coordinator (for a child, by its
-    /// parent and siblings, see ``automaticallyMergesChangesFromParent``): objects without
-    /// local changes are refreshed (they re-read on next access) or, if deleted there,
-    /// forgotten; objects with local changes are left for the merge policy at save.
+    /// parent and siblings, see ``automaticallyMergesChangesFromParent``) now, whether or
+    /// not the context merges automatically: objects without local changes are refreshed
+    /// (they re-read on next access) or, if deleted there, forgotten; objects with local
+    /// changes take in the attributes they did not change, and clashes are left for the
+    /// merge policy at save.
     public func processExternalChanges() {
         guard inbox.hasPending else { return }
         defer { processPendingChanges() }

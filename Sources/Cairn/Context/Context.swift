@@ -95,13 +95,34 @@ public final class Context {
     /// store or the parent, with what it saved: the did-save notification (see
     /// ``saveChanges()`` and ``saves`` for the other forms).
     public var onDidSave: ((ChangeSet) -> Void)?
-    /// For a child context: whether it takes in what its parent saves, and what its
-    /// siblings save into the parent, as a root context takes in other contexts' saves
-    /// (unchanged objects read the new values, deleted ones leave), at its next fetch,
-    /// lookup or save (Core Data's `automaticallyMergesChangesFromParent`). Off by
-    /// default: a child then keeps the values it read until it refreshes them. A root
-    /// context always takes in other contexts' saves.
-    public var automaticallyMergesChangesFromParent = false
+    /// Whether the context takes in other saves at its next fetch, lookup or count (Core
+    /// Data's `automaticallyMergesChangesFromParent`): unchanged objects read the new
+    /// values, deleted ones leave, changed ones take in what does not clash. For a root
+    /// context, the saves of other contexts on the store; on by default. For a child, what
+    /// its parent saves and what its siblings save into the parent; off by default.
+    ///
+    /// Off, the context keeps a stable snapshot: its loaded objects keep the values they
+    /// were read with, and its live results stay as they are, until it calls
+    /// ``processExternalChanges()``, saves (a save takes in other saves first, so that
+    /// merge policies see them), or refreshes an object. A fetch still finds the records
+    /// the store holds now, and a fault fired later reads the store as it is then (as in
+    /// Core Data without query generations). A root context holds the other saves' change
+    /// sets (their IDs and changed keys) until it takes them in.
+    public var automaticallyMergesChangesFromParent: Bool
+    /// Whether this context or an ancestor keeps a stable snapshot and holds other saves
+    /// it has not taken in.
+    var holdsUnmergedChanges: Bool {
+        var level: Context? = self
+        while let context = level {
+            if !context.automaticallyMergesChangesFromParent && context.inbox.hasPending { return true }
+            level = context.parent
+        }
+        return false
+    }
+    /// Takes in other saves now if the context merges them automatically.
+    func mergeExternalChangesIfAutomatic() {
+        if automaticallyMergesChangesFromParent { processExternalChanges() }
+    }
     /// This context's children, to tell those that merge of its saves.
     var children: [WeakContext] = []
     /// The observable record of saves, once asked for (see ``saves``).
@@ -123,6 +144,7 @@ public final class Context {
         self.coordinator = coordinator
         self.model = model
         parent = nil
+        automaticallyMergesChangesFromParent = true
         coordinator.subscribe(inbox)
     }
 
@@ -132,6 +154,7 @@ public final class Context {
         coordinator = parent.coordinator
         model = parent.model
         self.parent = parent
+        automaticallyMergesChangesFromParent = false
         mergePolicy = parent.mergePolicy
         parent.children.removeAll { $0.context == nil }
         parent.children.append(WeakContext(context: self))
@@ -248,13 +271,13 @@ public final class Context {
     /// The object with `id`: the registered instance, or a fault that loads on first
     /// access. Does not check that the record exists (see ``existingObject(with:)``).
     public func object(with id: ObjectID) -> ManagedObject {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         return object(for: id.recordID) ?? ManagedObject(dynamic: EntityDescription(name: id.entityName, number: 0))
     }
 
     /// The object with `id`, loaded; throws `.notFound` if it does not exist here.
     public func existingObject(with id: ObjectID) throws -> ManagedObject {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         guard let object = object(for: id.recordID), try load(object), object.exists else {
             throw CairnError(.notFound, "no \(id.entityName) with ID \(id.recordID)")
         }
@@ -263,7 +286,7 @@ public final class Context {
 
     /// The typed object with `id`, loaded, or nil if it does not exist here.
     public func existingObject<T: ManagedObject>(_ type: T.Type, with id: ObjectID) throws -> T? {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         guard let object = object(for: id.recordID) as? T, try load(object), object.exists else { return nil }
         return object
     }
@@ -361,7 +384,7 @@ public final class Context {
 
     /// The values of `id` as seen in this context, for a child reading through it.
     func currentValues(for id: RecordID) throws -> (values: [Value], version: UInt64)? {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         if let object = registered[id] {
             guard try load(object), object.exists else { return nil }
             return (object.values, object.baseVersion)
@@ -374,7 +397,7 @@ public final class Context {
     /// by another context's save, kept here with their changes, as this context's own
     /// fetch finds them).
     func currentIDs(entity: UInt16) -> [RecordID] {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         var ids = parent?.currentIDs(entity: entity) ?? coordinator.store.ids(entity: entity)
         var removed = Set<RecordID>(), added: [RecordID] = []
         for (id, object) in dirty where id.entity == entity {
@@ -448,7 +471,7 @@ public final class Context {
         guard parent == nil else { return currentIDs(entity: entity.number).count }
         // The store's count and this context's inserts and deletes, without a list of every
         // ID (which the count had been taken of).
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         var count = coordinator.store.count(entity: entity.number)
         for (id, object) in dirty where id.entity == entity.number {
             if object.exists && !object.inStore { count += 1 }
@@ -461,7 +484,7 @@ public final class Context {
 
     /// Whether anything is inserted, updated or deleted and not yet saved.
     public var hasChanges: Bool {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         return dirty.values.contains { $0.hasChanges }
     }
 

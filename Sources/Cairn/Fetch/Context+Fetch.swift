@@ -88,7 +88,7 @@ extension Context {
     private func fetchInOnePass<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T]? {
         guard parent == nil, request.sortDescriptors.isEmpty, request.objectFilter == nil,
               request.fetchLimit == nil, request.fetchOffset == 0 else { return nil }
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
         guard let predicate = request.predicate, case .fullScan = plan(predicate, entity: entity).access,
@@ -379,7 +379,7 @@ extension Context {
     /// unless given: a caller that reads them again after shares theirs).
     func executeRows<T: ManagedObject>(_ request: FetchRequest<T>, values wanted: RowValues = .all,
                                        resolver given: CompiledPredicate.Resolver? = nil) throws -> [FetchRow] {
-        processExternalChanges()
+        mergeExternalChangesIfAutomatic()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
@@ -535,7 +535,7 @@ extension Context {
                 var found = Set(try store.indexedIDs(entity: entity.number, slot: slot, matching: condition))
                 var ancestor: Context? = parent
                 while let context = ancestor {
-                    context.processExternalChanges()
+                    context.mergeExternalChangesIfAutomatic()
                     for (id, object) in context.parent == nil ? context.dirty : context.registered
                     where id.entity == entity.number && object.exists {
                         if object.isFault || slot >= object.values.count || SecondaryIndex.matches(object.values[slot], condition) {

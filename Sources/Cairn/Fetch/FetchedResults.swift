@@ -235,7 +235,7 @@ public final class FetchedResults<T: ManagedObject> {
         // that reading through them during the update runs no observer.
         var level: Context? = context
         while let current = level {
-            current.processExternalChanges()
+            current.mergeExternalChangesIfAutomatic()
             level = current.parent
         }
         try context.throwDeferredError()
@@ -295,6 +295,12 @@ public final class FetchedResults<T: ManagedObject> {
         guard let context else { return }
         let current = ResultsInputs(of: context, entities: dependencies?.entities)
         guard current != inputs else { return }
+        // A context that keeps a stable snapshot (see ``Context/automaticallyMergesChangesFromParent``)
+        // shows other contexts' saves once it takes them in, not when the store has them.
+        if var unmoved = inputs, context.holdsUnmergedChanges {
+            unmoved.storeChange = current.storeChange
+            if unmoved == current { return }
+        }
         try refresh(seen: current)  // (not taken again for the fetch)
     }
 
