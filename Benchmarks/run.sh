@@ -20,6 +20,7 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo "delete_compact through Context.batchInsert, batchUpdate and batchDelete (one transaction, no object per record)."
   echo "Contexts have undo off (SQLite keeps no undo history); insert_bulk_undo is insert_bulk with undo on, the default."
   echo "insert_unique: 100k objects with a unique string key in saves of 1,000, against a UNIQUE column in transactions of 1,000."
+  echo "graph_count: graph's store, each parent's children counted (parent.children.count) without reading them, against SELECT count(*) per parent."
   echo "append_children: 20k children appended one by one to one parent (parent.children.append(child)) and saved, against 20k rows inserted with the parent's ID."
   echo "query_pending: query_unindexed's ten range queries over 100k new objects not yet saved, against the same queries inside the open transaction that inserted the rows."
   echo "query_sorted: ten pages of 20 (offsets 0, 1,000, ..., 9,000) of 200k records sorted by an unindexed attribute, descending, ties by ID; query_sorted_indexed the same by an indexed one."

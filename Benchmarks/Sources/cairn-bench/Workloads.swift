@@ -580,6 +580,57 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         }
         return Measurement(seconds: seconds(since: start), operations: parents * children, extra: ["checksum": Double(sum)])
 
+    case ("graph_count", .cairn):
+        // graph's store; each parent's children counted, none of them read.
+        let parents = 1_000 / scale, children = 100
+        do {
+            let side = try CairnSide(path: path)
+            let context = side.context()
+            for p in 0..<parents {
+                let parent = Parent.create(in: context)
+                parent.name = "p\(p)"
+                var list: [Child] = []
+                for c in 0..<children { let child = Child.create(in: context); child.value = Int64(c); list.append(child) }
+                parent.children = list
+            }
+            try context.save()
+            side.close()
+        }
+        let side = try CairnSide(path: path)
+        let context = side.context()
+        let start = startTimedPart()
+        let total = try timedRegion {
+            var total = 0
+            for parent in try context.fetch(FetchRequest(Parent.self)) { total += parent.children.count }
+            return total
+        }
+        let time = seconds(since: start)
+        side.close()
+        guard total == parents * children else { throw BenchError("graph_count counted \(total) children") }
+        return Measurement(seconds: time, operations: parents * children)
+    case ("graph_count", .sqlite):
+        let parents = 1_000 / scale, children = 100
+        let side = try SQLiteSide(path: path)
+        try side.db.exec("BEGIN")
+        let insertParent = try side.db.prepare("INSERT INTO parent (id, name) VALUES (?, ?)")
+        let insertChild = try side.db.prepare("INSERT INTO child (value, parent) VALUES (?, ?)")
+        for p in 0..<parents {
+            insertParent.bind(1, Int64(p + 1)); insertParent.bind(2, "p\(p)"); try insertParent.step(); insertParent.reset()
+            for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(p + 1)); try insertChild.step(); insertChild.reset() }
+        }
+        try side.db.exec("COMMIT")
+        let start = startTimedPart()
+        var total: Int64 = 0
+        let all = try side.db.prepare("SELECT id FROM parent")
+        let count = try side.db.prepare("SELECT count(*) FROM child WHERE parent = ?")
+        while try all.step() {
+            count.bind(1, all.int(0))
+            while try count.step() { total += count.int(0) }
+            count.reset()
+        }
+        guard total == Int64(parents * children) else { throw BenchError("graph_count counted \(total) children") }
+        return Measurement(seconds: seconds(since: start), operations: parents * children)
+
     case ("append_children", .cairn):
         // The SwiftData idiom for building a to-many list: `parent.children.append(child)`,
         // one child at a time, into one parent; then one save.
@@ -683,7 +734,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 }
 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
-                     "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph",
+                     "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph", "graph_count",
                      "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
                      "append_children", "query_pending", "query_sorted", "query_sorted_indexed"]
 

@@ -120,6 +120,13 @@ extension Context {
         var targets: [ManagedObject] = []
         targets.reserveCapacity(raws.count)
         var resolved: (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)?
+        // Read from the store, the related objects stay faults (Core Data's relationship
+        // faults), and fire together in batches when read (see ``FaultBatch``). Through a
+        // parent, each is loaded as it is met, and one whose record is gone left out.
+        let deferring = parent == nil
+        let verifying = deferring && !listIsCurrent(object, slot: slot)
+        var unverified: [ManagedObject] = []
+        var batch = FaultBatch.Gatherer()
         var stillFaults = false
         for raw in raws {
             let id = RecordID(rawValue: raw)
@@ -132,12 +139,67 @@ extension Context {
                 return resolved.map { makeFault(id, entity: $0.entity, type: $0.type) }
             }
             guard let target = found else { continue }
-            if target.isFault { willRead(target) }
+            if target.isFault {
+                if verifying {
+                    unverified.append(target)
+                } else if deferring {
+                    batch.add(target)
+                } else {
+                    willRead(target)
+                    if target.isFault { stillFaults = true }  // (its load failed: read again next time)
+                }
+            }
             if target.exists { targets.append(target) }
-            if target.isFault { stillFaults = true }  // (its load failed: read again next time)
         }
+        if !unverified.isEmpty { targets = verifyFaults(unverified, of: targets, into: &batch) }
+        batch.finish()
         if long, keeping, !stillFaults { keep(targets, of: object, slot: slot, complete: targets.count == raws.count) }
         return targets
+    }
+
+    /// Checks that the records of `faults` (among `targets`) exist, without reading them:
+    /// those found gone are marked so and left out, the rest go into `batch`.
+    private func verifyFaults(_ faults: [ManagedObject], of targets: [ManagedObject],
+                              into batch: inout FaultBatch.Gatherer) -> [ManagedObject] {
+        var gone = Set<ObjectIdentifier>()
+        for (fault, found) in zip(faults, coordinator.store.containsEach(faults.map(\.recordID))) {
+            if found {
+                batch.add(fault)
+            } else {
+                fault.markGone()
+                gone.insert(ObjectIdentifier(fault))
+            }
+        }
+        return gone.isEmpty ? targets : targets.filter { !gone.contains(ObjectIdentifier($0)) }
+    }
+
+    /// Whether the list in `slot` of `object` names only records that exist, without asking
+    /// the store about each: it is the list saved in the object's record, unchanged here,
+    /// the record has not changed in the store since it was read, and the relationship has
+    /// an inverse. (The store's records agree with their inverses, and deleting a record
+    /// takes it out of its inverses' lists, which changes their records. Through a
+    /// relationship without an inverse, a deleted record stays named.)
+    private func listIsCurrent(_ object: ManagedObject, slot: Int) -> Bool {
+        let attributes = object.entity.attributes.count
+        guard slot >= attributes, slot - attributes < object.entity.relationships.count,
+              object.entity.relationships[slot - attributes].inverse != nil,
+              object.inStore, object.exists, object.savedValueUnchanged(at: slot) else { return false }
+        return coordinator.store.version(of: object.recordID) == object.baseVersion
+    }
+
+
+    /// In a child, related objects are loaded as they are read (through the parent, which
+    /// knows whether each exists), and those gone left out. `stillFaults` is set if a load
+    /// failed (it is read again next time).
+    private func firingFaults(_ targets: [ManagedObject], stillFaults: inout Bool) -> [ManagedObject] {
+        var kept: [ManagedObject] = []
+        kept.reserveCapacity(targets.count)
+        for target in targets {
+            if target.isFault { willRead(target) }
+            if target.exists { kept.append(target) }
+            if target.isFault { stillFaults = true }
+        }
+        return kept
     }
 
     private func ids(in value: Value) -> [UInt64] { value.referencedIDs }

@@ -342,18 +342,17 @@ public final class Context {
     func load(_ object: ManagedObject) throws -> Bool {
         guard object.isFault else { return true }
         if let batch = object.faultBatch {
-            for member in batch.objects where member !== object && member.isFault && member.belongs(to: self) {
+            // Every member lets go of the batch (one loaded apart meanwhile too: the batch
+            // and its members would otherwise hold each other).
+            for member in batch.objects where member !== object {
                 member.faultBatch = nil
-                try load(member)
+                if member.isFault && member.belongs(to: self) { try load(member) }
             }
             object.faultBatch = nil
         }
         if object.loadPrefetched() { return true }
         guard let (values, version) = try sourceValues(for: object.recordID) else {
-            object.isFault = false
-            object.values = object.layout.defaults
-            object.exists = false
-            object.inStore = false
+            object.markGone()
             return false
         }
         object.setLoaded(values)

@@ -55,6 +55,15 @@ open class ManagedObject: CustomStringConvertible {
     }
     @exclusivity(unchecked) private var existsFlag = true
 
+    /// Marks a fault whose record was found gone: loaded with the defaults, neither existing
+    /// nor in the store.
+    func markGone() {
+        isFault = false
+        values = layout.defaults
+        exists = false
+        inStore = false
+    }
+
     /// Sets ``exists`` of an object being inserted, under its new ID: no list holds the ID,
     /// so no kept list changes.
     func setExistsOnInsert(_ value: Bool) { existsFlag = value }
@@ -224,6 +233,18 @@ open class ManagedObject: CustomStringConvertible {
             }
         }
         set { saved = newValue.map { SavedValues(base: $0, values: storedValues) } ?? .none }
+    }
+
+    /// Whether the value in `slot` is the one last read from (or saved to) the parent store.
+    func savedValueUnchanged(at slot: Int) -> Bool {
+        guard slot < storedValues.count else { return false }
+        switch saved {
+        case .none: return false
+        case .except(let originals):
+            guard let original = originals.first(where: { $0.slot == slot }) else { return true }
+            return Value.same(original.value, storedValues[slot])
+        case .whole(let base): return slot < base.count && Value.same(base[slot], storedValues[slot])
+        }
     }
 
     /// Sets the value at `slot` (which must be in range), first keeping what it replaces

@@ -661,10 +661,36 @@ extension Context {
 /// Thrown by a scan's visitor to end the scan once the fetch's window is full.
 private struct ScanEnough: Error {}
 
-/// Objects of one fetch batch: touching one fault loads them all.
+/// Objects of one fetch batch, or of one run of a relationship's faults: touching one
+/// fault loads them all.
 final class FaultBatch {
     let objects: [ManagedObject]
     init(objects: [ManagedObject]) { self.objects = objects }
+
+    /// How many of a relationship's faults fire together.
+    static let relationshipSize = 64
+
+    /// Gathers faults met one by one into batches of ``relationshipSize``; faults in a
+    /// batch already (a fetch's) stay in theirs.
+    struct Gatherer {
+        private var pending: [ManagedObject] = []
+
+        mutating func add(_ fault: ManagedObject) {
+            guard fault.faultBatch == nil else { return }
+            if pending.isEmpty { pending.reserveCapacity(FaultBatch.relationshipSize) }
+            pending.append(fault)
+            if pending.count == FaultBatch.relationshipSize { finish() }
+        }
+
+        /// Makes the faults gathered since the last batch one batch (one alone needs none).
+        mutating func finish() {
+            if pending.count > 1 {
+                let batch = FaultBatch(objects: pending)
+                for object in pending { object.faultBatch = batch }
+            }
+            pending.removeAll(keepingCapacity: true)
+        }
+    }
 }
 
 /// The objects a one-pass fetch gathers, handed over at the end as the fetched type's

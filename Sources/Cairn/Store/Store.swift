@@ -130,6 +130,11 @@ public final class Store: Sendable {
         state.withLock { $0.contains(id) }
     }
 
+    /// Whether each of `ids` names a record that exists, in one look at the state.
+    func containsEach(_ ids: [RecordID]) -> [Bool] {
+        state.withLock { state in ids.map { state.contains($0) } }
+    }
+
     /// The number of records of an entity.
     public func count(entity: UInt16) -> Int {
         state.withLock { $0.counts[entity] ?? 0 }
