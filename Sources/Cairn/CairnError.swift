@@ -39,6 +39,8 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let validation = Code("validation")
         /// Concurrent changes to the same object could not be merged.
         public static let conflict = Code("conflict")
+        /// A managed object was used after it left its context (see ``ManagedObject/isInvalidated``).
+        public static let invalidated = Code("invalidated")
     }
 
     public var code: Code

@@ -195,6 +195,8 @@ open class ManagedObject: CustomStringConvertible {
     /// context number no context has, in the field that would otherwise hold 0: no field
     /// added to every object.)
     func holdBatchRecords() { contextSerial = Self.batchHolderSerial }
+    /// Whether the object was in a context that is gone (released), not detached from it.
+    var hadContext: Bool { weakContext == nil && contextSerial != 0 && contextSerial != Self.batchHolderSerial }
     private static let batchHolderSerial = UInt64.max
     /// Whether the object has unsaved changes in its context: to what it stores, or to a
     /// ``Transient`` property.
@@ -486,7 +488,9 @@ open class ManagedObject: CustomStringConvertible {
     func write(_ slot: Int, _ value: Value) {
         if let context {
             context.write(self, slot: slot, value: value)
-        } else if slot < values.count, !isInvalidated {
+        } else if isInvalidated {
+            reportInvalidAccess("change \(slot < layout.names.count ? layout.names[slot] : "a property") of")
+        } else if slot < values.count {
             makeDefaultsIfPending()
             setValue(value, at: slot)
         }
@@ -496,7 +500,10 @@ open class ManagedObject: CustomStringConvertible {
     /// in-place edit that reads it (see Context+RelatedLists.swift).
     @usableFromInline
     func related(_ slot: Int, keeping: Bool = false) -> [ManagedObject] {
-        guard let context else { return detachedRelations[slot] ?? [] }
+        guard let context else {
+            if isInvalidated { reportInvalidAccess("read \(slot < layout.names.count ? layout.names[slot] : "a relationship") of") }
+            return detachedRelations[slot] ?? []
+        }
         return context.relatedObjects(of: self, slot: slot, keeping: keeping)
     }
 
@@ -505,7 +512,7 @@ open class ManagedObject: CustomStringConvertible {
         if let context {
             context.setRelationship(of: self, slot: slot, to: targets)
         } else if isInvalidated {
-            return  // (see ``isInvalidated``)
+            reportInvalidAccess("change \(slot < layout.names.count ? layout.names[slot] : "a relationship") of")
         } else if let owner = targets.lazy.compactMap(\.context).first {
             owner.insert(self)
             owner.setRelationship(of: self, slot: slot, to: targets)
@@ -521,6 +528,7 @@ open class ManagedObject: CustomStringConvertible {
             context.editRelationship(of: self, slot: slot, adding: targets, removing: removing)
             return
         }
+        if isInvalidated { return reportInvalidAccess("change \(slot < layout.names.count ? layout.names[slot] : "a relationship") of") }
         let current = related(slot)
         if removing {
             setRelated(slot, current.filter { held in !targets.contains { $0 === held } })

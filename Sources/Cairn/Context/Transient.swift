@@ -73,7 +73,9 @@ extension ManagedObject {
     func setTransient(_ value: Any, at site: DeclarationSite) {
         if let context {
             context.writeTransient(self, site: site, value: value)
-        } else if !isInvalidated {
+        } else if isInvalidated {
+            reportInvalidAccess("change a transient property of")
+        } else {
             putTransient(value, at: site, changed: false)
         }
     }

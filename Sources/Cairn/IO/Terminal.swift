@@ -11,3 +11,9 @@ import Darwin
 public func isTerminal(_ descriptor: Int32) -> Bool {
     isatty(descriptor) != 0
 }
+
+/// Writes `line` and a newline to standard error (diagnostics no call can throw).
+func writeToStandardError(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Cairn
 
@@ -101,4 +102,53 @@ import Testing
         next.insert(unsaved)
         #expect(unsaved.context === next)
     }
+
+    @Test func eachUseReportsWhyAndCheckValidThrows() throws {
+        let reported = Mutex<[CairnError]>([])
+        let previous = ManagedObject.invalidAccessHandler
+        // Only this test's entity: other tests run meanwhile.
+        ManagedObject.invalidAccessHandler = { error in
+            if error.entityName == "Ticket" { reported.withLock { $0.append(error) } }
+        }
+        defer { ManagedObject.invalidAccessHandler = previous }
+        let stack = try Stack(model: Model(Ticket.self))
+
+        var context: Context? = stack.context()
+        let kept = Ticket(context: try #require(context)), reset = Ticket(context: try #require(context))
+        let gone = Ticket(context: try #require(context))
+        try context?.save()
+        context?.delete(gone)
+        try context?.save()
+        #expect(gone.invalidationReason == .deleted)
+        gone.number = 1
+
+        let other = stack.context()
+        let resetHere = try #require(try other.existingObject(Ticket.self, with: reset.objectID))
+        other.reset()
+        #expect(resetHere.invalidationReason == .contextReset)
+        resetHere.number = 2
+        resetHere.isOpen = true
+
+        context = nil
+        #expect(kept.invalidationReason == .contextReleased && reset.invalidationReason == .contextReleased)
+        _ = kept.related
+        kept.related = [Ticket()]
+        #expect(throws: CairnError.self) { try kept.checkValid() }
+        let error = try #require({ () -> CairnError? in do { try kept.checkValid() } catch let e as CairnError { return e } catch { return nil }; return nil }())
+        #expect(error.code == .invalidated && error.recordID == kept.recordID && error.message.contains("released"))
+
+        let codes = reported.withLock { $0 }
+        #expect(codes.count == 5, "\(codes.map(\.message))")
+        #expect(codes.allSatisfy { $0.code == .invalidated })
+        #expect(codes.map(\.recordID) == [gone.recordID, resetHere.recordID, resetHere.recordID, kept.recordID, kept.recordID])
+        #expect(codes[0].message.contains("deleted") && codes[1].message.contains("reset") && codes[3].message.contains("read related"))
+        try Ticket().checkValid()  // a new object is valid
+    }
+}
+
+/// A ticket, used only by the test that counts reports of invalidated objects.
+final class Ticket: ManagedObject {
+    @Attribute var number: Int = 0
+    @Transient var isOpen = false
+    @ToMany var related: [Ticket]
 }
