@@ -62,6 +62,7 @@ public final class Container: Sendable {
         let context = Context(coordinator: coordinator, model: model)
         context.name = "main"
         context.undoManager.endEventsEachMainActorTurn()  // one undo step per main-actor turn
+        context.observesObjects = true  // its objects drive views
         main = context
         return context
     }

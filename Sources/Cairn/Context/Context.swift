@@ -109,6 +109,13 @@ public final class Context {
     /// Core Data without query generations). A root context holds the other saves' change
     /// sets (their IDs and changed keys) until it takes them in.
     public var automaticallyMergesChangesFromParent: Bool
+    /// Whether the objects this context registers from now on are observable (Observation's
+    /// `Observable`): a SwiftUI view, `withObservationTracking` or `Observations` that reads
+    /// a property of one is told when it changes, whatever changed it (a set, an inverse,
+    /// undo, a merge of another save, a rollback). Off by default, on for the main context
+    /// of a ``Container`` and a ``DataStore``: each observable object carries a registrar
+    /// (three allocations), which a context that only computes or imports does not need.
+    public var observesObjects = false
     /// Whether this context or an ancestor keeps a stable snapshot and holds other saves
     /// it has not taken in.
     var holdsUnmergedChanges: Bool {
@@ -204,6 +211,7 @@ public final class Context {
         }
         object.makeDefaultsIfPending()
         if !object.layout.derivations.isEmpty { object.applyDerivations() }
+        if observesObjects { object.makeObservable() }
         object.entity = stored
         object.context = self
         object.inStore = false
@@ -332,6 +340,7 @@ public final class Context {
         object.isFault = true
         object.inStore = true
         object.values = []
+        if observesObjects { object.makeObservable() }
         return object
     }
 

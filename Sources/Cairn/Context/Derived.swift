@@ -44,6 +44,7 @@ public struct Derived<T: AttributeValue>: PropertyDeclaration {
     ) -> T {
         let site = object[keyPath: storageKeyPath].site
         let slot = object.slot(for: site)
+        object.observeAccess(slot: slot)
         if slot >= 0, let value = T(cairnValue: object.read(slot)) { return value }
         return T.fallback
     }

@@ -40,6 +40,8 @@ open class ManagedObject: CustomStringConvertible {
 
     @exclusivity(unchecked) private(set) var layout: PropertyLayout
     @exclusivity(unchecked) private var storedValues: [Value]
+    /// Transient values and observation (see ``ObjectExtras``); nil for most objects.
+    @exclusivity(unchecked) @usableFromInline final var extras: ObjectExtras?
     /// True until the values are loaded.
     @exclusivity(unchecked) public internal(set) var isFault = false
     /// False once deleted in its context. A change lets go of the lists of related objects
@@ -122,8 +124,6 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
     /// Relationships set before the object was inserted into a context.
     @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = Dictionary()  // (not `[:]`, which called the literal initializer for every object)
-    /// The values of ``Transient`` properties set on this object; nil until one is set.
-    @exclusivity(unchecked) var transients: TransientValues?
 
     /// A new object not yet in any context (insert it, or use ``init(context:)``).
     public required init() {
@@ -255,6 +255,13 @@ open class ManagedObject: CustomStringConvertible {
     /// array copied all of them on an object's first write and freed them on its save.
     @inline(__always)
     func setValue(_ value: Value, at slot: Int) {
+        if let extras, extras.registrar != nil { return extras.changing(self, slot: slot) { storeValue(value, at: slot) } }
+        storeValue(value, at: slot)
+    }
+
+    /// ``setValue(_:at:)`` without telling observers.
+    @inline(__always)
+    private func storeValue(_ value: Value, at slot: Int) {
         if case .except(var originals) = saved, !originals.contains(where: { $0.slot == slot }) {
             let original = SavedValue(slot: slot, value: storedValues[slot])
             if originals.isEmpty {
@@ -278,6 +285,16 @@ open class ManagedObject: CustomStringConvertible {
     /// the first change since a save). Setting `list + [raw]` had copied the whole list
     /// for every target added. False if the slot holds no list.
     func editReferences(at slot: Int, _ edit: (inout [UInt64]) -> Bool) -> Bool {
+        if let extras, extras.registrar != nil {
+            var changed = false
+            extras.changing(self, slot: slot) { changed = editReferencesInPlace(at: slot, edit) }
+            return changed
+        }
+        return editReferencesInPlace(at: slot, edit)
+    }
+
+    /// ``editReferences(at:_:)`` without telling observers.
+    private func editReferencesInPlace(at slot: Int, _ edit: (inout [UInt64]) -> Bool) -> Bool {
         guard slot < storedValues.count, case .references(var list) = storedValues[slot] else { return false }
         valuesStamp &+= 1
         var originals: [SavedValue]?
@@ -378,6 +395,14 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     private func replaceValues(with values: [Value]) {
+        // Observers hear of values replaced, not of a fault's first values.
+        if !storedValues.isEmpty, let extras, extras.registrar != nil {
+            return extras.changing(self, slot: nil) { storeValues(values) }
+        }
+        storeValues(values)
+    }
+
+    private func storeValues(_ values: [Value]) {
         madeDefaultsPending = false  // all set at once: nothing is left to make
         valuesStamp &+= 1
         guard case .except(let originals) = saved else {

@@ -57,6 +57,7 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
         get {
             let site = object[keyPath: storageKeyPath].site
             let slot = object.slot(for: site)
+            object.observeAccess(slot: slot)
             if slot >= 0, let value = T(cairnValue: object.read(slot)) { return value }
             return T(cairnValue: object.declaredDefault(site)) ?? T.fallback
         }
@@ -148,6 +149,7 @@ public struct Archived<T: Codable>: PropertyDeclaration {
         get {
             let wrapper = object[keyPath: storageKeyPath]
             let slot = object.slot(for: wrapper.site)
+            object.observeAccess(slot: slot)
             guard slot >= 0, case .archived(let data) = object.read(slot),
                   let value = unarchive(data) else { return wrapper.initialValue() }
             return value
@@ -206,6 +208,7 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
     ) -> Target? {
         get {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            object.observeAccess(slot: slot)
             guard slot >= 0 else { return nil }
             return object.related(slot).first as? Target
         }
@@ -258,6 +261,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
     ) -> [Target] {
         get {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            object.observeAccess(slot: slot)
             guard slot >= 0 else { return [] }
             return read(object, slot)
         }
@@ -272,6 +276,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
         // read (and kept, if long), and a short one set as by `set`.
         _modify {
             let slot = object.slot(for: object[keyPath: storageKeyPath].site)
+            object.observeAccess(slot: slot)
             var targets: [Target] = []
             var edit: RelatedListEdit?
             if slot >= 0 {

@@ -34,7 +34,9 @@ public struct Transient<Value> {
     ) -> Value {
         get {
             let wrapper = object[keyPath: storageKeyPath]
-            if let set = object.transients?.values[wrapper.site], let value = set as? Value { return value }
+            guard let extras = object.extras else { return wrapper.initialValue }
+            extras.access(object, slot: -1, site: wrapper.site)
+            if let set = extras.transients[wrapper.site], let value = set as? Value { return value }
             return wrapper.initialValue
         }
         set {
@@ -47,14 +49,6 @@ public struct Transient<Value> {
         get { fatalError("unreachable") }
         set { fatalError("unreachable") }  // swiftlint:disable:this unused_setter_value
     }
-}
-
-/// The transient values set on one object, by the site of their declaration, and whether
-/// any changed since the object's last save. Made when the first is set: objects without
-/// transient properties pay one empty reference.
-final class TransientValues {
-    var values: [DeclarationSite: Any] = [:]
-    var changed = false
 }
 
 /// What undo puts back of one transient property: the value it held, nil for the initial one.
@@ -82,17 +76,24 @@ extension ManagedObject {
 
     /// Stores `value` (nil: back to the initial value) as the transient at `site`.
     func putTransient(_ value: Any?, at site: DeclarationSite, changed: Bool) {
-        let transients = self.transients ?? TransientValues()
-        self.transients = transients
-        transients.values[site] = value
-        if changed { transients.changed = true }
+        let extras = self.extras ?? ObjectExtras()
+        self.extras = extras
+        extras.changingTransient(self, site: site) { extras.transients[site] = value }
+        if changed { extras.transientsChanged = true }
     }
 
+    /// The transient value set at `site`, if one is.
+    func transientValue(at site: DeclarationSite) -> Any? { extras?.transients[site] }
+
     /// Whether a transient property changed since the object's last save.
-    var hasTransientChanges: Bool { transients?.changed ?? false }
+    var hasTransientChanges: Bool { extras?.transientsChanged ?? false }
 
     /// Every transient property back to its initial value, unchanged.
-    func clearTransients() { transients = nil }
+    func clearTransients() {
+        guard let extras, !extras.transients.isEmpty || extras.transientsChanged else { return }
+        for site in Array(extras.transients.keys) { extras.changingTransient(self, site: site) { extras.transients[site] = nil } }
+        extras.transientsChanged = false
+    }
 }
 
 extension Context {
@@ -104,7 +105,7 @@ extension Context {
             return
         }
         undoManager.withGroup(in: self) {
-            undoManager.record(object, transient: site, replacing: object.transients?.values[site])
+            undoManager.record(object, transient: site, replacing: object.transientValue(at: site))
             object.putTransient(value, at: site, changed: true)
         }
         hasTransientChanges = true
@@ -121,6 +122,6 @@ extension Context {
     func clearTransientChanges() {
         guard hasTransientChanges else { return }
         hasTransientChanges = false
-        for (_, object) in dirty { object.transients?.changed = false }
+        for (_, object) in dirty { object.extras?.transientsChanged = false }
     }
 }

@@ -512,7 +512,7 @@ public final class UndoStack {
                 let values = object.values
                 reverse.append(Record(object: object, recorded: .value(slot: slot, slot < values.count ? values[slot] : .null)))
             case .transient(let change):
-                let current = object.transients?.values[change.site]
+                let current = object.transientValue(at: change.site)
                 reverse.append(Record(object: object, recorded: .transient(TransientChange(site: change.site, value: current))))
             case .inserted, .removed:
                 // The edit undone is the reverse's record (none if there was nothing to undo).

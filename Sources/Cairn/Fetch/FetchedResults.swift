@@ -1,3 +1,4 @@
+import Observation
 import Foundation
 
 /// A position in sectioned results (section, item).
@@ -61,7 +62,22 @@ public final class FetchedResults<T: ManagedObject> {
     /// Names each result's section when the results were made with a closure (see
     /// ``init(request:context:sectionName:)``).
     private let sectionName: ((T) -> String)?
-    public private(set) var sections: [Section] = [] { didSet { flattened = nil } }
+    /// The results in their sections. Observable: a view (or `withObservationTracking`)
+    /// that reads them is told of each change, as ``onChange`` and ``changes`` are.
+    public private(set) var sections: [Section] {
+        get {
+            registrar.access(self, keyPath: \.sections)
+            return storedSections
+        }
+        set {
+            registrar.withMutation(of: self, keyPath: \.sections) {
+                storedSections = newValue
+                flattened = nil
+            }
+        }
+    }
+    private var storedSections: [Section] = []
+    private let registrar = ObservationRegistrar()
     /// ``sections``' objects, not as `T`s: what an update walks (see ``ResultsUpdate``).
     /// Made from `sections` after a fetch; an update makes both.
     private var untyped: [[ManagedObject]] = []
@@ -509,3 +525,5 @@ extension Context {
         changeObservers[token] = nil
     }
 }
+
+extension FetchedResults: Observable {}
