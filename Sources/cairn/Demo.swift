@@ -4,14 +4,14 @@ import Foundation
 final class Person: ManagedObject {
     @Attribute var username: String = ""
     @Attribute var name: String? = nil
-    @ToMany(inverse: "owner", deleteRule: .cascade) var dvds: [DVD]
-    override class var uniqueness: [[String]] { [["username"]] }
+    @ToMany(inverse: \DVD.owner, deleteRule: .cascade) var dvds: [DVD]
+    override class var uniqueKeyPaths: [[AnyKeyPath]] { [[\Person.username]] }
 }
 
 final class DVD: ManagedObject {
     @Attribute var title: String = ""
     @Attribute var purchaseDate: Date? = nil
-    @ToOne(inverse: "dvds", deleteRule: .nullify) var owner: Person?
+    @ToOne var owner: Person?  // the inverse is declared once, on Person.dvds
 }
 
 struct TimeStamp: Codable, Sendable {

@@ -27,6 +27,12 @@ open class ManagedObject: CustomStringConvertible {
     open class var indexes: [[String]] { [] }
     /// The entity's name in an earlier model version, for migration.
     open class var renamingIdentifier: String? { nil }
+    /// Groups of properties whose combined values must be unique, by key path:
+    /// `[[\Person.username], [\Person.first, \Person.last]]`. Added to ``uniqueness``;
+    /// a key path that reads no attribute of the class fails the ``Model``.
+    open class var uniqueKeyPaths: [[AnyKeyPath]] { [] }
+    /// Compound indexes by key path, added to ``indexes``.
+    open class var indexKeyPaths: [[AnyKeyPath]] { [] }
 
     // An object's stored state is touched only on its context's isolation, by Cairn's own
     // code, so the dynamic exclusivity checks (a runtime call per access, a fifth of a

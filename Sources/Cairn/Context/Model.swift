@@ -25,12 +25,53 @@ public struct Model: Sendable {
             classes[layout.entity.name] = ClassBox(type: type)
             descriptions.append(layout.entity)
         }
+        for (index, type) in types.enumerated() { try Self.resolveKeyPaths(of: type, at: index, in: &descriptions) }
         descriptions += entities
         for index in descriptions.indices { descriptions[index].number = UInt16(index + 1) }
         let schema = Schema(version: version, entities: descriptions)
         try schema.validate()
         self.schema = schema
         self.classes = classes
+    }
+
+    /// Names what `type` declared by key path: inverses, uniqueness groups and indexes.
+    /// (Done once every class has its layout: an inverse's key path is read on an instance
+    /// of the destination, whose own layout may name this class's.)
+    ///
+    /// An inverse is declared on one side, as in SwiftData (a key path on each side of a
+    /// pair makes a circular reference Swift's type checker refuses): the other side takes
+    /// it too, unless it names one of its own.
+    private static func resolveKeyPaths(of type: ManagedObject.Type, at index: Int, in descriptions: inout [EntityDescription]) throws {
+        var entity = descriptions[index]
+        for pending in PropertyLayout.of(type).inverseKeyPaths where pending.relationship < entity.relationships.count {
+            let relationship = entity.relationships[pending.relationship]
+            guard let name = KeyPathNames.name(of: pending.keyPath.keyPath, in: pending.target, target: type) else {
+                throw CairnError(.invalidArgument, "the inverse of \(entity.name).\(relationship.name) is a key path that reads "
+                                 + "no relationship of \(pending.target.entityName) to \(entity.name)")
+            }
+            entity.relationships[pending.relationship].inverse = name
+            if let other = descriptions.firstIndex(where: { $0.name == pending.target.entityName }), other != index,
+               let back = descriptions[other].relationships.firstIndex(where: { $0.name == name }),
+               descriptions[other].relationships[back].inverse == nil {
+                descriptions[other].relationships[back].inverse = relationship.name
+            } else if pending.target.entityName == entity.name,
+                      let back = entity.relationships.firstIndex(where: { $0.name == name }), entity.relationships[back].inverse == nil {
+                entity.relationships[back].inverse = relationship.name
+            }
+        }
+        defer { descriptions[index] = entity }
+        func names(_ groups: [[AnyKeyPath]], _ what: String) throws -> [[String]] {
+            try groups.map { group in
+                try group.map { keyPath in
+                    guard let name = KeyPathNames.name(of: keyPath, in: type, target: nil) else {
+                        throw CairnError(.invalidArgument, "a key path in \(entity.name)'s \(what) reads no attribute of \(entity.name)")
+                    }
+                    return name
+                }
+            }
+        }
+        entity.uniqueness += try names(type.uniqueKeyPaths, "uniqueKeyPaths")
+        entity.indexes += try names(type.indexKeyPaths, "indexKeyPaths")
     }
 
     /// The class of an entity, or nil for a run-time entity.

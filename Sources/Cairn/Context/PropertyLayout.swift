@@ -31,6 +31,8 @@ struct DeclarationSite: Hashable, Sendable {
 protocol PropertyDeclaration {
     var site: DeclarationSite { get }
     func describe(name: String, note: PropertyNote) -> PropertyLayout.Property
+    /// A relationship's destination class (nil for an attribute).
+    var targetType: ManagedObject.Type? { get }
     /// Why the declared initial value cannot be stored (an `@Archived` value that does not
     /// archive), if it cannot: the schema then has no default for the property, and a save
     /// that finds it without a value says why.
@@ -39,6 +41,7 @@ protocol PropertyDeclaration {
 
 extension PropertyDeclaration {
     func initialValueProblem() -> String? { nil }
+    var targetType: ManagedObject.Type? { nil }
 }
 
 /// The parts of a property's declaration that only the layout needs, so wrappers do not
@@ -57,6 +60,9 @@ struct PropertyNote: Sendable {
     var isOptional = true
     /// How a ``Derived`` attribute is computed.
     var derivation: Derivation?
+    /// A relationship's inverse named by key path (resolved by ``Model``, once every class
+    /// of the model has its layout).
+    var inverseKeyPath: KeyPathNames.Key?
 }
 
 /// An attribute's declared initial value as an expression that can be evaluated again:
@@ -89,6 +95,9 @@ final class PropertyLayout: Sendable {
     let madeDefaults: [(slot: Int, maker: DefaultMaker)]
     /// The ``Derived`` attributes, with how each is computed.
     let derivations: [(slot: Int, derivation: Derivation)]
+    /// Relationships whose inverse was declared by key path: the relationship's index, the
+    /// key path (on the destination) and the destination class, for ``Model`` to name.
+    let inverseKeyPaths: [(relationship: Int, keyPath: KeyPathNames.Key, target: ManagedObject.Type)]
     /// Why two of the class's properties cannot be told apart (they were declared at one
     /// ``DeclarationSite``), or nil; a ``Model`` refuses such a class.
     let ambiguity: String?
@@ -99,9 +108,11 @@ final class PropertyLayout: Sendable {
 
     init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil,
          madeDefaults: [(slot: Int, maker: DefaultMaker)] = [], initialValueProblems: [Int: String] = [:],
-         derivations: [(slot: Int, derivation: Derivation)] = []) {
+         derivations: [(slot: Int, derivation: Derivation)] = [],
+         inverseKeyPaths: [(relationship: Int, keyPath: KeyPathNames.Key, target: ManagedObject.Type)] = []) {
         self.ambiguity = ambiguity
         self.derivations = derivations
+        self.inverseKeyPaths = inverseKeyPaths
         self.initialValueProblems = initialValueProblems
         self.entity = entity
         self.madeDefaults = madeDefaults
@@ -184,6 +195,7 @@ final class PropertyLayout: Sendable {
         var madeDefaults: [(slot: Int, maker: DefaultMaker)] = []
         var initialValueProblems: [Int: String] = [:]
         var derivations: [(slot: Int, derivation: Derivation)] = []
+        var inverseKeyPaths: [(relationship: Int, keyPath: KeyPathNames.Key, target: ManagedObject.Type)] = []
         for current in mirrors {
             for child in current.children {
                 guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
@@ -201,7 +213,11 @@ final class PropertyLayout: Sendable {
                     if let problem = declaration.initialValueProblem() { initialValueProblems[attributes.count] = problem }
                     if let derivation = note.derivation { derivations.append((attributes.count, derivation)) }
                     attributes.append((attribute, declaration.site))
-                case .relationship(let relationship): relationships.append((relationship, declaration.site))
+                case .relationship(let relationship):
+                    if let keyPath = note.inverseKeyPath, let target = declaration.targetType {
+                        inverseKeyPaths.append((relationships.count, keyPath, target))
+                    }
+                    relationships.append((relationship, declaration.site))
                 }
             }
         }
@@ -221,7 +237,8 @@ final class PropertyLayout: Sendable {
             }
         }
         let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, madeDefaults: madeDefaults,
-                                    initialValueProblems: initialValueProblems, derivations: derivations)
+                                    initialValueProblems: initialValueProblems, derivations: derivations,
+                                    inverseKeyPaths: inverseKeyPaths)
         cache.withLock { $0[ObjectIdentifier(type)] = layout }
         published.insert(layout, for: type)
         return layout
@@ -293,10 +310,11 @@ enum PrototypeBuilder {
     @usableFromInline
     static func note(_ site: DeclarationSite, defaultValue: Value? = nil, maker: DefaultMaker? = nil, indexed: Bool = false,
                      renamingIdentifier: String? = nil, inverse: String? = nil, deleteRule: DeleteRule = .nullify,
-                     isOptional: Bool = true, derivation: Derivation? = nil) {
+                     isOptional: Bool = true, derivation: Derivation? = nil, inverseKeyPath: AnyKeyPath? = nil) {
         guard isActive, let build = Thread.current.threadDictionary[key] as? Build, build.notes[site] == nil else { return }
         build.notes[site] = PropertyNote(defaultValue: defaultValue, maker: maker, indexed: indexed, renamingIdentifier: renamingIdentifier,
-                                         inverse: inverse, deleteRule: deleteRule, isOptional: isOptional, derivation: derivation)
+                                         inverse: inverse, deleteRule: deleteRule, isOptional: isOptional, derivation: derivation,
+                                         inverseKeyPath: inverseKeyPath.map(KeyPathNames.Key.init))
     }
 
     /// The default noted for `site` in the build under way on this thread: what a

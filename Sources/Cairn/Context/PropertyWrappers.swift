@@ -195,6 +195,23 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
         }
     }
 
+    /// A to-one relationship whose inverse is named by key path: `@ToOne(inverse: \DVD.owner)`
+    /// or `@ToOne(inverse: \Person.dvds)`, checked when the ``Model`` is made.
+    /// (The key path is made only while the layout is built: made for every object, as a
+    /// literal argument is, it cost a runtime call per relationship of each.)
+    @inlinable
+    public init(inverse: @autoclosure () -> PartialKeyPath<Target>, deleteRule: DeleteRule = .nullify, optional: Bool = true,
+                renamingIdentifier: String? = nil,
+                file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
+        site = DeclarationSite(file: file, line: line, column: column)
+        if PrototypeBuilder.wantsNote(site) {
+            PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, deleteRule: deleteRule, isOptional: optional,
+                                  inverseKeyPath: inverse())
+        }
+    }
+
+    var targetType: ManagedObject.Type? { Target.self }
+
     func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .relationship(RelationshipDescription(name: name, destination: Target.entityName, isToMany: false,
                                               inverse: note.inverse, deleteRule: note.deleteRule, isOptional: note.isOptional,
@@ -244,6 +261,20 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
             PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, inverse: inverse, deleteRule: deleteRule)
         }
     }
+
+    /// A to-many relationship whose inverse is named by key path:
+    /// `@ToMany(inverse: \DVD.owner, deleteRule: .cascade)`, checked when the ``Model`` is made.
+    @inlinable
+    public init(inverse: @autoclosure () -> PartialKeyPath<Target>, deleteRule: DeleteRule = .nullify,
+                renamingIdentifier: String? = nil,
+                file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
+        site = DeclarationSite(file: file, line: line, column: column)
+        if PrototypeBuilder.wantsNote(site) {
+            PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, deleteRule: deleteRule, inverseKeyPath: inverse())
+        }
+    }
+
+    var targetType: ManagedObject.Type? { Target.self }
 
     func describe(name: String, note: PropertyNote) -> PropertyLayout.Property {
         .relationship(RelationshipDescription(name: name, destination: Target.entityName, isToMany: true,
