@@ -36,7 +36,7 @@ enum Demo {
         let url = URL(fileURLWithPath: directory)
         print("Cairn demo — store at \(url.path)")
         var container = try Container(name: "Demo", entities: [Person.self, DVD.self], storage: .onDisk(url))
-        var data = DataStore(container: container)
+        var data = DataService(container: container)
 
         print("\n1. A Person ↔ DVD collection")
         try await data.write { context in
@@ -73,7 +73,7 @@ enum Demo {
         print("   pushed \(try queue.count) stamps; closing and reopening the store")
         try await data.close()
         container = try Container(name: "Demo", entities: [Person.self, DVD.self], storage: .onDisk(url))
-        data = DataStore(container: container)
+        data = DataService(container: container)
         let reopened = try container.queue(named: "stamps", of: TimeStamp.self)
         while let stamp = try reopened.popFirst() {
             print("   popped '\(stamp.label)' from \(Date(timeIntervalSince1970: stamp.seconds))")
@@ -98,7 +98,7 @@ enum Demo {
                 continuation.resume(returning: done)
             })
         }
-        let names = try Person.all(where: nil, sortedBy: [SortDescriptor("username")], in: data.mainContext)
+        let names = try Person.all(where: nil, sortedBy: [SortKey("username")], in: data.mainContext)
             .map { "\($0.username) (\($0.dvds.map(\.title).joined(separator: ", ")))" }
         print("   \(finished) writes done; people now: \(names.joined(separator: "; "))")
         try await data.close()

@@ -297,7 +297,7 @@ struct Importer {
         if upsert, records[index] == nil {
             for key in keys {
                 let format = key.names.map { "\($0) == %@" }.joined(separator: " AND ")
-                let request = FetchRequest<ManagedObject>(entityName: entity.name, predicate: try FetchPredicate(format: format, arguments: key.values))
+                let request = FetchQuery<ManagedObject>(entityName: entity.name, predicate: try FetchPredicate(format: format, arguments: key.values))
                 if let existing = try context.fetch(request).first {
                     records[index] = existing.objectID.recordID
                     objects[existing.objectID.recordID] = existing

@@ -29,13 +29,13 @@ enum QueryCommand {
         let coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
         defer { try? coordinator.close() }
         let context = Context(coordinator: coordinator, model: model)
-        var request = FetchRequest<ManagedObject>(entityName: entityName)
+        var request = FetchQuery<ManagedObject>(entityName: entityName)
         if let format {
             do { request.predicate = try FetchPredicate(format: format) } catch let error as CairnError {
                 throw UsageError(message: error.message, command: "query")
             }
         }
-        request.sortDescriptors = (args.options["--sort"] ?? "").split(separator: ",").map { SortDescriptor(parsing: String($0)) }
+        request.sortDescriptors = (args.options["--sort"] ?? "").split(separator: ",").map { SortKey(parsing: String($0)) }
         request.fetchLimit = try args.integer("--limit")
         request.fetchOffset = try args.integer("--offset") ?? 0
         if args.flags.contains("--explain") { Console.error("plan: \(try context.explain(request))") }

@@ -64,7 +64,7 @@ func runPhases(_ n: Int) throws {
     phases.lap("reopen (log replay)", n)
     context = Context(coordinator: coordinator, model: model)
     context.undoManager.isEnabled = false
-    let fetched = try context.fetch(FetchRequest(Row.self))
+    let fetched = try context.fetch(FetchQuery(Row.self))
     phases.lap("fetch", n)
     for row in fetched { sum &+= row.a0 }
     phases.lap("get (fires fault)", n)
@@ -102,7 +102,7 @@ func runPhases(_ n: Int) throws {
 /// Written by `phaseMark` only, on the main thread (phases run there one at a time).
 nonisolated(unsafe) var phaseMarks = 0
 @inline(never) func fetchHalf(_ context: Context, _ n: Int) throws -> [Row] {
-    try context.fetch(FetchRequest(Row.self, format: "a0 < %@", .int64(Int64(n / 2))))
+    try context.fetch(FetchQuery(Row.self, format: "a0 < %@", .int64(Int64(n / 2))))
 }
 @inline(never) func createRows(_ n: Int, in context: Context, into rows: inout [Row]) {
     for _ in 0..<n { rows.append(Row.create(in: context)) }

@@ -136,7 +136,7 @@ func fillRow(_ i: Int, in context: Context) {
 func rangeQueries(_ context: Context, column: String) throws -> Int {
     var matched = 0
     for round in 0..<10 {
-        let rows = try context.fetch(FetchRequest(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
+        let rows = try context.fetch(FetchQuery(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
         for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
     }
     return matched
@@ -369,7 +369,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let sum = try timedRegion {
             let context = side.context()
             var sum: Int64 = 0
-            for row in try context.fetch(FetchRequest(Row.self)) {
+            for row in try context.fetch(FetchQuery(Row.self)) {
                 sum &+= row.a0 &+ row.a1 &+ row.a2 &+ row.a3 &+ row.a4 &+ row.a5 &+ row.a6 &+ row.a7 &+ row.a8 &+ row.a9
             }
             return sum
@@ -394,7 +394,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             try side.insertRows(n)
             try side.coordinator.store.compact()
             let context = side.context()  // a log tail: 1 % of the rows changed
-            for row in try context.fetch(FetchRequest(Row.self, format: "a1 < 10")) { row.a9 = -1 }
+            for row in try context.fetch(FetchQuery(Row.self, format: "a1 < 10")) { row.a9 = -1 }
             try context.save()
             side.close()
         }
@@ -403,7 +403,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             let side = try CairnSide(path: path)
             let context = side.context()
             // One object, as SQLite's LIMIT 1.
-            var request = try FetchRequest(Row.self, format: "a1 == 5")
+            var request = try FetchQuery(Row.self, format: "a1 == 5")
             request.fetchLimit = 1
             let first = try context.fetch(request).first
             _ = first?.a2
@@ -459,7 +459,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try CairnSide(path: path)
         let column = name == "query_indexed" ? "a1" : "a3"
         let context = side.context()
-        if name == "query_indexed" { _ = try context.count(for: FetchRequest(Row.self, format: "a1 == -5")) }  // build the index
+        if name == "query_indexed" { _ = try context.count(for: FetchQuery(Row.self, format: "a1 == -5")) }  // build the index
         let start = startTimedPart()
         let matched = try timedRegion { try rangeQueries(context, column: column) }
         let time = seconds(since: start)
@@ -483,9 +483,9 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let context = side.context()
         let start = startTimedPart()
         let changed = try timedRegion { () throws -> Int in
-            if name == "update_all_batch" { return try context.batchUpdate(FetchRequest(Row.self)) { $0.a5 = $0.a5 &+ 1 } }
+            if name == "update_all_batch" { return try context.batchUpdate(FetchQuery(Row.self)) { $0.a5 = $0.a5 &+ 1 } }
             var count = 0
-            for row in try context.fetch(FetchRequest(Row.self)) { row.a5 = row.a5 &+ 1; count += 1 }
+            for row in try context.fetch(FetchQuery(Row.self)) { row.a5 = row.a5 &+ 1; count += 1 }
             try context.save()
             return count
         }
@@ -509,7 +509,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()
-        let request = try FetchRequest(Row.self, format: "a0 < 500")
+        let request = try FetchQuery(Row.self, format: "a0 < 500")
         if name == "delete_compact_batch" {
             _ = try timedRegion { try context.batchDelete(request) }
         } else {
@@ -552,7 +552,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let start = startTimedPart()
         let sum = try timedRegion {
             var sum: Int64 = 0
-            for parent in try context.fetch(FetchRequest(Parent.self)) { for child in parent.children { sum &+= child.value } }
+            for parent in try context.fetch(FetchQuery(Parent.self)) { for child in parent.children { sum &+= child.value } }
             return sum
         }
         let time = seconds(since: start)
@@ -601,7 +601,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let start = startTimedPart()
         let total = try timedRegion {
             var total = 0
-            for parent in try context.fetch(FetchRequest(Parent.self)) { total += parent.children.count }
+            for parent in try context.fetch(FetchQuery(Parent.self)) { total += parent.children.count }
             return total
         }
         let time = seconds(since: start)
@@ -678,7 +678,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let sum = try timedRegion {
             var sum: Int64 = 0
             for round in 0..<10 {
-                var request = FetchRequest(Row.self, sortDescriptors: [SortDescriptor(column, ascending: false)])
+                var request = FetchQuery(Row.self, sortDescriptors: [SortKey(column, ascending: false)])
                 request.fetchOffset = round * 1_000 / scale
                 request.fetchLimit = 20
                 for row in try context.fetch(request) { sum &+= row.a0 }

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// ```swift
 /// let ann = Person.create(in: context)
-/// let adults = try Person.all(where: #Predicate { $0.age >= 18 }, sortedBy: [SortDescriptor("name")], in: context)
+/// let adults = try Person.all(where: #Predicate { $0.age >= 18 }, sortedBy: [SortDescriptor(\Person.name)], in: context)
 /// let first = try Person.first(where: try FetchPredicate(format: "username == %@", "ann"), in: context)
 /// let kids = try Person.count(where: #Predicate { $0.age < 18 }, in: context)
 /// try Person.deleteAll(in: context)
@@ -23,43 +23,55 @@ extension ActiveRecord {
 
     /// Every object of this class in `context`, in ID order.
     public static func all(in context: Context) throws -> [Self] {
-        try context.fetch(FetchRequest(Self.self))
+        try context.fetch(FetchQuery(Self.self))
     }
 
     /// The objects matching a string predicate, sorted.
-    public static func all(where predicate: FetchPredicate?, sortedBy sort: [SortDescriptor] = [], in context: Context) throws -> [Self] {
-        try context.fetch(FetchRequest(Self.self, predicate: predicate, sortDescriptors: sort))
+    public static func all(where predicate: FetchPredicate?, sortedBy sort: [SortKey] = [], in context: Context) throws -> [Self] {
+        try context.fetch(FetchQuery(Self.self, predicate: predicate, sortDescriptors: sort))
     }
 
     /// The objects matching a typed predicate, sorted.
-    public static func all(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortDescriptor] = [], in context: Context) throws -> [Self] {
-        try context.fetch(FetchRequest(Self.self, where: predicate, sortDescriptors: sort))
+    public static func all(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortKey] = [], in context: Context) throws -> [Self] {
+        try context.fetch(FetchQuery(Self.self, where: predicate, sortDescriptors: sort))
     }
 
     /// The first object matching a string predicate (in `sort` order, else ID order).
-    public static func first(where predicate: FetchPredicate?, sortedBy sort: [SortDescriptor] = [], in context: Context) throws -> Self? {
-        var request = FetchRequest(Self.self, predicate: predicate, sortDescriptors: sort)
+    public static func first(where predicate: FetchPredicate?, sortedBy sort: [SortKey] = [], in context: Context) throws -> Self? {
+        var request = FetchQuery(Self.self, predicate: predicate, sortDescriptors: sort)
         request.fetchLimit = 1
         return try context.fetch(request).first
     }
 
     /// The first object matching a typed predicate.
-    public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortDescriptor] = [], in context: Context) throws -> Self? {
+    public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortKey] = [], in context: Context) throws -> Self? {
         // (With a limit of one, a predicate Cairn understands stops at the first match, as
         // the string form does; without one, every match was made an object.)
-        var request = FetchRequest(Self.self, where: predicate, sortDescriptors: sort)
+        var request = FetchQuery(Self.self, where: predicate, sortDescriptors: sort)
         request.fetchLimit = 1
         return try context.fetch(request).first
     }
 
+    /// The objects matching a typed predicate, sorted by Foundation's typed descriptors.
+    public static func all(where predicate: Foundation.Predicate<Self>, sortedBy sort: [Foundation.SortDescriptor<Self>],
+                           in context: Context) throws -> [Self] {
+        try all(where: predicate, sortedBy: try sort.map(SortKey.init), in: context)
+    }
+
+    /// The first object matching a typed predicate in the order of Foundation's typed descriptors.
+    public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [Foundation.SortDescriptor<Self>],
+                             in context: Context) throws -> Self? {
+        try first(where: predicate, sortedBy: try sort.map(SortKey.init), in: context)
+    }
+
     /// How many objects of this class `context` holds (optionally matching a predicate).
     public static func count(where predicate: FetchPredicate? = nil, in context: Context) throws -> Int {
-        try context.count(for: FetchRequest(Self.self, predicate: predicate))
+        try context.count(for: FetchQuery(Self.self, predicate: predicate))
     }
 
     /// How many objects of this class matching a typed predicate `context` holds.
     public static func count(where predicate: Foundation.Predicate<Self>, in context: Context) throws -> Int {
-        try context.count(for: FetchRequest(Self.self, where: predicate))
+        try context.count(for: FetchQuery(Self.self, where: predicate))
     }
 
     /// Deletes every object of this class (matching `predicate`, if given) in `context`.

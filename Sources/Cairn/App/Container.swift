@@ -6,7 +6,7 @@ import Foundation
 /// ```swift
 /// let container = try Container(name: "Collection", entities: [Person.self, DVD.self],
 ///                               storage: .onDisk(URL(fileURLWithPath: "/path/Collection.cairn")))
-/// let people = try container.mainContext.fetch(FetchRequest(Person.self))
+/// let people = try container.mainContext.fetch(FetchQuery(Person.self))
 /// ```
 /// `.inMemory` runs the same engine over an in-memory file system: identical semantics,
 /// nothing on disk.
@@ -91,7 +91,7 @@ public final class Container: Sendable {
     }
 
     /// Makes every save durable and releases the store (its lock too). Unsaved changes in
-    /// contexts are not saved; ``DataStore/close()`` saves the main context first.
+    /// contexts are not saved; ``DataService/close()`` saves the main context first.
     /// A failed sync is thrown (the store is closed all the same; see ``Store/close()``).
     public func close() throws {
         try coordinator.close()

@@ -113,7 +113,7 @@ public final class Context {
     /// `Observable`): a SwiftUI view, `withObservationTracking` or `Observations` that reads
     /// a property of one is told when it changes, whatever changed it (a set, an inverse,
     /// undo, a merge of another save, a rollback). Off by default, on for the main context
-    /// of a ``Container`` and a ``DataStore``: each observable object carries a registrar
+    /// of a ``Container`` and a ``DataService``: each observable object carries a registrar
     /// (three allocations), which a context that only computes or imports does not need.
     public var observesObjects = false
     /// Whether this context or an ancestor keeps a stable snapshot and holds other saves
@@ -443,7 +443,7 @@ public final class Context {
         return result
     }
 
-    // MARK: Fetching (simple; predicates and sorting in FetchRequest)
+    // MARK: Fetching (simple; predicates and sorting in FetchQuery)
 
     /// Every object of a class in this context (unsaved inserts included, deletes
     /// excluded), in ID order, optionally filtered.

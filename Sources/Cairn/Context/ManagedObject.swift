@@ -123,7 +123,7 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) private var saved = SavedValues.none
     /// The record version `base` was read at (optimistic locking).
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
-    /// The fetch batch this fault loads with (see ``FetchRequest/fetchBatchSize``).
+    /// The fetch batch this fault loads with (see ``FetchQuery/fetchBatchSize``).
     @exclusivity(unchecked) var faultBatch: FaultBatch?
     /// For a fault: the row (values and version) the fetch that made it already read, so
     /// firing it needs no second read. Dropped when the record changes elsewhere.

@@ -5,7 +5,7 @@ import Foundation
 /// Every change — attribute, relationship (with its inverses), insert, delete (with its
 /// cascades) — is undoable. Changes made outside an explicit group gather into one group
 /// per event (``groupsByEvent``, as `NSUndoManager` does): what the app did in one turn
-/// of the main thread, one `BackgroundContext.perform`, or one `DataStore` write, up to
+/// of the main thread, one `BackgroundContext.perform`, or one `DataService` write, up to
 /// a save. ``beginGrouping(named:)`` / ``endGrouping()`` or ``group(named:_:)`` make
 /// explicit groups, each its own undo step. A new change clears the redo stack. Undo
 /// after a save works: the undone change becomes an unsaved change, as in Core Data.

@@ -20,7 +20,7 @@ extension Context {
     /// private context and deleted there, with their delete rules, and that context saved.
     /// Either way the result is the same, and all or nothing.
     @discardableResult
-    public func batchDelete<T: ManagedObject>(_ request: FetchRequest<T>, durability: Durability? = nil) throws -> Int {
+    public func batchDelete<T: ManagedObject>(_ request: FetchQuery<T>, durability: Durability? = nil) throws -> Int {
         let entity = try batchEntity(of: request)
         guard batchNeedsNoObjects(entity, request) else {
             return try batchThroughObjects(request, durability: durability) { context, object in
@@ -50,7 +50,7 @@ extension Context {
     /// ``onExternalChanges`` is not called.
     ///
     /// ```swift
-    /// try context.batchUpdate(FetchRequest(Item.self, format: "price < 10")) { $0.price += 1 }
+    /// try context.batchUpdate(FetchQuery(Item.self, format: "price < 10")) { $0.price += 1 }
     /// ```
     ///
     /// The request is run against the store: this context's unsaved changes are neither
@@ -67,7 +67,7 @@ extension Context {
     /// next record; an inserted one makes the batch fail). Otherwise it is given the
     /// objects of a private context, which is then saved.
     @discardableResult
-    public func batchUpdate<T: ManagedObject>(_ request: FetchRequest<T>, durability: Durability? = nil,
+    public func batchUpdate<T: ManagedObject>(_ request: FetchQuery<T>, durability: Durability? = nil,
                                               _ change: (T) throws -> Void) throws -> Int {
         let entity = try batchEntity(of: request)
         guard batchNeedsNoObjects(entity, request) else {
@@ -296,7 +296,7 @@ extension Context {
     }
 
     /// The entity of a batch request, once the request and this context are checked.
-    private func batchEntity<T>(of request: FetchRequest<T>) throws -> EntityDescription {
+    private func batchEntity<T>(of request: FetchQuery<T>) throws -> EntityDescription {
         guard request.fetchLimit == nil, request.fetchOffset == 0 else {
             throw CairnError(.invalidArgument, "a batch operation takes every match: the request must have no fetch limit or offset")
         }
@@ -315,7 +315,7 @@ extension Context {
 
     /// Whether a batch operation on `entity` can work on stored records alone (see
     /// ``batchDelete(_:durability:)``).
-    private func batchNeedsNoObjects<T>(_ entity: EntityDescription, _ request: FetchRequest<T>) -> Bool {
+    private func batchNeedsNoObjects<T>(_ entity: EntityDescription, _ request: FetchQuery<T>) -> Bool {
         request.objectFilter == nil && entity.relationships.isEmpty && entity.uniqueness.isEmpty
             && !coordinator.schema.entities.contains { $0.relationships.contains { $0.destination == entity.name } }
     }
@@ -333,7 +333,7 @@ extension Context {
     /// A batch operation through objects: `request`'s matches fetched into a private
     /// context, `body` applied to each (returning whether it changed it), and that context
     /// saved; all again from the start if a concurrent save conflicts.
-    private func batchThroughObjects<T: ManagedObject>(_ request: FetchRequest<T>, durability: Durability?,
+    private func batchThroughObjects<T: ManagedObject>(_ request: FetchQuery<T>, durability: Durability?,
                                                        _ body: (Context, T) throws -> Bool) throws -> Int {
         var request = request
         request.includesPendingChanges = false
@@ -356,7 +356,7 @@ extension Context {
     /// Calls `body` with each stored record `request`'s predicate matches: its ID, its
     /// version and the record; by an index if the plan has one, else by a scan testing
     /// stored bodies in place where it can.
-    private func forEachStoredMatch<T>(of request: FetchRequest<T>, entity: EntityDescription,
+    private func forEachStoredMatch<T>(of request: FetchQuery<T>, entity: EntityDescription,
                                        _ body: (RecordID, UInt64, StoredMatch) throws -> Void) throws {
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         // The entity has no relationships (see `batchNeedsNoObjects`): nothing to follow.

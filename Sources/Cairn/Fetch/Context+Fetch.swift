@@ -4,7 +4,7 @@ import Foundation
 /// records without materialising objects, add the context's pending changes, sort,
 /// window, and hand back objects (faults), IDs, counts or aggregates.
 extension Context {
-    public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
+    public func fetch<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [T] {
         if let objects = try fetchInOnePass(request) { return batched(objects, request) }
         var rows = try executeRows(request, values: .forUnloadedObjects)
         let entity = try entityDescription(request.entityName)
@@ -47,7 +47,7 @@ extension Context {
     /// ``fetch(_:)`` with each object's values as the fetch read them, which it sorted
     /// and tested it by (live results name sections by them: values read again later may
     /// be another save's). Not for a request with an object filter.
-    func fetchWithValues<T: ManagedObject>(_ request: FetchRequest<T>,
+    func fetchWithValues<T: ManagedObject>(_ request: FetchQuery<T>,
                                            resolver: CompiledPredicate.Resolver? = nil) throws -> [(object: T, values: [Value])] {
         let rows = try executeRows(request, values: .all, resolver: resolver)
         let entity = try entityDescription(request.entityName)
@@ -64,7 +64,7 @@ extension Context {
     }
 
     /// `objects`, their faults grouped in batches of the request's fetch batch size, if any.
-    private func batched<T: ManagedObject>(_ objects: [T], _ request: FetchRequest<T>) -> [T] {
+    private func batched<T: ManagedObject>(_ objects: [T], _ request: FetchQuery<T>) -> [T] {
         if let size = request.fetchBatchSize, size > 0 {
             for start in stride(from: 0, to: objects.count, by: size) {
                 let batch = FaultBatch(objects: Array(objects[start..<min(start + size, objects.count)]))
@@ -85,7 +85,7 @@ extension Context {
     /// fetch of every record keeps the two passes: its objects then
     /// lie together, apart from their values, and a save's walks over them were faster
     /// that way (update_all took 11 % longer in one pass).
-    private func fetchInOnePass<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T]? {
+    private func fetchInOnePass<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [T]? {
         guard parent == nil, request.sortDescriptors.isEmpty, request.objectFilter == nil,
               request.fetchLimit == nil, request.fetchOffset == 0 else { return nil }
         mergeExternalChangesIfAutomatic()
@@ -127,12 +127,12 @@ extension Context {
         return objects
     }
 
-    public func fetchObjectIDs<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [ObjectID] {
+    public func fetchObjectIDs<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [ObjectID] {
         if request.objectFilter != nil { return try fetch(request).map(\.objectID) }
         return try execute(request).compactMap { coordinator.objectID(for: $0) }
     }
 
-    public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
+    public func count<T: ManagedObject>(for request: FetchQuery<T>) throws -> Int {
         var unwindowed = request
         unwindowed.sortDescriptors = []
         if request.objectFilter != nil { return try fetch(request).count }
@@ -140,7 +140,7 @@ extension Context {
     }
 
     /// Which plan a request would run: an index lookup or a full scan.
-    public func explain<T: ManagedObject>(_ request: FetchRequest<T>) throws -> QueryPlan {
+    public func explain<T: ManagedObject>(_ request: FetchQuery<T>) throws -> QueryPlan {
         let entity = try entityDescription(request.entityName)
         var result = plan(request.predicate, entity: entity)
         if request.objectFilter != nil { result.inMemoryFilter = request.inMemoryReason ?? "an object filter" }
@@ -149,7 +149,7 @@ extension Context {
 
     /// `count`, or min/max/sum/average of a numeric attribute, over the objects the
     /// request matches. Nil values are skipped; an empty set gives `.null` (0 for count and sum).
-    public func aggregate<T: ManagedObject>(_ aggregate: Aggregate, for request: FetchRequest<T>) throws -> Value {
+    public func aggregate<T: ManagedObject>(_ aggregate: Aggregate, for request: FetchQuery<T>) throws -> Value {
         let entity = try entityDescription(request.entityName)
         let key: String
         switch aggregate {
@@ -337,7 +337,7 @@ extension Context {
     // MARK: Executing
 
     /// The IDs matching a request, sorted and windowed (before any object filter).
-    func execute<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [RecordID] {
+    func execute<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [RecordID] {
         try executeRows(request, values: .none).map(\.id)
     }
 
@@ -377,7 +377,7 @@ extension Context {
     /// The rows matching a request, sorted and windowed (before any object filter).
     /// `resolver` reads related records for the predicate and the sort (one of its own
     /// unless given: a caller that reads them again after shares theirs).
-    func executeRows<T: ManagedObject>(_ request: FetchRequest<T>, values wanted: RowValues = .all,
+    func executeRows<T: ManagedObject>(_ request: FetchQuery<T>, values wanted: RowValues = .all,
                                        resolver given: CompiledPredicate.Resolver? = nil) throws -> [FetchRow] {
         mergeExternalChangesIfAutomatic()
         try throwDeferredError()
@@ -527,7 +527,7 @@ extension Context {
             // values from before its own parent changed them); the others are as the store
             // has them. Without an index, every record the parent sees. (Every ID the parent
             // saw had been read through it: a lookup by an indexed value in a child context,
-            // as DataStore.write's scratch child makes, read the whole entity.)
+            // as DataService.write's scratch child makes, read the whole entity.)
             var candidates: [RecordID]
             if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
@@ -623,7 +623,7 @@ extension Context {
     /// in ID order, and the window is then the first of them in ID order together with the
     /// pending ones (added and sorted in afterwards), so a later stored match cannot be in
     /// it. Otherwise every match is needed (`Int.max`).
-    private func storedMatchesFillingWindow<T>(_ request: FetchRequest<T>) -> Int {
+    private func storedMatchesFillingWindow<T>(_ request: FetchQuery<T>) -> Int {
         guard request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? .max : sum
@@ -634,7 +634,7 @@ extension Context {
     /// (an integer, a string not sorted localized, a real, a decimal or a date: NaN last in
     /// both from format version 4, ``ValueOrder/nanOrder(_:_:)``), with no index answering
     /// its predicate (which a walk would test record by record, in an order of no use to it).
-    private func indexWalk<T>(_ request: FetchRequest<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
+    private func indexWalk<T>(_ request: FetchQuery<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
         guard request.sortDescriptors.count == 1, let descriptor = request.sortDescriptors.first, !descriptor.localizedCaseInsensitive,
               let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,
               [.int8, .int16, .int32, .int64, .string, .float, .double, .decimal, .date].contains(entity.attributes[slot].type),
@@ -645,13 +645,13 @@ extension Context {
 
     /// Where a sorted request's window ends (its offset plus its limit), when it has a
     /// limit and no object filter; else nil (every match is wanted in order).
-    private func sortedWindowEnd<T>(_ request: FetchRequest<T>) -> Int? {
+    private func sortedWindowEnd<T>(_ request: FetchQuery<T>) -> Int? {
         guard !request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return nil }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? nil : sum
     }
 
-    func window<Element, T>(_ items: [Element], _ request: FetchRequest<T>) -> [Element] {
+    func window<Element, T>(_ items: [Element], _ request: FetchQuery<T>) -> [Element] {
         let start = min(max(0, request.fetchOffset), items.count)
         let end = request.fetchLimit.map { min(items.count, start + max(0, $0)) } ?? items.count
         return Array(items[start..<end])

@@ -110,7 +110,7 @@ public enum Quantifier: String, Sendable, Hashable {
 
 /// How to order results: a key path (through to-one relationships), a direction, and
 /// optionally localized case-insensitive string order.
-public struct SortDescriptor: Sendable, Hashable {
+public struct SortKey: Sendable, Hashable {
     public var keyPath: [String]
     public var ascending: Bool
     public var localizedCaseInsensitive: Bool

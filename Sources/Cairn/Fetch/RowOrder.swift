@@ -13,7 +13,7 @@ struct RowOrder {
     /// The locale read once, not at each comparison.
     private let localized: LocalizedOrder?
 
-    init(_ descriptors: [SortDescriptor], entity: EntityDescription, schema: Schema) throws {
+    init(_ descriptors: [SortKey], entity: EntityDescription, schema: Schema) throws {
         paths = try descriptors.map { try CompiledPredicate.resolve($0.keyPath, entity: entity, schema: schema) }
         ascending = descriptors.map(\.ascending)
         localizedKeys = descriptors.map(\.localizedCaseInsensitive)

@@ -255,7 +255,7 @@ extension ValueOrder {
     }
 }
 
-/// Localized, case-insensitive string order (`SortDescriptor(localizedCaseInsensitive:)`),
+/// Localized, case-insensitive string order (`SortKey(localizedCaseInsensitive:)`),
 /// set up once for a sort. Foundation's locale-aware comparison costs about a microsecond
 /// a call (it bridges both strings and the locale each time): sorting 100,000 names took
 /// seconds. Strings of ASCII letters, digits and spaces only, in a locale whose collation

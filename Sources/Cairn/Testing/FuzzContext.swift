@@ -37,7 +37,7 @@ struct ContextDifferential {
     var nextKey: Int64 = 1
     var log: [String] = []
     /// Live results on the context, made again with it after a crash.
-    var results: [FetchedResults<FuzzNode>] = []
+    var results: [LiveResults<FuzzNode>] = []
 
     static let path = "/fuzz"
 
@@ -48,13 +48,13 @@ struct ContextDifferential {
         results = try Self.liveResults(on: context)
     }
 
-    static func liveResults(on context: Context) throws -> [FetchedResults<FuzzNode>] {
-        var firstFew = FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key", ascending: false)])
+    static func liveResults(on context: Context) throws -> [LiveResults<FuzzNode>] {
+        var firstFew = FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("key", ascending: false)])
         firstFew.fetchLimit = 4
-        return [try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key")]), context: context),
-                try FetchedResults(request: FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("parent.key"), SortDescriptor("key")]),
+        return [try LiveResults(request: FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("key")]), context: context),
+                try LiveResults(request: FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("parent.key"), SortKey("key")]),
                                    context: context),
-                try FetchedResults(request: firstFew, context: context)]
+                try LiveResults(request: firstFew, context: context)]
     }
 
     static func options(_ fs: MemoryFileSystem) -> StoreOptions {
@@ -204,7 +204,7 @@ struct ContextDifferential {
         // Sorted fetches are the model sorted: by value, highest first, then key; whole, and
         // a window of it (the first rows kept as the scan reads them, ``TopRows``).
         let sorted = working.sorted { a, b in a.value.value != b.value.value ? a.value.value > b.value.value : a.key < b.key }.map(\.key)
-        var bySort = FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("value", ascending: false), SortDescriptor("key")])
+        var bySort = FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("value", ascending: false), SortKey("key")])
         do {
             let whole = try context.fetch(bySort).map(\.key)
             guard whole == sorted else { fail("a fetch sorted by value and key gives \(whole), the model \(sorted)") }
@@ -216,7 +216,7 @@ struct ContextDifferential {
                 fail("a window of \(bySort.fetchOffset)+\(bySort.fetchLimit ?? 0) sorted by value and key gives \(window), the model \(expected)")
             }
             // By the indexed key alone: a walk of its index in reverse.
-            var byKey = FetchRequest(FuzzNode.self, sortDescriptors: [SortDescriptor("key", ascending: false)])
+            var byKey = FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("key", ascending: false)])
             byKey.fetchOffset = log.count % 3
             byKey.fetchLimit = 1 + log.count % 5
             let keys = try context.fetch(byKey).map(\.key)

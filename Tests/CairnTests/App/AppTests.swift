@@ -39,7 +39,7 @@ struct Stamp: Codable, Equatable, Sendable {
         }
         try context.save()
         #expect(try Person.all(in: context).map(\.username) == ["a", "b", "c"])
-        #expect(try Person.all(where: #Predicate { $0.age > 20 }, sortedBy: [SortDescriptor("age", ascending: false)], in: context).map(\.username) == ["c", "a"])
+        #expect(try Person.all(where: #Predicate { $0.age > 20 }, sortedBy: [SortKey("age", ascending: false)], in: context).map(\.username) == ["c", "a"])
         #expect(try Person.first(where: try FetchPredicate(format: "username == %@", .string("b")), in: context)?.age == 12)
         #expect(try Person.first(where: #Predicate { $0.username == "c" }, in: context)?.age == 45)
         #expect(try Person.count(where: try FetchPredicate(format: "age < 40"), in: context) == 2)
@@ -62,9 +62,9 @@ struct Stamp: Codable, Equatable, Sendable {
     }
 }
 
-@MainActor @Suite struct DataStoreTests {
-    func make() throws -> DataStore {
-        DataStore(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory))
+@MainActor @Suite struct DataServiceTests {
+    func make() throws -> DataService {
+        DataService(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory))
     }
 
     @Test func writeSyncReadAndChaining() async throws {
@@ -163,7 +163,7 @@ struct Stamp: Codable, Equatable, Sendable {
     /// Interval autosave fires with no run loop (here, a test on the main actor that only
     /// awaits): the write reaches the store without a save. (A `Timer` never fired.)
     @Test func intervalAutosaveFiresWithoutARunLoop() async throws {
-        let data = DataStore(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory),
+        let data = DataService(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .inMemory),
                              autosave: .interval(0.05))
         data.writeSync { context in
             let person = Person.create(in: context)
@@ -183,7 +183,7 @@ struct Stamp: Codable, Equatable, Sendable {
         let path = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let url = URL(fileURLWithPath: path + "/s.cairn")
-        let data = DataStore(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .onDisk(url)),
+        let data = DataService(container: try Container(entities: [Person.self, DVD.self, Shelf.self, Box.self], storage: .onDisk(url)),
                              autosave: .manual)
         data.writeSync { context in
             let person = Person.create(in: context)

@@ -48,7 +48,7 @@ final class Placeholder: ManagedObject {
         placeholder.summary = Summary(mean: 2, peak: 3)
         try context.save()
         let reader = stack.context()
-        let read = try #require(try reader.fetch(FetchRequest(Placeholder.self)).first)
+        let read = try #require(try reader.fetch(FetchQuery(Placeholder.self)).first)
         #expect(read.summary == Summary(mean: 2, peak: 3) && read.kept == Summary(mean: 1, peak: 1))
     }
 
@@ -68,7 +68,7 @@ final class Placeholder: ManagedObject {
             let error = try #require(throws: CairnError.self) { try context.save() }
             #expect(error.code == .invalidArgument && error.message.contains("Report.summary"), "\(error)")
         }
-        let read = try #require(try stack.context().fetch(FetchRequest(Report.self)).first)
+        let read = try #require(try stack.context().fetch(FetchQuery(Report.self)).first)
         #expect(read.summary == Summary(mean: 1.5, peak: 2))
     }
 
@@ -88,7 +88,7 @@ final class Placeholder: ManagedObject {
         #expect("\(error)".contains("Report.fragile") && "\(error)".contains("refused to archive"), "\(error)")
         // The error is thrown once; the store holds the last value that archived.
         try context.save()
-        let read = try #require(try stack.context().fetch(FetchRequest(Report.self)).first)
+        let read = try #require(try stack.context().fetch(FetchQuery(Report.self)).first)
         #expect(read.fragile == Fragile(text: "second"))
 
         // An object in no context keeps nil instead, which the save that inserts it refuses.

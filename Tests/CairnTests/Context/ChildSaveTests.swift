@@ -10,7 +10,7 @@ import Testing
     @Test func aValueTheChildDidNotChangeStaysTheParents() throws {
         let fixture = try FetchFixture(seed: 3, count: 10)
         let context = fixture.context
-        let item = try #require(try context.fetch(FetchRequest(Item.self)).first)
+        let item = try #require(try context.fetch(FetchQuery(Item.self)).first)
         let child = Context(parent: context)
         let mine = try #require(try child.existingObject(Item.self, with: item.objectID))
         _ = mine.score                                      // read in the child
@@ -27,9 +27,9 @@ import Testing
     @Test func aRelationshipListTakesTheChildsEditsIntoTheParents() throws {
         let fixture = try FetchFixture(seed: 4, count: 30)
         let context = fixture.context
-        let groups = try context.fetch(FetchRequest(Group.self))
+        let groups = try context.fetch(FetchQuery(Group.self))
         let group = try #require(groups.first), elsewhere = try #require(groups.last)
-        let items = try context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == nil")))
+        let items = try context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == nil")))
         #expect(items.count >= 2)
         let (parentAdds, childAdds) = (items[0], items[1])
         let child = Context(parent: context)
@@ -51,7 +51,7 @@ import Testing
         let stored = try #require(try reader.existingObject(Group.self, with: group.objectID))
         #expect(Set(stored.items.map(\.objectID)) == expected)
         for item in stored.items { #expect(item.group === stored) }
-        let owners = try reader.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == %@", arguments: [.reference(group.objectID.recordID.rawValue)])))
+        let owners = try reader.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == %@", arguments: [.reference(group.objectID.recordID.rawValue)])))
         #expect(Set(owners.map(\.objectID)) == expected)
     }
 
@@ -61,7 +61,7 @@ import Testing
         let fixture = try FetchFixture(seed: 5, count: 40)
         let context = fixture.context
         context.mergePolicy = .objectTrumps
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 2 })
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).first { $0.items.count >= 2 })
         let doomed = group.items[0].objectID, kept = group.items[1].objectID
         group.title = "renamed"
         let other = fixture.stack.context()
@@ -81,7 +81,7 @@ import Testing
     @Test func anUnchangedObjectIsLeftToRefresh() throws {
         let fixture = try FetchFixture(seed: 6, count: 40)
         let context = fixture.context
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 2 })
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).first { $0.items.count >= 2 })
         let doomed = group.items[0].objectID
         group.title = "renamed"
         context.undo()
@@ -100,8 +100,8 @@ import Testing
     @Test func anItemTheChildDeletedLeavesTheParentsList() throws {
         let fixture = try FetchFixture(seed: 10, count: 30)
         let context = fixture.context
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 2 })
-        let loose = try #require(try context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).first { $0.items.count >= 2 })
+        let loose = try #require(try context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
         let child = Context(parent: context)
         let childGroup = try #require(try child.existingObject(Group.self, with: group.objectID))
         let taken = try #require(childGroup.items.first)
@@ -118,7 +118,7 @@ import Testing
     @Test func theChildsMoveLeavesOnlyItsGroupListingTheItem() throws {
         let fixture = try FetchFixture(seed: 11, count: 30)
         let context = fixture.context
-        let groups = try context.fetch(FetchRequest(Group.self))
+        let groups = try context.fetch(FetchQuery(Group.self))
         #expect(groups.count == 3)
         let item = try #require(groups[0].items.first)
         let child = Context(parent: context)
@@ -131,7 +131,7 @@ import Testing
         #expect(groups.map { $0.items.contains { $0 === item } } == [false, true, false])
         try context.save()
         let reader = fixture.stack.context()
-        let stored = try reader.fetch(FetchRequest(Group.self))
+        let stored = try reader.fetch(FetchQuery(Group.self))
         #expect(stored.map { $0.items.contains { $0.objectID == item.objectID } } == [false, true, false])
     }
 
@@ -142,8 +142,8 @@ import Testing
     @Test func anItemTheChildDeletedLeavesAListTheChildDidNotChange() throws {
         let fixture = try FetchFixture(seed: 14, count: 30)
         let context = fixture.context
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).first)
-        let loose = try #require(try context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).first)
+        let loose = try #require(try context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
         let child = Context(parent: context)
         _ = try #require(try child.existingObject(Group.self, with: group.objectID)).items
         loose.group = group
@@ -159,7 +159,7 @@ import Testing
     @Test func aDeleteAndAReorderKeepTheChildsOrder() throws {
         let fixture = try FetchFixture(seed: 15, count: 40)
         let context = fixture.context
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).first { $0.items.count >= 3 })
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).first { $0.items.count >= 3 })
         let child = Context(parent: context)
         let mine = try #require(try child.existingObject(Group.self, with: group.objectID))
         let items = mine.items
@@ -189,6 +189,6 @@ import Testing
         try child.save()
         #expect(person.isDeleted && kept.isDeleted && !added.exists)    // (new here: deleted, it is gone)
         try context.save()
-        #expect(try stack.context().fetch(FetchRequest(DVD.self)).isEmpty)
+        #expect(try stack.context().fetch(FetchQuery(DVD.self)).isEmpty)
     }
 }

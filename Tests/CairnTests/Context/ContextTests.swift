@@ -196,7 +196,7 @@ final class AnnotatedOwner: ManagedObject {
             #expect(!person.belongs(to: next), "round \(round)")
             next.insert(person)
             #expect(person.context === next && person.belongs(to: next), "round \(round)")
-            #expect(try next.fetch(FetchRequest(Person.self, format: "username == 'p'")) == [person], "round \(round)")
+            #expect(try next.fetch(FetchQuery(Person.self, format: "username == 'p'")) == [person], "round \(round)")
         }
     }
 
@@ -364,7 +364,7 @@ final class AnnotatedOwner: ManagedObject {
         #expect(unsaved?.username == "detached")
         // The store holds what was saved, and only that.
         let reader = stack.context()
-        #expect(try reader.fetch(FetchRequest(Person.self)).map(\.username) == ["kept"])
+        #expect(try reader.fetch(FetchQuery(Person.self)).map(\.username) == ["kept"])
     }
 
     @Test func dynamicEntitiesWithoutClasses() throws {
@@ -534,7 +534,7 @@ final class AnnotatedOwner: ManagedObject {
         try context.save()
         #expect(!context.hasChanges)
         let fresh = stack.context()
-        let stored = try fresh.fetch(FetchRequest(Relay.self)).map(\.count).sorted()
+        let stored = try fresh.fetch(FetchQuery(Relay.self)).map(\.count).sorted()
         #expect(stored == [7, 7])
     }
 
@@ -554,7 +554,7 @@ final class AnnotatedOwner: ManagedObject {
         try context.save()
         #expect(!context.hasChanges)
         let fresh = stack.context()
-        let stored = try fresh.fetch(FetchRequest(Relay.self)).map(\.count).sorted()
+        let stored = try fresh.fetch(FetchQuery(Relay.self)).map(\.count).sorted()
         #expect(stored == [7, 7])
     }
 

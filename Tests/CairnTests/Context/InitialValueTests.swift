@@ -97,10 +97,10 @@ final class SlowlyBuilt: ManagedObject {
         try context.save()
         let reopened = try stack.reopened()
         let reader = reopened.context()
-        let all = try reader.fetch(FetchRequest(Stamped.self))
+        let all = try reader.fetch(FetchQuery(Stamped.self))
         #expect(all.count == 70 && Set(all.map(\.id)).count == 70 && Set(all.map { $0.badge.serial }).count == 70)
         #expect(Set(try batch.map { try (reader.existingObject(with: $0) as? Stamped)?.id }).count == 20)
-        #expect(try reader.fetch(FetchRequest(Stamped.self)).map(\.id) == all.map(\.id), "a fetch reads stored values, not new ones")
+        #expect(try reader.fetch(FetchQuery(Stamped.self)).map(\.id) == all.map(\.id), "a fetch reads stored values, not new ones")
     }
 
     /// An initial value made for each object is made once for each new object, when it is
@@ -156,7 +156,7 @@ final class SlowlyBuilt: ManagedObject {
 
         let reopened = try stack.reopened()
         let reader = reopened.context()
-        let fetched = try reader.fetch(FetchRequest(Counted.self))
+        let fetched = try reader.fetch(FetchQuery(Counted.self))
         #expect(fetched.count == 13)
         #expect(Set(fetched.map(\.serial)) == Set((inserted + [detached, written, inParent]).map(\.serial)))
         #expect(evaluations() == start + 13, "fetched objects made initial values they then threw away")
@@ -170,13 +170,13 @@ final class SlowlyBuilt: ManagedObject {
         #expect(Set(try batch.map { try #require(try reader.existingObject(Counted.self, with: $0)).serial }).count == 5)
         // A batch update reads what is stored and makes nothing, even reading first (a made
         // value written over the stored one had changed the record behind the closure's back).
-        let before = Dictionary(uniqueKeysWithValues: try reader.fetch(FetchRequest(Counted.self)).map { ($0.objectID, $0.serial) })
-        let updated = try reader.batchUpdate(FetchRequest(Counted.self)) { counted in
+        let before = Dictionary(uniqueKeysWithValues: try reader.fetch(FetchQuery(Counted.self)).map { ($0.objectID, $0.serial) })
+        let updated = try reader.batchUpdate(FetchQuery(Counted.self)) { counted in
             if counted.serial >= 0 { counted.label = "u" }
         }
         #expect(updated == 18 && evaluations() == start + 18)
         let checker = reopened.context()
-        let after = try checker.fetch(FetchRequest(Counted.self))
+        let after = try checker.fetch(FetchQuery(Counted.self))
         #expect(Dictionary(uniqueKeysWithValues: after.map { ($0.objectID, $0.serial) }) == before)
         #expect(after.allSatisfy { $0.label == "u" })
     }
@@ -191,7 +191,7 @@ final class SlowlyBuilt: ManagedObject {
         try context.save()
         let start = evaluations()
         let reader = stack.context()
-        let fetched = try reader.fetch(FetchRequest(CountedArchive.self))
+        let fetched = try reader.fetch(FetchQuery(CountedArchive.self))
         #expect(Set(fetched.map(\.tags)) == Set((0..<20).map { ["t\($0)"] }))
         #expect(evaluations() == start, "fetched objects evaluated the initial value")
         #expect(CountedArchive().tags == ["new"])

@@ -28,8 +28,8 @@ import Testing
             dvd.owner = people[index % people.count]
         }
         try main.save()
-        let request = FetchRequest(DVD.self, sortDescriptors: [SortDescriptor("title")])
-        let results = try FetchedResults(request: request, context: main, sectionKeyPath: "owner.username")
+        let request = FetchQuery(DVD.self, sortDescriptors: [SortKey("title")])
+        let results = try LiveResults(request: request, context: main, sectionKeyPath: "owner.username")
         var shown = Self.rows(of: results)
         var malformed: [String] = []
         results.onChange = { change in
@@ -86,7 +86,7 @@ import Testing
         #expect(problems.isEmpty, "\(policy): \(problems.prefix(5))")
         #expect(malformed.isEmpty, "\(policy): \(malformed.count) delivered changes did not replay: \(malformed.prefix(2))")
         let reader = stack.context()
-        let fresh = try FetchedResults(request: request, context: reader, sectionKeyPath: "owner.username")
+        let fresh = try LiveResults(request: request, context: reader, sectionKeyPath: "owner.username")
         #expect(Self.rows(of: results).map(\.0) == Self.rows(of: fresh).map(\.0), "\(policy): sections differ from a fresh fetch")
         #expect(Self.rows(of: results).map(\.1) == Self.rows(of: fresh).map(\.1), "\(policy): rows differ from a fresh fetch")
     }
@@ -119,7 +119,7 @@ import Testing
     }
 
     /// The result's sections as (name, IDs).
-    static func rows(of results: FetchedResults<DVD>) -> [(String, [ObjectID])] {
+    static func rows(of results: LiveResults<DVD>) -> [(String, [ObjectID])] {
         results.sections.map { ($0.name, $0.objects.map(\.objectID)) }
     }
 

@@ -58,7 +58,7 @@ import Testing
         let other = stack.context()
         try #require(try other.existingObject(Person.self, with: pat.objectID)).age = 50
         try other.save()
-        #expect(try notifies({ _ = pat.age }, when: { _ = try context.fetch(FetchRequest(Person.self)) }))
+        #expect(try notifies({ _ = pat.age }, when: { _ = try context.fetch(FetchQuery(Person.self)) }))
         #expect(pat.age == 50)
     }
 
@@ -82,7 +82,7 @@ import Testing
             try setup.save()
         }
         let context = observingContext(stack)
-        let pat = try #require(try context.fetch(FetchRequest(Person.self)).first)
+        let pat = try #require(try context.fetch(FetchQuery(Person.self)).first)
         let dvds = pat.dvds
         withObservationTracking { _ = pat.name } onChange: {}
         #expect(dvds.count == 3 && dvds.allSatisfy { $0.isFault })
@@ -104,7 +104,7 @@ import Testing
     @Test func liveResultsAreObservable() throws {
         let context = observingContext(try Stack())
         _ = try savedPerson(context)
-        let results = try FetchedResults(request: FetchRequest(Person.self), context: context)
+        let results = try LiveResults(request: FetchQuery(Person.self), context: context)
         #expect(try notifies({ _ = results.objects }, when: {
             Person(context: context).username = "bo"
             context.processPendingChanges()

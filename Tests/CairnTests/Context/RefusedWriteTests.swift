@@ -13,7 +13,7 @@ import Testing
         report.summary = Summary(mean: 1.5, peak: 2)
         try context.save()
         report.summary = Summary(mean: .nan, peak: 0)  // does not archive: refused
-        #expect(try context.fetch(FetchRequest(Report.self)).count == 1, "a fetch does not throw the refused write")
+        #expect(try context.fetch(FetchQuery(Report.self)).count == 1, "a fetch does not throw the refused write")
         #expect(try context.count(Report.self) == 1)
         let error = try #require(throws: CairnError.self) { try context.save() }
         #expect(error.message.contains("Report.summary"), "\(error)")
@@ -27,7 +27,7 @@ import Testing
         context.delete(gone)
         gone.summary = Summary(mean: 3, peak: 3)
         kept.summary = Summary(mean: 4, peak: 4)
-        _ = try context.fetch(FetchRequest(Report.self))
+        _ = try context.fetch(FetchQuery(Report.self))
         #expect { try context.save() } throws: { ($0 as? CairnError)?.message.contains("deleted") == true }
         // Rolled back, nothing is outstanding.
         context.rollback()

@@ -102,9 +102,9 @@ final class Album: ManagedObject {
 
         func live<T: ManagedObject>(_ objects: [T]) -> [T] { objects.filter { $0.context === context && $0.exists } }
         func refetch() throws {
-            albums = try context.fetch(FetchRequest(Album.self))
-            playlists = try context.fetch(FetchRequest(Playlist.self))
-            songs = try context.fetch(FetchRequest(Song.self))
+            albums = try context.fetch(FetchQuery(Album.self))
+            playlists = try context.fetch(FetchQuery(Playlist.self))
+            songs = try context.fetch(FetchQuery(Song.self))
         }
         var newSongs = 0
         var cleanUpFavorites = false

@@ -118,7 +118,7 @@ final class Measured: ManagedObject {
         try context.save()
 
         let other = stack.context()
-        let fetched = try #require(try other.fetch(FetchRequest(Spelled.self)).first)
+        let fetched = try #require(try other.fetch(FetchQuery(Spelled.self)).first)
         fetched.reading = -0.0
         fetched.when = Date(timeIntervalSinceReferenceDate: -0.0)
         fetched.name = "e\u{301}"
@@ -128,7 +128,7 @@ final class Measured: ManagedObject {
         try other.save()
 
         let third = stack.context()
-        let read = try #require(try third.fetch(FetchRequest(Spelled.self)).first)
+        let read = try #require(try third.fetch(FetchQuery(Spelled.self)).first)
         #expect(read.reading.sign == .minus)
         #expect(read.when.timeIntervalSinceReferenceDate.sign == .minus)
         #expect(Array(read.name.utf8) == Array("e\u{301}".utf8))
@@ -142,7 +142,7 @@ final class Measured: ManagedObject {
         // (for an object the child changed, and one it inserted over the defaults).
         let parent = stack.context()
         let child = Context(parent: parent)
-        let inChild = try #require(try child.fetch(FetchRequest(Spelled.self)).first)
+        let inChild = try #require(try child.fetch(FetchQuery(Spelled.self)).first)
         inChild.reading = 0
         inChild.when = Date(timeIntervalSinceReferenceDate: 0)
         inChild.name = "\u{E9}"
@@ -153,7 +153,7 @@ final class Measured: ManagedObject {
         inserted.key = "other"
         try child.save()
         try parent.save()
-        let last = try stack.context().fetch(FetchRequest(Spelled.self))
+        let last = try stack.context().fetch(FetchQuery(Spelled.self))
         #expect(last.count == 2)
         let changed = try #require(last.first { $0.key != "other" }), added = try #require(last.first { $0.key == "other" })
         #expect(changed.reading.sign == .plus && changed.when.timeIntervalSinceReferenceDate.sign == .plus)
@@ -167,7 +167,7 @@ final class Measured: ManagedObject {
         Measured(context: context).reading = .nan
         try context.save()
         let other = stack.context()
-        let fetched = try #require(try other.fetch(FetchRequest(Measured.self)).first)
+        let fetched = try #require(try other.fetch(FetchQuery(Measured.self)).first)
         fetched.note = "n"
         // NaN == NaN is false, yet the reading is what was read: not a changed key.
         #expect(fetched.changedKeys == ["note"])
@@ -177,6 +177,6 @@ final class Measured: ManagedObject {
         fetched.reading = .nan
         #expect(!fetched.hasChanges && !other.hasChanges)
         let third = stack.context()
-        #expect(try #require(try third.fetch(FetchRequest(Measured.self)).first).reading.isNaN)
+        #expect(try #require(try third.fetch(FetchQuery(Measured.self)).first).reading.isNaN)
     }
 }

@@ -23,7 +23,7 @@ import Testing
         try #require(try other.existingObject(Person.self, with: pat.objectID)).age = 31
         try other.save()
 
-        _ = try stable.fetch(FetchRequest(Person.self))
+        _ = try stable.fetch(FetchQuery(Person.self))
         _ = try stable.existingObject(Person.self, with: pat.objectID)
         _ = try stable.count(Person.self)
         #expect(pat.age == 30, "fetches, lookups and counts keep the snapshot")
@@ -37,7 +37,7 @@ import Testing
         let (_, stable, pat, other) = try setUp()
         other.delete(try #require(try other.existingObject(Person.self, with: pat.objectID)))
         try other.save()
-        _ = try stable.fetch(FetchRequest(Person.self))
+        _ = try stable.fetch(FetchQuery(Person.self))
         #expect(pat.context === stable && pat.username == "pat")
         stable.processExternalChanges()
         #expect(pat.isInvalidated)
@@ -45,13 +45,13 @@ import Testing
 
     @Test func liveResultsStayUntilTheMerge() throws {
         let (_, stable, pat, other) = try setUp()
-        let results = try FetchedResults(request: FetchRequest(Person.self, sortBy: [SortDescriptor(\Person.username)]),
+        let results = try LiveResults(request: FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.username)]),
                                          context: stable)
         let bo = Person(context: other)
         bo.username = "bo"
         try other.save()
         stable.processPendingChanges()
-        _ = try stable.fetch(FetchRequest(Person.self))
+        _ = try stable.fetch(FetchQuery(Person.self))
         #expect(results.objects == [pat], "no change is delivered before the merge")
         stable.processExternalChanges()
         #expect(results.objects.map(\.username) == ["bo", "pat"])
@@ -70,10 +70,10 @@ import Testing
         let (_, stable, pat, other) = try setUp()
         try #require(try other.existingObject(Person.self, with: pat.objectID)).name = "Pat"
         try other.save()
-        _ = try stable.fetch(FetchRequest(Person.self))
+        _ = try stable.fetch(FetchQuery(Person.self))
         #expect(pat.name == nil)
         stable.automaticallyMergesChangesFromParent = true
-        _ = try stable.fetch(FetchRequest(Person.self))
+        _ = try stable.fetch(FetchQuery(Person.self))
         #expect(pat.name == "Pat")
     }
 }

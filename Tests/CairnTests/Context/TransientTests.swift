@@ -91,7 +91,7 @@ final class Note: ManagedObject {
         let other = stack.context()
         try #require(try other.existingObject(Note.self, with: note.objectID)).title = "errands"
         try other.save()
-        _ = try context.fetch(FetchRequest(Note.self))  // merges the other save
+        _ = try context.fetch(FetchQuery(Note.self))  // merges the other save
         #expect(note.title == "errands" && note.isSelected)
     }
 

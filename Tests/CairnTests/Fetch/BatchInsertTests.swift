@@ -53,16 +53,16 @@ import Testing
         try loop.save()
         for stack in [stack, try stack.reopened()] {
             let context = stack.context()
-            let stored = try context.fetch(FetchRequest(Reading.self)).filter { $0.level < 1000 }
+            let stored = try context.fetch(FetchQuery(Reading.self)).filter { $0.level < 1000 }
             #expect(stored.map(\.objectID) == ids)
             let checkContext = check.context()  // (kept: a fault of a freed context cannot load)
-            let expected = try checkContext.fetch(FetchRequest(Reading.self)).dropFirst(10)
+            let expected = try checkContext.fetch(FetchQuery(Reading.self)).dropFirst(10)
             #expect(stored.map(\.sensor) == expected.map(\.sensor))
             #expect(stored.map(\.level) == expected.map(\.level))
             #expect(stored.map(\.note) == expected.map(\.note))
             #expect(stored.map(\.checked) == expected.map(\.checked))
             // The index on `sensor` knows the new records.
-            #expect(try context.count(for: try FetchRequest(Reading.self, format: "sensor == 4"))
+            #expect(try context.count(for: try FetchQuery(Reading.self, format: "sensor == 4"))
                     == expected.filter { $0.sensor == 4 }.count)
         }
     }
@@ -74,15 +74,15 @@ import Testing
         other.onExternalChanges = { heard.append($0) }
         var heardHere = 0  // (its own batch is not an external change, as its own save is not)
         context.onExternalChanges = { _ in heardHere += 1 }
-        let results = try FetchedResults(request: try FetchRequest(Reading.self, format: "sensor == 2"), context: context)
+        let results = try LiveResults(request: try FetchQuery(Reading.self, format: "sensor == 2"), context: context)
         var changes: [ResultsChange] = []
         results.onChange = { changes.append($0) }
         #expect(results.objects.isEmpty)
         let ids = try context.batchInsert(Reading.self, from: [1, 2, 2, 3]) { reading, sensor in reading.sensor = sensor }
         // The calling context's live results take in the new records.
         #expect(results.objects.map(\.sensor) == [2, 2] && changes.count == 1 && changes[0].inserted.count == 2)
-        #expect(try context.count(for: FetchRequest(Reading.self)) == 4)
-        _ = try other.fetch(FetchRequest(Reading.self, format: "sensor == 99"))
+        #expect(try context.count(for: FetchQuery(Reading.self)) == 4)
+        _ = try other.fetch(FetchQuery(Reading.self, format: "sensor == 99"))
         #expect(heard.count == 1 && heard[0].inserted == Set(ids) && heard[0].updated.isEmpty)
         #expect(heardHere == 0)
         // Nothing to insert: nothing committed, nobody told.
@@ -102,7 +102,7 @@ import Testing
             }
         }
         #expect(refused?.code == .validation)
-        #expect(try context.count(for: FetchRequest(Reading.self)) == 0)
+        #expect(try context.count(for: FetchQuery(Reading.self)) == 0)
         // A value of the wrong type, through the dynamic API.
         #expect(throws: CairnError.self) {
             try context.batchInsert(entityName: "Reading", from: 0..<5) { object, index in
@@ -121,7 +121,7 @@ import Testing
         #expect(throws: CairnError.self) { try Context(parent: context).batchInsert(Reading.self, count: 1) { _, _ in } }
         #expect(throws: CairnError.self) { try context.batchInsert(Reading.self, count: -1) { _, _ in } }
         #expect(throws: CairnError.self) { try context.batchInsert(entityName: "Nope", from: [1]) { _, _ in } }
-        #expect(try stack.context().count(for: FetchRequest(Reading.self)) == 0)
+        #expect(try stack.context().count(for: FetchQuery(Reading.self)) == 0)
     }
 
     @Test func aKeptObjectIsReplacedForTheNextRecord() throws {
@@ -135,7 +135,7 @@ import Testing
         #expect(kept.map(\.level) == stride(from: 0, to: 20, by: 2).map(Int64.init))
         #expect(kept.map(\.objectID) == stride(from: 0, to: 20, by: 2).map { ids[$0] })
         let reader = stack.context()
-        let stored = try reader.fetch(FetchRequest(Reading.self))
+        let stored = try reader.fetch(FetchQuery(Reading.self))
         #expect(stored.map(\.level) == (0..<20).map(Int64.init))
     }
 
@@ -145,7 +145,7 @@ import Testing
             try object.setValue(.string(note), forKey: "note")
         }
         let reader = stack.context()
-        let stored = try reader.fetch(FetchRequest(Reading.self))
+        let stored = try reader.fetch(FetchQuery(Reading.self))
         #expect(stored.map(\.objectID) == ids && stored.map(\.note) == ["x", "y", "z"])
     }
 
@@ -163,7 +163,7 @@ import Testing
             }
         }
         let check = stack.context()
-        let stored = try check.fetch(FetchRequest(Person.self))
+        let stored = try check.fetch(FetchQuery(Person.self))
         #expect(stored.map(\.objectID) == people && stored.map(\.username) == ["ann", "bob"])
         #expect(stored.map { $0.dvds.map(\.title).sorted() } == [["ann-0", "ann-1"], ["bob-0", "bob-1"]])
 
@@ -171,7 +171,7 @@ import Testing
         #expect(throws: CairnError.self) {
             try context.batchInsert(Person.self, from: ["cy", "ann"]) { person, name in person.username = name }
         }
-        #expect(try check.count(for: FetchRequest(Person.self)) == 2)
+        #expect(try check.count(for: FetchQuery(Person.self)) == 2)
         // ... validateForInsert applies (an empty username) ...
         #expect(throws: CairnError.self) { try context.batchInsert(Person.self, count: 1) { _, _ in } }
         // ... and is an upsert under .objectTrumps: the existing record's ID, the new values.
@@ -182,7 +182,7 @@ import Testing
         }
         #expect(upserted[1] == people[0])
         let reader = stack.context()
-        let after = try reader.fetch(FetchRequest(Person.self))
+        let after = try reader.fetch(FetchQuery(Person.self))
         #expect(after.map(\.username) == ["ann", "bob", "cy"] && after.map(\.age) == [41, 0, 30])
     }
 }

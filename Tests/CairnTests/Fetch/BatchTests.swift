@@ -46,7 +46,7 @@ final class Reading: ManagedObject {
     static func stored(_ stack: Stack) throws -> [RecordID: Stored] {
         var result: [RecordID: Stored] = [:]
         let context = stack.context()  // (kept: a fault of a freed context cannot load)
-        for reading in try context.fetch(FetchRequest(Reading.self)) {
+        for reading in try context.fetch(FetchQuery(Reading.self)) {
             result[reading.objectID.recordID] = (reading.sensor, reading.level, reading.note)
         }
         return result
@@ -65,12 +65,12 @@ final class Reading: ManagedObject {
     /// Predicate `which` (as a string and as a test), a store of readings, a context that
     /// splits scans over 4 threads, and a request with the predicate.
     static func `case`(_ which: Int, seed: UInt64) throws
-        -> (String, (Stored) -> Bool, Stack, [RecordID: Stored], Context, FetchRequest<Reading>) {
+        -> (String, (Stored) -> Bool, Stack, [RecordID: Stored], Context, FetchQuery<Reading>) {
         let (format, matches) = predicate(which)
         let (stack, before) = try readings(seed: seed)
         let context = stack.context()
         context.scanSplit = (threads: 4, minimumPerRun: 20)
-        let request = format == "TRUEPREDICATE" ? FetchRequest(Reading.self) : try FetchRequest(Reading.self, format: format)
+        let request = format == "TRUEPREDICATE" ? FetchQuery(Reading.self) : try FetchQuery(Reading.self, format: format)
         return (format, matches, stack, before, context, request)
     }
 
@@ -116,7 +116,7 @@ final class Reading: ManagedObject {
         let context = stack.context(), other = stack.context()
         var heard: [ChangeSet] = []
         other.onExternalChanges = { heard.append($0) }
-        let readings = try context.fetch(FetchRequest(Reading.self, format: "sensor == 5"))
+        let readings = try context.fetch(FetchQuery(Reading.self, format: "sensor == 5"))
         try #require(readings.count >= 3)
         let (clean, edited, untouched) = (readings[0], readings[1], readings[2])
         let cleanLevel = clean.level, otherCopy = try #require(try other.existingObject(Reading.self, with: clean.objectID))
@@ -124,7 +124,7 @@ final class Reading: ManagedObject {
         let untouchedLevel = try #require(try other.existingObject(Reading.self, with: untouched.objectID)).level
         let editedLevel = edited.level
         edited.note = "mine"
-        try context.batchUpdate(try FetchRequest(Reading.self, format: "sensor == 5")) { $0.level += 1 }
+        try context.batchUpdate(try FetchQuery(Reading.self, format: "sensor == 5")) { $0.level += 1 }
         // The calling context refreshed its unchanged object and kept its unsaved change;
         // a fault drops the row its fetch read, and reads the batch's.
         #expect(clean.level == cleanLevel + 1)
@@ -135,17 +135,17 @@ final class Reading: ManagedObject {
         #expect(edited.level == editedLevel + 1)
         try context.save()
         // Another context hears of the batch as of any save, with the changed keys.
-        _ = try other.fetch(FetchRequest(Reading.self, format: "sensor == 99"))
+        _ = try other.fetch(FetchQuery(Reading.self, format: "sensor == 99"))
         #expect(otherCopy.level == cleanLevel + 1)
         #expect(heard.count == 2 && heard[0].updated[clean.objectID] == ["level"] && heard[1].updated[edited.objectID] == ["note"])
 
         // A batch delete: the calling context forgets its deleted objects.
-        let doomed = try #require(try context.fetch(FetchRequest(Reading.self, format: "sensor == 7")).first)
-        let count = try context.batchDelete(try FetchRequest(Reading.self, format: "sensor == 7"))
+        let doomed = try #require(try context.fetch(FetchQuery(Reading.self, format: "sensor == 7")).first)
+        let count = try context.batchDelete(try FetchQuery(Reading.self, format: "sensor == 7"))
         #expect(count > 0)
         #expect(doomed.context == nil && !doomed.isDeleted && !doomed.isInserted)
-        #expect(try context.count(for: try FetchRequest(Reading.self, format: "sensor == 7")) == 0)
-        _ = try other.fetch(FetchRequest(Reading.self, format: "sensor == 99"))
+        #expect(try context.count(for: try FetchQuery(Reading.self, format: "sensor == 7")) == 0)
+        _ = try other.fetch(FetchQuery(Reading.self, format: "sensor == 99"))
         #expect(heard.count == 3 && heard[2].deleted.contains(doomed.objectID))
     }
 
@@ -155,7 +155,7 @@ final class Reading: ManagedObject {
         // validateForUpdate refuses one record: no record is changed.
         var seen = 0
         #expect(throws: CairnError.self) {
-            try context.batchUpdate(FetchRequest(Reading.self)) { reading in
+            try context.batchUpdate(FetchQuery(Reading.self)) { reading in
                 seen += 1
                 reading.level = 7
                 if seen == 50 { reading.note = "forbidden" }
@@ -166,7 +166,7 @@ final class Reading: ManagedObject {
         // record, and the insert is refused.
         let thief = stack.context()
         var offered = 0
-        try context.batchUpdate(FetchRequest(Reading.self)) { reading in
+        try context.batchUpdate(FetchQuery(Reading.self)) { reading in
             if reading.note == "ab" { thief.insert(reading); offered += 1 }
         }
         #expect(offered > 0)
@@ -174,17 +174,17 @@ final class Reading: ManagedObject {
         #expect(error?.code == .invalidArgument)
         #expect(try Self.stored(stack).mapValues(\.level) == before.mapValues(\.level))
         // Refused requests: a window, and a child context.
-        var limited = FetchRequest(Reading.self)
+        var limited = FetchQuery(Reading.self)
         limited.fetchLimit = 3
         #expect(throws: CairnError.self) { try context.batchDelete(limited) }
-        #expect(throws: CairnError.self) { try Context(parent: context).batchDelete(FetchRequest(Reading.self)) }
+        #expect(throws: CairnError.self) { try Context(parent: context).batchDelete(FetchQuery(Reading.self)) }
         #expect(try Self.stored(stack).count == before.count)
     }
 
     @Test func aKeptObjectIsReplacedForTheNextRecord() throws {
         let (stack, before) = try Self.readings(count: 30, seed: 5)
         var kept: [Reading] = []
-        let changed = try stack.context().batchUpdate(FetchRequest(Reading.self)) { reading in
+        let changed = try stack.context().batchUpdate(FetchQuery(Reading.self)) { reading in
             reading.checked = true
             kept.append(reading)
         }
@@ -192,7 +192,7 @@ final class Reading: ManagedObject {
         #expect(Set(kept.map(ObjectIdentifier.init)).count == before.count)
         // Kept also when the closure leaves its record as it was (nothing written for it).
         var keptUnchanged: [Reading] = []
-        let again = try stack.context().batchUpdate(FetchRequest(Reading.self)) { reading in
+        let again = try stack.context().batchUpdate(FetchQuery(Reading.self)) { reading in
             if reading.sensor % 2 == 0 { reading.checked = false }
             keptUnchanged.append(reading)
         }
@@ -208,7 +208,7 @@ final class Reading: ManagedObject {
         let context = stack.context()
         var calls = 0, interfered = false
         let target = try #require(before.keys.min())
-        try context.batchUpdate(FetchRequest(Reading.self)) { reading in
+        try context.batchUpdate(FetchQuery(Reading.self)) { reading in
             calls += 1
             if !interfered {
                 // Another context changes this very record after the batch read it.
@@ -228,7 +228,7 @@ final class Reading: ManagedObject {
 
     @Test func theDynamicAPIWorksToo() throws {
         let (stack, before) = try Self.readings(count: 30, seed: 7)
-        let changed = try stack.context().batchUpdate(FetchRequest<ManagedObject>(entityName: "Reading")) { object in
+        let changed = try stack.context().batchUpdate(FetchQuery<ManagedObject>(entityName: "Reading")) { object in
             try object.setValue(.int64(-1), forKey: "level")
         }
         #expect(changed == before.count)
@@ -256,18 +256,18 @@ final class Reading: ManagedObject {
 
         let context = stack.context()
         // Cascade: the old people's DVDs go with them.
-        let deleted = try context.batchDelete(try FetchRequest(Person.self, format: "age >= 30"))
+        let deleted = try context.batchDelete(try FetchQuery(Person.self, format: "age >= 30"))
         #expect(deleted == 3)
         let check = stack.context()
-        #expect(try check.fetch(FetchRequest(Person.self)).map(\.age).sorted() == [0, 10, 20])
-        #expect(try check.fetch(FetchRequest(DVD.self)).count == 9)
-        #expect(try check.fetch(FetchRequest(DVD.self)).allSatisfy { ($0.owner?.age ?? 99) < 30 })
+        #expect(try check.fetch(FetchQuery(Person.self)).map(\.age).sorted() == [0, 10, 20])
+        #expect(try check.fetch(FetchQuery(DVD.self)).count == 9)
+        #expect(try check.fetch(FetchQuery(DVD.self)).allSatisfy { ($0.owner?.age ?? 99) < 30 })
         // Nullify, through objects: an update of the to-one side.
-        let moved = try context.batchUpdate(try FetchRequest(DVD.self, format: "title BEGINSWITH '0-'")) { $0.owner = nil }
+        let moved = try context.batchUpdate(try FetchQuery(DVD.self, format: "title BEGINSWITH '0-'")) { $0.owner = nil }
         #expect(moved == 3)
-        #expect(try stack.context().fetch(FetchRequest(Person.self, format: "age == 0")).first?.dvds.isEmpty == true)
+        #expect(try stack.context().fetch(FetchQuery(Person.self, format: "age == 0")).first?.dvds.isEmpty == true)
         // Deny: the shelf that holds a box is not deleted, and nothing is.
-        #expect(throws: CairnError.self) { try context.batchDelete(FetchRequest(Shelf.self)) }
-        #expect(try stack.context().fetch(FetchRequest(Shelf.self)).count == 1)
+        #expect(throws: CairnError.self) { try context.batchDelete(FetchQuery(Shelf.self)) }
+        #expect(try stack.context().fetch(FetchQuery(Shelf.self)).count == 1)
     }
 }

@@ -73,7 +73,7 @@ struct FetchFixture {
     func expected(_ test: (ItemData) -> Bool) -> [ObjectID] { items.filter(test).map(\.id).sorted() }
 
     func actual(_ format: String, _ arguments: [Value], in context: Context? = nil) throws -> [ObjectID] {
-        var request = FetchRequest(Item.self)
+        var request = FetchQuery(Item.self)
         request.predicate = try FetchPredicate(format: format, arguments: arguments)
         return try (context ?? self.context).fetchObjectIDs(request).sorted()
     }
@@ -167,7 +167,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
 
     @Test func toManyQuantifiersAndCount() throws {
         let fixture = try FetchFixture(seed: 5)
-        var request = FetchRequest(Group.self)
+        var request = FetchQuery(Group.self)
         let groups = try fixture.context.fetch(request)
         func expected(_ test: (Group) -> Bool) -> [String] { groups.filter(test).map(\.title).sorted() }
         let cases: [(String, (Group) -> Bool)] = [
@@ -187,7 +187,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func plansUseIndexesForEqualityInAndRanges() throws {
         let fixture = try FetchFixture(seed: 3, count: 20)
         func access(_ format: String) throws -> QueryPlan.Access {
-            try fixture.context.explain(FetchRequest(Item.self, predicate: try FetchPredicate(format: format))).access
+            try fixture.context.explain(FetchQuery(Item.self, predicate: try FetchPredicate(format: format))).access
         }
         #expect(try access("rank == 3") == .index(attribute: "rank", condition: .equal([.int64(3)])))
         #expect(try access("label IN {'a', 'b'}") == .index(attribute: "label", condition: .equal([.string("a"), .string("b")])))
@@ -200,7 +200,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(try access("rankPlain == 3") == .fullScan)
         #expect(try access("label ==[c] 'x'") == .fullScan, "folded comparisons cannot use the index")
         #expect(try access("rank == 3 OR flag == YES") == .fullScan)
-        #expect(try fixture.context.explain(FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank == 3"))).description.hasPrefix("INDEX Item.rank"))
+        #expect(try fixture.context.explain(FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank == 3"))).description.hasPrefix("INDEX Item.rank"))
     }
 
     @Test func parseErrorsNameTheColumn() {
@@ -226,7 +226,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func unknownKeysAreClearErrors() throws {
         let fixture = try FetchFixture(seed: 1, count: 3)
         #expect {
-            try fixture.context.fetch(FetchRequest(Item.self, predicate: try FetchPredicate(format: "nmae == 'x'")))
+            try fixture.context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "nmae == 'x'")))
         } throws: { ($0 as? CairnError)?.message.contains("Item has no key 'nmae'") == true }
     }
 }
@@ -234,22 +234,22 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
 @Suite struct FetchRequestTests {
     @Test func sortLimitOffsetAndLocalizedOrder() throws {
         let fixture = try FetchFixture(seed: 21, count: 60)
-        var request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank", ascending: false), SortDescriptor("score")])
+        var request = FetchQuery(Item.self, sortDescriptors: [SortKey("rank", ascending: false), SortKey("score")])
         let sorted = fixture.items.sorted { a, b in a.rank != b.rank ? a.rank > b.rank : (a.score != b.score ? a.score < b.score : a.id < b.id) }
         #expect(try fixture.context.fetchObjectIDs(request) == sorted.map(\.id))
         request.fetchOffset = 10
         request.fetchLimit = 5
         #expect(try fixture.context.fetchObjectIDs(request) == Array(sorted.map(\.id)[10..<15]))
         #expect(try fixture.context.count(for: request) == 5, "a count is of what the fetch would return")
-        let labels = FetchRequest(Item.self, predicate: try FetchPredicate(format: "label IN {'apple', 'Apple', 'banana', 'Bänana'}"),
-                                  sortDescriptors: [SortDescriptor("label", localizedCaseInsensitive: true)])
+        let labels = FetchQuery(Item.self, predicate: try FetchPredicate(format: "label IN {'apple', 'Apple', 'banana', 'Bänana'}"),
+                                  sortDescriptors: [SortKey("label", localizedCaseInsensitive: true)])
         let names = try fixture.context.fetch(labels).compactMap(\.label)
         #expect(names.count > 3)
         for (a, b) in zip(names, names.dropFirst()) {
             #expect(a.compare(b, options: [.caseInsensitive], range: nil, locale: Locale.current) != .orderedDescending, "\(a) before \(b)")
         }
         // Through a to-one relationship, nils first.
-        let byGroup = try fixture.context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("group.title")]))
+        let byGroup = try fixture.context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("group.title")]))
         let titles = byGroup.map { $0.group?.title ?? "" }
         #expect(titles == titles.sorted())
     }
@@ -265,7 +265,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let context = fixture.context
         try fixture.stack.coordinator.store.compact()
         var random = SplitMix64(seed: seed)
-        let items = try context.fetch(FetchRequest(Item.self))
+        let items = try context.fetch(FetchQuery(Item.self))
         for item in items.prefix(60) { item.rank = Int(random.next() % 40) - 10 }  // saved: in the log
         try context.save()
         for item in items.dropFirst(60).prefix(40) { item.rank = Int(random.next() % 40) - 10; item.score = -1 }
@@ -278,19 +278,19 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             item.score = Double(n)
         }
         let child = Context(parent: context)
-        let sorts: [[Cairn.SortDescriptor]] = [
-            [SortDescriptor("rank", ascending: false)], [SortDescriptor("rankPlain")], [SortDescriptor("label")],
-            [SortDescriptor("score", ascending: false)], [SortDescriptor("rank"), SortDescriptor("label", ascending: false)],
+        let sorts: [[SortKey]] = [
+            [SortKey("rank", ascending: false)], [SortKey("rankPlain")], [SortKey("label")],
+            [SortKey("score", ascending: false)], [SortKey("rank"), SortKey("label", ascending: false)],
         ]
         let predicates: [FetchPredicate?] = [nil, try FetchPredicate(format: "rank > 0"), try FetchPredicate(format: "rankPlain < 5"),
                                              try FetchPredicate(format: "group.title != 'red'")]
         for place in [context, child] {
             for descriptors in sorts {
                 for predicate in predicates {
-                    let whole = try place.fetchObjectIDs(FetchRequest(Item.self, predicate: predicate, sortDescriptors: descriptors))
+                    let whole = try place.fetchObjectIDs(FetchQuery(Item.self, predicate: predicate, sortDescriptors: descriptors))
                     #expect(whole.count > 20)
                     for (offset, limit) in [(0, 1), (0, 10), (3, 7), (50, 20), (0, 0), (whole.count - 2, 5), (whole.count + 1, 3), (0, whole.count)] {
-                        var request = FetchRequest(Item.self, predicate: predicate, sortDescriptors: descriptors)
+                        var request = FetchQuery(Item.self, predicate: predicate, sortDescriptors: descriptors)
                         request.fetchOffset = offset
                         request.fetchLimit = limit
                         let start = min(offset, whole.count), end = min(whole.count, offset + limit)
@@ -347,11 +347,11 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         for key in ["value", "when", "amount"] {
             for ascending in [true, false] {
                 for predicate in [nil, try FetchPredicate(format: "serial >= 100")] {
-                    let descriptors = [Cairn.SortDescriptor(key, ascending: ascending)]
-                    let whole = try context.fetchObjectIDs(FetchRequest(Reading.self, predicate: predicate, sortDescriptors: descriptors))
+                    let descriptors = [SortKey(key, ascending: ascending)]
+                    let whole = try context.fetchObjectIDs(FetchQuery(Reading.self, predicate: predicate, sortDescriptors: descriptors))
                     #expect(whole.count >= 300)
                     for (offset, limit) in [(0, 1), (0, 10), (3, 7), (30, 40), (100, 20), (whole.count - 2, 5), (0, whole.count)] {
-                        var request = FetchRequest(Reading.self, predicate: predicate, sortDescriptors: descriptors)
+                        var request = FetchQuery(Reading.self, predicate: predicate, sortDescriptors: descriptors)
                         request.fetchOffset = offset
                         request.fetchLimit = limit
                         let start = min(offset, whole.count), end = min(whole.count, offset + limit)
@@ -391,7 +391,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         for (format, values) in bounds {
             func ids(_ key: String) throws -> [Int64] {
                 let predicate = try FetchPredicate(format: format, arguments: [.string(key), values[0], .string(key), values[1]])
-                return try context.fetch(FetchRequest(Big.self, predicate: predicate)).map(\.plain).sorted()
+                return try context.fetch(FetchQuery(Big.self, predicate: predicate)).map(\.plain).sorted()
             }
             let scanned = try ids("plain")
             #expect(try ids("n") == scanned, "\(format) \(values)")
@@ -400,7 +400,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         // Bounds that compare exactly (one kind, or integers of two widths) keep the
         // stricter flag: the index reads no row the predicate then drops.
         for (format, first, second) in [("n >= %@ AND n > %@", Value.int64(5), Value.int32(5)), ("n > %@ AND n >= %@", .int64(base), .int64(base))] {
-            let plan = try context.explain(try FetchRequest(Big.self, format: format, first, second))
+            let plan = try context.explain(try FetchQuery(Big.self, format: format, first, second))
             guard case .index(_, .range(let lower, let inclusive, _, _)) = plan.access else {
                 Issue.record("\(format): \(plan)")
                 continue
@@ -416,20 +416,20 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let fixture = try FetchFixture(seed: 17, count: 200)
         let context = fixture.context
         try context.save()
-        let groups = try context.fetch(FetchRequest(Group.self, sortDescriptors: [SortDescriptor("title")]))
+        let groups = try context.fetch(FetchQuery(Group.self, sortDescriptors: [SortKey("title")]))
         groups[0].title = "zz"                                  // blue, renamed, now last
         let extra = Group(context: context)
         extra.title = "aa"
-        let items = try context.fetch(FetchRequest(Item.self))
+        let items = try context.fetch(FetchQuery(Item.self))
         for item in items.prefix(20) { item.group = extra }
         context.delete(groups[1])                               // green: its items lose their group
         for reader in [context, Context(parent: context)] {
-            let all = try reader.fetch(FetchRequest(Item.self))
+            let all = try reader.fetch(FetchQuery(Item.self))
             let expected = all.sorted { ($0.group?.title ?? "", $0.objectID.recordID) < ($1.group?.title ?? "", $1.objectID.recordID) }
-            let sorted = try reader.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("group.title")]))
+            let sorted = try reader.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("group.title")]))
             #expect(sorted.map(\.objectID) == expected.map(\.objectID))
             for title in ["zz", "aa", "green", "red"] {
-                let matching = try reader.fetch(try FetchRequest(Item.self, format: "group.title == %@", .string(title)))
+                let matching = try reader.fetch(try FetchQuery(Item.self, format: "group.title == %@", .string(title)))
                 #expect(Set(matching.map(\.objectID)) == Set(all.filter { $0.group?.title == title }.map(\.objectID)), "\(title)")
             }
         }
@@ -442,7 +442,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let fixture = try FetchFixture(seed: 31, count: 120)
         let context = fixture.context
         var ranks = Dictionary(uniqueKeysWithValues: fixture.items.map { ($0.id, $0.rank) })
-        let objects = try context.fetch(FetchRequest(Item.self))
+        let objects = try context.fetch(FetchQuery(Item.self))
         for (n, object) in objects.enumerated() where n % 7 == 0 {
             object.rank = object.rank >= 5 ? 0 : 10
             object.rankPlain = object.rank
@@ -461,7 +461,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let windows = [(0, 0), (0, 1), (0, 3), (1, 1), (2, 5), (10, 10), (0, 1000), (matching.count - 1, 5), (matching.count + 3, 2)]
         for attribute in ["rank", "rankPlain"] {
             for (offset, limit) in windows {
-                var request = try FetchRequest(Item.self, format: "\(attribute) >= 5")
+                var request = try FetchQuery(Item.self, format: "\(attribute) >= 5")
                 request.fetchOffset = offset
                 request.fetchLimit = limit
                 let expected = Array(matching.dropFirst(offset).prefix(limit))
@@ -478,11 +478,11 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let tens = fixture.items.filter { $0.rank == 10 }.map(\.id)
         let fresh = Item(context: context)
         fresh.rank = 10
-        let changed = try #require(try context.fetch(FetchRequest(Item.self, format: "rank != 10")).first)
+        let changed = try #require(try context.fetch(FetchQuery(Item.self, format: "rank != 10")).first)
         changed.rank = 10
-        let gone = try context.fetch(FetchRequest(Item.self, format: "rank == 10")).first
+        let gone = try context.fetch(FetchQuery(Item.self, format: "rank == 10")).first
         if let gone { context.delete(gone) }
-        var request = try FetchRequest(Item.self, format: "rank == 10")
+        var request = try FetchQuery(Item.self, format: "rank == 10")
         var expected = Set(tens + [fresh.objectID, changed.objectID])
         if let gone { expected.remove(gone.objectID) }
         #expect(Set(try context.fetchObjectIDs(request)) == expected)
@@ -492,12 +492,12 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
 
     @Test func aggregates() throws {
         let fixture = try FetchFixture(seed: 9, count: 50)
-        let all = FetchRequest(Item.self)
+        let all = FetchQuery(Item.self)
         #expect(try fixture.context.aggregate(.count, for: all) == .int64(50))
         #expect(try fixture.context.aggregate(.sum("rank"), for: all) == .int64(Int64(fixture.items.map(\.rank).reduce(0, +))))
         #expect(try fixture.context.aggregate(.min("rank"), for: all) == .int64(Int64(fixture.items.map(\.rank).min()!)))
         #expect(try fixture.context.aggregate(.max("score"), for: all) == .double(fixture.items.map(\.score).max()!))
-        let positive = try FetchRequest(Item.self, format: "rank > 0")
+        let positive = try FetchQuery(Item.self, format: "rank > 0")
         let ranks = fixture.items.filter { $0.rank > 0 }.map { Double($0.rank) }
         #expect(try fixture.context.aggregate(.average("rank"), for: positive) == .double(ranks.reduce(0, +) / Double(ranks.count)))
         #expect(throws: CairnError.self) { try fixture.context.aggregate(.sum("label"), for: all) }
@@ -561,7 +561,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func batchesFaultTogether() throws {
         let fixture = try FetchFixture(seed: 4, count: 25)
         let reader = fixture.stack.context()
-        var request = FetchRequest(Item.self)
+        var request = FetchQuery(Item.self)
         request.fetchBatchSize = 10
         let items = try reader.fetch(request)
         #expect(items.allSatisfy { $0.isFault })
@@ -575,13 +575,13 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func refetchingHandsBackTheRegisteredObjects() throws {
         let fixture = try FetchFixture(seed: 8, count: 40)
         let reader = fixture.stack.context()
-        let all = try reader.fetch(FetchRequest(Item.self))
+        let all = try reader.fetch(FetchQuery(Item.self))
         #expect(all.count == 40 && all.allSatisfy { $0.isFault })
         for item in all[0..<20] { _ = item.rank }
         all[3].score = 12_345
         let byID = Dictionary(uniqueKeysWithValues: all.map { ($0.objectID, $0) })
         var loaded = 20
-        for request in [FetchRequest(Item.self), try FetchRequest(Item.self, format: "rankPlain >= %@", .int64(-100))] {
+        for request in [FetchQuery(Item.self), try FetchQuery(Item.self, format: "rankPlain >= %@", .int64(-100))] {
             let again = try reader.fetch(request)
             #expect(again.count == 40)
             #expect(again.allSatisfy { byID[$0.objectID] === $0 })
@@ -590,9 +590,9 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             #expect(again.map(\.rank) == fixture.items.map(\.rank))  // loads the rest
             loaded = 40
         }
-        let dynamic = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Item"))
+        let dynamic = try reader.fetch(FetchQuery<ManagedObject>(entityName: "Item"))
         #expect(dynamic.count == 40 && dynamic.allSatisfy { byID[$0.objectID] === $0 })
-        #expect(try reader.fetch(FetchRequest<Group>(entityName: "Item")).isEmpty)
+        #expect(try reader.fetch(FetchQuery<Group>(entityName: "Item")).isEmpty)
     }
 
     /// A fetch whose predicate is tested on the stored bodies makes its objects in one
@@ -604,7 +604,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let fixture = try FetchFixture(seed: 9, count: 60)
         let context = fixture.stack.context()
         // Some objects registered and loaded, some registered faults, the rest unregistered.
-        let registered = try context.fetch(FetchRequest(Item.self, format: "rankPlain < 5"))
+        let registered = try context.fetch(FetchQuery(Item.self, format: "rankPlain < 5"))
         #expect(!registered.isEmpty)
         for item in registered.prefix(registered.count / 2) { _ = item.rank }
         let cases: [(String, (ItemData) -> Bool)] = [
@@ -614,8 +614,8 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             ("rankPlain < 1000", { _ in true }),
         ]
         for (format, test) in cases {
-            let onePass = try context.fetch(FetchRequest(Item.self, format: format))
-            var gathering = try FetchRequest(Item.self, format: format)
+            let onePass = try context.fetch(FetchQuery(Item.self, format: format))
+            var gathering = try FetchQuery(Item.self, format: format)
             gathering.fetchLimit = .max
             let gathered = try context.fetch(gathering)
             #expect(onePass.map(\.objectID) == fixture.expected(test), "\(format)")
@@ -624,18 +624,18 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             #expect(onePass.allSatisfy { byID[$0.objectID]?.rank == $0.rank && byID[$0.objectID]?.label == $0.labelPlain }, "\(format)")
         }
         let predicate = try FetchPredicate(format: "rankPlain >= 0")
-        let typed = try context.fetch(FetchRequest(Item.self, format: "rankPlain >= 0"))
-        let dynamic = try context.fetch(FetchRequest<ManagedObject>(entityName: "Item", predicate: predicate))
+        let typed = try context.fetch(FetchQuery(Item.self, format: "rankPlain >= 0"))
+        let dynamic = try context.fetch(FetchQuery<ManagedObject>(entityName: "Item", predicate: predicate))
         #expect(dynamic.count == typed.count && zip(dynamic, typed).allSatisfy { $0 === $1 })
-        #expect(try context.fetch(FetchRequest<Group>(entityName: "Item", predicate: predicate)).isEmpty)
+        #expect(try context.fetch(FetchQuery<Group>(entityName: "Item", predicate: predicate)).isEmpty)
         // An unknown key is an error on this path too.
-        #expect(throws: CairnError.self) { try context.fetch(FetchRequest(Item.self, format: "nothing == 1")) }
+        #expect(throws: CairnError.self) { try context.fetch(FetchQuery(Item.self, format: "nothing == 1")) }
     }
 
     @Test func dynamicRequests() throws {
         let fixture = try FetchFixture(seed: 6, count: 20)
-        let request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try FetchPredicate(format: "rank > 0"),
-                                                  sortDescriptors: [SortDescriptor("rank")])
+        let request = FetchQuery<ManagedObject>(entityName: "Item", predicate: try FetchPredicate(format: "rank > 0"),
+                                                  sortDescriptors: [SortKey("rank")])
         let objects = try fixture.context.fetch(request)
         #expect(objects.map { $0["rank"] } == fixture.items.filter { $0.rank > 0 }.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map { .int64(Int64($0.rank)) })
     }
@@ -683,19 +683,19 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             (#Predicate { $0.group?.title == "red" }, "group.title == 'red'"),
         ]
         for (typed, format) in pairs {
-            let request = FetchRequest(Item.self, where: typed)
+            let request = FetchQuery(Item.self, where: typed)
             if !format.contains("BEGINSWITH") {
                 #expect(request.predicate != nil, "\(format) runs on stored records")
             } else {
                 #expect(request.predicate == nil, "\(format) falls back to evaluating objects")
             }
-            let expected = try context.fetchObjectIDs(FetchRequest(Item.self, predicate: try FetchPredicate(format: format)))
+            let expected = try context.fetchObjectIDs(FetchQuery(Item.self, predicate: try FetchPredicate(format: format)))
             #expect(try context.fetchObjectIDs(request) == expected, "\(format)")
         }
-        let converted = FetchRequest(Item.self, where: #Predicate { $0.rank == 5 })
+        let converted = FetchQuery(Item.self, where: #Predicate { $0.rank == 5 })
         #expect(converted.predicate == (try FetchPredicate(format: "rank == 5")))
         #expect(try context.explain(converted).access == .index(attribute: "rank", condition: .equal([.int64(5)])))
-        let nested = FetchRequest(Item.self, where: #Predicate { $0.group?.title == "red" })
+        let nested = FetchQuery(Item.self, where: #Predicate { $0.group?.title == "red" })
         #expect(nested.predicate != nil, "to-one key paths convert")
     }
 
@@ -705,7 +705,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func objectsOutlivingTheirContextReadWhatWasFetched() throws {
         let fixture = try FetchFixture(seed: 13, count: 25)
         func fetchAlone() throws -> [Item] {
-            try fixture.stack.context().fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rankPlain")]))
+            try fixture.stack.context().fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")]))
         }
         let items = try fetchAlone()
         #expect(items.allSatisfy { $0.context == nil }, "the context is gone")

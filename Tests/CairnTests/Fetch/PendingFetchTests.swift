@@ -35,15 +35,15 @@ import Testing
         try mess(grandchild)
         for rank in -10..<30 {
             for (limit, offset) in [(nil, 0), (3, 0), (2, 1)] as [(Int?, Int)] {
-                var indexed = try FetchRequest(Item.self, format: "rank == %@", .int64(Int64(rank)))
-                var scanned = try FetchRequest(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))
+                var indexed = try FetchQuery(Item.self, format: "rank == %@", .int64(Int64(rank)))
+                var scanned = try FetchQuery(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))
                 indexed.fetchLimit = limit; scanned.fetchLimit = limit
                 indexed.fetchOffset = offset; scanned.fetchOffset = offset
                 #expect(try grandchild.fetch(indexed).map(\.objectID) == grandchild.fetch(scanned).map(\.objectID), "rank \(rank) limit \(String(describing: limit)) offset \(offset)")
                 #expect(try child.fetch(indexed).map(\.objectID) == child.fetch(scanned).map(\.objectID), "rank \(rank)")
             }
         }
-        #expect(try grandchild.explain(FetchRequest(Item.self, format: "rank == 3")).access != .fullScan)
+        #expect(try grandchild.explain(FetchQuery(Item.self, format: "rank == 3")).access != .fullScan)
     }
 }
 
@@ -85,7 +85,7 @@ extension ChildFetchTests {
             case 11: context.refresh(item, mergeChanges: random.next() % 2 == 0)
             case 12 where step % 4 == 0:
                 let rank = newRank()
-                _ = try context.batchUpdate(FetchRequest(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))) {
+                _ = try context.batchUpdate(FetchQuery(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))) {
                     $0.rank = rank + 1; $0.rankPlain = rank + 1
                 }
             case 13:
@@ -122,8 +122,8 @@ extension ChildFetchTests {
                 ]
                 if step % 10 == 0 { pairs.append(("label == %@", "labelPlain == %@", [pick(labels).map { .string($0) } ?? .null])) }
                 for (indexed, plain, arguments) in pairs {
-                    let found = try context.fetch(FetchRequest(Item.self, predicate: FetchPredicate(format: indexed, arguments: arguments)))
-                    let scanned = try context.fetch(FetchRequest(Item.self, predicate: FetchPredicate(format: plain, arguments: arguments)))
+                    let found = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: indexed, arguments: arguments)))
+                    let scanned = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: plain, arguments: arguments)))
                     #expect(found.map(\.objectID) == scanned.map(\.objectID), "seed \(seed) step \(step): \(indexed) \(arguments)")
                 }
             }
@@ -131,7 +131,7 @@ extension ChildFetchTests {
         #expect(context.lookupAnswers > 400, "the lookup answered most fetches")
     }
 
-    /// The same in a child context (as `DataStore.write` makes): its own many changes are
+    /// The same in a child context (as `DataService.write` makes): its own many changes are
     /// looked up, its parent's found apart; between single changes in the child and in the
     /// parent, fetches by the indexed rank find what fetches by the unindexed copy find.
     @Test(arguments: [54, 55])
@@ -161,8 +161,8 @@ extension ChildFetchTests {
             }
             for _ in 0..<3 {
                 let rank = newRank()
-                let found = try child.fetch(FetchRequest(Item.self, format: "rank == %@", .int64(Int64(rank)))).map(\.objectID)
-                let scanned = try child.fetch(FetchRequest(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))).map(\.objectID)
+                let found = try child.fetch(FetchQuery(Item.self, format: "rank == %@", .int64(Int64(rank)))).map(\.objectID)
+                let scanned = try child.fetch(FetchQuery(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))).map(\.objectID)
                 #expect(found == scanned, "seed \(seed) step \(step): rank \(rank)")
             }
         }
@@ -176,24 +176,24 @@ extension ChildFetchTests {
         let fixture = try FetchFixture(seed: 61, count: 100)
         let context = fixture.context
         try context.save()
-        let items = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rankPlain")]))
+        let items = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")]))
         for (index, item) in items.enumerated() { item.rank = 1_000 + index; item.rankPlain = item.rank }
         try context.save()
         for item in items.dropFirst() { item.rank += 1_000; item.rankPlain = item.rank }  // 99 changed objects
         let target = items[0]
         context.undoGroup { target.rank = 5_000; target.rankPlain = 5_000 }
         context.undo()  // back to 1,000: in the changed set, nothing to save
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 1000")).map(\.objectID) == [target.objectID])
-        _ = try context.batchUpdate(FetchRequest(Item.self, format: "rankPlain == -10000")) { $0.rank = 0 }  // touches nothing
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rank == 1000")).map(\.objectID) == [target.objectID])
+        _ = try context.batchUpdate(FetchQuery(Item.self, format: "rankPlain == -10000")) { $0.rank = 0 }  // touches nothing
         // Another context moves the target's stored rank; this one takes the save in.
         let other = fixture.stack.context()
         let theirs = try #require(try other.existingObject(Item.self, with: target.objectID))
         theirs.rank = 7_777; theirs.rankPlain = 7_777
         try other.save()
         context.processExternalChanges()
-        _ = try context.batchUpdate(FetchRequest(Item.self, format: "rankPlain == 7777")) { $0.rank = 8_888; $0.rankPlain = 8_888 }
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 8888")).map(\.objectID) == [target.objectID])
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 1000")).isEmpty)
+        _ = try context.batchUpdate(FetchQuery(Item.self, format: "rankPlain == 7777")) { $0.rank = 8_888; $0.rankPlain = 8_888 }
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rank == 8888")).map(\.objectID) == [target.objectID])
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rank == 1000")).isEmpty)
     }
 
     /// A record another context deleted, changed here before (so kept with its changes):
@@ -201,7 +201,7 @@ extension ChildFetchTests {
     @Test func aRecordDeletedElsewhereButChangedHereIsFoundInAChild() throws {
         let fixture = try FetchFixture(seed: 12, count: 20)
         let context = fixture.context
-        let items = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rankPlain")]))
+        let items = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")]))
         let target = items[0]
         target.label = "changed here"
         let other = fixture.stack.context()
@@ -209,12 +209,12 @@ extension ChildFetchTests {
         try other.save()
         context.processExternalChanges()
         let child = Context(parent: context)
-        let here = try context.fetch(FetchRequest(Item.self)).map(\.objectID)
+        let here = try context.fetch(FetchQuery(Item.self)).map(\.objectID)
         #expect(here.contains(target.objectID), "the root's own fetch keeps it")
-        #expect(try child.fetch(FetchRequest(Item.self)).map(\.objectID) == here, "a full scan in the child")
-        #expect(try child.fetch(FetchRequest(Item.self, format: "rank == %@", .int64(Int64(target.rank)))).map(\.objectID)
+        #expect(try child.fetch(FetchQuery(Item.self)).map(\.objectID) == here, "a full scan in the child")
+        #expect(try child.fetch(FetchQuery(Item.self, format: "rank == %@", .int64(Int64(target.rank)))).map(\.objectID)
                 == [target.objectID], "by index in the child")
-        #expect(try child.count(for: FetchRequest(Item.self)) == here.count)
+        #expect(try child.count(for: FetchQuery(Item.self)) == here.count)
     }
 
     /// A save that meets a conflict merges the stored values into the changed object (no
@@ -237,7 +237,7 @@ extension ChildFetchTests {
         let target = items[0]
         target.labelPlain = "mine"
         let answers = context.lookupAnswers
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 0")).map(\.objectID) == [target.objectID])
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rank == 0")).map(\.objectID) == [target.objectID])
         #expect(context.lookupAnswers == answers + 1, "the lookup is built and answers")
         let other = stack.context()
         let theirs = try #require(try other.existingObject(Item.self, with: target.objectID))
@@ -249,9 +249,9 @@ extension ChildFetchTests {
         #expect(throws: CairnError.self) { try context.save() }
         faulty.fail(calls: [])
         #expect(target.rank == 555 && target.labelPlain == "mine", "merged before the write failed")
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 555")).map(\.objectID) == [target.objectID])
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rank == 0")).isEmpty)
-        #expect(try context.fetch(FetchRequest(Item.self, format: "rankPlain == 555")).map(\.objectID) == [target.objectID])
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rank == 555")).map(\.objectID) == [target.objectID])
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rank == 0")).isEmpty)
+        #expect(try context.fetch(FetchQuery(Item.self, format: "rankPlain == 555")).map(\.objectID) == [target.objectID])
     }
 
     /// A root context with unsaved inserts, changes and deletes (and undo of some): a fetch
@@ -305,18 +305,18 @@ extension ChildFetchTests {
             }
             for rank in -10..<30 {
                 let expected = known.values.filter { $0.context === context && $0.exists && $0.rank == rank }.map(\.objectID)
-                let found = try context.fetch(FetchRequest(Item.self, format: "rank == %@", .int64(Int64(rank)))).map(\.objectID)
+                let found = try context.fetch(FetchQuery(Item.self, format: "rank == %@", .int64(Int64(rank)))).map(\.objectID)
                 #expect(found == expected.sorted { $0.recordID < $1.recordID }, "round \(round): rank == \(rank)")
             }
             for (indexed, plain, arguments) in pairs {
-                let found = try context.fetch(FetchRequest(Item.self, predicate: FetchPredicate(format: indexed, arguments: arguments))).map(\.objectID)
-                let scanned = try context.fetch(FetchRequest(Item.self, predicate: FetchPredicate(format: plain, arguments: arguments))).map(\.objectID)
+                let found = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: indexed, arguments: arguments))).map(\.objectID)
+                let scanned = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: plain, arguments: arguments))).map(\.objectID)
                 #expect(found == scanned, "round \(round): \(indexed) \(arguments)")
             }
             if round == 2 { try context.save() }
         }
-        #expect(try context.explain(FetchRequest(Item.self, format: "rank == 3")).access != .fullScan)
-        #expect(try context.explain(FetchRequest(Item.self, format: "label == 'apple'")).access != .fullScan)
+        #expect(try context.explain(FetchQuery(Item.self, format: "rank == 3")).access != .fullScan)
+        #expect(try context.explain(FetchQuery(Item.self, format: "label == 'apple'")).access != .fullScan)
     }
 
     /// A middle context holding an object loaded before its parent changed it again: a
@@ -332,8 +332,8 @@ extension ChildFetchTests {
         #expect(held.rank == 105)                               // loaded in the middle context
         item.rank = 107; item.rankPlain = 107                  // changed again in the root
         let grandchild = Context(parent: middle)
-        let indexed = try grandchild.fetch(FetchRequest(Item.self, format: "rank == 105")).map(\.objectID)
-        let scanned = try grandchild.fetch(FetchRequest(Item.self, format: "rankPlain == 105")).map(\.objectID)
+        let indexed = try grandchild.fetch(FetchQuery(Item.self, format: "rank == 105")).map(\.objectID)
+        let scanned = try grandchild.fetch(FetchQuery(Item.self, format: "rankPlain == 105")).map(\.objectID)
         #expect(scanned == [item.objectID])
         #expect(indexed == scanned)
     }

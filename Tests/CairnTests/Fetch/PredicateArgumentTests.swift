@@ -22,7 +22,7 @@ import Testing
         let (_, context) = try people()
         let names = ["ann", "cy", "nobody"]
         let some = try Person.all(where: try FetchPredicate(format: "username IN %@ AND age >= %@", names, 18),
-                                  sortedBy: [SortDescriptor("username")], in: context)
+                                  sortedBy: [SortKey("username")], in: context)
         #expect(some.map(\.username) == ["ann", "cy"])
         #expect(try Person.count(where: try FetchPredicate(format: "age BETWEEN %@", [13, 19]), in: context) == 1)
         #expect(try Person.count(where: try FetchPredicate(format: "%K == %@", "username", "bo"), in: context) == 1)
@@ -68,18 +68,22 @@ import Testing
             person.age = age
         }
         try context.save()
-        let request = try FetchRequest(Person.self, sortBy: [Foundation.SortDescriptor(\Person.age, order: .reverse),
-                                                            Foundation.SortDescriptor(\Person.username)])
+        let request = try FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.age, order: .reverse),
+                                                            SortDescriptor(\Person.username)])
         #expect(try context.fetch(request).map(\.username) == ["al", "Ann", "cy", "bo"])
+        // No qualification beside Foundation: Cairn's string form is `SortKey`.
+        #expect(try Person.all(where: #Predicate { $0.age >= 30 }, sortedBy: [SortDescriptor(\Person.username, order: .reverse)],
+                               in: context).map(\.username) == ["cy", "al", "Ann"])
+        #expect(try Person.first(where: #Predicate { $0.age < 40 }, sortedBy: [SortDescriptor(\Person.age)], in: context)?.username == "bo")
         #if canImport(Darwin)  // (Foundation on Linux offers only the lexical comparator)
-        let folded = try FetchRequest(Person.self, where: #Predicate { $0.age >= 12 },
-                                      sortBy: [Foundation.SortDescriptor(\Person.username, comparator: .localizedStandard)])
+        let folded = try FetchQuery(Person.self, where: #Predicate { $0.age >= 12 },
+                                      sortBy: [SortDescriptor(\Person.username, comparator: .localizedStandard)])
         #expect(try context.fetch(folded).map(\.username) == ["al", "Ann", "bo", "cy"])
         #endif
-        let plain = try FetchRequest(Person.self, sortBy: [Foundation.SortDescriptor(\Person.username, comparator: .lexical)])
+        let plain = try FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.username, comparator: .lexical)])
         #expect(try context.fetch(plain).map(\.username) == ["Ann", "al", "bo", "cy"])
         // A key path that reads no attribute is refused, naming the class.
-        #expect { try FetchRequest(Person.self, sortBy: [Foundation.SortDescriptor(\Person.objectID)]) }
+        #expect { try FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.objectID)]) }
             throws: { ($0 as? CairnError)?.code == .invalidArgument && ($0 as? CairnError)?.message.contains("Person") == true }
     }
 }

@@ -65,15 +65,15 @@ final class Node: ManagedObject {
         }
         try context.save()
 
-        let bothPaths = try FetchedResults(request: FetchRequest(Chore.self, sortDescriptors: [
-            SortDescriptor("assignee.name"), SortDescriptor("rank"),
+        let bothPaths = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [
+            SortKey("assignee.name"), SortKey("rank"),
         ]), context: context, sectionKeyPath: "reviewer.name")
-        let twoHops = try FetchedResults(request: FetchRequest(Chore.self, sortDescriptors: [
-            SortDescriptor("assignee.team.name", ascending: false), SortDescriptor("title"),
+        let twoHops = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [
+            SortKey("assignee.team.name", ascending: false), SortKey("title"),
         ]), context: context)
-        let filtered = try FetchedResults(request: FetchRequest(Chore.self, predicate: try FetchPredicate(format: "reviewer.team.name != 'b'"),
-                                                                sortDescriptors: [SortDescriptor("rank")]), context: context)
-        let tree = try FetchedResults(request: FetchRequest(Node.self, sortDescriptors: [SortDescriptor("parent.name"), SortDescriptor("name")]),
+        let filtered = try LiveResults(request: FetchQuery(Chore.self, predicate: try FetchPredicate(format: "reviewer.team.name != 'b'"),
+                                                                sortDescriptors: [SortKey("rank")]), context: context)
+        let tree = try LiveResults(request: FetchQuery(Node.self, sortDescriptors: [SortKey("parent.name"), SortKey("name")]),
                                       context: context, sectionKeyPath: "parent.parent.name")
         let all: [(AnyObject, () -> [(String, [ObjectID])], () throws -> [(String, [ObjectID])])] = [
             (bothPaths, { bothPaths.sections.map { ($0.name, $0.objects.map(\.objectID)) } }, { try ResultsUpdateTests.fresh(bothPaths, in: context) }),
@@ -91,8 +91,8 @@ final class Node: ManagedObject {
 
         for step in 0..<150 {
             let before = all.map { $0.1() }
-            let liveTeams = try context.fetch(FetchRequest(Team.self)), liveMembers = try context.fetch(FetchRequest(Member.self))
-            let chores = try context.fetch(FetchRequest(Chore.self)), liveNodes = try context.fetch(FetchRequest(Node.self))
+            let liveTeams = try context.fetch(FetchQuery(Team.self)), liveMembers = try context.fetch(FetchQuery(Member.self))
+            let chores = try context.fetch(FetchQuery(Chore.self)), liveNodes = try context.fetch(FetchQuery(Node.self))
             let kind = random.next() % 14
             switch kind {
             case 0: pick(liveMembers)?.name = pick(names)! + (random.next() % 2 == 0 ? "" : "x")
@@ -124,21 +124,21 @@ final class Node: ManagedObject {
                     if !cycle { node.parent = random.next() % 5 == 0 ? nil : parent }
                 }
             case 10:                                                       // another context
-                let theirMembers = try other.fetch(FetchRequest(Member.self)), theirTeams = try other.fetch(FetchRequest(Team.self))
+                let theirMembers = try other.fetch(FetchQuery(Member.self)), theirTeams = try other.fetch(FetchQuery(Team.self))
                 switch random.next() % 4 {
                 case 0: pick(theirMembers)?.name = pick(names)! + "o"
                 case 1: pick(theirMembers)?.team = pick(theirTeams)
                 case 2: pick(theirTeams)?.name = pick(names)! + "o"
-                default: pick(try other.fetch(FetchRequest(Chore.self)))?.assignee = pick(theirMembers)
+                default: pick(try other.fetch(FetchQuery(Chore.self)))?.assignee = pick(theirMembers)
                 }
                 try other.save()
                 context.processExternalChanges()
             case 11:                                                       // a child
                 let child = Context(parent: context)
                 switch random.next() % 3 {
-                case 0: pick(try child.fetch(FetchRequest(Team.self)))?.name = pick(names)! + "c"
-                case 1: pick(try child.fetch(FetchRequest(Member.self)))?.team = pick(try child.fetch(FetchRequest(Team.self)))
-                default: pick(try child.fetch(FetchRequest(Node.self)))?.name = pick(names)! + "c"
+                case 0: pick(try child.fetch(FetchQuery(Team.self)))?.name = pick(names)! + "c"
+                case 1: pick(try child.fetch(FetchQuery(Member.self)))?.team = pick(try child.fetch(FetchQuery(Team.self)))
+                default: pick(try child.fetch(FetchQuery(Node.self)))?.name = pick(names)! + "c"
                 }
                 try child.save()
             case 12: context.undo()
@@ -177,7 +177,7 @@ final class Node: ManagedObject {
         member.team = team
         for i in 0..<3 { let chore = Chore(context: context); chore.rank = i; chore.assignee = member }
         try context.save()
-        let results = try FetchedResults(request: FetchRequest(Chore.self, sortDescriptors: [SortDescriptor("rank")]),
+        let results = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "assignee.team.name")
         member.name = "x"
         context.processPendingChanges()
@@ -205,7 +205,7 @@ final class Node: ManagedObject {
         let team = Team(context: context)
         try context.save()
         let child = Context(parent: context)
-        let results = try FetchedResults(request: FetchRequest(Chore.self, sortDescriptors: [SortDescriptor("title")]),
+        let results = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [SortKey("title")]),
                                          context: child, sectionKeyPath: "assignee.name")
         member.team = team                                            // unsaved in the parent
         let other = stack.context()

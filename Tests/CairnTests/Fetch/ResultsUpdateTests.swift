@@ -3,16 +3,16 @@ import Testing
 @testable import Cairn
 
 /// Live results of one entity take in a change by placing again the records it touched,
-/// without a fetch (``FetchedResults/updated(_:snapshot:touched:request:sectionKeyPath:context:)``).
+/// without a fetch (``LiveResults/updated(_:snapshot:touched:request:sectionKeyPath:context:)``).
 @Suite struct ResultsUpdateTests {
     /// Results as a fresh fetch gives them: section names and IDs.
-    static func fresh<T>(_ results: FetchedResults<T>, in context: Context) throws -> [(String, [ObjectID])] {
-        let fetched = try FetchedResults(request: results.request, context: context, sectionKeyPath: results.sectionKeyPath)
+    static func fresh<T>(_ results: LiveResults<T>, in context: Context) throws -> [(String, [ObjectID])] {
+        let fetched = try LiveResults(request: results.request, context: context, sectionKeyPath: results.sectionKeyPath)
         return fetched.sections.map { ($0.name, $0.objects.map(\.objectID)) }
     }
 
     /// Expects `results` to hold what a fresh fetch gives: section names and rows.
-    static func expectFresh<T>(_ results: FetchedResults<T>, in context: Context, _ comment: Comment? = nil,
+    static func expectFresh<T>(_ results: LiveResults<T>, in context: Context, _ comment: Comment? = nil,
                                sourceLocation: SourceLocation = #_sourceLocation) throws {
         let fresh = try Self.fresh(results, in: context)
         #expect(results.sections.map(\.name) == fresh.map(\.0), comment, sourceLocation: sourceLocation)
@@ -33,37 +33,37 @@ import Testing
         context.mergePolicy = .objectTrumps
         let child = Context(parent: context)
         let other = fixture.stack.context()
-        let ranked = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
-                                                              sortDescriptors: [SortDescriptor("score")]), context: context)
-        let sectioned = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [
-            SortDescriptor("label", localizedCaseInsensitive: true), SortDescriptor("when", ascending: false),
+        let ranked = try LiveResults(request: FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
+                                                              sortDescriptors: [SortKey("score")]), context: context)
+        let sectioned = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [
+            SortKey("label", localizedCaseInsensitive: true), SortKey("when", ascending: false),
         ]), context: context, sectionKeyPath: "flag")
-        let plain = try FetchedResults(request: FetchRequest(Item.self), context: context)
-        let inChild = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank < 5"),
-                                                               sortDescriptors: [SortDescriptor("rank", ascending: false)]),
+        let plain = try LiveResults(request: FetchQuery(Item.self), context: context)
+        let inChild = try LiveResults(request: FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank < 5"),
+                                                               sortDescriptors: [SortKey("rank", ascending: false)]),
                                          context: child)
-        var topRequest = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
-                                      sortDescriptors: [SortDescriptor("score", ascending: false)])
+        var topRequest = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
+                                      sortDescriptors: [SortKey("score", ascending: false)])
         topRequest.fetchLimit = 15
-        let top = try FetchedResults(request: topRequest, context: context)
-        var roomyRequest = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")])
+        let top = try LiveResults(request: topRequest, context: context)
+        var roomyRequest = FetchQuery(Item.self, sortDescriptors: [SortKey("rank")])
         roomyRequest.fetchLimit = 400
-        let roomy = try FetchedResults(request: roomyRequest, context: context, sectionKeyPath: "flag")
-        let byGroup = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+        let roomy = try LiveResults(request: roomyRequest, context: context, sectionKeyPath: "flag")
+        let byGroup = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
                                          context: context, sectionKeyPath: "group.title")
-        let throughGroup = try FetchedResults(request: FetchRequest(Item.self, predicate: try FetchPredicate(format: "group.title != 'red'"),
-                                                                    sortDescriptors: [SortDescriptor("group.title", ascending: false),
-                                                                                      SortDescriptor("rank")]),
+        let throughGroup = try LiveResults(request: FetchQuery(Item.self, predicate: try FetchPredicate(format: "group.title != 'red'"),
+                                                                    sortDescriptors: [SortKey("group.title", ascending: false),
+                                                                                      SortKey("rank")]),
                                               context: context)
         var delivered: [ObjectIdentifier: [ResultsChange]] = [:]
-        func watch<T>(_ results: FetchedResults<T>) { results.onChange = { delivered[ObjectIdentifier(results), default: []].append($0) } }
+        func watch<T>(_ results: LiveResults<T>) { results.onChange = { delivered[ObjectIdentifier(results), default: []].append($0) } }
         watch(ranked); watch(sectioned); watch(plain); watch(inChild); watch(top); watch(roomy); watch(byGroup); watch(throughGroup)
         var random = SplitMix64(seed: seed)
         for step in 0..<120 {
-            func rows<T>(_ results: FetchedResults<T>) -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
+            func rows<T>(_ results: LiveResults<T>) -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
             let before = [rows(ranked), rows(sectioned), rows(plain), rows(inChild), rows(top), rows(roomy), rows(byGroup),
                           rows(throughGroup)]
-            func shown<T>(_ results: FetchedResults<T>) -> [ObjectID: String] {
+            func shown<T>(_ results: LiveResults<T>) -> [ObjectID: String] {
                 Dictionary(results.objects.map { object in
                     let item = object as! Item
                     return (item.objectID, "\(item.rank) \(item.score) \(String(describing: item.label)) \(item.flag) \(String(describing: item.when))")
@@ -71,9 +71,9 @@ import Testing
             }
             let shownBefore = [shown(ranked), shown(sectioned), shown(plain), shown(inChild), shown(top), shown(roomy), shown(byGroup),
                                shown(throughGroup)]
-            let items = try context.fetch(FetchRequest(Item.self))
+            let items = try context.fetch(FetchQuery(Item.self))
             let item = items[Int(random.next() % UInt64(items.count))]
-            let groups = try context.fetch(FetchRequest(Group.self))
+            let groups = try context.fetch(FetchQuery(Group.self))
             let kind = random.next() % 18
             switch kind {
             case 0:
@@ -93,7 +93,7 @@ import Testing
                 item.score = score
             case 8: if random.next() % 4 == 0 { context.rollback() } else { item.when = nil }
             case 9:
-                let theirs = try other.fetch(FetchRequest(Item.self))
+                let theirs = try other.fetch(FetchQuery(Item.self))
                 for _ in 0..<3 { theirs[Int(random.next() % UInt64(theirs.count))].score = Double(random.next() % 100) }
                 other.delete(theirs[Int(random.next() % UInt64(theirs.count))])
                 Item(context: other).rank = Int(random.next() % 10)
@@ -101,11 +101,11 @@ import Testing
                 context.processExternalChanges()
             case 10:
                 let cut = Double(random.next() % 100) - 50
-                _ = try context.batchUpdate(FetchRequest(Item.self, predicate: try FetchPredicate(format: "score < %@", arguments: [.double(cut)]))) {
+                _ = try context.batchUpdate(FetchQuery(Item.self, predicate: try FetchPredicate(format: "score < %@", arguments: [.double(cut)]))) {
                     $0.rank += 1
                 }
             case 11:
-                let mine = try child.fetch(FetchRequest(Item.self))
+                let mine = try child.fetch(FetchQuery(Item.self))
                 mine[Int(random.next() % UInt64(mine.count))].rank = Int(random.next() % 20) - 10
                 if random.next() % 2 == 0 { try child.save() } else { child.processPendingChanges() }
             case 12: if random.next() % 5 == 0 { context.reset() } else { context.redo() }
@@ -122,12 +122,12 @@ import Testing
                     group.title = "new \(step)"
                     group.items = Array(items.prefix(Int(random.next() % 4)))
                 } else {
-                    let theirs = try other.fetch(FetchRequest(Group.self))
+                    let theirs = try other.fetch(FetchQuery(Group.self))
                     if let group = theirs.randomElement(using: &random) { group.title = "theirs \(step)"; try other.save() }
                     context.processExternalChanges()
                 }
             case 17:                                                     // a group renamed in the child
-                let mine = try child.fetch(FetchRequest(Group.self))
+                let mine = try child.fetch(FetchQuery(Group.self))
                 mine.randomElement(using: &random)?.title = "child \(step)"
                 if random.next() % 2 == 0 { try child.save() } else { child.processPendingChanges() }
             default: try context.save()
@@ -136,7 +136,7 @@ import Testing
             child.processPendingChanges()
             for (index, results) in [(0, ranked as AnyObject), (1, sectioned), (2, plain), (3, inChild), (4, top), (5, roomy),
                                      (6, byGroup), (7, throughGroup)] {
-                let typed = results as! FetchedResults<Item>
+                let typed = results as! LiveResults<Item>
                 let owner = index == 3 ? child : context
                 let after = rows(typed)
                 let expected = try Self.fresh(typed, in: owner)
@@ -177,7 +177,7 @@ import Testing
     @Test func aChangeInPlaceIsAnUpdate() throws {
         let fixture = try FetchFixture(seed: 7, count: 50)
         let context = fixture.context
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]), context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         let fetches = results.fetchCount
@@ -205,9 +205,9 @@ import Testing
         stored.username = "ann"
         stored.age = 5
         try context.save()
-        let older = try FetchedResults(request: FetchRequest(Person.self, predicate: try FetchPredicate(format: "age > 10"),
-                                                             sortDescriptors: [SortDescriptor("age")]), context: context)
-        let all = try FetchedResults(request: FetchRequest(Person.self, sortDescriptors: [SortDescriptor("age")]), context: context)
+        let older = try LiveResults(request: FetchQuery(Person.self, predicate: try FetchPredicate(format: "age > 10"),
+                                                             sortDescriptors: [SortKey("age")]), context: context)
+        let all = try LiveResults(request: FetchQuery(Person.self, sortDescriptors: [SortKey("age")]), context: context)
         var delivered: [ResultsChange] = []
         all.onChange = { delivered.append($0) }
         let twin = Person(context: context)
@@ -238,7 +238,7 @@ import Testing
             return box
         }
         try context.save()
-        let results = try FetchedResults(request: FetchRequest(Box.self, sortDescriptors: [SortDescriptor("size")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Box.self, sortDescriptors: [SortKey("size")]), context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         boxes[0].size = -1
@@ -258,7 +258,7 @@ import Testing
         let fixture = try FetchFixture(seed: 9, count: 30)
         let context = fixture.context
         let child = Context(parent: context)
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
                                          context: child, sectionKeyPath: "flag")
         let mine = try #require(results.objects.first)
         let flag = mine.flag                                          // loaded in the child
@@ -279,9 +279,9 @@ import Testing
     @Test func aWindowThatFetchesAgainReportsUpdates() throws {
         let fixture = try FetchFixture(seed: 10, count: 10)
         let context = fixture.context
-        var request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])
+        var request = FetchQuery(Item.self, sortDescriptors: [SortKey("score")])
         request.fetchLimit = 3
-        let results = try FetchedResults(request: request, context: context)
+        let results = try LiveResults(request: request, context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         let rows = results.objects
@@ -309,7 +309,7 @@ import Testing
             item.rank = index
         }
         try context.save()
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "score")
         #expect(results.sections.map(\.name) == ["0.0", "1.0"])
         #expect(results.sections.map(\.objects.count) == [4, 1])
@@ -327,14 +327,14 @@ import Testing
             item.rank = index
         }
         try context.save()
-        let sorted = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])).map(\.score)
+        let sorted = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("score")])).map(\.score)
         #expect(sorted.prefix(6) == [-.infinity, -1, 0, 2, 3, .infinity])
         #expect(sorted.suffix(3).allSatisfy { $0.isNaN })
-        let descending = try context.fetch(FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score", ascending: false)]))
+        let descending = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("score", ascending: false)]))
             .map(\.score)
         #expect(descending.prefix(3).allSatisfy { $0.isNaN })
         #expect(descending.last == -.infinity)
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "score")
         #expect(results.sections.count == 7 && results.sections.last?.objects.count == 3)
     }
@@ -369,9 +369,9 @@ import Testing
         let fixture = try FetchFixture(seed: 7, count: 60)
         let context = fixture.context
         let child = Context(parent: context)
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
                                          context: context, sectionKeyPath: "group.title")
-        let group = try #require(try child.fetch(FetchRequest(Group.self)).first { $0.title == "blue" })
+        let group = try #require(try child.fetch(FetchQuery(Group.self)).first { $0.title == "blue" })
         group.title = "aaa"
         try child.save()
         context.processPendingChanges()
@@ -385,11 +385,11 @@ import Testing
     @Test func aRenamedGroupMovesItsItemsWithoutAFetch() throws {
         let fixture = try FetchFixture(seed: 8, count: 80)
         let context = fixture.context
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "group.title")
         var changes: [ResultsChange] = []
         results.onChange = { changes.append($0) }
-        let groups = try context.fetch(FetchRequest(Group.self))
+        let groups = try context.fetch(FetchQuery(Group.self))
         groups[0].title = "zzz"
         try context.save()
         let item = try #require(groups[1].items.first)
@@ -404,7 +404,7 @@ import Testing
         // A record of an entity the results do not read.
         let stack = try Stack(model: try Model(Item.self, Group.self, Reading.self))
         let separate = stack.context()
-        let watched = try FetchedResults(request: FetchRequest(Item.self), context: separate, sectionKeyPath: "group.title")
+        let watched = try LiveResults(request: FetchQuery(Item.self), context: separate, sectionKeyPath: "group.title")
         Reading(context: separate).note = "x"
         try separate.save()
         #expect(watched.fetchCount == 1 && watched.updateCount == 0)
@@ -412,13 +412,13 @@ import Testing
 
     /// Items sectioned by their group's title, in rank order, in a context whose merges
     /// keep its own changes; with the groups.
-    static func itemsByGroupTitle(seed: UInt64) throws -> (FetchFixture, FetchedResults<Item>, [Group]) {
+    static func itemsByGroupTitle(seed: UInt64) throws -> (FetchFixture, LiveResults<Item>, [Group]) {
         let fixture = try FetchFixture(seed: seed, count: 40)
         let context = fixture.context
         context.mergePolicy = .objectTrumps
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "group.title")
-        return (fixture, results, try context.fetch(FetchRequest(Group.self)))
+        return (fixture, results, try context.fetch(FetchQuery(Group.self)))
     }
 
     /// An item changed here keeps its group after another context moved it and renamed
@@ -445,9 +445,9 @@ import Testing
     @Test func aGroupsListChangingMovesNoneOfItsItems() throws {
         let fixture = try FetchFixture(seed: 12, count: 120)
         let context = fixture.context
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
                                          context: context, sectionKeyPath: "group.title")
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).max { $0.items.count < $1.items.count })
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).max { $0.items.count < $1.items.count })
         #expect(group.items.count > 20)
         for step in 0..<3 {
             let item = Item(context: context)

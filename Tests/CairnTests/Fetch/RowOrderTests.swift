@@ -35,12 +35,12 @@ import Testing
             }
             var ids = (0..<count).map { RecordID(entity: 1, serial: UInt64($0 + 1)) }
             ids.shuffle(using: &random)
-            let sorts: [[Cairn.SortDescriptor]] = [
-                [Cairn.SortDescriptor("n")], [Cairn.SortDescriptor("n", ascending: false)],
-                [Cairn.SortDescriptor("small", ascending: false)], [Cairn.SortDescriptor("text")],
-                [Cairn.SortDescriptor("text", ascending: false, localizedCaseInsensitive: true)],
-                [Cairn.SortDescriptor("real"), Cairn.SortDescriptor("n", ascending: false)],
-                [Cairn.SortDescriptor("small"), Cairn.SortDescriptor("text", ascending: false)],
+            let sorts: [[SortKey]] = [
+                [SortKey("n")], [SortKey("n", ascending: false)],
+                [SortKey("small", ascending: false)], [SortKey("text")],
+                [SortKey("text", ascending: false, localizedCaseInsensitive: true)],
+                [SortKey("real"), SortKey("n", ascending: false)],
+                [SortKey("small"), SortKey("text", ascending: false)],
             ]
             let descriptors = sorts[round % sorts.count]
             let order = try RowOrder(descriptors, entity: Self.entity, schema: Self.schema)
@@ -65,7 +65,7 @@ import Testing
         let rows: [[Value]] = (0..<count).map { _ in [.int64(0), .int16(0), .null, .double(reals[Int(random.next() % 7)])] }
         let ids = (0..<count).map { RecordID(entity: 1, serial: UInt64($0 + 1)) }
         for ascending in [true, false] {
-            let order = try RowOrder([Cairn.SortDescriptor("real", ascending: ascending)], entity: Self.entity, schema: Self.schema)
+            let order = try RowOrder([SortKey("real", ascending: ascending)], entity: Self.entity, schema: Self.schema)
             let whole = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil })
             let keys = whole.map { rows[$0][3] }
             let numbers = keys.compactMap { value -> Double? in if case .double(let d) = value, !d.isNaN { return d } else { return nil } }

@@ -80,7 +80,7 @@ import Testing
         for index in 0..<20 { Sample(context: writer).big = Int64(index) }
         try writer.save()
         let context = stack.context()
-        let request = try FetchRequest(Sample.self, format: "big > 1000")
+        let request = try FetchQuery(Sample.self, format: "big > 1000")
         let reads = Locked(0), stop = Locked(false)
         let done = DispatchSemaphore(value: 0)
         Thread {
@@ -152,10 +152,10 @@ import Testing
         let whole = stack.context()
         whole.scanSplit = (threads: 1, minimumPerRun: 20)
         // Every record, sorted, and a window.
-        var all = FetchRequest(Sample.self)
+        var all = FetchQuery(Sample.self)
         #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
         #expect(try writer.fetch(all).count == whole.fetch(all).count + 10 - 1)  // its unsaved inserts and deletion
-        all.sortDescriptors = [SortDescriptor("big", ascending: false), SortDescriptor("small")]
+        all.sortDescriptors = [SortKey("big", ascending: false), SortKey("small")]
         #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
         all.fetchLimit = 7
         all.fetchOffset = 3
@@ -163,7 +163,7 @@ import Testing
         var compared = 0
         for _ in 0..<60 {
             let (format, arguments) = RecordFilterTests.randomPredicate(&random)
-            let request = FetchRequest(Sample.self, predicate: try FetchPredicate(format: format, arguments: arguments))
+            let request = FetchQuery(Sample.self, predicate: try FetchPredicate(format: format, arguments: arguments))
             let expected = try whole.fetch(request).map(\.objectID)
             #expect(try split.fetch(request).map(\.objectID) == expected, "\(format) \(arguments)")
             #expect(try split.count(for: request) == expected.count, "\(format) \(arguments)")

@@ -73,7 +73,7 @@ import Testing
         first.email = "dup"; first.region = "eu"; first.number = 1; first.note = "first"
         second.email = "dup"; second.region = "us"; second.number = 2
         try context.save()
-        let saved = try stack.context().fetch(FetchRequest(Account.self))
+        let saved = try stack.context().fetch(FetchQuery(Account.self))
         #expect(saved.count == 1, "\(policy): \(saved.count) accounts stored")
         let laterWins = policy == .objectTrumps || policy == .overwrite
         #expect(saved.first?.region == (laterWins ? "us" : "eu"), "\(policy)")
@@ -86,7 +86,7 @@ import Testing
             try child.save()
         }
         try context.save()
-        #expect(try stack.context().fetch(FetchRequest(Account.self, format: "email == 'child'")).count == 1, "\(policy)")
+        #expect(try stack.context().fetch(FetchQuery(Account.self, format: "email == 'child'")).count == 1, "\(policy)")
         #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify())")
     }
 
@@ -107,7 +107,7 @@ import Testing
                 do { try context.save() } catch { context.rollback() }
             }
         }
-        let accounts = try stack.context().fetch(FetchRequest(Account.self))
+        let accounts = try stack.context().fetch(FetchQuery(Account.self))
         #expect(accounts.count == 150, "\(accounts.count) accounts for 150 emails")
         #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify().prefix(3))")
     }

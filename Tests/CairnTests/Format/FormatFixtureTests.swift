@@ -84,9 +84,9 @@ final class V1Book: ManagedObject {
     }
     /// Checks what the fixture's README says the store holds.
     static func check(_ context: Context) throws {
-        let authors = try context.fetch(FetchRequest(V1Author.self))
+        let authors = try context.fetch(FetchQuery(V1Author.self))
         #expect(authors.count == 50)
-        #expect(try context.count(for: FetchRequest(V1Book.self)) == 148)
+        #expect(try context.count(for: FetchQuery(V1Book.self)) == 148)
         for author in authors {
             if author.name == "author-100" {
                 #expect(author.born == 1999)
@@ -108,11 +108,11 @@ final class V1Book: ManagedObject {
             }
         }
         // Indexed queries, on attributes changed in the log and not.
-        let renamed = try context.fetch(FetchRequest(V1Author.self, format: "born == 2000")).map(\.name).sorted()
+        let renamed = try context.fetch(FetchQuery(V1Author.self, format: "born == 2000")).map(\.name).sorted()
         #expect(renamed == ["renamed-0", "renamed-10", "renamed-20", "renamed-30", "renamed-40"])
-        #expect(try context.fetch(FetchRequest(V1Author.self, format: "name == 'author-10'")).isEmpty)
-        #expect(try context.fetch(FetchRequest(V1Author.self, format: "name == 'author-11'")).map(\.born) == [1911])
-        let years = try context.fetch(FetchRequest(V1Book.self, format: "year >= 2005 AND year < 2010"))
+        #expect(try context.fetch(FetchQuery(V1Author.self, format: "name == 'author-10'")).isEmpty)
+        #expect(try context.fetch(FetchQuery(V1Author.self, format: "name == 'author-11'")).map(\.born) == [1911])
+        let years = try context.fetch(FetchQuery(V1Book.self, format: "year >= 2005 AND year < 2010"))
         // 3i + j ≡ 55…59 (mod 60) over i in 0..<50 without 7, j in 0..<3, plus none of author-100.
         var expected = 0
         for i in 0..<50 where i != 7 { for j in 0..<3 where (55..<60).contains((i * 3 + j) % 60) { expected += 1 } }

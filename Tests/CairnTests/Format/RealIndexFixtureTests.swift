@@ -59,7 +59,7 @@ final class FixtureReading: ManagedObject {
     /// they do not) finds exactly the readings a test of each one finds.
     static func check(_ coordinator: Coordinator, model: Model) throws {
         let context = Context(coordinator: coordinator, model: model)
-        let readings = try context.fetch(FetchRequest(FixtureReading.self))
+        let readings = try context.fetch(FetchQuery(FixtureReading.self))
         #expect(readings.count == Self.count)
         var rows: [RecordID: [Value]] = [:]
         for reading in readings {

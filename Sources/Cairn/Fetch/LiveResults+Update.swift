@@ -3,13 +3,13 @@ import Foundation
 /// Live results brought up to date by placing again only the records a change touched:
 /// a save of one object under results of 50,000 had cost a fetch of all of them (a scan
 /// and a sort), tables of every result's values and positions, and a diff of them.
-extension FetchedResults {
+extension LiveResults {
     /// `sections` (and `untyped`, their objects as ``ManagedObject``s, and `placed`, the IDs
     /// they were placed under) with each record of `touched` taken out and, if it is a
     /// result now, put back where a fetch would put it; the changes to `snapshot` (the
     /// values shown); and the change (see ``ResultsUpdate``). Nil: fetch again.
     static func updated(_ sections: [Section], untyped: [[ManagedObject]], placed: [[RecordID]], snapshot: IDMap<RecordID, [Value]>,
-                        touched: IDMap<RecordID, Bool>, request: FetchRequest<T>, sectionKeyPath: String?,
+                        touched: IDMap<RecordID, Bool>, request: FetchQuery<T>, sectionKeyPath: String?,
                         window: (limit: Int, end: ResultsUpdate.WindowEnd)?, context: Context) throws -> Updated? {
         guard let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, ids: placed, snapshot: snapshot,
                                               touched: touched,
@@ -77,7 +77,7 @@ extension FetchedResults {
 /// where a fetch would put it (tested and compared on the values a fetch reads,
 /// ``Context/fetchedValues(_:)``). The other results stay as they are, in order: their
 /// records are unchanged. So the change names touched records only, found without the
-/// tables of every result's position ``FetchedResults/diff(old:new:changed:objectID:)``
+/// tables of every result's position ``LiveResults/diff(old:new:changed:objectID:)``
 /// builds. Not generic: unspecialized where live results are used, a generic walk over
 /// the results paid metadata lookups for each one.
 struct ResultsUpdate {
@@ -134,10 +134,10 @@ struct ResultsUpdate {
     }
 
     /// The order of results sorted by `sortDescriptors` in sections of `sectionKeyPath`.
-    static func order(_ sortDescriptors: [SortDescriptor], sectionKeyPath: String?, entity: EntityDescription,
+    static func order(_ sortDescriptors: [SortKey], sectionKeyPath: String?, entity: EntityDescription,
                       schema: Schema) throws -> RowOrder {
         var descriptors = sortDescriptors
-        if let sectionKeyPath { descriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
+        if let sectionKeyPath { descriptors.insert(SortKey(sectionKeyPath), at: 0) }
         return try RowOrder(descriptors, entity: entity, schema: schema)
     }
 
@@ -154,7 +154,7 @@ struct ResultsUpdate {
     /// gives it and what the results knew of the matches past them; nil (the results
     /// must be fetched again) when rows from past them would come in.
     init?(names oldNames: [String], objects: [[ManagedObject]], ids: [[RecordID]], snapshot: IDMap<RecordID, [Value]>,
-          touched: IDMap<RecordID, Bool>, entityName: String, predicate: FetchPredicate?, sortDescriptors: [SortDescriptor],
+          touched: IDMap<RecordID, Bool>, entityName: String, predicate: FetchPredicate?, sortDescriptors: [SortKey],
           sectionKeyPath: String?, window: (limit: Int, end: WindowEnd)?, context: Context,
           isResult: (ManagedObject) -> Bool) throws {
         let entity = try context.entityDescription(entityName)

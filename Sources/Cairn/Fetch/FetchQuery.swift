@@ -3,22 +3,22 @@ import Foundation
 /// What to fetch: an entity, a predicate, an order, and a window.
 ///
 /// ```swift
-/// var request = FetchRequest(Person.self, format: "age >= %@ AND name BEGINSWITH[c] %@", .int64(18), .string("a"))
-/// request.sortDescriptors = [SortDescriptor("name"), SortDescriptor("age", ascending: false)]
+/// var request = FetchQuery(Person.self, format: "age >= %@ AND name BEGINSWITH[c] %@", .int64(18), .string("a"))
+/// request.sortDescriptors = [SortKey("name"), SortKey("age", ascending: false)]
 /// request.fetchLimit = 20
 /// let people = try context.fetch(request)
 /// ```
-/// For a run-time entity use `FetchRequest<ManagedObject>(entityName:)`.
-public struct FetchRequest<Result: ManagedObject> {
+/// For a run-time entity use `FetchQuery<ManagedObject>(entityName:)`.
+public struct FetchQuery<Result: ManagedObject> {
     public var entityName: String
     public var predicate: FetchPredicate?
     /// A typed predicate, evaluated on objects when it cannot be turned into a
-    /// ``FetchPredicate`` (see ``FetchRequest/init(_:where:)``).
+    /// ``FetchPredicate`` (see ``FetchQuery/init(_:where:)``).
     var objectFilter: ((Result) throws -> Bool)?
     /// Why the typed predicate is evaluated on objects rather than on stored records (nil
     /// if it is not: no typed predicate, or one that converted).
     public internal(set) var inMemoryReason: String?
-    public var sortDescriptors: [SortDescriptor] = []
+    public var sortDescriptors: [SortKey] = []
     public var fetchLimit: Int?
     public var fetchOffset: Int = 0
     /// Results load their values this many at a time, when the first of each batch is touched.
@@ -26,14 +26,14 @@ public struct FetchRequest<Result: ManagedObject> {
     /// Whether the context's unsaved inserts, updates and deletes count (default true).
     public var includesPendingChanges = true
 
-    public init(_ type: Result.Type = Result.self, predicate: FetchPredicate? = nil, sortDescriptors: [SortDescriptor] = []) {
+    public init(_ type: Result.Type = Result.self, predicate: FetchPredicate? = nil, sortDescriptors: [SortKey] = []) {
         entityName = type.entityName
         self.predicate = predicate
         self.sortDescriptors = sortDescriptors
     }
 
     /// A request for an entity by name (the dynamic API).
-    public init(entityName: String, predicate: FetchPredicate? = nil, sortDescriptors: [SortDescriptor] = []) {
+    public init(entityName: String, predicate: FetchPredicate? = nil, sortDescriptors: [SortKey] = []) {
         self.entityName = entityName
         self.predicate = predicate
         self.sortDescriptors = sortDescriptors
@@ -59,7 +59,7 @@ public struct QueryPlan: Sendable, Equatable, CustomStringConvertible {
     /// Whether the rest of the predicate is checked on each candidate.
     public var residualPredicate: FetchPredicate?
     /// Set when a typed predicate is evaluated on each object (every object of the entity
-    /// made and tested), with the reason (``FetchRequest/inMemoryReason``).
+    /// made and tested), with the reason (``FetchQuery/inMemoryReason``).
     public var inMemoryFilter: String?
 
     public var description: String {

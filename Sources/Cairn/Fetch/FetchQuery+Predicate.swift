@@ -1,10 +1,10 @@
 import Foundation
 
-extension FetchRequest {
+extension FetchQuery {
     /// A request with a typed Foundation predicate:
     ///
     /// ```swift
-    /// let adults = FetchRequest(Person.self, where: #Predicate { $0.age >= 18 && $0.name != nil })
+    /// let adults = FetchQuery(Person.self, where: #Predicate { $0.age >= 18 && $0.name != nil })
     /// ```
     /// The predicate's expression tree is turned into a ``FetchPredicate`` when every
     /// part of it is understood (comparisons, `&&`, `||`, `!`, `contains`, `starts(with:)`,
@@ -13,7 +13,7 @@ extension FetchRequest {
     /// object of the entity made to be tested: ``inMemoryReason`` then names the part not
     /// understood, and ``Context/explain(_:)`` says `FILTER IN MEMORY`.
     public init(_ type: Result.Type = Result.self, where predicate: Foundation.Predicate<Result>,
-                sortDescriptors: [SortDescriptor] = []) {
+                sortDescriptors: [SortKey] = []) {
         self.init(type, predicate: nil, sortDescriptors: sortDescriptors)
         do {
             self.predicate = try convertBool(predicate.expression)

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Foundation's typed `SortDescriptor` for fetches: `SortDescriptor(\Person.name)`.
-extension SortDescriptor {
+extension SortKey {
     /// Foundation's `SortDescriptor` of a managed object class as Cairn sorts by it: the
     /// attribute its key path reads, its order, and a string comparator that is localized
     /// or case-insensitive as ``localizedCaseInsensitive``. Throws `.invalidArgument` for a
@@ -22,16 +22,16 @@ extension SortDescriptor {
     }
 }
 
-extension FetchRequest {
+extension FetchQuery {
     /// A request sorted by Foundation's typed sort descriptors.
     public init(_ type: Result.Type = Result.self, predicate: FetchPredicate? = nil,
                 sortBy descriptors: [Foundation.SortDescriptor<Result>]) throws {
-        self.init(type, predicate: predicate, sortDescriptors: try descriptors.map(SortDescriptor.init))
+        self.init(type, predicate: predicate, sortDescriptors: try descriptors.map(SortKey.init))
     }
 
     /// A request with a typed predicate, sorted by Foundation's typed sort descriptors.
     public init(_ type: Result.Type = Result.self, where predicate: Foundation.Predicate<Result>,
                 sortBy descriptors: [Foundation.SortDescriptor<Result>]) throws {
-        self.init(type, where: predicate, sortDescriptors: try descriptors.map(SortDescriptor.init))
+        self.init(type, where: predicate, sortDescriptors: try descriptors.map(SortKey.init))
     }
 }

@@ -21,20 +21,20 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
     }
 }
 
-@Suite struct FetchedResultsTests {
+@Suite struct LiveResultsTests {
     @Test(arguments: Seeds.list([31, 32, 33]))
     func diffsReplayToAFreshFetch(seed: UInt64) throws {
         let fixture = try FetchFixture(seed: seed, count: 40)
         let context = fixture.context
-        let request = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortDescriptor("score")])
-        let results = try FetchedResults(request: request, context: context, sectionKeyPath: "group.title")
+        let request = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortKey("score")])
+        let results = try LiveResults(request: request, context: context, sectionKeyPath: "group.title")
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         var random = SplitMix64(seed: seed)
         for step in 0..<30 {
             let before = results.sections.map { ($0.name, $0.objects.map(\.objectID)) }
-            let all = try context.fetch(FetchRequest(Item.self))
-            let groups = try context.fetch(FetchRequest(Group.self))
+            let all = try context.fetch(FetchQuery(Item.self))
+            let groups = try context.fetch(FetchQuery(Group.self))
             let target = all[Int(random.next() % UInt64(all.count))]
             var expectUpdate = false
             switch random.next() % 6 {
@@ -46,8 +46,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
             default: target.flag.toggle(); expectUpdate = target.rank >= 0    // an update in place
             }
             if step % 3 == 0 { try context.save() } else { context.processPendingChanges() }
-            let fresh = try context.fetch(FetchRequest(Item.self, predicate: request.predicate,
-                                                       sortDescriptors: [SortDescriptor("group.title")] + request.sortDescriptors))
+            let fresh = try context.fetch(FetchQuery(Item.self, predicate: request.predicate,
+                                                       sortDescriptors: [SortKey("group.title")] + request.sortDescriptors))
             #expect(results.objects.map(\.objectID) == fresh.map(\.objectID), "seed \(seed) step \(step)")
             let after = results.sections.map { $0.objects.map(\.objectID) }
             if before.map(\.1) == after && !expectUpdate { continue }
@@ -71,16 +71,16 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let context = fixture.context
         context.mergePolicy = .objectTrumps  // another context changes the same objects
         try context.save()
-        let own = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortDescriptor("score")])
-        let related = FetchRequest(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
-                                   sortDescriptors: [SortDescriptor("group.title"), SortDescriptor("score")])
-        let ownResults = try FetchedResults(request: own, context: context)
-        let relatedResults = try FetchedResults(request: related, context: context)
+        let own = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortKey("score")])
+        let related = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
+                                   sortDescriptors: [SortKey("group.title"), SortKey("score")])
+        let ownResults = try LiveResults(request: own, context: context)
+        let relatedResults = try LiveResults(request: related, context: context)
         let other = fixture.stack.context()
         var random = SplitMix64(seed: seed)
         for step in 0..<80 {
-            let items = try context.fetch(FetchRequest(Item.self))
-            let groups = try context.fetch(FetchRequest(Group.self))
+            let items = try context.fetch(FetchQuery(Item.self))
+            let groups = try context.fetch(FetchQuery(Group.self))
             let item = items[Int(random.next() % UInt64(items.count))]
             let group = groups[Int(random.next() % UInt64(groups.count))]
             let fetches = ownResults.fetchCount
@@ -97,12 +97,12 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
             case 6: context.undo()
             case 7: context.rollback()
             case 8:
-                let theirs = try #require(try other.fetch(FetchRequest(Item.self)).randomElement(using: &random))
+                let theirs = try #require(try other.fetch(FetchQuery(Item.self)).randomElement(using: &random))
                 theirs.score = Double(random.next() % 100)
                 try other.save()
                 context.processExternalChanges()
             case 9:
-                let theirs = try #require(try other.fetch(FetchRequest(Group.self)).randomElement(using: &random))
+                let theirs = try #require(try other.fetch(FetchQuery(Group.self)).randomElement(using: &random))
                 theirs.title = "t\(random.next() % 100)"
                 let quiet = !context.hasChanges
                 try other.save()
@@ -128,8 +128,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let root = fixture.context
         try root.save()
         let middle = Context(parent: root), grandchild = Context(parent: middle)
-        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])
-        let results = try FetchedResults(request: request, context: grandchild)
+        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("score")])
+        let results = try LiveResults(request: request, context: grandchild)
         let first = try #require(results.objects.first)
         let held = try #require(try middle.existingObject(Item.self, with: first.objectID))
         _ = held.score                                            // loaded in the middle
@@ -148,7 +148,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 8, count: 6)
         let context = fixture.context
         try context.save()
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]), context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         let before = results.objects
@@ -166,7 +166,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 9, count: 6)
         let context = fixture.context
         try context.save()
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]), context: context)
         let first = try #require(results.objects.first)
         context.undoGroup { first.score = 1_000 }
         context.processPendingChanges()
@@ -191,8 +191,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 4, count: 5)
         let context = fixture.context
         try context.save()
-        let results = try FetchedResults(request: FetchRequest(Item.self), context: context)
-        let group = try #require(try context.fetch(FetchRequest(Group.self)).first)
+        let results = try LiveResults(request: FetchQuery(Item.self), context: context)
+        let group = try #require(try context.fetch(FetchQuery(Group.self)).first)
         context.delete(group)
         let item = Item(context: context)
         item.group = group                                   // refused: thrown by the next save
@@ -209,8 +209,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 8, count: 20)
         let context = fixture.context
         try context.save()
-        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank"), SortDescriptor("score")])
-        let results = try FetchedResults(request: request, context: context)
+        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("rank"), SortKey("score")])
+        let results = try LiveResults(request: request, context: context)
         let other = fixture.stack.context()
         var delivered = 0
         results.onChange = { _ in
@@ -241,8 +241,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 9, count: 200)
         let context = fixture.context
         try context.save()
-        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rankPlain")])
-        let results = try FetchedResults(request: request, context: context, sectionKeyPath: "rankPlain")
+        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")])
+        let results = try LiveResults(request: request, context: context, sectionKeyPath: "rankPlain")
         let coordinator = fixture.stack.coordinator, model = fixture.stack.model
         let done = Locked(false)
         let writer = Thread {
@@ -250,7 +250,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
             other.undoManager.isEnabled = false
             var random = SplitMix64(seed: 3)
             while !done.value {
-                guard let items = try? other.fetch(FetchRequest(Item.self)) else { continue }
+                guard let items = try? other.fetch(FetchQuery(Item.self)) else { continue }
                 for item in items.prefix(20) {
                     switch random.next() % 3 {
                     case 0: item.rankPlain = Int(random.next() % 40)
@@ -279,8 +279,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let parent = fixture.context
         try parent.save()
         let child = Context(parent: parent)
-        let request = FetchRequest(Item.self, sortDescriptors: [SortDescriptor("score")])
-        let results = try FetchedResults(request: request, context: child)
+        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("score")])
+        let results = try LiveResults(request: request, context: child)
         let item = try #require(try parent.fetch(request).first)
         item.score = 1_000
         child.processPendingChanges()
@@ -292,7 +292,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
 
     @Test func changesArriveAsAnAsyncSequence() async throws {
         let fixture = try FetchFixture(seed: 2, count: 5)
-        let results = try FetchedResults(request: FetchRequest(Item.self, sortDescriptors: [SortDescriptor("rank")]), context: fixture.context)
+        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]), context: fixture.context)
         let item = Item(context: fixture.context)
         item.rank = -100
         try fixture.context.save()
@@ -303,7 +303,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
 
     @Test func otherContextsSavesUpdateResults() throws {
         let fixture = try FetchFixture(seed: 3, count: 5)
-        let results = try FetchedResults(request: FetchRequest(Item.self), context: fixture.context)
+        let results = try LiveResults(request: FetchQuery(Item.self), context: fixture.context)
         let other = fixture.stack.context()
         let item = Item(context: other)
         item.rank = 1
@@ -323,8 +323,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
             person.username = name
         }
         try context.save()
-        let request = FetchRequest(Person.self, sortDescriptors: [SortDescriptor("username")])
-        let results = try FetchedResults(request: request, context: context) { String($0.username.prefix(1)).uppercased() }
+        let request = FetchQuery(Person.self, sortDescriptors: [SortKey("username")])
+        let results = try LiveResults(request: request, context: context) { String($0.username.prefix(1)).uppercased() }
         func rows() -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
         #expect(results.sections.map(\.name) == ["A", "B", "C"])
         #expect(results.sections[0].objects.map(\.username) == ["al", "ann"])

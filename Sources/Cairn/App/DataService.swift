@@ -11,7 +11,7 @@ public enum AutosavePolicy: Sendable, Equatable {
     /// it fires in any program whose main actor runs (an app, an async `main`, a server),
     /// with or without a run loop.
     case interval(TimeInterval)
-    /// Only on ``DataStore/save()`` and ``DataStore/close()``.
+    /// Only on ``DataService/save()`` and ``DataService/close()``.
     case manual
 }
 
@@ -20,7 +20,7 @@ public enum AutosavePolicy: Sendable, Equatable {
 /// synchronously, and the main context is then persisted without blocking the caller.
 ///
 /// ```swift
-/// let data = DataStore(container: container)
+/// let data = DataService(container: container)
 /// data.writeSync { context in
 ///     let person = Person.create(in: context)
 ///     person.username = "ann"
@@ -32,14 +32,14 @@ public enum AutosavePolicy: Sendable, Equatable {
 /// No singleton is needed; make as many as you like. Errors go to the completion of the
 /// call that failed, and to ``errorHandler``.
 @MainActor
-public final class DataStore {
+public final class DataService {
     public let container: Container
     public var autosave: AutosavePolicy {
         didSet { scheduleTimer() }
     }
     /// Receives every error of a read or write (and of a background save). By default it
     /// prints the error.
-    public var errorHandler: (CairnError) -> Void = { error in print("Cairn DataStore error: \(error)") }
+    public var errorHandler: (CairnError) -> Void = { error in print("Cairn DataService error: \(error)") }
     private var autosaveTask: Task<Void, Never>?
     private var pendingPersist: Task<Void, Never>?
     private var lifecycleObservers: [NSObjectProtocol] = []

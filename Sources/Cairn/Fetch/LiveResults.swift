@@ -51,13 +51,13 @@ public struct ResultsChange: Sendable, Equatable {
 /// a relationship without an inverse. So a save of other entities costs the results
 /// nothing (it had cost a fetch of all of them).
 /// Sections group results by the value of ``sectionKeyPath``, in ascending order.
-public final class FetchedResults<T: ManagedObject> {
+public final class LiveResults<T: ManagedObject> {
     public struct Section {
         public var name: String
         public var objects: [T]
     }
 
-    public let request: FetchRequest<T>
+    public let request: FetchQuery<T>
     public let sectionKeyPath: String?
     /// Names each result's section when the results were made with a closure (see
     /// ``init(request:context:sectionName:)``).
@@ -117,20 +117,20 @@ public final class FetchedResults<T: ManagedObject> {
     private var isRefreshing = false
     private var refreshAgain = false
 
-    public convenience init(request: FetchRequest<T>, context: Context, sectionKeyPath: String? = nil) throws {
+    public convenience init(request: FetchQuery<T>, context: Context, sectionKeyPath: String? = nil) throws {
         try self.init(request: request, context: context, sectionKeyPath: sectionKeyPath, sectionName: nil)
     }
 
     /// Results in sections named by `sectionName`, such as a first letter:
-    /// `FetchedResults(request: byName, context: context) { String($0.name.prefix(1)) }`.
+    /// `LiveResults(request: byName, context: context) { String($0.name.prefix(1)) }`.
     /// Sections come in the order their first result has in the request's sort, and each
     /// holds its results in that order; no stored attribute is needed. The closure may
     /// read anything, so a change of any entity fetches the results again.
-    public convenience init(request: FetchRequest<T>, context: Context, sectionName: @escaping (T) -> String) throws {
+    public convenience init(request: FetchQuery<T>, context: Context, sectionName: @escaping (T) -> String) throws {
         try self.init(request: request, context: context, sectionKeyPath: nil, sectionName: sectionName)
     }
 
-    private init(request: FetchRequest<T>, context: Context, sectionKeyPath: String?, sectionName: ((T) -> String)?) throws {
+    private init(request: FetchQuery<T>, context: Context, sectionKeyPath: String?, sectionName: ((T) -> String)?) throws {
         self.request = request
         self.context = context
         self.sectionKeyPath = sectionKeyPath
@@ -349,7 +349,7 @@ public final class FetchedResults<T: ManagedObject> {
             return result
         }
         var request = self.request
-        if let sectionKeyPath { request.sortDescriptors.insert(SortDescriptor(sectionKeyPath), at: 0) }
+        if let sectionKeyPath { request.sortDescriptors.insert(SortKey(sectionKeyPath), at: 0) }
         guard let sectionKeyPath else {
             let objects = try context.fetch(request)
             return objects.isEmpty ? [] : [Section(name: "", objects: objects)]
@@ -445,7 +445,7 @@ public final class FetchedResults<T: ManagedObject> {
 }
 
 @available(*, unavailable, message: "live results belong to their context's isolation")
-extension FetchedResults: Sendable {}
+extension LiveResults: Sendable {}
 
 /// What a fetch that reads some entities' records (or every entity's, `entities` nil)
 /// saw, in a form cheap to compare: the last store transaction that changed them, each
@@ -526,4 +526,4 @@ extension Context {
     }
 }
 
-extension FetchedResults: Observable {}
+extension LiveResults: Observable {}
