@@ -28,7 +28,7 @@ build() {
   for target in $TARGETS; do
     if [ ! -x "$OUT/$target" ] || [ "targets/$target.swift" -nt "$OUT/$target" ] || [ "$OUT/Cairn.o" -nt "$OUT/$target" ]; then
       echo "== building $target"
-      swiftc -parse-as-library -O -sanitize=fuzzer,address -swift-version 6 -I "$OUT" \
+      swiftc -parse-as-library -package-name Cairn -O -sanitize=fuzzer,address -swift-version 6 -I "$OUT" \
         "targets/$target.swift" "$OUT/Cairn.o" -o "$OUT/$target"
     fi
   done

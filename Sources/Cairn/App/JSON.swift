@@ -3,7 +3,7 @@ import Foundation
 /// A parsed JSON value. Numbers keep their text, so each is converted once, exactly, to
 /// the type it is read as (`JSONSerialization` rounds through `Double` on some
 /// platforms, which loses digits of doubles and of large integers).
-public enum JSON: Equatable, Sendable {
+package enum JSON: Equatable, Sendable {
     case null
     case bool(Bool)
     /// The number's text, as it appeared (checked against the JSON grammar).
@@ -14,11 +14,11 @@ public enum JSON: Equatable, Sendable {
     case object([String: JSON])
 
     /// Deepest nesting accepted: bounded so hostile input cannot exhaust the stack.
-    public static let maxDepth = 128
+    package static let maxDepth = 128
 
     /// Parses one JSON text (RFC 8259) from its UTF-8 bytes. Errors are `.invalidArgument`
     /// naming the byte offset.
-    public init(parsing text: some StringProtocol) throws {
+    package init(parsing text: some StringProtocol) throws {
         if let parsed = try text.utf8.withContiguousStorageIfAvailable({ try JSON(utf8: UnsafeRawBufferPointer($0)) }) {
             self = parsed
         } else {
@@ -27,7 +27,7 @@ public enum JSON: Equatable, Sendable {
     }
 
     /// Parses one JSON text from UTF-8 bytes (invalid UTF-8 in a string becomes U+FFFD).
-    public init(utf8 bytes: UnsafeRawBufferPointer) throws {
+    package init(utf8 bytes: UnsafeRawBufferPointer) throws {
         var parser = JSONParser(bytes: bytes.assumingMemoryBound(to: UInt8.self))
         let value = try parser.value(depth: 0)
         try parser.end()
@@ -49,14 +49,14 @@ public enum JSON: Equatable, Sendable {
         return members
     }
 
-    public subscript(key: String) -> JSON? {
+    package subscript(key: String) -> JSON? {
         if case .object(let members) = self { return members[key] } else { return nil }
     }
 
-    public var isNull: Bool { self == .null }
+    package var isNull: Bool { self == .null }
 
     /// A short description for error messages.
-    public var summary: String {
+    package var summary: String {
         switch self {
         case .null: return "null"
         case .bool(let value): return value ? "true" : "false"
@@ -272,7 +272,7 @@ private struct JSONParser {
 
 extension JSON {
     /// Converts a `JSONSerialization` result (numbers through their description).
-    public init(_ any: Any) {
+    package init(_ any: Any) {
         switch any {
         case is NSNull: self = .null
         case let text as String: self = .string(text)
@@ -290,14 +290,14 @@ extension JSON {
 /// export → import → export is lossless. Years outside 0…9999 are written expanded,
 /// with a sign (`+12345-…`, `-0044-…`); non-finite dates and those beyond ±2^53 seconds
 /// as a number of seconds since 1970 (or `"NaN"`, `"Infinity"`, `"-Infinity"`).
-public enum ISODate {
+package enum ISODate {
     /// Seconds from 1970 to 2001, the reference date `Date` counts from.
     static let referenceOffset: Int64 = 978_307_200
 
     /// The JSON text for `date` (a quoted string, or a number): ISO 8601 with the fewest
     /// fractional digits (at least 3) that read back as exactly the stored time, however
     /// many that takes (a time 5e-324 s from 2001 takes 324).
-    public static func json(_ date: Date) -> String {
+    package static func json(_ date: Date) -> String {
         let t = date.timeIntervalSinceReferenceDate
         guard t.isFinite, abs(t) < 9.0e15 else { return JSONText.number(date.timeIntervalSince1970) }
         // The shortest decimal that reads back as `t` (Swift's description), written out
@@ -389,7 +389,7 @@ public enum ISODate {
     }
 
     /// Reads `[±]YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; nil if it is not one.
-    public static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         let bytes = Array(text.utf8)
         // (A fraction may take up to 1,074 digits: the exact value of the smallest double.)
         guard bytes.count >= 20, bytes.count <= 1_200 else { return nil }

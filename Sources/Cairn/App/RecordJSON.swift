@@ -5,9 +5,9 @@ import Foundation
 /// in schema order. Dates are ISO 8601, binary and archived values base64, decimals
 /// strings, non-finite floats the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
 /// references record-ID strings (`"E1:42"`).
-public enum RecordJSON {
+package enum RecordJSON {
     /// One record as a line (without the newline).
-    public static func line(entity: EntityDescription, id: RecordID, values: [Value]) -> String {
+    package static func line(entity: EntityDescription, id: RecordID, values: [Value]) -> String {
         var bytes: [UInt8] = []
         appendLine(entity: entity, id: id, values: values, to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
@@ -15,7 +15,7 @@ public enum RecordJSON {
 
     /// Appends ``line(entity:id:values:)``'s UTF-8 to `bytes` (an export writes its lines
     /// into one buffer this way: building each as a `String` of parts took most of its time).
-    public static func appendLine(entity: EntityDescription, id: RecordID, values: [Value], to bytes: inout [UInt8]) {
+    package static func appendLine(entity: EntityDescription, id: RecordID, values: [Value], to bytes: inout [UInt8]) {
         bytes.append(contentsOf: #"{"entity": "#.utf8)
         JSONText.append(string: entity.name, to: &bytes)
         bytes.append(contentsOf: #", "id": "#.utf8)
@@ -39,9 +39,9 @@ public enum RecordJSON {
 
     /// A line read but not yet turned into values: its entity, its `id` text if any, and
     /// the JSON object's members.
-    public struct ParsedLine: Sendable {
-        public let entity: EntityDescription
-        public let id: String?
+    package struct ParsedLine: Sendable {
+        package let entity: EntityDescription
+        package let id: String?
         /// The members in their order, repeated keys included (the last one counts).
         let members: [(key: String, value: JSON)]
 
@@ -52,10 +52,10 @@ public enum RecordJSON {
         }
 
         /// The JSON object.
-        public var object: JSON { .object(Dictionary(members, uniquingKeysWith: { $1 })) }
+        package var object: JSON { .object(Dictionary(members, uniquingKeysWith: { $1 })) }
 
         /// The value of member `key` (of its last occurrence), nil if there is none.
-        public subscript(key: String) -> JSON? { members.last { $0.key == key }?.value }
+        package subscript(key: String) -> JSON? { members.last { $0.key == key }?.value }
 
         /// A lookup of members by key, as ``subscript(_:)`` answers, for looking up every
         /// property: a search for a few members, a table made once for many (which only
@@ -70,7 +70,7 @@ public enum RecordJSON {
 
     /// Reads one line: a JSON object naming an entity of `schema`. Errors are
     /// `.invalidArgument` with the reason (the caller adds the line number).
-    public static func parse(_ line: some StringProtocol, schema: Schema) throws -> ParsedLine {
+    package static func parse(_ line: some StringProtocol, schema: Schema) throws -> ParsedLine {
         if let parsed = try line.utf8.withContiguousStorageIfAvailable({ try parse(utf8: UnsafeRawBufferPointer($0), schema: schema) }) {
             return parsed
         }
@@ -78,7 +78,7 @@ public enum RecordJSON {
     }
 
     /// ``parse(_:schema:)`` of a line's UTF-8 bytes.
-    public static func parse(utf8 line: UnsafeRawBufferPointer, schema: Schema) throws -> ParsedLine {
+    package static func parse(utf8 line: UnsafeRawBufferPointer, schema: Schema) throws -> ParsedLine {
         guard let members = try JSON.members(utf8: line) else { throw CairnError(.invalidArgument, "not a JSON object") }
         let found = { (key: String) in members.last { $0.key == key }?.value }
         guard case .string(let name)? = found("entity"), let entity = schema.entity(named: name) else {
@@ -93,7 +93,7 @@ public enum RecordJSON {
     /// The record values of a parsed line, in schema order. A missing or null attribute
     /// takes its default, else nil if optional, else is an error; `resolve` turns each
     /// reference's id text into a raw record ID (or throws).
-    public static func values(of line: ParsedLine, resolve: (String) throws -> UInt64) throws -> [Value] {
+    package static func values(of line: ParsedLine, resolve: (String) throws -> UInt64) throws -> [Value] {
         let entity = line.entity
         let member = line.memberLookup()
         var values: [Value] = []
@@ -124,7 +124,7 @@ public enum RecordJSON {
 
     /// The value of relationship `relationship` of `entity` from its JSON member (null, an
     /// id string, or for a to-many a list of them), each id resolved by `resolve`.
-    public static func value(_ raw: JSON, of relationship: RelationshipDescription, in entity: EntityDescription,
+    package static func value(_ raw: JSON, of relationship: RelationshipDescription, in entity: EntityDescription,
                              resolve: (String) throws -> UInt64) throws -> Value {
         let label = "\(entity.name).\(relationship.name)"
         func reference(_ raw: JSON) throws -> UInt64 {
@@ -150,7 +150,7 @@ public enum RecordJSON {
 
     /// A JSON value as a store value of `type`. Numbers convert from their text, exactly
     /// (correctly rounded for floats); integers must be whole and in range.
-    public static func value(_ raw: JSON, type: AttributeType) throws -> Value {
+    package static func value(_ raw: JSON, type: AttributeType) throws -> Value {
         func bad(_ expected: String) -> CairnError {
             CairnError(.invalidArgument, "expected \(expected), found \(raw.summary)")
         }
@@ -219,21 +219,21 @@ public enum RecordJSON {
     }
 
     /// Whether an `NSNumber` from `JSONSerialization` is a boolean.
-    public static func isBool(_ number: NSNumber) -> Bool {
+    package static func isBool(_ number: NSNumber) -> Bool {
         String(cString: number.objCType) == "c" && (number == NSNumber(value: true) || number == NSNumber(value: false))
             || type(of: number) == type(of: NSNumber(value: true))
     }
 }
 
 /// JSON text built by hand, with keys in the order given.
-public enum JSONText {
+package enum JSONText {
     /// Whether a byte is JSON whitespace (space, tab, line feed, carriage return).
     @inline(__always)
-    public static func isSpace(_ byte: UInt8) -> Bool {
+    package static func isSpace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 
-    public static func string(_ text: String) -> String {
+    package static func string(_ text: String) -> String {
         var bytes: [UInt8] = []
         append(string: text, to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
@@ -241,7 +241,7 @@ public enum JSONText {
 
     /// Appends `text` as a JSON string: its UTF-8 whole when nothing in it needs an
     /// escape (the common case), else run by run between escapes.
-    public static func append(string text: String, to bytes: inout [UInt8]) {
+    package static func append(string text: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         var text = text
         text.withUTF8 { utf8 in
@@ -271,7 +271,7 @@ public enum JSONText {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
-    public static func object(_ pairs: [(String, String)]) -> String {
+    package static func object(_ pairs: [(String, String)]) -> String {
         var bytes: [UInt8] = [UInt8(ascii: "{")]
         for (index, (key, value)) in pairs.enumerated() {
             if index > 0 { bytes.append(contentsOf: ", ".utf8) }
@@ -283,19 +283,19 @@ public enum JSONText {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    public static func array(_ items: [String]) -> String { "[" + items.joined(separator: ", ") + "]" }
+    package static func array(_ items: [String]) -> String { "[" + items.joined(separator: ", ") + "]" }
 
-    public static func number(_ value: Double) -> String {
+    package static func number(_ value: Double) -> String {
         guard value.isFinite else { return string(value.isNaN ? "NaN" : (value > 0 ? "Infinity" : "-Infinity")) }
         if value == 0, value.sign == .minus { return "-0.0" }
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
     }
 
-    public static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    package static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// Appends ``value(_:)``'s UTF-8 to `bytes`.
-    public static func append(value: Value, to bytes: inout [UInt8]) {
+    package static func append(value: Value, to bytes: inout [UInt8]) {
         switch value {
         case .int64(let v): bytes.append(contentsOf: String(v).utf8)
         case .int32(let v): bytes.append(contentsOf: String(v).utf8)
@@ -306,7 +306,7 @@ public enum JSONText {
     }
 
     /// A value in the interchange format.
-    public static func value(_ value: Value) -> String {
+    package static func value(_ value: Value) -> String {
         switch value {
         case .null: return "null"
         case .bool(let v): return v ? "true" : "false"

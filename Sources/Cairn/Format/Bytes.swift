@@ -4,33 +4,33 @@ import Foundation
 /// fixed-width integers, LEB128 varints, zigzag signed varints.
 
 /// Appends encoded values to one contiguous buffer.
-public struct ByteWriter: Sendable {
-    public private(set) var bytes: [UInt8]
+package struct ByteWriter: Sendable {
+    package private(set) var bytes: [UInt8]
 
-    public init(capacity: Int = 0) {
+    package init(capacity: Int = 0) {
         bytes = []
         bytes.reserveCapacity(capacity)
     }
 
-    public var count: Int { bytes.count }
+    package var count: Int { bytes.count }
 
-    @inline(__always) public mutating func u8(_ value: UInt8) { bytes.append(value) }
+    @inline(__always) package mutating func u8(_ value: UInt8) { bytes.append(value) }
 
-    @inline(__always) public mutating func u16(_ value: UInt16) {
+    @inline(__always) package mutating func u16(_ value: UInt16) {
         bytes.append(UInt8(truncatingIfNeeded: value))
         bytes.append(UInt8(truncatingIfNeeded: value >> 8))
     }
 
-    @inline(__always) public mutating func u32(_ value: UInt32) {
+    @inline(__always) package mutating func u32(_ value: UInt32) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    @inline(__always) public mutating func u64(_ value: UInt64) {
+    @inline(__always) package mutating func u64(_ value: UInt64) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// Unsigned LEB128: 7 bits a byte, low bits first, high bit set on all but the last.
-    @inline(__always) public mutating func varint(_ value: UInt64) {
+    @inline(__always) package mutating func varint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -40,48 +40,48 @@ public struct ByteWriter: Sendable {
     }
 
     /// The bytes ``varint(_:)`` writes for `value`.
-    @inline(__always) public static func varintSize(_ value: UInt64) -> Int {
+    @inline(__always) package static func varintSize(_ value: UInt64) -> Int {
         (64 - value.leadingZeroBitCount + 6) / 7 + (value == 0 ? 1 : 0)
     }
 
     /// Zigzag then LEB128: 0, -1, 1, -2, … map to 0, 1, 2, 3, ….
-    @inline(__always) public mutating func signedVarint(_ value: Int64) { zigzag(value) }
+    @inline(__always) package mutating func signedVarint(_ value: Int64) { zigzag(value) }
 
-    public mutating func append(_ other: [UInt8]) { bytes.append(contentsOf: other) }
-    public mutating func append(_ other: UnsafeRawBufferPointer) { bytes.append(contentsOf: other) }
+    package mutating func append(_ other: [UInt8]) { bytes.append(contentsOf: other) }
+    package mutating func append(_ other: UnsafeRawBufferPointer) { bytes.append(contentsOf: other) }
 
     /// A varint length, then the bytes.
-    public mutating func lengthPrefixed(_ other: [UInt8]) {
+    package mutating func lengthPrefixed(_ other: [UInt8]) {
         varint(UInt64(other.count))
         bytes.append(contentsOf: other)
     }
 
     /// A varint length, then the UTF-8 bytes.
-    public mutating func string(_ value: String) { utf8(value) }
+    package mutating func string(_ value: String) { utf8(value) }
 
     /// Zero bytes up to the next multiple of `alignment`.
-    public mutating func pad(to alignment: Int) {
+    package mutating func pad(to alignment: Int) {
         let remainder = bytes.count % alignment
         if remainder != 0 { bytes.append(contentsOf: repeatElement(0, count: alignment - remainder)) }
     }
 
     /// Overwrites a little-endian UInt32 at `offset` (for back-patched lengths and checksums).
-    public mutating func patch(u32 value: UInt32, at offset: Int) {
+    package mutating func patch(u32 value: UInt32, at offset: Int) {
         withUnsafeBytes(of: value.littleEndian) { source in
             for i in 0..<4 { bytes[offset + i] = source[i] }
         }
     }
 
-    public mutating func reserve(_ capacity: Int) { bytes.reserveCapacity(capacity) }
+    package mutating func reserve(_ capacity: Int) { bytes.reserveCapacity(capacity) }
     /// The bytes the buffer has room for without growing.
-    public var capacity: Int { bytes.capacity }
-    public mutating func removeAll(keepingCapacity: Bool = true) { bytes.removeAll(keepingCapacity: keepingCapacity) }
+    package var capacity: Int { bytes.capacity }
+    package mutating func removeAll(keepingCapacity: Bool = true) { bytes.removeAll(keepingCapacity: keepingCapacity) }
 }
 
 extension UnsafeRawBufferPointer {
     /// Whether every byte is zero (preallocated or padding space), eight bytes at a time:
     /// a log's unused tail is megabytes long.
-    public var isAllZero: Bool {
+    package var isAllZero: Bool {
         var i = 0
         // Four words a step, their bits or-ed (one test per 32 bytes: megabytes of a
         // preallocated log's unused space are checked at every open).
@@ -106,20 +106,20 @@ extension UnsafeRawBufferPointer {
 /// Reads encoded values from a buffer, checking every length against the bytes left.
 /// Every failure is a `CairnError(.corrupt)` carrying the offset (relative to `base`) and
 /// what was being read.
-public struct ByteReader {
-    public let buffer: UnsafeRawBufferPointer
-    public internal(set) var position: Int
+package struct ByteReader {
+    package let buffer: UnsafeRawBufferPointer
+    package internal(set) var position: Int
     /// Added to positions in error offsets, so errors name the place in the file.
-    public let base: Int
+    package let base: Int
 
-    public init(_ buffer: UnsafeRawBufferPointer, base: Int = 0) {
+    package init(_ buffer: UnsafeRawBufferPointer, base: Int = 0) {
         self.buffer = buffer
         self.position = 0
         self.base = base
     }
 
-    public var remaining: Int { buffer.count - position }
-    public var isAtEnd: Bool { position >= buffer.count }
+    package var remaining: Int { buffer.count - position }
+    package var isAtEnd: Bool { position >= buffer.count }
 
     func failure(_ what: String, at position: Int? = nil) -> CairnError {
         CairnError.corrupt(what, offset: base + (position ?? self.position))
@@ -131,25 +131,25 @@ public struct ByteReader {
         }
     }
 
-    @inline(__always) public mutating func u8(_ what: @autoclosure () -> String = "byte") throws -> UInt8 {
+    @inline(__always) package mutating func u8(_ what: @autoclosure () -> String = "byte") throws -> UInt8 {
         try need(1, what())
         defer { position += 1 }
         return buffer[position]
     }
 
-    @inline(__always) public mutating func u16(_ what: @autoclosure () -> String = "u16") throws -> UInt16 {
+    @inline(__always) package mutating func u16(_ what: @autoclosure () -> String = "u16") throws -> UInt16 {
         try need(2, what())
         defer { position += 2 }
         return UInt16(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt16.self))
     }
 
-    @inline(__always) public mutating func u32(_ what: @autoclosure () -> String = "u32") throws -> UInt32 {
+    @inline(__always) package mutating func u32(_ what: @autoclosure () -> String = "u32") throws -> UInt32 {
         try need(4, what())
         defer { position += 4 }
         return UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt32.self))
     }
 
-    @inline(__always) public mutating func u64(_ what: @autoclosure () -> String = "u64") throws -> UInt64 {
+    @inline(__always) package mutating func u64(_ what: @autoclosure () -> String = "u64") throws -> UInt64 {
         try need(8, what())
         defer { position += 8 }
         return UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt64.self))
@@ -158,7 +158,7 @@ public struct ByteReader {
     /// Unsigned LEB128 of at most 10 bytes; the tenth may only carry the top bit. Read in
     /// place by ``Varint/read(_:_:limit:)``; only a varint that does not read takes the
     /// general path, which says what is wrong.
-    @inline(__always) public mutating func varint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
+    @inline(__always) package mutating func varint(_ what: @autoclosure () -> String = "varint") throws -> UInt64 {
         if let value = Varint.read(buffer, &position, limit: buffer.count) { return value }
         return try generalVarint(what())
     }
@@ -179,7 +179,7 @@ public struct ByteReader {
         }
     }
 
-    @inline(__always) public mutating func signedVarint(_ what: @autoclosure () -> String = "varint") throws -> Int64 {
+    @inline(__always) package mutating func signedVarint(_ what: @autoclosure () -> String = "varint") throws -> Int64 {
         let raw = try varint(what())
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
     }
@@ -187,7 +187,7 @@ public struct ByteReader {
     /// A varint count or length, checked against `maximum` and, when each item takes at
     /// least `minimumItemSize` bytes, against the bytes left — before anything is allocated.
     @inline(__always)
-    public mutating func count(_ what: @autoclosure () -> String, maximum: Int, minimumItemSize: Int = 1) throws -> Int {
+    package mutating func count(_ what: @autoclosure () -> String, maximum: Int, minimumItemSize: Int = 1) throws -> Int {
         // A one-byte count that passes both checks, in place (every record body starts
         // with one); anything else takes the general path, which says what is wrong.
         if position < buffer.count, buffer[position] < 0x80 {
@@ -218,26 +218,26 @@ public struct ByteReader {
     }
 
     /// `count` raw bytes, copied.
-    public mutating func bytes(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws -> [UInt8] {
+    package mutating func bytes(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws -> [UInt8] {
         try need(count, what())
         defer { position += count }
         return [UInt8](UnsafeRawBufferPointer(rebasing: buffer[position..<(position + count)]))
     }
 
     /// `count` raw bytes, not copied (valid as long as the buffer is).
-    public mutating func slice(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws -> UnsafeRawBufferPointer {
+    package mutating func slice(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws -> UnsafeRawBufferPointer {
         try need(count, what())
         defer { position += count }
         return UnsafeRawBufferPointer(rebasing: buffer[position..<(position + count)])
     }
 
-    public mutating func skip(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws {
+    package mutating func skip(_ count: Int, _ what: @autoclosure () -> String = "bytes") throws {
         try need(count, what())
         position += count
     }
 
     /// A varint-length-prefixed UTF-8 string; invalid UTF-8 is corrupt data.
-    public mutating func string(_ what: @autoclosure () -> String = "string", maximum: Int = FormatLimits.maxValueBytes) throws -> String {
+    package mutating func string(_ what: @autoclosure () -> String = "string", maximum: Int = FormatLimits.maxValueBytes) throws -> String {
         let start = position
         let length = try count("\(what()) length", maximum: maximum)
         let raw = try slice(length, what())
@@ -247,13 +247,13 @@ public struct ByteReader {
         return text
     }
 
-    public mutating func lengthPrefixedBytes(_ what: @autoclosure () -> String = "bytes", maximum: Int = FormatLimits.maxValueBytes) throws -> [UInt8] {
+    package mutating func lengthPrefixedBytes(_ what: @autoclosure () -> String = "bytes", maximum: Int = FormatLimits.maxValueBytes) throws -> [UInt8] {
         let length = try count("\(what()) length", maximum: maximum)
         return try bytes(length, what())
     }
 
     /// Moves to an absolute position within the buffer.
-    public mutating func seek(to newPosition: Int) throws {
+    package mutating func seek(to newPosition: Int) throws {
         guard newPosition >= 0, newPosition <= buffer.count else {
             throw failure("offset \(newPosition) lies outside the \(buffer.count) bytes of data")
         }
@@ -261,7 +261,7 @@ public struct ByteReader {
     }
 
     /// Requires that `count` bytes from here are zero (padding and reserved fields).
-    public mutating func zeros(_ count: Int, _ what: @autoclosure () -> String) throws {
+    package mutating func zeros(_ count: Int, _ what: @autoclosure () -> String) throws {
         try need(count, what())
         for i in position..<(position + count) where buffer[i] != 0 {
             throw failure("\(what()) must be zero", at: i)
@@ -293,31 +293,31 @@ extension String {
 }
 
 /// Fixed maxima every decoder checks lengths and counts against (FORMAT.md §1).
-public enum FormatLimits {
+package enum FormatLimits {
     /// Largest encoded value (string, bytes, archived value): 256 MiB.
-    public static let maxValueBytes = 256 << 20
+    package static let maxValueBytes = 256 << 20
     /// Most values in one record.
-    public static let maxValuesPerRecord = 65_535
+    package static let maxValuesPerRecord = 65_535
     /// Most references in one to-many value.
-    public static let maxReferences = 1 << 26
+    package static let maxReferences = 1 << 26
     /// Largest log frame payload (one transaction): 1 GiB.
-    public static let maxFramePayload = 1 << 30
+    package static let maxFramePayload = 1 << 30
     /// Most operations in one transaction.
-    public static let maxOperations = 1 << 26
+    package static let maxOperations = 1 << 26
     /// Most entities in a schema.
-    public static let maxEntities = 65_535
+    package static let maxEntities = 65_535
     /// Most attributes or relationships of one entity.
-    public static let maxProperties = 65_535
+    package static let maxProperties = 65_535
     /// Longest name in a schema.
-    public static let maxNameBytes = 1_024
+    package static let maxNameBytes = 1_024
     /// Longest decimal value text.
-    public static let maxDecimalBytes = 512
+    package static let maxDecimalBytes = 512
     /// Largest transaction sequence number (and base or last sequence) a file may hold:
     /// 2^62, so that counting on from any accepted value cannot overflow.
-    public static let maxSequence: UInt64 = 1 << 62
+    package static let maxSequence: UInt64 = 1 << 62
     /// Largest file number a manifest or header may hold: 2^40 (a million compactions a
     /// second for twelve days), so that numbering the next files cannot overflow.
-    public static let maxFileNumber: UInt64 = 1 << 40
+    package static let maxFileNumber: UInt64 = 1 << 40
 }
 
 /// Unsigned LEB128 read in place, for hot paths that need no error message: the same

@@ -3,7 +3,7 @@
 ///
 /// Software slicing-by-8: eight 256-entry tables, eight bytes per step; long inputs in
 /// three interleaved streams.
-public enum CRC32C {
+package enum CRC32C {
     static let tables: [[UInt32]] = {
         var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
         for n in 0..<256 {
@@ -37,7 +37,7 @@ public enum CRC32C {
     /// block each, whose checksums are then combined: one stream's steps wait on each
     /// other's table loads, three streams' steps do not (about 1.8 times the bytes per
     /// second on this machine). The result is the same CRC.
-    public static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var c = ~crc
         var index = 0
         let count = bytes.count
@@ -111,14 +111,14 @@ public enum CRC32C {
         return s[Int(c & 0xFF)] ^ s[256 + Int((c >> 8) & 0xFF)] ^ s[512 + Int((c >> 16) & 0xFF)] ^ s[768 + Int(c >> 24)]
     }
 
-    public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 { update(0, bytes) }
+    package static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 { update(0, bytes) }
 
     /// The checksum of two pieces one after the other, from their own checksums:
     /// `combine(checksum(a), checksum(b), secondLength: b.count) == checksum(a + b)`. The
     /// pieces can then be checksummed apart (on several threads). The first piece's
     /// register is run through `secondLength` zero bytes by multiplying it with
     /// x^(8 · secondLength) modulo the polynomial; the conditioning cancels out.
-    public static func combine(_ first: UInt32, _ second: UInt32, secondLength: Int) -> UInt32 {
+    package static func combine(_ first: UInt32, _ second: UInt32, secondLength: Int) -> UInt32 {
         guard secondLength > 0 else { return first }
         return multiply(powerOfX(timesEightOf: secondLength), first) ^ second
     }
@@ -154,25 +154,25 @@ public enum CRC32C {
         return result
     }
 
-    public static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { update(0, $0) } }
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { update(0, $0) } }
 
-    public static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.withUnsafeBytes { update(0, $0) } }
+    package static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 { bytes.withUnsafeBytes { update(0, $0) } }
 
     /// Masking constant (FORMAT.md §1.3), the one LevelDB uses.
-    public static let maskDelta: UInt32 = 0xA282_EAD8
+    package static let maskDelta: UInt32 = 0xA282_EAD8
 
     /// Masked CRC: rotate right by 15 bits and add a constant, so that a checksum of data
     /// that itself contains checksums stays strong.
-    @inline(__always) public static func mask(_ crc: UInt32) -> UInt32 {
+    @inline(__always) package static func mask(_ crc: UInt32) -> UInt32 {
         ((crc >> 15) | (crc << 17)) &+ maskDelta
     }
 
-    @inline(__always) public static func unmask(_ masked: UInt32) -> UInt32 {
+    @inline(__always) package static func unmask(_ masked: UInt32) -> UInt32 {
         let rotated = masked &- maskDelta
         return (rotated >> 17) | (rotated << 15)
     }
 
-    public static func masked(_ bytes: UnsafeRawBufferPointer) -> UInt32 { mask(checksum(bytes)) }
-    public static func masked(_ bytes: ArraySlice<UInt8>) -> UInt32 { mask(checksum(bytes)) }
-    public static func masked(_ bytes: [UInt8]) -> UInt32 { mask(checksum(bytes)) }
+    package static func masked(_ bytes: UnsafeRawBufferPointer) -> UInt32 { mask(checksum(bytes)) }
+    package static func masked(_ bytes: ArraySlice<UInt8>) -> UInt32 { mask(checksum(bytes)) }
+    package static func masked(_ bytes: [UInt8]) -> UInt32 { mask(checksum(bytes)) }
 }

@@ -4,9 +4,9 @@ import Foundation
 ///
 /// Validated in this order, each with its own error: magic (is this the kind of file
 /// expected?), format version (can this build read it?), header length, checksum.
-public struct FileHeader: Equatable, Sendable {
+package struct FileHeader: Equatable, Sendable {
     /// The kind of file, told by its 8-byte magic.
-    public enum Kind: String, Sendable, CaseIterable {
+    package enum Kind: String, Sendable, CaseIterable {
         case log = "CAIRNLOG"
         case snapshot = "CAIRNSNP"
         case manifest = "CAIRNMAN"
@@ -15,24 +15,24 @@ public struct FileHeader: Equatable, Sendable {
     }
 
     /// FORMAT.md §1.4: the header is 64 bytes.
-    public static let size = 64
+    package static let size = 64
     /// FORMAT.md §1.1: the format version this build writes.
-    public static let currentVersion: UInt32 = 4
+    package static let currentVersion: UInt32 = 4
     /// FORMAT.md §1.1, §11: the versions this build reads; any other is refused.
-    public static let readableVersions: ClosedRange<UInt32> = 1...4
+    package static let readableVersions: ClosedRange<UInt32> = 1...4
 
-    public var kind: Kind
-    public var version: UInt32 = FileHeader.currentVersion
-    public var storeID: UUID
+    package var kind: Kind
+    package var version: UInt32 = FileHeader.currentVersion
+    package var storeID: UUID
     /// The file's number; file names carry it too.
-    public var fileNumber: UInt64
+    package var fileNumber: UInt64
     /// Log: sequence number of the frame before the first one in this file.
     /// Snapshot: the last sequence number the snapshot covers. Manifest: 0.
-    public var baseSequence: UInt64
+    package var baseSequence: UInt64
     /// Milliseconds since 1970-01-01 UTC when the file was made.
-    public var createdMilliseconds: UInt64
+    package var createdMilliseconds: UInt64
 
-    public init(kind: Kind, storeID: UUID, fileNumber: UInt64, baseSequence: UInt64, createdMilliseconds: UInt64) {
+    package init(kind: Kind, storeID: UUID, fileNumber: UInt64, baseSequence: UInt64, createdMilliseconds: UInt64) {
         self.kind = kind
         self.storeID = storeID
         self.fileNumber = fileNumber
@@ -40,7 +40,7 @@ public struct FileHeader: Equatable, Sendable {
         self.createdMilliseconds = createdMilliseconds
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: FileHeader.size)
         writer.append(kind.magic)
         writer.u32(version)
@@ -55,7 +55,7 @@ public struct FileHeader: Equatable, Sendable {
     }
 
     /// Decodes and validates a header of the `expected` kind.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, expected: Kind) throws -> FileHeader {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, expected: Kind) throws -> FileHeader {
         guard bytes.count >= size else {
             throw CairnError.corrupt("file is \(bytes.count) bytes, too short for the \(size)-byte \(expected) header", offset: 0)
         }

@@ -12,15 +12,15 @@
 /// 25     7    reserved, zero
 /// 32     n    payload
 /// ```
-public enum LogFrame {
-    public static let headerSize = 32
-    public static let alignment = 8
-    public static let typeUnused: UInt8 = 0
-    public static let typeTransaction: UInt8 = 1
+package enum LogFrame {
+    package static let headerSize = 32
+    package static let alignment = 8
+    package static let typeUnused: UInt8 = 0
+    package static let typeTransaction: UInt8 = 1
 
     /// Appends a whole frame (header, payload, padding) to `writer`; `payload` writes the
     /// payload in place, so a transaction is encoded once, straight into the commit buffer.
-    public static func append(to writer: inout ByteWriter, sequence: UInt64, syncedThrough: UInt64,
+    package static func append(to writer: inout ByteWriter, sequence: UInt64, syncedThrough: UInt64,
                               payload: (inout ByteWriter) -> Void) {
         let start = writer.count
         header(into: &writer, length: 0, sequence: sequence, syncedThrough: syncedThrough)  // length patched below
@@ -36,7 +36,7 @@ public enum LogFrame {
 
     /// A transaction frame's header, its checksum field zero (the checksum covers the
     /// header's other bytes and the payload, so it is written last).
-    public static func header(into writer: inout ByteWriter, length: Int, sequence: UInt64, syncedThrough: UInt64) {
+    package static func header(into writer: inout ByteWriter, length: Int, sequence: UInt64, syncedThrough: UInt64) {
         writer.u32(0)
         writer.u32(UInt32(truncatingIfNeeded: length))
         writer.u64(sequence)
@@ -46,11 +46,11 @@ public enum LogFrame {
     }
 
     /// The total size of a frame with a payload of `length` bytes.
-    public static func frameSize(payloadLength: Int) -> Int {
+    package static func frameSize(payloadLength: Int) -> Int {
         (headerSize + payloadLength + alignment - 1) / alignment * alignment
     }
 
-    public enum Parsed {
+    package enum Parsed {
         /// A valid frame; `payload` is a range of the buffer, `next` the offset after its padding.
         case frame(sequence: UInt64, syncedThrough: UInt64, payload: Range<Int>, next: Int)
         /// An all-zero header: unused (preallocated) space, the end of the log.
@@ -67,7 +67,7 @@ public enum LogFrame {
          UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)))
     }
 
-    public static func parse(_ buffer: UnsafeRawBufferPointer, at offset: Int) -> Parsed {
+    package static func parse(_ buffer: UnsafeRawBufferPointer, at offset: Int) -> Parsed {
         let left = buffer.count - offset
         guard left >= headerSize else {
             for i in offset..<buffer.count where buffer[i] != 0 {
@@ -160,13 +160,13 @@ extension LogFrame {
 }
 
 /// One change of a transaction.
-public enum Operation: Sendable, Equatable {
+package enum Operation: Sendable, Equatable {
     /// Insert or replace a whole record; `body` is its encoded values (FORMAT.md §2.2).
     case put(RecordID, body: [UInt8])
     /// Delete a record.
     case delete(RecordID)
 
-    public var id: RecordID {
+    package var id: RecordID {
         switch self {
         case .put(let id, _), .delete(let id): return id
         }
@@ -181,12 +181,12 @@ public enum Operation: Sendable, Equatable {
 /// each:   u8 kind (1 = put, 2 = delete), u64 record ID,
 ///         put only: varint body length, body (FORMAT.md §2.2)
 /// ```
-public enum TransactionCoding {
-    public static let put: UInt8 = 1
-    public static let delete: UInt8 = 2
+package enum TransactionCoding {
+    package static let put: UInt8 = 1
+    package static let delete: UInt8 = 2
 
     /// The size of the payload ``encode(_:timestamp:into:)`` writes for `operations`.
-    public static func encodedSize(_ operations: [Operation]) -> Int {
+    package static func encodedSize(_ operations: [Operation]) -> Int {
         var size = 8 + ByteWriter.varintSize(UInt64(operations.count))
         for operation in operations {
             switch operation {
@@ -197,14 +197,14 @@ public enum TransactionCoding {
         return size
     }
 
-    public static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter) {
+    package static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter) {
         encode(operations, timestamp: timestamp, into: &writer, handingOnPast: .max) { _ in }
     }
 
     /// ``encode(_:timestamp:into:)`` in pieces: whenever `writer` holds `piece` bytes or
     /// more after an operation, `handOn` takes them (and leaves it empty); the last piece
     /// stays in `writer`.
-    public static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter,
+    package static func encode(_ operations: [Operation], timestamp: UInt64, into writer: inout ByteWriter,
                               handingOnPast piece: Int, _ handOn: (inout ByteWriter) throws -> Void) rethrows {
         writer.u64(timestamp)
         writer.varint(UInt64(operations.count))
@@ -224,7 +224,7 @@ public enum TransactionCoding {
 
     /// Decodes a payload, calling `body` for each operation with the record body as a
     /// slice of `payload` (nil for a delete). Offsets in errors are relative to `base`.
-    public static func decode(_ payload: UnsafeRawBufferPointer, base: Int = 0,
+    package static func decode(_ payload: UnsafeRawBufferPointer, base: Int = 0,
                               _ body: (RecordID, UnsafeRawBufferPointer?) throws -> Void) throws -> UInt64 {
         var reader = ByteReader(payload, base: base)
         let timestamp = try reader.u64("commit time")

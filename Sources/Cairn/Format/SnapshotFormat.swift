@@ -4,15 +4,15 @@
 /// `u32 masked CRC-32C of the rest | varint body length | varint entity | varint serial | body`,
 /// back to back; versions 1 and 2 used `u32 body length, u32 masked CRC-32C of (id, body),
 /// u64 record ID, body`, zero-padded to 8 bytes.
-public enum SnapshotRecord {
+package enum SnapshotRecord {
     /// Header size of a version 1–2 frame.
-    public static let fixedHeaderSize = 16
+    package static let fixedHeaderSize = 16
     /// The smallest version-3 frame: checksum and three one-byte varints.
-    public static let minimumCompactSize = 7
+    package static let minimumCompactSize = 7
 
     /// Appends a version-3 frame and returns its size in bytes.
     @discardableResult
-    public static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {
+    package static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {
         let start = writer.count
         writer.u32(0)
         writer.varint(UInt64(body.count))
@@ -30,7 +30,7 @@ public enum SnapshotRecord {
     /// the record ID, where the body starts and the frame's size. Nil when the varints do
     /// not read or the frame would pass `limit`.
     @inline(__always)
-    public static func compactHeader(in buffer: UnsafeRawBufferPointer, at offset: Int,
+    package static func compactHeader(in buffer: UnsafeRawBufferPointer, at offset: Int,
                                      limit: Int) -> (id: RecordID, bodyStart: Int, size: Int)? {
         // Read in place, without a ByteReader: every record a scan or a lookup reads starts
         // here, and the reader's error paths cost more than the three varints.
@@ -48,7 +48,7 @@ public enum SnapshotRecord {
     /// already checked whole (``body(in:at:limit:expected:version:)``), whose header need
     /// not be read again; nil if the header is not within eight bytes (then check it).
     @inline(__always)
-    public static func checkedBodyStart(in buffer: UnsafeRawBufferPointer, at offset: Int, end: Int) -> Int? {
+    package static func checkedBodyStart(in buffer: UnsafeRawBufferPointer, at offset: Int, end: Int) -> Int? {
         guard offset >= 0, end <= buffer.count, offset + 12 <= end else { return nil }
         let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt64.self))
         var ends = ~word & 0x8080_8080_8080_8080  // the last byte of each varint
@@ -60,7 +60,7 @@ public enum SnapshotRecord {
 
     /// The body of the record frame at `offset`, checked: frame within `limit`, checksum,
     /// the ID as expected, and for versions 1–2 alignment and zero padding.
-    public static func body(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
+    package static func body(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
                             expected id: RecordID, version: UInt32) throws -> UnsafeRawBufferPointer {
         guard version >= 3 else { return try fixedBody(in: buffer, at: offset, limit: limit, expected: id) }
         guard let (storedID, bodyStart, size) = compactHeader(in: buffer, at: offset, limit: limit) else {
@@ -107,7 +107,7 @@ public enum SnapshotRecord {
     /// would start, if its header reads and the frame fits before `limit`; nothing is
     /// checked against the checksum (for salvage: `cairn repair` walks frames without an
     /// index, budgets the bytes it checksums, then checks the frame with ``body(in:at:limit:expected:version:)``).
-    public static func header(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
+    package static func header(in buffer: UnsafeRawBufferPointer, at offset: Int, limit: Int,
                               version: UInt32) -> (id: RecordID, size: Int, next: Int)? {
         if version >= 3 { return compactHeader(in: buffer, at: offset, limit: limit).map { ($0.id, $0.size, offset + $0.size) } }
         guard offset >= 0, limit <= buffer.count, offset <= limit - fixedHeaderSize else { return nil }
@@ -127,19 +127,19 @@ public enum SnapshotRecord {
 /// 48  u32 masked CRC of index  52  u32 masked CRC of footer bytes 0..<52
 /// 56  8   magic "CAIRNEND"
 /// ```
-public struct SnapshotFooter: Equatable, Sendable {
-    public static let size = 64
-    public static let magic: [UInt8] = Array("CAIRNEND".utf8)
+package struct SnapshotFooter: Equatable, Sendable {
+    package static let size = 64
+    package static let magic: [UInt8] = Array("CAIRNEND".utf8)
 
-    public var indexOffset: UInt64
-    public var indexLength: UInt64
-    public var schemaOffset: UInt64
-    public var recordCount: UInt64
-    public var lastSequence: UInt64
-    public var nextSerial: UInt64
-    public var indexChecksum: UInt32
+    package var indexOffset: UInt64
+    package var indexLength: UInt64
+    package var schemaOffset: UInt64
+    package var recordCount: UInt64
+    package var lastSequence: UInt64
+    package var nextSerial: UInt64
+    package var indexChecksum: UInt32
 
-    public init(indexOffset: UInt64, indexLength: UInt64, schemaOffset: UInt64, recordCount: UInt64,
+    package init(indexOffset: UInt64, indexLength: UInt64, schemaOffset: UInt64, recordCount: UInt64,
                 lastSequence: UInt64, nextSerial: UInt64, indexChecksum: UInt32) {
         self.indexOffset = indexOffset
         self.indexLength = indexLength
@@ -150,7 +150,7 @@ public struct SnapshotFooter: Equatable, Sendable {
         self.indexChecksum = indexChecksum
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: SnapshotFooter.size)
         writer.u64(indexOffset)
         writer.u64(indexLength)
@@ -166,7 +166,7 @@ public struct SnapshotFooter: Equatable, Sendable {
 
     /// Decodes the footer from the last 64 bytes of `file`: magic, then checksum, then
     /// the offsets against the file's size. Offsets in errors are file offsets.
-    public static func decode(file: UnsafeRawBufferPointer) throws -> SnapshotFooter {
+    package static func decode(file: UnsafeRawBufferPointer) throws -> SnapshotFooter {
         let minimum = FileHeader.size + size
         guard file.count >= minimum else {
             throw CairnError.corrupt("snapshot is \(file.count) bytes, shorter than the minimum \(minimum)", offset: 0)
@@ -215,22 +215,22 @@ public struct SnapshotFooter: Equatable, Sendable {
 /// 80  u64 next file number         88  u32 reserved (0)
 /// 92  u32 masked CRC of bytes 64..<92
 /// ```
-public struct Manifest: Equatable, Sendable {
-    public static let size = FileHeader.size + 32
+package struct Manifest: Equatable, Sendable {
+    package static let size = FileHeader.size + 32
 
-    public var header: FileHeader
-    public var snapshotNumber: UInt64
-    public var logNumber: UInt64
-    public var nextFileNumber: UInt64
+    package var header: FileHeader
+    package var snapshotNumber: UInt64
+    package var logNumber: UInt64
+    package var nextFileNumber: UInt64
 
-    public init(header: FileHeader, snapshotNumber: UInt64, logNumber: UInt64, nextFileNumber: UInt64) {
+    package init(header: FileHeader, snapshotNumber: UInt64, logNumber: UInt64, nextFileNumber: UInt64) {
         self.header = header
         self.snapshotNumber = snapshotNumber
         self.logNumber = logNumber
         self.nextFileNumber = nextFileNumber
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: Manifest.size)
         writer.append(header.encoded())
         writer.u64(snapshotNumber)
@@ -241,7 +241,7 @@ public struct Manifest: Equatable, Sendable {
         return writer.bytes
     }
 
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws -> Manifest {
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws -> Manifest {
         let header = try FileHeader.decode(bytes, expected: .manifest)
         guard bytes.count == size else {
             throw CairnError.corrupt("manifest is \(bytes.count) bytes, expected \(size)", offset: 0)
@@ -271,14 +271,14 @@ public struct Manifest: Equatable, Sendable {
 }
 
 /// Names of the files in a store directory (FORMAT.md §8 "Store directory").
-public enum StoreFileName {
-    public static let manifest = "MANIFEST"
-    public static let manifestTemporary = "MANIFEST.tmp"
-    public static let lock = "LOCK"
-    public static let temporarySuffix = ".tmp"
+package enum StoreFileName {
+    package static let manifest = "MANIFEST"
+    package static let manifestTemporary = "MANIFEST.tmp"
+    package static let lock = "LOCK"
+    package static let temporarySuffix = ".tmp"
 
-    public static func snapshot(_ number: UInt64) -> String { padded(number) + ".snapshot" }
-    public static func log(_ number: UInt64) -> String { padded(number) + ".log" }
+    package static func snapshot(_ number: UInt64) -> String { padded(number) + ".snapshot" }
+    package static func log(_ number: UInt64) -> String { padded(number) + ".log" }
 
     static func padded(_ number: UInt64) -> String {
         let digits = String(number)

@@ -15,34 +15,34 @@
 ///              entry bytes: per record, a varint ID delta (not for a group's first)
 ///              and a varint frame size
 /// ```
-public struct SnapshotIndex: Sendable {
-    public struct EntityRange: Sendable, Equatable {
-        public var entity: UInt16
-        public var count: Int
+package struct SnapshotIndex: Sendable {
+    package struct EntityRange: Sendable, Equatable {
+        package var entity: UInt16
+        package var count: Int
         /// File offset of the first 16-byte entry (versions 1–2) or of the first anchor (3).
-        public var entriesOffset: Int
+        package var entriesOffset: Int
         /// Version 3: file offset and length of the entry bytes after the anchors.
-        public var entryBytesOffset: Int = 0
-        public var entryBytesLength: Int = 0
+        package var entryBytesOffset: Int = 0
+        package var entryBytesLength: Int = 0
 
         /// Version 3: the number of groups, and so of anchors.
-        public var groups: Int { (count + SnapshotIndex.groupSize - 1) / SnapshotIndex.groupSize }
+        package var groups: Int { (count + SnapshotIndex.groupSize - 1) / SnapshotIndex.groupSize }
     }
 
     /// One stored attribute index (FORMAT.md §6.6): the positions of an entity's index
     /// entries, `count` little-endian integers of `entryWidth` bytes at `blockOffset`, in
     /// the attribute's value order.
-    public struct AttributeIndex: Sendable, Equatable {
-        public var entity: UInt16
+    package struct AttributeIndex: Sendable, Equatable {
+        package var entity: UInt16
         /// The attribute's position in the entity (its value slot).
-        public var attribute: Int
-        public var checksum: UInt32
-        public var count: Int
-        public var blockOffset: Int
+        package var attribute: Int
+        package var checksum: UInt32
+        package var count: Int
+        package var blockOffset: Int
         /// Bytes per entry: 4 in versions 1–2; in version 3 the fewest that hold `count − 1`.
-        public var entryWidth: Int
+        package var entryWidth: Int
 
-        public init(entity: UInt16, attribute: Int, checksum: UInt32, count: Int, blockOffset: Int, entryWidth: Int) {
+        package init(entity: UInt16, attribute: Int, checksum: UInt32, count: Int, blockOffset: Int, entryWidth: Int) {
             self.entity = entity
             self.attribute = attribute
             self.checksum = checksum
@@ -52,14 +52,14 @@ public struct SnapshotIndex: Sendable {
         }
 
         /// Bytes the entries take, without padding.
-        public var length: Int { count * entryWidth }
+        package var length: Int { count * entryWidth }
         /// Where the block's entries lie in the file: what its checksum covers (not its padding).
-        public var entryBytes: Range<Int> { blockOffset..<(blockOffset + length) }
+        package var entryBytes: Range<Int> { blockOffset..<(blockOffset + length) }
         /// Bytes the block takes, with its padding.
-        public var paddedLength: Int { (length + 7) / 8 * 8 }
+        package var paddedLength: Int { (length + 7) / 8 * 8 }
 
         /// The entry width of a block of `count` entries in `version`.
-        public static func entryWidth(count: Int, version: UInt32) -> Int {
+        package static func entryWidth(count: Int, version: UInt32) -> Int {
             guard version >= 3 else { return 4 }
             switch count {
             case ...(1 << 8): return 1
@@ -70,33 +70,33 @@ public struct SnapshotIndex: Sendable {
         }
 
         /// Appends `position` in `width` little-endian bytes.
-        public static func append(_ position: Int, width: Int, to writer: inout ByteWriter) {
+        package static func append(_ position: Int, width: Int, to writer: inout ByteWriter) {
             for k in 0..<width { writer.u8(UInt8(truncatingIfNeeded: position >> (8 * k))) }
         }
     }
 
     /// Version 3: records per anchor.
-    public static let groupSize = 16
-    public static let anchorSize = 20
+    package static let groupSize = 16
+    package static let anchorSize = 20
     /// Versions 1–2: bytes per entry.
-    public static let entrySize = 16
-    public static let entityHeaderSize = 24
-    public static let attributeIndexHeaderSize = 24
+    package static let entrySize = 16
+    package static let entityHeaderSize = 24
+    package static let attributeIndexHeaderSize = 24
 
-    public var entities: [EntityRange]
-    public var attributeIndexes: [AttributeIndex] = []
+    package var entities: [EntityRange]
+    package var attributeIndexes: [AttributeIndex] = []
 
     /// The version-3 entries of one entity, built record by record in ascending ID order.
-    public struct Entries: Sendable {
-        public private(set) var count = 0
+    package struct Entries: Sendable {
+        package private(set) var count = 0
         var anchors = ByteWriter()
         var bytes = ByteWriter()
         private var previous: UInt64 = 0
 
-        public init() {}
+        package init() {}
 
         /// Adds the next record: its ID (above the previous one), frame offset and size.
-        public mutating func add(id: UInt64, offset: Int, size: Int) throws {
+        package mutating func add(id: UInt64, offset: Int, size: Int) throws {
             if count % SnapshotIndex.groupSize == 0 {
                 guard bytes.count <= Int(UInt32.max) else {
                     throw CairnError(.tooLarge, "an entity's snapshot index entries exceed 4 GiB")
@@ -118,7 +118,7 @@ public struct SnapshotIndex: Sendable {
     /// Encodes a version-3 index whose entries follow the tables directly, entity by entity
     /// in ascending number; `attributeIndexes` are the blocks already written before
     /// `indexOffset`.
-    public static func encode(_ entities: [(entity: UInt16, entries: Entries)],
+    package static func encode(_ entities: [(entity: UInt16, entries: Entries)],
                               attributeIndexes: [AttributeIndex] = [], at indexOffset: Int) -> [UInt8] {
         let tables = 8 + entities.count * entityHeaderSize + attributeIndexes.count * attributeIndexHeaderSize
         var writer = ByteWriter(capacity: tables + entities.reduce(0) { $0 + $1.entries.encodedCount })
@@ -151,7 +151,7 @@ public struct SnapshotIndex: Sendable {
     /// and checks each entity's entries lie inside the index, back to back. A `version` 1
     /// index has no attribute indexes (the field is reserved). The entries themselves are
     /// checked by ``SnapshotReader``, and attribute index blocks against the file.
-    public static func decode(file: UnsafeRawBufferPointer, indexOffset: Int, indexLength: Int,
+    package static func decode(file: UnsafeRawBufferPointer, indexOffset: Int, indexLength: Int,
                               version: UInt32 = FileHeader.currentVersion) throws -> SnapshotIndex {
         let region = UnsafeRawBufferPointer(rebasing: file[indexOffset..<(indexOffset + indexLength)])
         var reader = ByteReader(region, base: indexOffset)
@@ -260,8 +260,8 @@ public struct SnapshotIndex: Sendable {
 
 /// The schema block of a snapshot (FORMAT.md §6.2): `u32 length, u32 masked CRC`, then
 /// the schema bytes (FORMAT.md §3), zero-padded to 8 bytes.
-public enum SchemaBlock {
-    public static func append(to writer: inout ByteWriter, schema bytes: [UInt8]) {
+package enum SchemaBlock {
+    package static func append(to writer: inout ByteWriter, schema bytes: [UInt8]) {
         writer.u32(UInt32(bytes.count))
         writer.u32(CRC32C.masked(bytes))
         writer.append(bytes)
@@ -269,7 +269,7 @@ public enum SchemaBlock {
     }
 
     /// The schema bytes at `offset` and the offset after the block.
-    public static func read(file: UnsafeRawBufferPointer, at offset: Int, limit: Int) throws -> (UnsafeRawBufferPointer, Int) {
+    package static func read(file: UnsafeRawBufferPointer, at offset: Int, limit: Int) throws -> (UnsafeRawBufferPointer, Int) {
         var reader = ByteReader(UnsafeRawBufferPointer(rebasing: file[offset..<limit]), base: offset)
         let length = Int(try reader.u32("schema length"))
         let stored = try reader.u32("schema checksum")

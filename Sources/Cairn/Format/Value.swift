@@ -667,15 +667,15 @@ extension ByteReader {
 }
 
 /// Encodes and decodes record bodies (FORMAT.md §2.2).
-public enum ValueCoding {
-    public static func encode(_ values: [Value]) -> [UInt8] {
+package enum ValueCoding {
+    package static func encode(_ values: [Value]) -> [UInt8] {
         var writer = ByteWriter(capacity: 16 + values.count * 9)
         writer.values(values)
         return writer.bytes
     }
 
     /// Decodes a record body; trailing bytes are corruption.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> [Value] {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> [Value] {
         var values: [Value] = []
         try decode(bytes, base: base, into: &values)
         return values
@@ -683,7 +683,7 @@ public enum ValueCoding {
 
     /// Decodes a record body into `values`, replacing its contents and reusing its storage
     /// (a scan decodes every record into one buffer and keeps copies of the matches only).
-    public static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0, into values: inout [Value]) throws {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0, into values: inout [Value]) throws {
         var reader = ByteReader(bytes, base: base)
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         // An empty array is not emptied: on the shared empty buffer `removeAll(keepingCapacity:)`
@@ -695,13 +695,13 @@ public enum ValueCoding {
         guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the record's values") }
     }
 
-    public static func decode(_ bytes: [UInt8]) throws -> [Value] {
+    package static func decode(_ bytes: [UInt8]) throws -> [Value] {
         try bytes.withUnsafeBytes { try decode($0) }
     }
 
     /// The value at `slot` of a record body, decoding only the values before it; nil if
     /// the body holds fewer values. (The rest of the body is not checked.)
-    public static func value(at slot: Int, in bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> Value? {
+    package static func value(at slot: Int, in bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> Value? {
         var reader = ByteReader(bytes, base: base)
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         guard slot >= 0, slot < count else { return nil }
@@ -714,15 +714,15 @@ public enum ValueCoding {
 /// is the text a writer writes for the value it parses as, so every value reads back, and
 /// exports, as the text stored: not a prefix (`12a` as 12) nor a re-encoding (`p`th` as
 /// `p%60th`).
-public enum ValueText {
+package enum ValueText {
     /// The URL of `text`, if Foundation parses it and its `absoluteString` is `text`.
-    public static func url(_ text: String) -> URL? {
+    package static func url(_ text: String) -> URL? {
         guard let url = URL(string: text), url.absoluteString == text else { return nil }
         return url
     }
 
     /// The decimal of `text`: `NaN`, or the decimal whose `description` is `text`.
-    public static func decimal(_ text: String) -> Decimal? {
+    package static func decimal(_ text: String) -> Decimal? {
         if text == "NaN" { return .nan }
         guard text.utf8.count <= FormatLimits.maxDecimalBytes, isNumber(text, exponent: false),
               let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")),
@@ -733,7 +733,7 @@ public enum ValueText {
     /// The decimal of a number written by a person (a JSON number, or such text in a
     /// string): the whole text must be one (`-? digits [. digits] [e [±] digits]`), and its
     /// significant digits at most 38, which a decimal holds exactly.
-    public static func decimal(parsing text: String) -> Decimal? {
+    package static func decimal(parsing text: String) -> Decimal? {
         if text == "NaN" { return .nan }
         guard text.utf8.count <= FormatLimits.maxDecimalBytes, isNumber(text, exponent: true) else { return nil }
         let mantissa = text.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }

@@ -4,8 +4,8 @@ import Foundation
 /// numbers compare by value across integer, floating and decimal types (booleans as 0
 /// and 1); strings by Unicode scalars, optionally case- and diacritic-folded; dates by
 /// time; nil equals only nil and has no order, but sorts first.
-public enum ValueOrder {
-    public static func fold(_ text: String, _ options: ComparisonOptions) -> String {
+package enum ValueOrder {
+    package static func fold(_ text: String, _ options: ComparisonOptions) -> String {
         var folding: String.CompareOptions = []
         if options.contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
         if options.contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
@@ -72,9 +72,9 @@ public enum ValueOrder {
         return Array(text.utf8).withUnsafeBufferPointer(body)
     }
 
-    public enum Number { case integer(Int64), real(Double), decimal(Decimal) }
+    package enum Number { case integer(Int64), real(Double), decimal(Decimal) }
 
-    public static func number(_ value: Value) -> Number? {
+    package static func number(_ value: Value) -> Number? {
         switch value {
         case .int8(let v): return .integer(Int64(v))
         case .int16(let v): return .integer(Int64(v))
@@ -88,7 +88,7 @@ public enum ValueOrder {
         }
     }
 
-    public static func equal(_ a: Value, _ b: Value, _ options: ComparisonOptions) -> Bool {
+    package static func equal(_ a: Value, _ b: Value, _ options: ComparisonOptions) -> Bool {
         switch (a, b) {
         case (.null, .null): return true
         case (.null, _), (_, .null): return false
@@ -99,7 +99,7 @@ public enum ValueOrder {
     }
 
     /// The order of two values, or nil if they cannot be compared (nil, or unlike types).
-    public static func order(_ a: Value, _ b: Value, _ options: ComparisonOptions) -> ComparisonResult? {
+    package static func order(_ a: Value, _ b: Value, _ options: ComparisonOptions) -> ComparisonResult? {
         if let x = number(a), let y = number(b) {
             switch (x, y) {
             case (.integer(let i), .integer(let j)): return i < j ? .orderedAscending : (i > j ? .orderedDescending : .orderedSame)
@@ -142,7 +142,7 @@ public enum ValueOrder {
         }
     }
 
-    public static func real(_ number: Number) -> Double {
+    package static func real(_ number: Number) -> Double {
         switch number {
         case .integer(let v): return Double(v)
         case .real(let v): return v
@@ -152,7 +152,7 @@ public enum ValueOrder {
 
     /// The number as a decimal: a real that is NaN or infinite, which `Decimal(_:)` traps
     /// on, is NaN.
-    public static func decimal(_ number: Number) -> Decimal {
+    package static func decimal(_ number: Number) -> Decimal {
         switch number {
         case .integer(let v): return Decimal(v)
         case .real(let v): return decimal(v)
@@ -162,7 +162,7 @@ public enum ValueOrder {
 
     /// `value` as a decimal: NaN if it is infinite (which `Decimal(_:)` traps on), NaN, or
     /// beyond a decimal's exponent (about 1e-107 ... 1.8e146 in magnitude).
-    public static func decimal(_ value: Double) -> Decimal {
+    package static func decimal(_ value: Double) -> Decimal {
         value.isFinite ? Decimal(value) : .nan
     }
 
@@ -197,7 +197,7 @@ public enum ValueOrder {
     }
 
     /// Sort order: nil first, then by ``order(_:_:_:)``; unlike types by type tag.
-    public static func sortOrder(_ a: Value, _ b: Value, localizedCaseInsensitive: Bool) -> ComparisonResult {
+    package static func sortOrder(_ a: Value, _ b: Value, localizedCaseInsensitive: Bool) -> ComparisonResult {
         if localizedCaseInsensitive, case .string(let x) = a, case .string(let y) = b {
             // One comparison: not worth setting up a LocalizedOrder (a sort makes one).
             return LocalizedOrder.foundationOrder(x, y, locale: .current)

@@ -6,24 +6,24 @@ import Synchronization
 /// Every call through the wrapper — file-system calls and calls on files it opened —
 /// is numbered from 1. The call whose number is in ``failingCalls`` fails with the
 /// configured errno (`EIO` by default) without doing anything.
-public final class FaultInjectingFileSystem: FileSystem {
-    public let base: any FileSystem
+package final class FaultInjectingFileSystem: FileSystem {
+    package let base: any FileSystem
     private let counter = Atomic<Int>(0)
     private let plan: Protected<(calls: Set<Int>, errno: Int32)>
 
     /// - Parameters:
     ///   - failingCalls: the call numbers (1-based) that fail.
     ///   - errno: the error number reported (5 is `EIO`, 28 is `ENOSPC`).
-    public init(base: any FileSystem, failingCalls: Set<Int> = [], errno: Int32 = 5) {
+    package init(base: any FileSystem, failingCalls: Set<Int> = [], errno: Int32 = 5) {
         self.base = base
         self.plan = Protected((failingCalls, errno))
     }
 
     /// The number of calls made so far.
-    public var callCount: Int { counter.load(ordering: .relaxed) }
+    package var callCount: Int { counter.load(ordering: .relaxed) }
 
     /// Replaces the set of failing calls (numbers continue from ``callCount``).
-    public func fail(calls: Set<Int>, errno: Int32 = 5) {
+    package func fail(calls: Set<Int>, errno: Int32 = 5) {
         plan.withLock { $0 = (calls, errno) }
     }
 
@@ -36,20 +36,20 @@ public final class FaultInjectingFileSystem: FileSystem {
         }
     }
 
-    public func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile {
+    package func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile {
         try tick("open", path)
         return FaultInjectingFile(base: try base.open(path, create: create, truncate: truncate), owner: self)
     }
-    public func exists(_ path: String) -> Bool { base.exists(path) }
-    public func isDirectory(_ path: String) -> Bool { base.isDirectory(path) }
-    public func listDirectory(_ path: String) throws -> [String] {
+    package func exists(_ path: String) -> Bool { base.exists(path) }
+    package func isDirectory(_ path: String) -> Bool { base.isDirectory(path) }
+    package func listDirectory(_ path: String) throws -> [String] {
         try tick("opendir", path); return try base.listDirectory(path)
     }
-    public func createDirectory(_ path: String) throws { try tick("mkdir", path); try base.createDirectory(path) }
-    public func rename(_ from: String, _ to: String) throws { try tick("rename", from); try base.rename(from, to) }
-    public func remove(_ path: String) throws { try tick("unlink", path); try base.remove(path) }
-    public func syncDirectory(_ path: String) throws { try tick("fsync", path); try base.syncDirectory(path) }
-    public func lock(_ path: String, storePath: String) throws -> any FileLock {
+    package func createDirectory(_ path: String) throws { try tick("mkdir", path); try base.createDirectory(path) }
+    package func rename(_ from: String, _ to: String) throws { try tick("rename", from); try base.rename(from, to) }
+    package func remove(_ path: String) throws { try tick("unlink", path); try base.remove(path) }
+    package func syncDirectory(_ path: String) throws { try tick("fsync", path); try base.syncDirectory(path) }
+    package func lock(_ path: String, storePath: String) throws -> any FileLock {
         try tick("flock", path); return try base.lock(path, storePath: storePath)
     }
 }

@@ -5,7 +5,7 @@
 /// ``FaultInjectingFileSystem`` (fails the N-th call). ``POSIXFileSystem`` is the real one.
 ///
 /// Paths are plain strings; the store builds them by joining a directory and a file name.
-public protocol FileSystem: Sendable {
+package protocol FileSystem: Sendable {
     /// Opens a file. `create` makes it if missing; `truncate` empties it.
     func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile
     /// Whether something exists at `path`.
@@ -28,7 +28,7 @@ public protocol FileSystem: Sendable {
 }
 
 /// An open file. All offsets are absolute; there is no file position.
-public protocol StorageFile: AnyObject, Sendable {
+package protocol StorageFile: AnyObject, Sendable {
     /// The path the file was opened with.
     var path: String { get }
     /// Reads up to `count` bytes at `offset` (`pread(2)`); fewer only at end of file.
@@ -57,12 +57,12 @@ public protocol StorageFile: AnyObject, Sendable {
 }
 
 extension StorageFile {
-    public func write(_ bytes: [UInt8], at offset: Int64) throws {
+    package func write(_ bytes: [UInt8], at offset: Int64) throws {
         try bytes.withUnsafeBytes { try write($0, at: offset) }
     }
 
     /// Reads exactly `count` bytes or throws `.corrupt` (short file).
-    public func readExactly(at offset: Int64, count: Int) throws -> [UInt8] {
+    package func readExactly(at offset: Int64, count: Int) throws -> [UInt8] {
         let bytes = try read(at: offset, count: count)
         guard bytes.count == count else {
             throw CairnError(.corrupt, "file is shorter than expected: wanted \(count) bytes, found \(bytes.count)",
@@ -73,16 +73,16 @@ extension StorageFile {
 }
 
 /// A held lock; released by ``unlock()`` or when the object is freed.
-public protocol FileLock: AnyObject, Sendable {
+package protocol FileLock: AnyObject, Sendable {
     func unlock()
 }
 
 /// Read-only bytes of a whole file: an `mmap` region, or an owned copy for
 /// in-memory files. The bytes stay valid as long as the mapping is alive.
-public final class FileMapping: Sendable {
+package final class FileMapping: Sendable {
     // The pointer is immutable and the memory is read-only for the mapping's lifetime,
     // so sharing it across threads is safe.
-    nonisolated(unsafe) public let bytes: UnsafeRawBufferPointer
+    nonisolated(unsafe) package let bytes: UnsafeRawBufferPointer
     private let release: @Sendable (UnsafeRawBufferPointer) -> Void
 
     init(bytes: UnsafeRawBufferPointer, release: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) {
@@ -91,7 +91,7 @@ public final class FileMapping: Sendable {
     }
 
     /// A mapping that owns a copy of `contents`.
-    public convenience init(copying contents: [UInt8]) {
+    package convenience init(copying contents: [UInt8]) {
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(contents.count, 1), alignment: 16)
         contents.withUnsafeBytes { source in
             if let base = source.baseAddress { storage.baseAddress!.copyMemory(from: base, byteCount: source.count) }

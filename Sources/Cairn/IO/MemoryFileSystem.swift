@@ -13,9 +13,9 @@ import Synchronization
 ///
 /// ``onSync`` is called before every file or directory sync, so a test can take crash
 /// images at every sync point of a workload.
-public final class MemoryFileSystem: FileSystem {
+package final class MemoryFileSystem: FileSystem {
     /// How pending (unsynced) writes fare in a crash image.
-    public enum CrashMode: Sendable {
+    package enum CrashMode: Sendable {
         /// Every pending write and directory operation survives (a process kill).
         case keepAll
         /// Every pending write and directory operation is lost.
@@ -26,7 +26,7 @@ public final class MemoryFileSystem: FileSystem {
     }
 
     /// What is being synced when ``onSync`` is called.
-    public enum SyncPoint: Sendable {
+    package enum SyncPoint: Sendable {
         case file(String)
         case directory(String)
     }
@@ -64,7 +64,7 @@ public final class MemoryFileSystem: FileSystem {
     let state: Protected<State>
     private let hook: Protected<(@Sendable (MemoryFileSystem, SyncPoint) -> Void)?>
 
-    public init() {
+    package init() {
         state = Protected(State())
         hook = Protected(nil)
     }
@@ -75,13 +75,13 @@ public final class MemoryFileSystem: FileSystem {
     }
 
     /// Called before each file or directory sync (outside any lock).
-    public var onSync: (@Sendable (MemoryFileSystem, SyncPoint) -> Void)? {
+    package var onSync: (@Sendable (MemoryFileSystem, SyncPoint) -> Void)? {
         get { hook.withLock { $0 } }
         set { hook.withLock { $0 = newValue } }
     }
 
     /// The number of syncs (file and directory) performed so far.
-    public var syncCount: Int { state.withLock { $0.syncCount } }
+    package var syncCount: Int { state.withLock { $0.syncCount } }
 
     // MARK: Paths
 
@@ -101,7 +101,7 @@ public final class MemoryFileSystem: FileSystem {
 
     // MARK: FileSystem
 
-    public func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile {
+    package func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile {
         let (directory, name) = Self.split(path)
         let inode: Int = try state.withLock { state in
             guard state.entries[directory] != nil else {
@@ -122,18 +122,18 @@ public final class MemoryFileSystem: FileSystem {
         return MemoryFile(fileSystem: self, inode: inode, path: path)
     }
 
-    public func exists(_ path: String) -> Bool {
+    package func exists(_ path: String) -> Bool {
         let normalized = Self.normalize(path)
         let (directory, name) = Self.split(path)
         return state.withLock { $0.entries[normalized] != nil || $0.entries[directory]?[name] != nil }
     }
 
-    public func isDirectory(_ path: String) -> Bool {
+    package func isDirectory(_ path: String) -> Bool {
         let normalized = Self.normalize(path)
         return state.withLock { $0.entries[normalized] != nil }
     }
 
-    public func listDirectory(_ path: String) throws -> [String] {
+    package func listDirectory(_ path: String) throws -> [String] {
         let normalized = Self.normalize(path)
         return try state.withLock { state in
             guard let entries = state.entries[normalized] else {
@@ -146,7 +146,7 @@ public final class MemoryFileSystem: FileSystem {
 
     /// Directories are created durable at once (a simplification: the store creates its
     /// directory before it writes anything that matters).
-    public func createDirectory(_ path: String) throws {
+    package func createDirectory(_ path: String) throws {
         let normalized = Self.normalize(path)
         state.withLock { state in
             var prefix = normalized
@@ -160,7 +160,7 @@ public final class MemoryFileSystem: FileSystem {
         }
     }
 
-    public func rename(_ from: String, _ to: String) throws {
+    package func rename(_ from: String, _ to: String) throws {
         let (fromDirectory, fromName) = Self.split(from)
         let (toDirectory, toName) = Self.split(to)
         guard fromDirectory == toDirectory else {
@@ -176,7 +176,7 @@ public final class MemoryFileSystem: FileSystem {
         }
     }
 
-    public func remove(_ path: String) throws {
+    package func remove(_ path: String) throws {
         let (directory, name) = Self.split(path)
         try state.withLock { state in
             guard state.entries[directory]?[name] != nil else {
@@ -187,7 +187,7 @@ public final class MemoryFileSystem: FileSystem {
         }
     }
 
-    public func syncDirectory(_ path: String) throws {
+    package func syncDirectory(_ path: String) throws {
         let normalized = Self.normalize(path)
         onSync?(self, .directory(normalized))
         try state.withLock { state in
@@ -200,7 +200,7 @@ public final class MemoryFileSystem: FileSystem {
         }
     }
 
-    public func lock(_ path: String, storePath: String) throws -> any FileLock {
+    package func lock(_ path: String, storePath: String) throws -> any FileLock {
         let normalized = Self.normalize(path)
         try state.withLock { state in
             guard state.locks.insert(normalized).inserted else {
@@ -216,7 +216,7 @@ public final class MemoryFileSystem: FileSystem {
 
     /// The file system as it would be found after a power loss at this moment.
     /// Locks are not carried over (the process died).
-    public func crashImage(_ mode: CrashMode) -> MemoryFileSystem {
+    package func crashImage(_ mode: CrashMode) -> MemoryFileSystem {
         var random = SplitMix64(seed: { if case .random(let seed) = mode { return seed } else { return 0 } }())
         let snapshot = state.withLock { $0 }
         var image = State()
@@ -268,7 +268,7 @@ public final class MemoryFileSystem: FileSystem {
     }
 
     /// The current bytes of a file, or nil (for tests and tools).
-    public func contents(of path: String) -> [UInt8]? {
+    package func contents(of path: String) -> [UInt8]? {
         let (directory, name) = Self.split(path)
         return state.withLock { state in
             state.entries[directory]?[name].flatMap { state.inodes[$0]?.current }
@@ -276,7 +276,7 @@ public final class MemoryFileSystem: FileSystem {
     }
 
     /// Replaces a file's bytes, durably (for tests that damage files).
-    public func setContents(of path: String, to bytes: [UInt8]) throws {
+    package func setContents(of path: String, to bytes: [UInt8]) throws {
         let file = try open(path, create: true, truncate: false)
         guard let inode = (file as? MemoryFile)?.inode else { return }
         state.withLock { state in
@@ -412,10 +412,10 @@ final class MemoryLock: FileLock {
 
 /// A small, fast, seeded random number generator (SplitMix64), for replayable tests
 /// and crash images.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
+package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
+    package init(seed: UInt64) { state = seed }
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -8,10 +8,10 @@ import Darwin
 
 /// The real file system, through POSIX calls. Every call retries on `EINTR` and turns
 /// failures into ``CairnError`` with code `.io`, the path and the errno.
-public struct POSIXFileSystem: FileSystem {
-    public init() {}
+package struct POSIXFileSystem: FileSystem {
+    package init() {}
 
-    public func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile {
+    package func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile {
         var flags = O_RDWR | O_CLOEXEC
         if create { flags |= O_CREAT }
         if truncate { flags |= O_TRUNC }
@@ -19,17 +19,17 @@ public struct POSIXFileSystem: FileSystem {
         return POSIXFile(fd: fd, path: path)
     }
 
-    public func exists(_ path: String) -> Bool {
+    package func exists(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0
     }
 
-    public func isDirectory(_ path: String) -> Bool {
+    package func isDirectory(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
-    public func listDirectory(_ path: String) throws -> [String] {
+    package func listDirectory(_ path: String) throws -> [String] {
         guard let dir = opendir(path) else { throw ioError("opendir", path) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -44,7 +44,7 @@ public struct POSIXFileSystem: FileSystem {
         return names
     }
 
-    public func createDirectory(_ path: String) throws {
+    package func createDirectory(_ path: String) throws {
         if isDirectory(path) { return }
         var prefix = ""
         for component in path.split(separator: "/", omittingEmptySubsequences: false) {
@@ -62,21 +62,21 @@ public struct POSIXFileSystem: FileSystem {
         }
     }
 
-    public func rename(_ from: String, _ to: String) throws {
+    package func rename(_ from: String, _ to: String) throws {
         _ = try retrying("rename", from) { systemRename(from, to) }
     }
 
-    public func remove(_ path: String) throws {
+    package func remove(_ path: String) throws {
         _ = try retrying("unlink", path) { unlink(path) }
     }
 
-    public func syncDirectory(_ path: String) throws {
+    package func syncDirectory(_ path: String) throws {
         let fd = try retrying("open", path) { systemOpen(path, O_RDONLY | O_CLOEXEC, 0) }
         defer { _ = systemClose(fd) }
         _ = try retrying("fsync", path) { fsync(fd) }
     }
 
-    public func lock(_ path: String, storePath: String) throws -> any FileLock {
+    package func lock(_ path: String, storePath: String) throws -> any FileLock {
         let fd = try retrying("open", path) { systemOpen(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let code = errno

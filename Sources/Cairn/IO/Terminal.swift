@@ -8,7 +8,7 @@ import Darwin
 
 /// Whether standard output (1) or standard error (2) is a terminal (`isatty(3)`), for
 /// tools that show progress only to a person.
-public func isTerminal(_ descriptor: Int32) -> Bool {
+package func isTerminal(_ descriptor: Int32) -> Bool {
     isatty(descriptor) != 0
 }
 

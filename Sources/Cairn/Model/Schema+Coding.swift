@@ -13,8 +13,8 @@
 /// group:        varint name count, strings
 /// ```
 /// Strings are varint length + UTF-8. The stored hash must equal the hash of what is read.
-public enum SchemaCoding {
-    public static func encode(_ schema: Schema) -> [UInt8] {
+package enum SchemaCoding {
+    package static func encode(_ schema: Schema) -> [UInt8] {
         var writer = ByteWriter()
         writer.u32(schema.version)
         writer.u64(schema.versionHash)
@@ -64,7 +64,7 @@ public enum SchemaCoding {
     }
 
     /// Decodes and checks a schema: bounds, enumerations, the stored hash, and ``Schema/validate()``.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> Schema {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> Schema {
         var reader = ByteReader(bytes, base: base)
         let version = try reader.u32("schema version")
         let storedHash = try reader.u64("schema hash")

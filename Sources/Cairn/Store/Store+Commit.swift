@@ -59,7 +59,7 @@ extension Store {
     ///   ``version(of:)``) each must still have. If any differs when the transaction's
     ///   turn comes, nothing is written and `.conflict` is thrown naming the records.
     @discardableResult
-    public func commit(_ changes: [Change], expecting expected: [RecordID: UInt64] = [:],
+    package func commit(_ changes: [Change], expecting expected: [RecordID: UInt64] = [:],
                        durability: Durability? = nil) throws -> UInt64 {
         try commit(changes, expecting: expected.map { ExpectedVersion(id: $0.key, version: $0.value) }, durability: durability)
     }
@@ -222,7 +222,7 @@ extension Store {
     /// Decodes a stored record body and checks it has the shape its entity declares (value
     /// count, attribute types, reference kinds), so a file whose checksums hold but whose
     /// records do not fit the schema gives `.corrupt` rather than a trap in the layers above.
-    public static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+    package static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
         let values = try ValueCoding.decode(body)
         try checkRecord(values, id: id, entity: entity)
         return values

@@ -442,7 +442,7 @@ struct IndexKey: Hashable, Sendable {
 extension Store {
     /// The IDs of an entity's records whose attribute at `slot` meets `condition`, from
     /// a secondary index (the snapshot's stored one, or one built on first use).
-    public func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
+    package func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
         // (The lookup alone: a uniqueness check makes one for each new key, and the state
         // the records would be read in, which ``indexedRecords(entity:slot:matching:)``
         // keeps, cost it an allocation and a third of its instructions.)
@@ -507,7 +507,7 @@ extension Store {
     }
 
     /// Whether an index over this attribute exists already (for `explain`).
-    public func hasIndex(entity: UInt16, slot: Int) -> Bool {
+    package func hasIndex(entity: UInt16, slot: Int) -> Bool {
         state.withLock { $0.indexes[IndexKey(entity: entity, slot: slot)] != nil }
     }
 

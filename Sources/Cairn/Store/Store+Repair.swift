@@ -21,7 +21,12 @@ extension Store {
     /// A damaged log is then retired by a compaction (a new snapshot and log, put in
     /// force by the manifest at once), so a crash during the repair leaves either the
     /// damaged store or the repaired one.
-    public static func repair(at path: String, fileSystem fs: any FileSystem = POSIXFileSystem()) throws -> RepairReport {
+    public static func repair(at path: String) throws -> RepairReport {
+        try repair(at: path, fileSystem: POSIXFileSystem())
+    }
+
+    /// ``repair(at:)`` on another file system (tests: a memory or crash-simulating one).
+    package static func repair(at path: String, fileSystem fs: any FileSystem) throws -> RepairReport {
         let lock = try fs.lock(joinPath(path, StoreFileName.lock), storePath: path)
         var report = RepairReport()
         let store: Store

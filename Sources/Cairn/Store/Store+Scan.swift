@@ -6,12 +6,12 @@ import Dispatch
 extension Store {
     /// Calls `body` with each record of an entity in ID order — its ID and encoded values
     /// — from one consistent state, without materialising them all.
-    public func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
+    package func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
         try scanVersioned(entity: entity) { id, _, bytes in try body(id, bytes) }
     }
 
     /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
-    public func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+    package func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         try scanVersioned(entity: entity, recheckingFrames: false, body)
     }
 

@@ -91,7 +91,7 @@ public final class Store: Sendable {
     }
 
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
-    public func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+    package func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
         let (entry, snapshot) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot) }
         switch entry {
         case .live(let bytes): return try bytes.withUnsafeBytes { try body($0) }
@@ -105,7 +105,7 @@ public final class Store: Sendable {
     /// The record with `id` and its version, read together, or nil if it does not exist.
     /// The version is the sequence number of the transaction that last changed the
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
-    public func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
+    package func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
         let (entry, snapshot, version) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id)) }
         let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
@@ -192,7 +192,7 @@ public final class Store: Sendable {
     }
 
     /// A new record ID for `entity`, never handed out before in this store.
-    public func allocateID(entity: UInt16) throws -> RecordID {
+    package func allocateID(entity: UInt16) throws -> RecordID {
         try state.withLock { state in
             guard state.snapshot.schema.entities.contains(where: { $0.number == entity }) else {
                 throw CairnError(.invalidArgument, "entity number \(entity) is not in the schema")

@@ -22,7 +22,7 @@ public enum CompactionPolicy: Sendable, Hashable {
 public struct StoreOptions: Sendable {
     /// The file system the store lives on: ``POSIXFileSystem`` for disk,
     /// ``MemoryFileSystem`` for an in-memory store or a test.
-    public var fileSystem: any FileSystem
+    package var fileSystem: any FileSystem
     public var durability: Durability
     public var compaction: CompactionPolicy
     /// Log space is reserved this many bytes at a time ahead of the tail, so a sync does
@@ -51,9 +51,16 @@ public struct StoreOptions: Sendable {
         set { openMode = newValue ? .readOnly : .normal }
     }
 
-    public init(fileSystem: any FileSystem = POSIXFileSystem(), durability: Durability = .durable,
-                compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,
-                createIfMissing: Bool = true) {
+    /// Options for a store on disk.
+    public init(durability: Durability = .durable, compaction: CompactionPolicy = .default,
+                preallocationBytes: Int = 4 << 20, createIfMissing: Bool = true) {
+        self.init(fileSystem: POSIXFileSystem(), durability: durability, compaction: compaction,
+                  preallocationBytes: preallocationBytes, createIfMissing: createIfMissing)
+    }
+
+    package init(fileSystem: any FileSystem, durability: Durability = .durable,
+                 compaction: CompactionPolicy = .default, preallocationBytes: Int = 4 << 20,
+                 createIfMissing: Bool = true) {
         self.fileSystem = fileSystem
         self.durability = durability
         self.compaction = compaction

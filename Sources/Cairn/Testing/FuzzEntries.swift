@@ -4,10 +4,10 @@ import Foundation
 /// test suite replays every kept input through exactly the same code without libFuzzer.
 /// Each takes arbitrary bytes and must return (or throw a `CairnError`) — never trap,
 /// hang, or allocate beyond what the input justifies.
-public enum FuzzEntry: String, CaseIterable, Sendable {
+package enum FuzzEntry: String, CaseIterable, Sendable {
     case value, schema, log, snapshot, storeOpen = "store_open", predicate, ndjson, contextOps = "context_ops"
 
-    public func run(_ bytes: [UInt8]) {
+    package func run(_ bytes: [UInt8]) {
         switch self {
         case .value: Self.value(bytes)
         case .schema: Self.schema(bytes)
