@@ -12,6 +12,8 @@ let package = Package(
         .target(name: "Cairn"),
         .executableTarget(name: "cairn", dependencies: ["Cairn"]),
         .testTarget(name: "CairnTests", dependencies: ["Cairn"]),
+        // The writer the SIGKILL soak test kills (TESTING.md): a test helper, not part of `cairn`.
+        .executableTarget(name: "cairn-soak-writer", dependencies: ["Cairn"], path: "Tests/SoakWriter"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,7 +1,8 @@
 import Cairn
 import Foundation
 
-enum CreateCommand {
+enum CreateCommand: Command {
+    static let name = "create"
     static let help = """
         USAGE: cairn create DIR --schema SCHEMA.json
 
@@ -21,23 +22,5 @@ enum CreateCommand {
         let store = try Store.create(at: directory, schema: schema)
         try store.close()
         Console.out("created store at \(directory) with \(schema.entities.count) entities")
-    }
-}
-
-enum SchemaCommand {
-    static let help = """
-        USAGE: cairn schema DIR
-
-        Prints the schema stored in a store, in the schema-file format of `cairn create`.
-        """
-
-    static func run(_ arguments: [String]) throws {
-        let args = try Arguments(arguments, command: "schema", valued: [], switches: ["--json"])
-        if args.flags.contains("--help") { return Console.out(help) }
-        let directory = try args.positional(0, "the store directory")
-        try args.noExtraPositionals(1)
-        let store = try openStore(directory, command: "schema")
-        defer { try? store.close() }
-        Console.out(SchemaJSON.render(store.schema))
     }
 }

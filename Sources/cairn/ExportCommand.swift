@@ -38,7 +38,8 @@ final class LineSink {
     }
 }
 
-enum ExportCommand {
+enum ExportCommand: Command {
+    static let name = "export"
     static let help = """
         USAGE: cairn export DIR [--entity NAME] [--out FILE]
 

@@ -3,7 +3,8 @@ import Foundation
 
 /// `cairn import`: NDJSON lines in the export format, made objects of a context and
 /// saved, so that the model's rules hold as for any save.
-enum ImportCommand {
+enum ImportCommand: Command {
+    static let name = "import"
     static let help = """
         USAGE: cairn import DIR [--in FILE] [--batch N] [--atomic] [--upsert]
 

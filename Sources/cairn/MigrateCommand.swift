@@ -1,7 +1,8 @@
 import Cairn
 import Foundation
 
-enum MigrateCommand {
+enum MigrateCommand: Command {
+    static let name = "migrate"
     static let help = """
         USAGE: cairn migrate DIR --to SCHEMA.json [--dry-run] [--allow-data-loss] [--json]
 

@@ -1,7 +1,8 @@
 import Cairn
 import Foundation
 
-enum QueryCommand {
+enum QueryCommand: Command {
+    static let name = "query"
     static let help = """
         USAGE: cairn query DIR ENTITY [PREDICATE] [--sort KEY,-KEY2] [--limit N] [--offset N] [--count]
 

@@ -2,6 +2,14 @@ import Cairn
 import Foundation
 
 /// A usage error: exit 2 with a line pointing at the command's help.
+/// A `cairn` subcommand: its name on the command line, its help, and what it does with
+/// the arguments that follow the name. A file each (`XCommand.swift`), each with its tests.
+protocol Command {
+    static var name: String { get }
+    static var help: String { get }
+    static func run(_ arguments: [String]) throws
+}
+
 struct UsageError: Error, CustomStringConvertible {
     let message: String
     let command: String

@@ -68,16 +68,17 @@ case "demo":
     } catch {
         fail("\(error)", code: 1)
     }
-case let command?:
-    let commands: [String: ([String]) throws -> Void] = [
-        "create": CreateCommand.run, "schema": SchemaCommand.run, "stats": StatsCommand.run,
-        "verify": VerifyCommand.run, "compact": CompactCommand.run, "export": ExportCommand.run,
-        "import": ImportCommand.run, "query": QueryCommand.run, "history": HistoryCommand.run,
-        "repair": RepairCommand.run, "migrate": MigrateCommand.run, "_soak-writer": SoakCommand.run,
+case let name?:
+    let commands: [any Command.Type] = [
+        CreateCommand.self, SchemaCommand.self, StatsCommand.self, VerifyCommand.self, CompactCommand.self,
+        ExportCommand.self, ImportCommand.self, QueryCommand.self, HistoryCommand.self, RepairCommand.self,
+        MigrateCommand.self,
     ]
-    guard let run = commands[command] else { fail("unknown command '\(command)'; see 'cairn --help'", code: 2) }
+    guard let command = commands.first(where: { $0.name == name }) else {
+        fail("unknown command '\(name)'; see 'cairn --help'", code: 2)
+    }
     do {
-        try run(Array(arguments.dropFirst()))
+        try command.run(Array(arguments.dropFirst()))
         exit(0)
     } catch let error as UsageError {
         fail(error.description, code: 2)

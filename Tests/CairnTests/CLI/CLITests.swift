@@ -35,6 +35,16 @@ enum CLI {
         #expect(version.out.contains("store format version \(FileHeader.currentVersion)"))
     }
 
+    /// Every command the help lists answers `--help` with its own usage; the soak writer is
+    /// a test helper, not a command of the user-facing tool.
+    @Test func everyListedCommandHasItsHelp() throws {
+        for command in ["create", "schema", "stats", "verify", "compact", "export", "import", "query", "history", "repair", "migrate"] {
+            let result = try CLI.run([command, "--help"])
+            #expect(result.status == 0 && result.out.contains("cairn \(command)"), "\(command): \(result.err)")
+        }
+        #expect(try CLI.run(["_soak-writer", "/tmp/nowhere"]).status == 2)
+    }
+
     @Test func unknownCommandIsAUsageError() throws {
         let result = try CLI.run(["frobnicate"])
         #expect(result.status == 2)

@@ -27,8 +27,8 @@ import Testing
         var survived = 0
         for round in 0..<kills {
             let process = Process()
-            process.executableURL = CLI.binary
-            process.arguments = ["_soak-writer", directory] + (blobBytes > 0 ? ["--blob", "\(blobBytes)"] : [])
+            process.executableURL = CLI.binary.deletingLastPathComponent().appendingPathComponent("cairn-soak-writer")
+            process.arguments = [directory] + (blobBytes > 0 ? ["--blob", "\(blobBytes)"] : [])
             let out = Pipe()
             process.standardOutput = out
             try process.run()

@@ -1,12 +1,12 @@
 import Cairn
 import Foundation
 
-/// `cairn _soak-writer DIR [--blob BYTES]`: an internal command for the SIGKILL soak test
-/// (TESTING.md). Commits transactions durably forever, each setting two counters to n and
-/// adding one log record n (and with `--blob`, replacing a record of that many random
-/// bytes, so that frames can be larger than the log's preallocation), and prints `ack n`
-/// after each returns. Not listed in --help.
-enum SoakCommand {
+/// `cairn-soak-writer DIR [--blob BYTES]`: the writer the SIGKILL soak test kills
+/// (TESTING.md), a test helper apart from the user-facing `cairn` tool. Commits
+/// transactions durably forever, each setting two counters to n and adding one log record
+/// n (and with `--blob`, replacing a record of that many random bytes, so that frames can
+/// be larger than the log's preallocation), and prints `ack n` after each returns.
+enum SoakWriter {
     static let schema = Schema(entities: [
         EntityDescription(name: "Counter", number: 1, attributes: [AttributeDescription(name: "value", type: .int64)]),
         EntityDescription(name: "Entry", number: 2, attributes: [AttributeDescription(name: "n", type: .int64)]),
@@ -14,9 +14,13 @@ enum SoakCommand {
     ])
 
     static func run(_ arguments: [String]) throws {
-        let parsed = try Arguments(arguments, command: "_soak-writer", valued: ["--blob"], switches: [])
-        let directory = try parsed.positional(0, "the store directory")
-        let blobBytes = try parsed.integer("--blob") ?? 0
+        guard let directory = arguments.first else { throw SoakWriterUsage() }
+        var blobBytes = 0
+        if arguments.count == 3, arguments[1] == "--blob", let bytes = Int(arguments[2]), bytes >= 0 {
+            blobBytes = bytes
+        } else if arguments.count != 1 {
+            throw SoakWriterUsage()
+        }
         var random = SplitMix64(seed: UInt64(UInt32(truncatingIfNeeded: getpid())))
         let store = try Store.open(at: directory, schema: schema,
                                    options: StoreOptions(compaction: .automatic(ratio: 1.0, minimumLogBytes: 64 << 10)))
@@ -39,4 +43,15 @@ enum SoakCommand {
             FileHandle.standardOutput.write(Data("ack \(n)\n".utf8))
         }
     }
+}
+
+struct SoakWriterUsage: Error, CustomStringConvertible {
+    var description: String { "usage: cairn-soak-writer DIR [--blob BYTES]" }
+}
+
+do {
+    try SoakWriter.run(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("cairn-soak-writer: \(error)\n".utf8))
+    exit(1)
 }
