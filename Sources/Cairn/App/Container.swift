@@ -83,7 +83,7 @@ public final class Container: Sendable {
                 }
                 return known
             }
-            let created = try ObjectQueueStorage(name: name, store: coordinator.store, elementType: elementType)
+            let created = try ObjectQueueStorage(name: name, coordinator: coordinator, elementType: elementType)
             queues[name] = created
             return created
         }

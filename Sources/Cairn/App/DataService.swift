@@ -178,8 +178,8 @@ public final class DataService {
         if context.hasChanges {
             try context.save(durability: .deferred)
         }
-        let store = container.coordinator.store
-        try await Task.detached { try store.sync() }.value
+        let coordinator = container.coordinator
+        try await Task.detached { try coordinator.sync() }.value
     }
 
     /// Saves the main context and waits for the disk.

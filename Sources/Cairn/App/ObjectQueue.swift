@@ -71,19 +71,19 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
 /// One named queue's records, as (position, record ID) in order, loaded on first use.
 final class ObjectQueueStorage: Sendable {
     let name: String
-    let store: Store
+    let coordinator: Coordinator
     let entity: UInt16
     /// The element type the queue was first opened with in this container.
     let elementType: String
     private let items = Protected<QueueItems?>(nil)
 
-    init(name: String, store: Store, elementType: String) throws {
+    init(name: String, coordinator: Coordinator, elementType: String) throws {
         self.elementType = elementType
-        guard let entity = store.schema.entity(named: Container.queueEntity.name) else {
+        guard let entity = coordinator.schema.entity(named: Container.queueEntity.name) else {
             throw CairnError(.invalidArgument, "this store has no queue entity; open it through a Container")
         }
         self.name = name
-        self.store = store
+        self.coordinator = coordinator
         self.entity = entity.number
     }
 
@@ -98,11 +98,11 @@ final class ObjectQueueStorage: Sendable {
         }
     }
 
-    /// The queue's records, read from the store.
+    /// The queue's records, read from the coordinator.
     private func load() throws -> QueueItems {
         var loaded: [(position: Int64, id: RecordID)] = []
-        for id in try store.indexedIDs(entity: entity, slot: 0, matching: .equal([.string(name)])) {
-            guard let record = try store.get(id), case .int64(let position) = record.values[1] else { continue }
+        for id in try coordinator.indexedIDs(entity: entity, slot: 0, matching: .equal([.string(name)])) {
+            guard let record = try coordinator.get(id), case .int64(let position) = record.values[1] else { continue }
             loaded.append((position, id))
         }
         loaded.sort { $0.position < $1.position }
@@ -112,14 +112,14 @@ final class ObjectQueueStorage: Sendable {
     func push(_ payload: Data) throws {
         try withItems { items in
             let position = (items.last?.position ?? 0) + 1
-            let id = try store.allocateID(entity: entity)
-            try store.commit([.put(id, [.string(name), .int64(position), .archived(payload)])], durability: .durable)
+            let id = try coordinator.allocateID(entity: entity)
+            try coordinator.commitQueue([.put(id, [.string(name), .int64(position), .archived(payload)])], durability: .durable)
             items.append((position, id))
         }
     }
 
     private func payload(of id: RecordID) throws -> Data {
-        guard let record = try store.get(id), case .archived(let data) = record.values[2] else {
+        guard let record = try coordinator.get(id), case .archived(let data) = record.values[2] else {
             throw CairnError(.corrupt, "queue \(name): element \(id) is missing or malformed")
         }
         return data
@@ -131,7 +131,7 @@ final class ObjectQueueStorage: Sendable {
         try withItems { items in
             guard let first = items.first else { return nil }
             let element = try decode(try payload(of: first.id))
-            try store.commit([.delete(first.id)], durability: .durable)
+            try coordinator.commitQueue([.delete(first.id)], durability: .durable)
             items.removeFirst()
             return element
         }
@@ -154,7 +154,7 @@ final class ObjectQueueStorage: Sendable {
                 throw CairnError(.invalidArgument, "queue \(name) has \(items.count) elements; there is none at \(index)")
             }
             let element = try decode(try payload(of: items[index].id))
-            try store.commit([.delete(items[index].id)], durability: .durable)
+            try coordinator.commitQueue([.delete(items[index].id)], durability: .durable)
             items.remove(at: index)
             return element
         }
@@ -163,7 +163,7 @@ final class ObjectQueueStorage: Sendable {
     func removeAll() throws {
         try withItems { items in
             guard items.count > 0 else { return }
-            try store.commit((0..<items.count).map { .delete(items[$0].id) }, durability: .durable)
+            try coordinator.commitQueue((0..<items.count).map { .delete(items[$0].id) }, durability: .durable)
             items = QueueItems([])
         }
     }

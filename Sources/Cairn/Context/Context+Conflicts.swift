@@ -12,7 +12,7 @@ extension Context {
 
     /// Applies the merge policy to `objects` whose record changed since they were read.
     func resolveConflicts(in objects: [ManagedObject]) throws {
-        let store = coordinator.store
+        let store = coordinator
         var conflicts: [Conflict] = []
         for object in objects where object.inStore {
             let current = store.version(of: object.recordID)

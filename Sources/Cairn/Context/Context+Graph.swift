@@ -162,7 +162,7 @@ extension Context {
     private func verifyFaults(_ faults: [ManagedObject], of targets: [ManagedObject],
                               into batch: inout FaultBatch.Gatherer) -> [ManagedObject] {
         var gone = Set<ObjectIdentifier>()
-        for (fault, found) in zip(faults, coordinator.store.containsEach(faults.map(\.recordID))) {
+        for (fault, found) in zip(faults, coordinator.containsEach(faults.map(\.recordID))) {
             if found {
                 batch.add(fault)
             } else {
@@ -184,7 +184,7 @@ extension Context {
         guard slot >= attributes, slot - attributes < object.entity.relationships.count,
               object.entity.relationships[slot - attributes].inverse != nil,
               object.inStore, object.exists, object.savedValueUnchanged(at: slot) else { return false }
-        return coordinator.store.version(of: object.recordID) == object.baseVersion
+        return coordinator.version(of: object.recordID) == object.baseVersion
     }
 
 
@@ -515,7 +515,7 @@ extension Context {
     /// inverse taken out of the older copy was left in the record, and nothing wrote it.
     func refreshIfStale(_ object: ManagedObject) {
         guard parent == nil, !object.isFault, object.inStore, !object.hasUnsavedChanges,
-              coordinator.store.version(of: object.recordID) != object.baseVersion else { return }
+              coordinator.version(of: object.recordID) != object.baseVersion else { return }
         refreshUpdated(object.recordID)
     }
 

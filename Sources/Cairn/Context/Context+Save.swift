@@ -94,7 +94,7 @@ extension Context {
             let generation = changeGeneration
             // (What the store held when the save's unique values were checked: the commit
             // checks them again only if something committed since.)
-            let uniquenessCheckedAt = coordinator.store.lastSequence
+            let uniquenessCheckedAt = coordinator.lastSequence
             try enforceUniqueness()
             // Conflict resolution and upserts (an adopted record changes the changed set,
             // which moves the generation) change what there is to save.

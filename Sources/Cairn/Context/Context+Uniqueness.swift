@@ -109,7 +109,7 @@ extension Context {
     /// A record in the store (as this context sees it) with the same constrained values.
     private func storedRival(of object: ManagedObject, slots: [Int], key: [Value]) throws -> RecordID? {
         let entity = object.entity
-        let candidates = try coordinator.store.indexedIDs(entity: entity.number, slot: slots[0], matching: .equal([key[0]]))
+        let candidates = try coordinator.indexedIDs(entity: entity.number, slot: slots[0], matching: .equal([key[0]]))
         for id in candidates where id != object.recordID {
             if let mine = registered[id], dirty.contains(id) {
                 // Changed here: judge by the context's values (checked above, or not a rival now).
@@ -117,7 +117,7 @@ extension Context {
                 if zip(slots, key).allSatisfy({ ValueOrder.equal(mine.values[$0.0], $0.1, []) }) { return id }
                 continue
             }
-            guard let values = try coordinator.store.get(id)?.values else { continue }
+            guard let values = try coordinator.get(id)?.values else { continue }
             if zip(slots, key).allSatisfy({ $0.0 < values.count && ValueOrder.equal(values[$0.0], $0.1, []) }) { return id }
         }
         return nil

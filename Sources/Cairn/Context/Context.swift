@@ -201,7 +201,7 @@ public final class Context {
                 }
                 object.recordID = reserved
             } else {
-                object.recordID = try coordinator.store.allocateID(entity: stored.number)
+                object.recordID = try coordinator.allocateID(entity: stored.number)
             }
         } catch let error as CairnError {
             recordRefusedWrite(error)
@@ -308,7 +308,7 @@ public final class Context {
         // A fault that found no record, kept registered, stands for a record that exists now
         // (deleted, and saved again under its ID by another context's merge policy): a new
         // fault reads it. (The old one had made a delete rule skip it.)
-        if let found, !found.exists, !found.inStore, parent == nil, !dirty.contains(id), coordinator.store.contains(id) {
+        if let found, !found.exists, !found.inStore, parent == nil, !dirty.contains(id), coordinator.contains(id) {
             registered[id] = nil
             found.context = nil
             return object(for: id)
@@ -387,7 +387,7 @@ public final class Context {
     /// the record version.
     func sourceValues(for id: RecordID) throws -> (values: [Value], version: UInt64)? {
         if let parent { return try parent.currentValues(for: id) }
-        return try coordinator.store.getVersioned(id).map { ($0.record.values, $0.version) }
+        return try coordinator.getVersioned(id).map { ($0.record.values, $0.version) }
     }
 
     /// The values of `id` as seen in this context, for a child reading through it.
@@ -406,7 +406,7 @@ public final class Context {
     /// fetch finds them).
     func currentIDs(entity: UInt16) -> [RecordID] {
         mergeExternalChangesIfAutomatic()
-        var ids = parent?.currentIDs(entity: entity) ?? coordinator.store.ids(entity: entity)
+        var ids = parent?.currentIDs(entity: entity) ?? coordinator.ids(entity: entity)
         var removed = Set<RecordID>(), added: [RecordID] = []
         for (id, object) in dirty where id.entity == entity {
             if !object.exists && object.inStore { removed.insert(id) }
@@ -480,10 +480,10 @@ public final class Context {
         // The store's count and this context's inserts and deletes, without a list of every
         // ID (which the count had been taken of).
         mergeExternalChangesIfAutomatic()
-        var count = coordinator.store.count(entity: entity.number)
+        var count = coordinator.count(entity: entity.number)
         for (id, object) in dirty where id.entity == entity.number {
             if object.exists && !object.inStore { count += 1 }
-            if !object.exists && object.inStore && coordinator.store.contains(id) { count -= 1 }
+            if !object.exists && object.inStore && coordinator.contains(id) { count -= 1 }
         }
         return count
     }
@@ -534,7 +534,7 @@ public final class Context {
     /// becomes a fault: it reads what the store holds now, not the values it was read at.
     public func rollback() {
         resetGeneration &+= 1
-        let store = parent == nil ? coordinator.store : nil
+        let store = parent == nil ? coordinator : nil
         hasTransientChanges = false
         for object in dirty.values {
             object.clearTransients()

@@ -231,7 +231,7 @@ extension Context {
             // Either way it starts from the defaults, with its made initial values made.
             if !isKnownUniquelyReferenced(&object) { object = try holder() }
             object.setDefaults()
-            let id = try coordinator.store.allocateID(entity: entity.number)
+            let id = try coordinator.allocateID(entity: entity.number)
             object.recordID = id
             object.inStore = false
             object.exists = true
@@ -361,7 +361,7 @@ extension Context {
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         // The entity has no relationships (see `batchNeedsNoObjects`): nothing to follow.
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: { _ in nil }) ?? true }
-        let store = coordinator.store
+        let store = coordinator
         // As a fetch reads: a predicate that reads only the record's own values is tested on
         // stored bodies in place (on several threads, for a scan); any other on each record decoded.
         let filter = compiled.flatMap(RecordFilter.init)

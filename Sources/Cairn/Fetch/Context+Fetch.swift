@@ -395,7 +395,7 @@ extension Context {
         // called from the scan's closure, made every append there pay a dynamic
         // exclusivity check.)
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
-        let store = coordinator.store
+        let store = coordinator
         let enough = storedMatchesFillingWindow(request), limited = enough != .max
         let order = request.sortDescriptors.isEmpty ? nil : try RowOrder(request.sortDescriptors, entity: entity, schema: coordinator.schema)
         // A sorted request with a window wants only the first rows in order: the stored
@@ -613,7 +613,7 @@ extension Context {
         let test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)? = filters.isEmpty ? nil
             : { @Sendable run, id, body in try unretained[run]._withUnsafeGuaranteedRef { try $0.matches(body, id: id) } }
         try withExtendedLifetime(filters) {
-            try coordinator.store.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun,
+            try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun,
                                                 where: test, body)
         }
     }

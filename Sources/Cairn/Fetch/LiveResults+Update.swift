@@ -345,7 +345,7 @@ extension ResultsInputs {
     /// both of `entities`' records: those the store changed since, and those whose
     /// unsaved state differs in any context of the chain. Nil when that is not known:
     /// another chain of contexts, a reset, or store changes no longer all remembered.
-    func touched(until now: ResultsInputs, entities: [UInt16], store: Store) -> IDMap<RecordID, Bool>? {
+    func touched(until now: ResultsInputs, entities: [UInt16], store: Coordinator) -> IDMap<RecordID, Bool>? {
         guard resets == now.resets, counts.count == now.counts.count else { return nil }
         var touched = IDMap<RecordID, Bool>()
         if storeChange != now.storeChange {

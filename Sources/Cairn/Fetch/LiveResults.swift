@@ -255,7 +255,7 @@ public final class LiveResults<T: ManagedObject> {
             level = current.parent
         }
         try context.throwDeferredError()
-        let store = context.coordinator.store, entities = dependencies.entities
+        let store = context.coordinator, entities = dependencies.entities
         let now = ResultsInputs(of: context, entities: entities)
         if now == before { return .unchanged }
         guard let changed = before.touched(until: now, entities: entities, store: store) else { return nil }
@@ -302,7 +302,7 @@ public final class LiveResults<T: ManagedObject> {
         // Read after the fetch: only if no save changed the entity since the fetch's inputs
         // were taken (else the last row's key may not be the one it was sorted by, and the
         // next change fetches again).
-        guard context.coordinator.store.lastChange(entities: entities) == inputs?.storeChange else { return nil }
+        guard context.coordinator.lastChange(entities: entities) == inputs?.storeChange else { return nil }
         return end
     }
 
@@ -472,7 +472,7 @@ struct ResultsInputs: Equatable {
     var counts: [Int] = []
 
     init(of context: Context, entities: [UInt16]?) {
-        let store = context.coordinator.store
+        let store = context.coordinator
         storeChange = entities.map { store.lastChange(entities: $0) } ?? store.lastSequence
         var level: Context? = context
         while let current = level {

@@ -234,8 +234,8 @@ struct Stamp: Codable, Equatable, Sendable {
     @Test func aQueueAnswersAsAnArray() throws {
         let fs = MemoryFileSystem()
         let model = try Model(entities: [Container.queueEntity])
-        var store = try Store.open(at: "/q", schema: model.schema, options: memoryOptions(fs))
-        var queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", store: store, elementType: "Int"))
+        var coordinator = try Coordinator(path: "/q", schema: model.schema, options: memoryOptions(fs))
+        var queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", coordinator: coordinator, elementType: "Int"))
         var expected: [Int] = []
         var generator = ValueGenerator(random: SplitMix64(seed: 7))
         for step in 0..<3_000 {
@@ -254,15 +254,15 @@ struct Stamp: Codable, Equatable, Sendable {
             }
             if step % 1_000 == 999 {
                 #expect(try queue.elements() == expected)
-                try store.close()
-                store = try Store.open(at: "/q", options: memoryOptions(fs))
-                queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", store: store, elementType: "Int"))
+                try coordinator.close()
+                coordinator = try Coordinator(path: "/q", schema: model.schema, options: memoryOptions(fs))
+                queue = ObjectQueue<Int>(storage: try ObjectQueueStorage(name: "q", coordinator: coordinator, elementType: "Int"))
             }
         }
         #expect(try queue.elements() == expected)
         try queue.removeAll()
         #expect(try queue.isEmpty)
-        try store.close()
+        try coordinator.close()
     }
 
     /// An element that does not decode as the queue's type (the type changed since it was
@@ -320,16 +320,16 @@ struct Stamp: Codable, Equatable, Sendable {
     @Test func aCrashKeepsWholeElements() throws {
         let fs = MemoryFileSystem()
         let model = try Model(entities: [Container.queueEntity])
-        let store = try Store.open(at: "/q", schema: model.schema, options: memoryOptions(fs))
-        let queue = ObjectQueue<String>(storage: try ObjectQueueStorage(name: "q", store: store, elementType: "String"))
+        let coordinator = try Coordinator(path: "/q", schema: model.schema, options: memoryOptions(fs))
+        let queue = ObjectQueue<String>(storage: try ObjectQueueStorage(name: "q", coordinator: coordinator, elementType: "String"))
         let captured = Locked<[MemoryFileSystem]>([])
         fs.onSync = { fs, _ in captured.withLock { $0.append(fs.crashImage(.random(seed: UInt64($0.count)))) } }
         for i in 0..<10 { try queue.push("element \(i)") }
         _ = try queue.popFirst()
         fs.onSync = nil
         for image in captured.value {
-            let reopened = try Store.open(at: "/q", options: memoryOptions(image))
-            let elements = try ObjectQueue<String>(storage: try ObjectQueueStorage(name: "q", store: reopened, elementType: "String")).elements()
+            let reopened = try Coordinator(path: "/q", schema: model.schema, options: memoryOptions(image))
+            let elements = try ObjectQueue<String>(storage: try ObjectQueueStorage(name: "q", coordinator: reopened, elementType: "String")).elements()
             #expect(elements.allSatisfy { $0.hasPrefix("element ") })
             let numbers = elements.map { Int($0.dropFirst(8))! }
             #expect(numbers == numbers.sorted() && (numbers.first ?? 0) <= 1)
