@@ -46,7 +46,7 @@ extension ActiveRecord {
     /// The first object matching a typed predicate.
     public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortKey] = [], in context: Context) throws -> Self? {
         // (With a limit of one, a predicate Cairn understands stops at the first match, as
-        // the string form does; without one, every match was made an object.)
+        // the string form does; without one, every match would be made an object.)
         var request = FetchQuery(Self.self, where: predicate, sortDescriptors: sort)
         request.fetchLimit = 1
         return try context.fetch(request).first

@@ -170,8 +170,8 @@ final class ObjectQueueStorage: Sendable {
 }
 
 /// A queue's (position, record ID) pairs, first to last. Removing the first moves a start
-/// offset, not the rest of the array (`Array.removeFirst` moved every element: popping a
-/// queue of n elements took time in n²); the removed part is dropped once it is the larger.
+/// offset, not the rest of the array (`Array.removeFirst` moves every element: popping a
+/// queue of n elements would take time in n²); the removed part is dropped once it is the larger.
 struct QueueItems: Sendable {
     private var storage: [(position: Int64, id: RecordID)]
     private var start = 0

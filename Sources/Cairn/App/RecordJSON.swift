@@ -14,7 +14,7 @@ package enum RecordJSON {
     }
 
     /// Appends ``line(entity:id:values:)``'s UTF-8 to `bytes` (an export writes its lines
-    /// into one buffer this way: building each as a `String` of parts took most of its time).
+    /// into one buffer this way, rather than building each as a `String` of parts).
     package static func appendLine(entity: EntityDescription, id: RecordID, values: [Value], to bytes: inout [UInt8]) {
         bytes.append(contentsOf: #"{"entity": "#.utf8)
         JSONText.append(string: entity.name, to: &bytes)

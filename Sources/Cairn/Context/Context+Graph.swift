@@ -63,8 +63,8 @@ extension Context {
         let removed = object.editReferences(at: slot) { list in
             guard let first = list.firstIndex(of: raw) else { return false }
             // A list holds a target once (only damaged data holds one twice): that one is
-            // taken out where it is, after two tight passes (deleting a list's targets one by
-            // one had run a closure over the whole list twice for each).
+            // taken out where it is, after two tight passes, not a closure run over the whole
+            // list twice.
             if !list[(first + 1)...].contains(raw) {
                 undoManager.record(object, slot: slot, removing: raw, at: first)
                 list.remove(at: first)
@@ -115,7 +115,7 @@ extension Context {
         let long = raws.count >= Self.relatedListMinimum
         if long, let kept = keptList(object, slot: slot) { return kept.objects }
         // One loop, the targets' entity and class looked up once (not per target), rather
-        // than `compactMap`, which ran the standard library's unspecialized code and asked
+        // than `compactMap`, which runs the standard library's unspecialized code and asks
         // the runtime for array metadata per target.
         var targets: [ManagedObject] = []
         targets.reserveCapacity(raws.count)

@@ -4,7 +4,7 @@ import Foundation
 //
 // Reading `person.dvds` looks up the object of every ID in the list; setting it back
 // compares every target. `person.dvds.append(dvd)` does both, so n appends to one list
-// took time in n² with a large constant (10,000 appends: 5.3 s). The context keeps the
+// would take time in n² with a large constant. The context keeps the
 // objects of a long list as last read, and an edit handed the kept list (the property's
 // `_modify`) changes it in place: an append then costs a comparison of the list's
 // references with the ones handed out (memcmp), a set lookup for whether the list holds
@@ -21,7 +21,7 @@ import Foundation
 // registered for its ID.
 // Only lists of ``relatedListMinimum`` targets or more are kept, and only by an edit in
 // place (and the set that ends it): a shorter list costs little to read, and keeping every
-// list read would cost a table entry and memory for each (graph: 2.6 % more instructions).
+// list read would cost a table entry and memory for each.
 
 /// Which list a kept list is: its owner and the relationship's slot.
 struct RelatedListKey: Hashable {

@@ -401,7 +401,7 @@ extension Context {
     /// reproducible).
     func inIDOrder(_ objects: [ManagedObject]) -> [ManagedObject] {
         // Sorting plain (ID, position) pairs moves no references (no retain and release
-        // per swap), which made this sort several times faster than sorting objects.
+        // per swap), unlike sorting the objects.
         var order = objects.indices.map { (objects[$0].recordID.rawValue, $0) }
         RadixSort.sort(&order) { $0.0 }
         return order.map { objects[$0.1] }

@@ -12,8 +12,7 @@ extension Context {
     func enforceUniqueness() throws {
         guard coordinator.hasUniquenessConstraints else { return }
         // (Objects of constrained entities picked by their ID's entity number first: asking
-        // every changed object of the save whether it had changes compared its values, 10 %
-        // of update_all once any entity of the model had a constraint.)
+        // every changed object of the save whether it has changes would compare its values.)
         let constrained = coordinator.constrainedEntities
         var changed: [ManagedObject] = []
         for (id, object) in dirty where Int(id.entity) < constrained.count && constrained[Int(id.entity)]
@@ -166,7 +165,7 @@ extension Context {
     /// Points references to provisional IDs at the records adopted in their place, in
     /// one pass over the changed objects: only they can hold a provisional ID (one not yet
     /// saved), as setting a reference to it changed them. (A pass over every registered
-    /// object for each adopted duplicate had made an upsert of d duplicates in a context
+    /// object for each adopted duplicate would make an upsert of d duplicates in a context
     /// of R objects cost d × R.)
     private func redirectReferences(_ renamed: [UInt64: UInt64]) {
         for other in dirty.values where !other.isFault {

@@ -4,7 +4,7 @@
 extension Context {
     /// Every reason `object` cannot be saved as it is (none: it can).
     func validationFailures(of object: ManagedObject) -> [CairnError] {
-        // Built only for a message: formatting it for every object was a tenth of a save.
+        // Built only for a message: formatting it for every object would slow every save.
         let label = { "\(object.entity.name) \(object.recordID)" }
         var failures = object.isDeletedHere ? denyFailures(object, label) : valueFailures(object, label)
         do {

@@ -37,12 +37,11 @@ public final class Context {
     }
     /// The object the last write found or put in ``dirty``, while `dirty` has not changed
     /// since: a run of writes to one object (setting its properties one after another)
-    /// looks it up once. (`dirty` holds the object meanwhile, so its identifier is not
-    /// reused.) A lookup for each of insert_bulk's 10 writes per object had cost about 160
-    /// instructions, a third of a property write.
+    /// looks it up once, not once per write. (`dirty` holds the object meanwhile, so its
+    /// identifier is not reused.)
     @exclusivity(unchecked) var lastWritten: ObjectIdentifier?
-    /// The layouts of run-time entities' objects, one per entity: making one for each
-    /// object took about 7,800 instructions an object (a `cairn import`'s eighth).
+    /// The layouts of run-time entities' objects, one per entity, made once rather than
+    /// for each object.
     @exclusivity(unchecked) private var dynamicLayouts: [UInt16: PropertyLayout] = [:]
 
     /// A new object of `entity`, which has no class in the model.
@@ -229,7 +228,7 @@ public final class Context {
         // The object's own values now, copied value by value: its first write would
         // otherwise copy the shared defaults through the generic value witnesses. (After
         // the undo record, which keeps the values from before the insert: made before it,
-        // the copy was shared with the record, and the first write copied it again.)
+        // the copy would be shared with the record, and the first write would copy it again.)
         object.values = Value.uniqueCopy(of: object.values)
         guard !object.detachedRelations.isEmpty else { return }
         let detached = object.detachedRelations
@@ -424,7 +423,7 @@ public final class Context {
     }
 
     /// Two ascending lists of IDs as one, each ID once: a merge of the few added into the
-    /// many (which had all been hashed into a set and sorted again whenever one was added).
+    /// many, not all of them hashed into a set and sorted again whenever one is added.
     static func merged(_ ids: [RecordID], _ added: [RecordID]) -> [RecordID] {
         var result: [RecordID] = []
         result.reserveCapacity(ids.count + added.count)
@@ -478,7 +477,7 @@ public final class Context {
         }
         guard parent == nil else { return currentIDs(entity: entity.number).count }
         // The store's count and this context's inserts and deletes, without a list of every
-        // ID (which the count had been taken of).
+        // ID to count.
         mergeExternalChangesIfAutomatic()
         var count = coordinator.count(entity: entity.number)
         for (id, object) in dirty where id.entity == entity.number {

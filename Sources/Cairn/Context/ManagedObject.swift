@@ -35,14 +35,14 @@ open class ManagedObject: CustomStringConvertible {
     open class var indexKeyPaths: [[AnyKeyPath]] { [] }
 
     // An object's stored state is touched only on its context's isolation, by Cairn's own
-    // code, so the dynamic exclusivity checks (a runtime call per access, a fifth of a
-    // property write) are skipped on it: `@exclusivity(unchecked)` on each stored property.
+    // code, so the dynamic exclusivity checks (a runtime call per access) are skipped on
+    // it: `@exclusivity(unchecked)` on each stored property.
     //
     // What every property read and every fetch touches comes first, in this order, near
     // the object's header (its type and reference count, which a fetch's retain writes):
     // the layout, the values and the fault and existence flags. Swift lays a class's
     // stored properties out in declaration order, so a fetch of objects no longer in the
-    // cache misses fewer lines of each (query_unindexed: 8 % fewer first-level misses).
+    // cache misses fewer lines of each.
 
     @exclusivity(unchecked) private(set) var layout: PropertyLayout
     @exclusivity(unchecked) private var storedValues: [Value]
@@ -105,11 +105,12 @@ open class ManagedObject: CustomStringConvertible {
     /// Whether the object belongs to `context` (`self.context === context`), by the context's
     /// number, without loading the weak reference: a load retains the context and releases
     /// it again, through the runtime's slow path (its objects' weak references give it a side
-    /// table), about 130 instructions. (Numbers are never reused, and a context that is gone
-    /// cannot be the one asked about.)
+    /// table). (Numbers are never reused, and a context that is gone cannot be the one
+    /// asked about.)
     @inline(__always) func belongs(to context: Context) -> Bool { contextSerial == context.serial }
     /// The record's ID (0 until the object is inserted into a context). Kept alone, as 8
-    /// bytes: ``objectID`` adds the entity's name, which each object kept a copy of.
+    /// bytes: ``objectID`` adds the entity's name, which each object would otherwise keep a
+    /// copy of.
     @exclusivity(unchecked) var recordID: RecordID
 
     /// Current values, attributes then relationships (empty while a fault). A write of
@@ -258,11 +259,18 @@ open class ManagedObject: CustomStringConvertible {
     /// Sets the value at `slot` (which must be in range), first keeping what it replaces
     /// as the saved value if the slot was not written since the last read or save. The
     /// values array stays this object's own: keeping the saved values as a second whole
-    /// array copied all of them on an object's first write and freed them on its save.
+    /// array would copy all of them on an object's first write and free them on its save.
     @inline(__always)
     func setValue(_ value: Value, at slot: Int) {
-        if let extras, extras.registrar != nil { return extras.changing(self, slot: slot) { storeValue(value, at: slot) } }
+        if let extras, extras.registrar != nil { return setObservedValue(value, at: slot, extras) }
         storeValue(value, at: slot)
+    }
+
+    /// ``setValue(_:at:)`` of an observable object, telling its observers: out of line, so
+    /// that the common path carries no closure.
+    @inline(never)
+    private func setObservedValue(_ value: Value, at slot: Int, _ extras: ObjectExtras) {
+        extras.changing(self, slot: slot) { storeValue(value, at: slot) }
     }
 
     /// ``setValue(_:at:)`` without telling observers.
@@ -273,7 +281,7 @@ open class ManagedObject: CustomStringConvertible {
             if originals.isEmpty {
                 // An object's first write since a read or save (most objects get one): a list
                 // made whole, not grown from the empty one through the library's generic
-                // reallocation (update_all: a third of each write's instructions).
+                // reallocation.
                 saved = .except([original])
             } else {
                 saved = .none  // `originals` is then the list's only holder: appended in place
@@ -288,7 +296,7 @@ open class ManagedObject: CustomStringConvertible {
     /// Edits the reference list in `slot` (a to-many relationship) in place, as
     /// ``setValue(_:at:)`` would set the edited list; `edit` returns whether it changed
     /// it. The list is not copied unless something else holds it (the saved value, before
-    /// the first change since a save). Setting `list + [raw]` had copied the whole list
+    /// the first change since a save). Setting `list + [raw]` would copy the whole list
     /// for every target added. False if the slot holds no list.
     func editReferences(at slot: Int, _ edit: (inout [UInt64]) -> Bool) -> Bool {
         if let extras, extras.registrar != nil {
@@ -598,10 +606,10 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     /// Sets the attribute a wrapper declared at `site` (nothing without a slot for it):
-    /// ``slot(for:)`` and ``write(_:_:)`` in one call from a wrapper's inlined setter. Two
-    /// calls had made the client retain the object twice around each property set and
-    /// release it after (insert_bulk: 458.9M to 428.2M instructions at scale 5). (A getter
-    /// made the same way, returning an optional value, cost more than its two calls.)
+    /// ``slot(for:)`` and ``write(_:_:)`` in one call from a wrapper's inlined setter: two
+    /// calls would make the client retain the object twice around each property set and
+    /// release it after. (A getter made the same way, returning an optional value, would
+    /// cost more than its two calls.)
     @usableFromInline
     func setValue(_ value: Value, at site: DeclarationSite) {
         let slot = layout.slot(for: site)

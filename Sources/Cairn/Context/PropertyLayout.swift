@@ -291,9 +291,8 @@ enum PrototypeBuilder {
     /// `UUID()`, or a counter a test reads) for a note then thrown away.
     ///
     /// A wrapper asks this before it computes its note, rather than passing the note's
-    /// parts as closures: closures capturing the wrapper's initial value cost two
-    /// allocations in every wrapper's init, noting or not (fetching 200,000 objects of 10
-    /// attributes took 47 % longer).
+    /// parts as closures: closures capturing the wrapper's initial value would cost two
+    /// allocations in every wrapper's init, noting or not.
     @inlinable
     static func wantsNote(_ site: DeclarationSite) -> Bool { isActive && buildWantsNote(site) }
 

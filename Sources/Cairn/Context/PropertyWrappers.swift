@@ -14,13 +14,12 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     // declaration, its default too, goes to the layout builder while a prototype is built
     // (``PrototypeBuilder/note(_:defaultValue:maker:indexed:renamingIdentifier:inverse:deleteRule:isOptional:)``),
     // and a read that finds no value of type `T` falls back to the layout's default. A
-    // stored default made each `Int64` property 24 bytes (a site of 16 and the default):
-    // 240 bytes of each object of 10 properties, which every insert wrote and every fetch
-    // allocated.
+    // stored default would make every object larger, which every insert writes and every
+    // fetch allocates.
     @usableFromInline let site: DeclarationSite
 
     // Inlinable so each use is specialized in the client: a generic init asks the runtime
-    // for `Attribute<T>`'s metadata on every object created (most of an init's cost).
+    // for `Attribute<T>`'s metadata on every object created.
     //
     // The initial value is taken as an expression (an autoclosure), evaluated only while a
     // prototype is built: one that gives a new value each time (`UUID()`, `Date()`) is then
@@ -96,8 +95,8 @@ enum JSONArchive {
 @propertyWrapper
 public struct Archived<T: Codable>: PropertyDeclaration {
     /// The initial value as an expression, evaluated only where a value is needed and
-    /// none is stored: evaluated in every init, it was made (and, holding a `UUID()`,
-    /// made anew) for each fetched object, which then read its stored value instead.
+    /// none is stored: evaluated in every init, it would be made (and, holding a `UUID()`,
+    /// made anew) for each fetched object, which then reads its stored value instead.
     /// (Kept with each object: a wrapper made by hand in an `init` must not capture the
     /// object in it.)
     @usableFromInline let initialValue: () -> T
@@ -198,7 +197,7 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
     /// A to-one relationship whose inverse is named by key path: `@ToOne(inverse: \DVD.owner)`
     /// or `@ToOne(inverse: \Person.dvds)`, checked when the ``Model`` is made.
     /// (The key path is made only while the layout is built: made for every object, as a
-    /// literal argument is, it cost a runtime call per relationship of each.)
+    /// literal argument is, it would cost a runtime call per relationship of each.)
     @inlinable
     public init(inverse: @autoclosure () -> PartialKeyPath<Target>, deleteRule: DeleteRule = .nullify, optional: Bool = true,
                 renamingIdentifier: String? = nil,
@@ -283,7 +282,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
     }
 
     // Inlinable so each use is specialized in the client: unspecialized, `compactMap`
-    // ran the standard library's generic code and asked for array metadata per target.
+    // runs the standard library's generic code and asks for array metadata per target.
     @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,

@@ -26,8 +26,7 @@ import Foundation
 /// replaced. Once an object's whole state is recorded in a group, later changes to it
 /// there record nothing (putting that state back covers them). The records of all groups
 /// lie in one array, each group a run of it: a property set outside a group costs one
-/// record, where a group of its own with a copy of every value of the object (which its
-/// next set copied again) had cost ten times the set itself.
+/// record, not a group of its own with a copy of every value of the object.
 public final class UndoStack {
     /// What one record puts back.
     enum Recorded {
@@ -53,8 +52,8 @@ public final class UndoStack {
     /// Groups of records, oldest first: the records in one array, each group the run from
     /// a record that opens a group to the next such record. A group's start is a flag in
     /// its first record (in the padding of the record's 40 bytes), not an entry of its own:
-    /// a property set outside a group is a group of one record, and an entry for each had
-    /// added 24 bytes (a start and a name) to every such set. Names, which few groups have,
+    /// a property set outside a group is a group of one record, and an entry for each would
+    /// add a start and a name to every such set. Names, which few groups have,
     /// are kept apart by start. Dropping the oldest groups (``levelsLimit``) moves a start
     /// offset and compacts now and then, so that it costs no copy each time.
     struct GroupLog {
@@ -105,10 +104,8 @@ public final class UndoStack {
             emptyName = name
         }
 
-        /// (The record is consumed: moved into the log, not copied. Copied, as it was at
-        /// each step to the chunk's storage, every record of a property set cost three
-        /// copies of its value and object reference through the runtime's value witnesses:
-        /// insert_bulk_undo spent about 440 instructions a record here.)
+        /// (The record is consumed: moved into the log, not copied through the runtime's
+        /// value witnesses at each step to the chunk's storage.)
         mutating func append(_ record: consuming Record) {
             guard emptyOpen else {
                 records.append(record)
@@ -205,8 +202,8 @@ public final class UndoStack {
     }
 
     /// Undo's records in chunks of 4,096. Appending never moves the records before: an
-    /// array grown by doubling had copied them all at each growth, and held both copies at
-    /// once (insert_bulk with undo on keeps 2.2 million records, 88 MB).
+    /// array grown by doubling would copy them all at each growth, and hold both copies at
+    /// once.
     struct RecordChunks {
         private static let shift = 12
         private static let size = 1 << shift
@@ -261,8 +258,7 @@ public final class UndoStack {
     }
 
     /// Most groups kept, the oldest dropped first: ``defaultLevelsLimit`` (100) unless set;
-    /// 0 keeps every group. A limit keeps a long-running program's undo history bounded
-    /// (unlimited, 100,000 saves of one object each kept 202,000 groups).
+    /// 0 keeps every group. A limit keeps a long-running program's undo history bounded.
     @exclusivity(unchecked) public var levelsLimit = UndoStack.defaultLevelsLimit { didSet { trim() } }
     /// The levels an undo manager keeps unless told otherwise.
     public static let defaultLevelsLimit = 100
@@ -433,8 +429,8 @@ public final class UndoStack {
 
     /// Records the reference `raw` about to be inserted at `index` of the list in `slot`,
     /// or removed from there: a relationship's inverse list gaining or losing one target
-    /// records that, not the list it replaces (which kept a copy of the list per target
-    /// added: memory in n² for n targets).
+    /// records that, not the list it replaces (which would keep a copy of the list per
+    /// target added: memory in n² for n targets).
     @inline(__always)
     func record(_ object: ManagedObject, slot: Int, inserting raw: UInt64, at index: Int) {
         guard isEnabled, !isReplaying, depth > 0 else { return }

@@ -163,7 +163,7 @@ public final class Coordinator: Sendable {
         expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
         // Built only if a saved entity has relationships to check.
         var saved: (deleted: Set<RecordID>, inserted: Set<RecordID>)?
-        // Items are read in place, field by field: `for item in items` copied each whole
+        // Items are read in place, field by field: `for item in items` would copy each whole
         // item (retaining its values, key names and encoded body, then releasing them).
         try items.withUnsafeBufferPointer { items in
             for index in items.indices {

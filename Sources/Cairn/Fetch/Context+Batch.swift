@@ -119,8 +119,7 @@ extension Context {
     }
 
     // The public forms are inlinable so that the loop over the elements is compiled for
-    // their type where they are called: through the generic witnesses, stepping an
-    // iterator cost 1,500 instructions per element, a fifth of a batch insert.
+    // their type where they are called, not stepped through the generic witnesses.
     //
     /// Inserts a new object into the store for each element of `elements`, filled in by
     /// `fill`, in one transaction; returns their IDs in the elements' order. Other contexts
@@ -265,7 +264,7 @@ extension Context {
     /// without unsaved changes among the deleted are forgotten, among the updated
     /// refreshed, and the change observers (live results) told. This context's own batch
     /// does not reach ``onExternalChanges``, as its own saves do not, nor is a change set
-    /// of every record built for it: for a large batch that was a tenth of the time.
+    /// of every record built for it, which would be costly for a large batch.
     private func commitBatch(_ operations: [Operation], kind: Coordinator.SaveItem.Kind, id: (Int) -> RecordID,
                              expecting expected: [ExpectedVersion], keys: [Coordinator.ChangedKeys],
                              durability: Durability?) throws {

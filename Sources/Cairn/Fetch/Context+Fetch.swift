@@ -27,8 +27,8 @@ extension Context {
             // without reading the store again (objects stay faults until touched). (The
             // version first: a row of a loaded object has none, and it is not read here.)
             // The values move from the row to the object: copied, the array made by the
-            // scan, out of the cache by now for a large fetch, was retained here and
-            // released again when the rows went.
+            // scan, out of the cache by now for a large fetch, would be retained here and
+            // released again when the rows go.
             if let version = rows[index].version, object.isFault {
                 object.prefetched = (rows[index].takeValues(), version)
             }
@@ -79,12 +79,10 @@ extension Context {
     /// the entity here. Each match becomes its object as the scan hands it over, its
     /// values decoded just before the object is made, while the record is in the cache.
     /// (Nil when the request is not of that kind: ``executeRows(_:values:)`` then gathers
-    /// the matches first.) Gathering the matches and making the objects in a second pass
-    /// read every match again once the scan had pushed it out of the cache, and kept an
-    /// array of rows (query_unindexed: 4 % fewer instructions and about 4 % less time). A
-    /// fetch of every record keeps the two passes: its objects then
-    /// lie together, apart from their values, and a save's walks over them were faster
-    /// that way (update_all took 11 % longer in one pass).
+    /// the matches first.) Making the objects in a second pass would read every match
+    /// again once the scan has pushed it out of the cache, and keep an array of rows. A
+    /// fetch of every record keeps the two passes: its objects then lie together, apart
+    /// from their values, which makes a save's walks over them faster.
     private func fetchInOnePass<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [T]? {
         guard parent == nil, request.sortDescriptors.isEmpty, request.objectFilter == nil,
               request.fetchLimit == nil, request.fetchOffset == 0 else { return nil }
@@ -160,7 +158,7 @@ extension Context {
         var unwindowed = request
         unwindowed.sortDescriptors = []
         // The rows carry each match's values as this context sees them: not read again by
-        // ID (which read and decoded every match a second time).
+        // ID (which would read and decode every match a second time).
         let resolver = memoizedViewValues()
         var values: [Value] = []
         for row in try executeRows(unwindowed, values: .all) {
@@ -231,8 +229,8 @@ extension Context {
     }
 
     /// ``viewValues(_:)`` for the records one fetch follows relationships to, each read
-    /// once: sorting 50,000 DVDs by `owner.name`, or testing `owner.name == "x"`, had read
-    /// and decoded the owner's record again for every DVD. (Nothing changes during a fetch.)
+    /// once: sorting DVDs by `owner.name`, or testing `owner.name == "x"`, does not read
+    /// and decode the owner's record again for every DVD. (Nothing changes during a fetch.)
     /// Up to 65,536 records are kept; past that, the others are read each time.
     func memoizedViewValues(limit: Int = 65_536) -> CompiledPredicate.Resolver {
         var cache = IDMap<RecordID, [Value]?>()
@@ -362,9 +360,8 @@ extension Context {
         /// The object registered here for `id`, when the scan looked it up and found it of
         /// the class the model gives its entity, and that class a `T` (so the fetch need
         /// not look again, nor cast it). The scan retains it and reads its class where it
-        /// reads its fault flag, while the object is in the cache: the fetch that went back
-        /// to each object later found most of them out of the cache again
-        /// (query_unindexed: that retain was a tenth of its time).
+        /// reads its fault flag, while the object is in the cache: going back to each
+        /// object later would find most of them out of the cache again.
         var registered: ManagedObject? = nil
 
         /// The row's values, leaving it none.
@@ -385,14 +382,14 @@ extension Context {
         let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         let resolver = given ?? memoizedViewValues()
         // The changed objects whose values replace the stored ones (a copy of the table, not
-        // of its entries: building a table of the entity's changed objects on every fetch
-        // was most of a find-or-create loop's time). Only IDs of this entity are asked about.
+        // of its entries, so a find-or-create loop does not build a table of the entity's
+        // changed objects on every fetch). Only IDs of this entity are asked about.
         let pending = request.includesPendingChanges ? dirty : IDMap<RecordID, ManagedObject>()
         var matches: [FetchRow] = []
         // The class a registered object must be of for a fetch to take it as a `T` unchecked.
         let fetchedClass = model.objectClass(for: entity.name).flatMap { $0 is T.Type ? ObjectIdentifier($0) : nil }
         // (It does not append to `matches` itself: a local function capturing the array,
-        // called from the scan's closure, made every append there pay a dynamic
+        // called from the scan's closure, would make every append there pay a dynamic
         // exclusivity check.)
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
         let store = coordinator
@@ -405,8 +402,8 @@ extension Context {
         let top = order.flatMap { order in windowEnd.flatMap { TopRows(order: order, wanted: $0, entity: entity) } }
         // The index's condition, when a lookup answered the stored part: a changed object
         // whose value does not meet it cannot match either, and is passed over with one
-        // comparison (testing the whole predicate on each changed object at every fetch made
-        // a find-or-create loop before a save take time in n²). Not for a long IN list,
+        // comparison (testing the whole predicate on each changed object at every fetch would
+        // make a find-or-create loop before a save take time in n²). Not for a long IN list,
         // which the predicate tests through a hashed set.
         var pendingCondition: (slot: Int, condition: IndexCondition)?
         func noteIndex(_ slot: Int, _ condition: IndexCondition) {
@@ -471,7 +468,7 @@ extension Context {
                 let takesAll = compiled == nil
                 let wanted = request.sortDescriptors.isEmpty ? wanted : .all
                 // Every record matches: room for them all at once (a hint, the count read
-                // apart from the scan), where doubling had copied the rows several times.
+                // apart from the scan), where doubling would copy the rows several times.
                 // (Not when only a sorted window's first rows are kept, by `top`.)
                 if takesAll && top == nil { matches.reserveCapacity(min(store.count(entity: entity.number), enough)) }
                 do {
@@ -525,9 +522,9 @@ extension Context {
             // records whose value in an ancestor context meets the index's condition (the
             // root's changed objects; every object a child ancestor holds, which may hold
             // values from before its own parent changed them); the others are as the store
-            // has them. Without an index, every record the parent sees. (Every ID the parent
-            // saw had been read through it: a lookup by an indexed value in a child context,
-            // as DataService.write's scratch child makes, read the whole entity.)
+            // has them. Without an index, every record the parent sees. (Reading every ID
+            // the parent sees through it would make a lookup by an indexed value in a child
+            // context, as DataService.write's scratch child makes, read the whole entity.)
             var candidates: [RecordID]
             if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
@@ -556,7 +553,7 @@ extension Context {
             }
         }
         // (The condition is taken apart once, out of the loop: an optional tuple tested in
-        // it was copied, and its array retained, for every object.)
+        // it would be copied, and its array retained, for every object.)
         let conditionSlot = pendingCondition?.slot ?? -1
         let condition = pendingCondition?.condition ?? .equal([])
         func takePending(_ id: RecordID, _ object: ManagedObject) {
@@ -590,8 +587,8 @@ extension Context {
         }
         // Scans and index lookups yield ID order already; only the changed objects added
         // after them can break it. (The IDs are sorted with where each row is, and each row
-        // then moved once: sorting the rows themselves retained and released their arrays
-        // at every step, about 1,700 instructions a row for 20,000 changed objects.)
+        // then moved once: sorting the rows themselves would retain and release their
+        // arrays at every step.)
         if matches.indices.dropFirst().contains(where: { matches[$0 - 1].id >= matches[$0].id }) {
             var order = matches.indices.map { (id: matches[$0].id.rawValue, index: $0) }
             RadixSort.sort(&order) { $0.id }
@@ -695,7 +692,7 @@ final class FaultBatch {
 
 /// The objects a one-pass fetch gathers, handed over at the end as the fetched type's
 /// array by moving the references, not copying them: a copy (or a `reverse`, or a cast of
-/// the array) retained every object, each a cache miss once a large scan is over.
+/// the array) would retain every object, each a cache miss once a large scan is over.
 final class GatheredObjects {
     private var base: UnsafeMutablePointer<ManagedObject>
     private var count = 0

@@ -1,8 +1,8 @@
 import Foundation
 
-/// Live results brought up to date by placing again only the records a change touched:
-/// a save of one object under results of 50,000 had cost a fetch of all of them (a scan
-/// and a sort), tables of every result's values and positions, and a diff of them.
+/// Live results brought up to date by placing again only the records a change touched,
+/// so that a save of one object does not cost a fetch of all of them (a scan and a sort),
+/// tables of every result's values and positions, and a diff of them.
 extension LiveResults {
     /// `sections` (and `untyped`, their objects as ``ManagedObject``s, and `placed`, the IDs
     /// they were placed under) with each record of `touched` taken out and, if it is a
@@ -23,7 +23,7 @@ extension LiveResults {
         resultPlaced.reserveCapacity(outcome.names.count)
         for (index, pieces) in outcome.pieces.enumerated() {
             // A section kept whole, under its name, is the old one (its arrays shared, not
-            // copied: a change to one section of many had copied every section).
+            // copied, so a change to one section of many copies no other section).
             if pieces.count == 1, case .kept(let section, let range) = pieces[0], range == untyped[section].indices,
                outcome.names[index] == sections[section].name {
                 result.append(sections[section])
@@ -46,8 +46,7 @@ extension LiveResults {
             // The same array as `[T]`, sharing its storage: every element is a `T` (the kept
             // ones were, the added ones passed `isResult`), and an array of class references
             // is laid out alike whatever the class. (Appending the `T`s to a `[T]` here, in
-            // generic code, copied each through the runtime's value witnesses: most of an
-            // update of 50,000 results.)
+            // generic code, would copy each through the runtime's value witnesses.)
             // (The standard library's own `as! [T]` reinterprets the buffer the same way, on
             // platforms where it does not copy.)
             assert(untypedObjects.allSatisfy { $0 is T })
@@ -79,7 +78,7 @@ extension LiveResults {
 /// records are unchanged. So the change names touched records only, found without the
 /// tables of every result's position ``LiveResults/diff(old:new:changed:objectID:)``
 /// builds. Not generic: unspecialized where live results are used, a generic walk over
-/// the results paid metadata lookups for each one.
+/// the results would pay metadata lookups for each one.
 struct ResultsUpdate {
     /// A run of new results: untouched ones of an old section, or one added result.
     enum Piece {
@@ -203,8 +202,8 @@ struct ResultsUpdate {
             let name = sectionPath.map { Self.sectionName(CompiledPredicate.follow($0, values, resolver).first ?? .null) } ?? ""
             additions.append((object, name, order.key(values, resolver)))
         }
-        // Sorted as positions, not as the entries themselves (each move of one retained and
-        // released its object, name and key: most of an update placing 500 records).
+        // Sorted as positions, not as the entries themselves (each move of one would retain
+        // and release its object, name and key).
         let keys = additions.map(\.key), recordIDs = additions.map(\.object.recordID)
         let sortedOrder = keys.withUnsafeBufferPointer { key in
             recordIDs.withUnsafeBufferPointer { id in additions.indices.sorted { order.precedes(key[$0], id[$0], key[$1], id[$1]) } }

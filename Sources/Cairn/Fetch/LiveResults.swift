@@ -49,7 +49,7 @@ public struct ResultsChange: Sendable, Equatable {
 /// unsaved changes to them in the context and its ancestors (``ResultsDependencies``);
 /// every entity's when the request filters objects with a closure, or a key path follows
 /// a relationship without an inverse. So a save of other entities costs the results
-/// nothing (it had cost a fetch of all of them).
+/// nothing.
 /// Sections group results by the value of ``sectionKeyPath``, in ascending order.
 public final class LiveResults<T: ManagedObject> {
     public struct Section {
@@ -86,7 +86,7 @@ public final class LiveResults<T: ManagedObject> {
     /// With a fetch limit: what the results know of the matches past them.
     private var windowEnd: ResultsUpdate.WindowEnd?
     /// ``objects``, made once per change of ``sections``: a table view reading
-    /// `objects[row]` for each cell had flattened every section per cell.
+    /// `objects[row]` for each cell would otherwise flatten every section per cell.
     private var flattened: [T]?
     /// Called with each change, on the context's isolation.
     public var onChange: ((ResultsChange) -> Void)?
@@ -212,7 +212,7 @@ public final class LiveResults<T: ManagedObject> {
             let old = sections
             let new = try compute(seen: seen)
             let newSnapshot = values(of: new)
-            // By record ID (a table keyed by ObjectID hashed each entity name: most of a refresh).
+            // By record ID (a table keyed by ObjectID would hash each entity name).
             // An object is updated if its values changed, or if another instance holds the record
             // now (after a reset: the rows must show the new ones).
             change = Self.diff(old: zip(old, placed).map { ($0.name, $1) },
@@ -279,7 +279,7 @@ public final class LiveResults<T: ManagedObject> {
     /// Holds fetched sections, with what an update needs of them.
     private func hold(_ fetched: [Section], snapshot fetchedSnapshot: IDMap<RecordID, [Value]>) {
         sections = fetched
-        // (Sharing the storage: `as [ManagedObject]` copied each element on Linux. Every `T`
+        // (Sharing the storage: `as [ManagedObject]` copies each element on Linux. Every `T`
         // is a `ManagedObject`, and arrays of class references are laid out alike.)
         untyped = fetched.map { unsafeBitCast($0.objects, to: [ManagedObject].self) }
         placed = fetched.map { $0.objects.map(\.recordID) }

@@ -1,7 +1,7 @@
 /// The changed objects of one entity by their value of one attribute, for the fetches by
-/// an indexed value that a context makes before a save: a find-or-create loop
-/// (fetch by key, insert if missing, 20,000 times) had tested every changed object at
-/// every fetch, a time in n² (3.4 s for 20,000).
+/// an indexed value that a context makes before a save, so that a find-or-create loop
+/// (fetch by key, insert if missing) does not test every changed object at every fetch,
+/// a time in n².
 ///
 /// Built from the changed objects (``Context/dirty``) at a fetch, then kept current by a
 /// journal: the IDs written, inserted or deleted since, which every such change appends

@@ -46,8 +46,8 @@ struct CompiledPredicate {
     /// the kinds whose equality is that of a hashable key (integers and booleans by value,
     /// strings folded as the options say, references, UUIDs, nil) in a set; the others
     /// (reals, decimals, dates, …) in a list tested one by one. A value of a kind without
-    /// a key is tested against every item. (A scan had compared every record with every
-    /// item: `uuid IN {5,000 ids}` over N records, 5,000 N comparisons.)
+    /// a key is tested against every item. (Comparing every record with every item would
+    /// make `uuid IN {k ids}` over N records k N comparisons.)
     struct MemberSet {
         enum Key: Hashable {
             case null, integer(Int64), string(String), reference(UInt64), uuid(UUID)
@@ -244,10 +244,9 @@ struct CompiledPredicate {
 
     /// A node of the predicate as it is evaluated: an object whose method tests a record's
     /// values, its parts held as stored properties. (Switching over ``Node`` for every
-    /// record copied each comparison's payload out of the enum, retaining its key path's
-    /// arrays and strings; and `and` ran its parts through a closure: a predicate of two
-    /// comparisons cost about 2,600 instructions a record.) Each subclass overrides
-    /// ``evaluate(_:_:)``.
+    /// record would copy each comparison's payload out of the enum, retaining its key
+    /// path's arrays and strings, and run an `and`'s parts through a closure.) Each
+    /// subclass overrides ``evaluate(_:_:)``.
     class Test {
         func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool { false }
     }
@@ -265,7 +264,7 @@ struct CompiledPredicate {
     }
 
     /// Parts of an `and` or `or`, called through unretained references: `parts` keeps
-    /// them alive, and a loop over the array retained and released each part per record.
+    /// them alive, and a loop over the array would retain and release each part per record.
     private class Parts: Test {
         let parts: [Test]
         let unretained: [Unmanaged<Test>]

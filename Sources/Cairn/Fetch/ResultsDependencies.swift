@@ -3,8 +3,7 @@
 /// `ANY tags.name`), with the way back from a changed related record to the results'
 /// records that reach it: the relationship's inverse, which every change keeps in step
 /// with it. So a save of another entity costs the results nothing, and a change of a
-/// related record places again only the records that reach it, without a fetch (results
-/// sectioned by `owner.name` had fetched and compared every row after any save at all).
+/// related record places again only the records that reach it, without a fetch.
 struct ResultsDependencies {
     /// One relationship a key path follows: its slot in the records it starts from, the
     /// entity it leads to, and the slot of its inverse in that entity's records.

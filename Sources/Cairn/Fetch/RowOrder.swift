@@ -6,8 +6,8 @@ import Foundation
 struct RowOrder {
     private let paths: [CompiledPredicate.ResolvedPath]
     /// Each key's direction and whether it compares strings by the locale, apart from the
-    /// descriptors (a descriptor copied out of its array retained its key path, at every
-    /// comparison).
+    /// descriptors (a descriptor copied out of its array would retain its key path, at
+    /// every comparison).
     private let ascending: [Bool]
     private let localizedKeys: [Bool]
     /// The locale read once, not at each comparison.
@@ -73,9 +73,8 @@ extension RowOrder {
     /// by an integer attribute) is sorted by radix, in linear time. With `first` well
     /// below the count, a heap
     /// keeps the first ones met so far and the rest are passed over with one comparison
-    /// each (a fetch of the latest 20 of 100,000 records sorted them all). Sorting the rows
-    /// themselves, each with an array of its keys, had cost about 900 instructions per
-    /// comparison (retains, and an exclusivity check on the rows at each one).
+    /// each, not sorted. Sorting the rows themselves, each with an array of its keys, would
+    /// cost retains, and an exclusivity check on the rows, at each comparison.
     func sortedPositions(count: Int, ids: [RecordID], values: (Int) -> [Value], resolve: CompiledPredicate.Resolver,
                          first: Int? = nil) -> [Int] {
         let width = paths.count

@@ -1,9 +1,8 @@
 /// The first rows of a fetch in its sort's order, kept while a scan offers the matches
 /// one by one: a fetch with a limit (`fetchLimit` 20 of records sorted by date) whose sort
 /// keys are attributes of the records themselves. A stored match's keys are read from its
-/// body in place; only a match that is among the first so far is decoded. Decoding every
-/// match to sort them all and keep 20 had cost about 2,600 instructions a record
-/// (query_sorted).
+/// body in place; only a match that is among the first so far is decoded, not every
+/// match to sort them all.
 ///
 /// A heap of the rows kept, whose root is the last of them in order: a row offered must
 /// precede it to take its place.
@@ -11,13 +10,13 @@ final class TopRows {
     private let order: RowOrder
     private let slots: [Int]
     private let wanted: Int
-    // Touched only by the fetch that made it: no dynamic exclusivity checks (they were a
-    // third of a sorted window's instructions).
+    // Touched only by the fetch that made it: no dynamic exclusivity checks (a runtime
+    // call at every access).
     @exclusivity(unchecked) private var rows: [Context.FetchRow] = []
     /// The kept rows' keys, `slots.count` per row, by position in `rows`.
     @exclusivity(unchecked) private var keys: [Value] = []
     /// The kept rows' IDs, by position in `rows` (read apart from the rows: `rows[i].id`
-    /// copied the row, retaining its values, at every comparison).
+    /// would copy the row, retaining its values, at every comparison).
     @exclusivity(unchecked) private var ids: [RecordID] = []
     /// Positions in `rows`.
     @exclusivity(unchecked) private var kept = KeptFirst()

@@ -277,8 +277,8 @@ extension String {
     /// Decoded (which replaces each ill-formed stretch with U+FFFD), then compared with
     /// the bytes: well-formed UTF-8 decodes to itself, and ill-formed bytes never to
     /// themselves, since what decoding gives is well-formed. The library's validating
-    /// initializer took three times as long for a short string (43 against 13 ns), and
-    /// every string a record holds is read through here.
+    /// initializer is slower for a short string, and every string a record holds is read
+    /// through here.
     init?(validating raw: UnsafeRawBufferPointer, as encoding: UTF8.Type) {
         let bound = raw.assumingMemoryBound(to: UInt8.self)
         let text = String(decoding: bound, as: encoding)

@@ -22,8 +22,8 @@ package enum CRC32C {
     }()
 
     /// Flattened copy of ``tables`` for the hot loop, in memory of its own that lives as
-    /// long as the process (reading an array retained and released it on every call, a
-    /// large part of a checksum of a short record). `nonisolated(unsafe)`: filled once by
+    /// long as the process (reading an array would retain and release it on every call,
+    /// which a short record's checksum would feel). `nonisolated(unsafe)`: filled once by
     /// the lazy initializer, before any reader can see it, and never written again.
     nonisolated(unsafe) private static let flat: UnsafeBufferPointer<UInt32> = {
         let memory = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 8 * 256)
@@ -35,8 +35,7 @@ package enum CRC32C {
     ///
     /// Inputs of three ``streamBlock``s or more are read as three streams at once, one
     /// block each, whose checksums are then combined: one stream's steps wait on each
-    /// other's table loads, three streams' steps do not (about 1.8 times the bytes per
-    /// second on this machine). The result is the same CRC.
+    /// other's table loads, three streams' steps do not. The result is the same CRC.
     package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var c = ~crc
         var index = 0

@@ -45,9 +45,8 @@ enum IndexOrder {
 
     /// A string attribute (nil or a string each), sorted as (String, position) pairs, each
     /// string composed once and then compared by its bytes (``ValueOrder/stringOrder(_:_:)``,
-    /// the order of two strings without options): the same order without a `Value`
-    /// compared (a uniqueness check's index folded 4,096 new keys at about 1,000
-    /// instructions a comparison). Each pair carries its string's first eight bytes as one
+    /// the order of two strings without options): the same order, without the cost of
+    /// comparing `Value`s. Each pair carries its string's first eight bytes as one
     /// big-endian number, compared first: two strings whose first eight bytes differ are
     /// ordered by them, most pairs of most keys, without reading the strings. Nil for any
     /// other values; with the positions, how many nils come first and the prefixes of the
@@ -91,7 +90,7 @@ enum IndexOrder {
         var nulls: [Int] = []
         var keyed: [(key: Int64, position: Int)] = []
         keyed.reserveCapacity(values.count)
-        // Values read in place (iterating the array copied each).
+        // Values read in place (iterating the array would copy each).
         let integers = values.withUnsafeBufferPointer { buffer -> Bool in
             var width: UInt8 = 0
             for position in buffer.indices {

@@ -185,7 +185,7 @@ public enum Value: Hashable, Sendable {
     }
 
     /// `a == b` for two records' values, each pair compared by ``same(_:_:)`` in place (the
-    /// arrays' `==` copied every value it compared through outlined value witnesses). Arrays
+    /// arrays' `==` copies every value it compares through outlined value witnesses). Arrays
     /// sharing storage are equal without a look at their values, as with `==`.
     static func sameValues(_ a: [Value], _ b: [Value]) -> Bool {
         guard a.count == b.count else { return false }
@@ -364,7 +364,7 @@ final class RecordEncoder {
             for value in values { sink.encode(value) }
             if !sink.overflowed {
                 // (An array made from the raw buffer is one allocation and one copy: reserving
-                // and appending allocated twice, and `init(unsafeUninitializedCapacity:)` went
+                // and appending allocates twice, and `init(unsafeUninitializedCapacity:)` goes
                 // through the generic runtime.)
                 return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
             }
@@ -687,8 +687,8 @@ package enum ValueCoding {
         var reader = ByteReader(bytes, base: base)
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         // An empty array is not emptied: on the shared empty buffer `removeAll(keepingCapacity:)`
-        // still checked uniqueness and went through the library's reallocation path, about
-        // 50 instructions for each record decoded into a new array.
+        // still checks uniqueness and goes through the library's reallocation path, for
+        // each record decoded into a new array.
         if !values.isEmpty { values.removeAll(keepingCapacity: true) }
         values.reserveCapacity(count)
         for _ in 0..<count { values.append(try reader.nextValue()) }

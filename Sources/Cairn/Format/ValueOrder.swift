@@ -64,8 +64,8 @@ package enum ValueOrder {
     }
 
     /// `body` with a string's UTF-8 bytes, in place (a short string's on the stack): not
-    /// `withUTF8`, which is mutating and made a short string a native one, an allocation at
-    /// each comparison (insert_unique took a fifth longer).
+    /// `withUTF8`, which is mutating and makes a short string a native one, an allocation at
+    /// each comparison.
     @inline(__always)
     private static func withBytes<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
@@ -241,8 +241,8 @@ public struct ComparisonOptions: OptionSet, Sendable, Hashable, CustomStringConv
 extension ValueOrder {
     /// UUIDs in the order of their upper-case hex strings (FORMAT.md §6.6), which is the
     /// order of their 16 bytes: each byte is two hex digits, and the dashes stand at the
-    /// same places in every string. Comparing the strings made two of them per comparison
-    /// (sorting or indexing a million UUIDs: tens of millions of allocations).
+    /// same places in every string. Comparing the strings would allocate two of them per
+    /// comparison.
     static func uuidOrder(_ x: UUID, _ y: UUID) -> ComparisonResult {
         withUnsafeBytes(of: x.uuid) { a in
             withUnsafeBytes(of: y.uuid) { b in
@@ -256,13 +256,12 @@ extension ValueOrder {
 }
 
 /// Localized, case-insensitive string order (`SortKey(localizedCaseInsensitive:)`),
-/// set up once for a sort. Foundation's locale-aware comparison costs about a microsecond
-/// a call (it bridges both strings and the locale each time): sorting 100,000 names took
-/// seconds. Strings of ASCII letters, digits and spaces only, in a locale whose collation
-/// orders them as their bytes with letters folded to lower case, are compared so; others
-/// (and all strings in other locales: Danish sorts "aa" last, Czech "ch" after "h") go
-/// through Foundation. `LocalizedOrderTests` checks the fast path against Foundation's
-/// comparison in every listed language.
+/// set up once for a sort. Foundation's locale-aware comparison is slow (it bridges both
+/// strings and the locale at each call). Strings of ASCII letters, digits and spaces
+/// only, in a locale whose collation orders them as their bytes with letters folded to
+/// lower case, are compared so; others (and all strings in other locales: Danish sorts
+/// "aa" last, Czech "ch" after "h") go through Foundation. `LocalizedOrderTests` checks
+/// the fast path against Foundation's comparison in every listed language.
 struct LocalizedOrder {
     let locale: Locale
     /// Whether ASCII letters, digits and spaces compare as folded bytes in `locale`.

@@ -92,8 +92,8 @@ package struct POSIXFileSystem: FileSystem {
             throw CairnError(.io, "flock failed: \(errorString(code))", path: path, errno: code)
         }
         // The holder's ID, padded with spaces to a fixed width so that each open overwrites
-        // the last one in place. Truncating the file first (to write a shorter ID) took
-        // about 1.5 ms an open on ext4 after heavy writes, a tenth of opening a large store.
+        // the last one in place: truncating the file first (to write a shorter ID) can be
+        // slow on ext4 after heavy writes, and would add to every open.
         var record = Array("\(getpid())".utf8)
         record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, lockRecordSize - 1 - record.count)) + [UInt8(ascii: "\n")]
         var info = stat()

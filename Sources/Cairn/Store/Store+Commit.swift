@@ -305,7 +305,7 @@ extension Store {
                 try checkWritable()
                 // Versions change only under the log lock, which this thread holds, so the
                 // store's are read in place; `batchVersions` holds what earlier tickets of
-                // this batch will change (copying the store's table made every commit O(records)).
+                // this batch will change (copying the store's table would make every commit O(records)).
                 var sequence = state.withLock { $0.lastSequence }
                 var batchVersions: [UInt64: UInt64] = [:]
                 // Unique values are decided here, where commits are serialised (see Store+Uniqueness.swift).
@@ -316,8 +316,8 @@ extension Store {
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
                 writer.buffer.removeAll()
                 // A large batch is written frame by frame in pieces; any other through one
-                // buffer with room for every frame at once (grown by doubling, a large
-                // transaction had copied its bytes several times over, into new pages).
+                // buffer with room for every frame at once (grown by doubling, it would copy
+                // a large transaction's bytes several times over, into new pages).
                 let size = batch.reduce(0) { $0 + LogFrame.frameSize(payloadLength: $1.payloadLength) }
                 let streamed = size > options.streamedFramesMinimum
                 if !streamed { writer.buffer.reserve(size) }

@@ -157,9 +157,9 @@ extension Store {
 }
 
 /// The snapshot writer of one compaction, reached from the merge callback by reference:
-/// a captured `var` writer cost a dynamic exclusivity check (some 170 instructions) per
-/// record. Unchecked because only the compacting thread touches it, and never while one
-/// of its own accesses is under way.
+/// a captured `var` writer would pay a dynamic exclusivity check per record. Unchecked
+/// because only the compacting thread touches it, and never while one of its own
+/// accesses is under way.
 private final class WriterCell {
     @exclusivity(unchecked) var writer: SnapshotWriter
     init(_ writer: SnapshotWriter) { self.writer = writer }

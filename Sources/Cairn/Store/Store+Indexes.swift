@@ -15,12 +15,11 @@ public enum IndexCondition: Sendable, Hashable {
 /// lookups. The delta is folded into the smaller run when it reaches ``deltaLimit``, that
 /// run into the large one when it outgrows a few times the square root of it. So a lookup
 /// searches two runs and, for equality, one hashed table (a range tests the delta's
-/// changes one by one). With one unsorted delta folded at an eighth of the run, each
-/// lookup had tested up to that eighth (inserting 200k objects with a unique attribute
-/// spent four fifths of its time there). Without a stored index the large run is built
-/// on first use (one scan of the entity). A commit only notes the IDs it changed; the
-/// next lookup reads their current values from the store's overlay (so commits to an
-/// entity nobody looks up by value pay one append per record).
+/// changes one by one), not every change of one large unsorted delta. Without a stored
+/// index the large run is built on first use (one scan of the entity). A commit only
+/// notes the IDs it changed; the next lookup reads their current values from the
+/// store's overlay (so commits to an entity nobody looks up by value pay one append per
+/// record).
 // Mutated and read only under the store's state lock.
 final class SecondaryIndex: @unchecked Sendable {
     let slot: Int
@@ -42,8 +41,8 @@ final class SecondaryIndex: @unchecked Sendable {
     private var delta: [UInt64: Value?] = [:]
     /// The IDs of `delta`'s values by their key (``CompiledPredicate/MemberSet/key(_:_:)``,
     /// equal exactly when the values are), for equality lookups; values of kinds without a
-    /// key are in `unkeyedDelta`. (Tested one by one, the delta had been the larger part
-    /// of each uniqueness check of a save.)
+    /// key are in `unkeyedDelta`. (Tested one by one, the delta would cost each uniqueness
+    /// check of a save a pass over it.)
     private var deltaByKey: [CompiledPredicate.MemberSet.Key: KeyedIDs] = [:]
     private var unkeyedDelta = Set<UInt64>()
     /// Most changes kept in `delta` before it is folded into `recent`.
@@ -209,7 +208,7 @@ final class SecondaryIndex: @unchecked Sendable {
         let (run, prefixes) = Self.sortedRunAndPrefixes(changed)
         (recent, recentPrefixes) = Self.merge(recent, recentPrefixes, keeping: { delta[$0] == nil }, run, prefixes)
         // (Emptied keeping their room, which the next delta fills again: emptied to nothing,
-        // each grew anew, every key hashed again at each doubling.)
+        // each would grow anew, every key hashed again at each doubling.)
         self.delta.removeAll(keepingCapacity: true)
         deltaByKey.removeAll(keepingCapacity: true)
         unkeyedDelta.removeAll(keepingCapacity: true)
@@ -355,8 +354,7 @@ final class SecondaryIndex: @unchecked Sendable {
         case .equal(let wanted):
             for target in wanted {
                 // In a run of strings, the wanted string's equals are among the strings
-                // with its first eight bytes, found by comparing numbers (insert_unique: a
-                // uniqueness check's lookup had compared some 30 strings).
+                // with its first eight bytes, found by comparing numbers, not strings.
                 let bounds = prefixes.flatMap { prefixes in StringPrefixes.prefix(of: target).map { prefixes.range(of: $0) } }
                 let start = try partition({ IndexOrder.compare($0, target) == .orderedAscending }, within: bounds)
                 // The end searched for from the start, in steps that double: a unique
@@ -402,8 +400,8 @@ struct IndexMatch: Hashable, Sendable {
 }
 
 /// The IDs of an index's delta whose values have one key: most often one (an attribute
-/// whose values are unique), kept without a set of its own (a set allocated for every
-/// value was a tenth of a save's uniqueness check, insert_unique).
+/// whose values are unique), kept without a set of its own, so that a unique value costs
+/// no set allocation.
 enum KeyedIDs {
     case one(UInt64)
     case many(Set<UInt64>)
@@ -445,7 +443,7 @@ extension Store {
     package func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
         // (The lookup alone: a uniqueness check makes one for each new key, and the state
         // the records would be read in, which ``indexedRecords(entity:slot:matching:)``
-        // keeps, cost it an allocation and a third of its instructions.)
+        // keeps, would cost it an allocation.)
         let key = try indexKey(entity: entity, slot: slot)
         let matches = try state.withLock { state -> [IndexMatch] in
             guard let index = state.indexes[key] else { return [] }
@@ -480,8 +478,9 @@ extension Store {
     /// Calls `body` with each record of an entity whose attribute at `slot` meets
     /// `condition`, in ID order — its ID, version and encoded values — all read in the
     /// state the index lookup read. (Read record by record, each in the store's state of
-    /// the moment, a record a commit changed after the lookup had to be tested against
-    /// the condition again; and each read took the state's lock and searched the overlay.)
+    /// the moment, a record a commit changed after the lookup would have to be tested
+    /// against the condition again, and each read would take the state's lock and search
+    /// the overlay.)
     func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
                      _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)

@@ -181,7 +181,7 @@ extension Store {
     private static func recoverLog(_ file: any StorageFile, manifest: Manifest, into state: inout StoreState,
                                    report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
         // Mapped, not read: most of a log is often its preallocated tail of zeros, which
-        // recovery only scans; reading it first filled and copied a buffer of that size.
+        // recovery only scans; reading it first would fill and copy a buffer of that size.
         let mapping = try file.map()
         let size = mapping.bytes.count
         var tailIsClean = true

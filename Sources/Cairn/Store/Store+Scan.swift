@@ -35,7 +35,7 @@ extension Store {
                              _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         let (overlay, snapshot, versions) = state
         // Both are used through unretained references: they live to the end of this
-        // block, and captured strongly they were retained and released around every record.
+        // block, and captured strongly they would be retained and released around every record.
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
         try withExtendedLifetime((snapshot, versions)) {
             try merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
@@ -136,8 +136,8 @@ extension Store {
     }
 
     /// The log's record versions as a scan reads them, by reference: a scan's per-record
-    /// closure that captured the map itself copied it, through its generic value witnesses,
-    /// for every record (about 200 instructions each).
+    /// closure that captured the map itself would copy it, through its generic value
+    /// witnesses, for every record.
     final class VersionTable {
         private let versions: IDMap<UInt64, UInt64>
         private let isEmpty: Bool
@@ -156,9 +156,8 @@ extension Store {
 
     /// ``merge(snapshot:overlay:entity:_:)`` of the snapshot entries of `groups` (all with
     /// nil) and the log's changes `changed` (IDs sorted, all of the overlay's in that span).
-    /// Inlined, with ``SnapshotReader/forEach(entity:groups:_:)``, into the scan's loop: the
-    /// two closures between them and the caller's cost about 90 instructions a record
-    /// (query_unindexed: 1,093M to 985M instructions).
+    /// Inlined, with ``SnapshotReader/forEach(entity:groups:_:)``, into the scan's loop, so
+    /// that the two closures between them and the caller's cost no call per record.
     @inline(__always)
     static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, changed: ArraySlice<UInt64>,
                       entity: UInt16, groups: Range<Int>?, _ body: (RecordID, Source) throws -> Void) rethrows {

@@ -26,7 +26,7 @@ extension Store {
     /// as each scan hands them over; only what the later checks need is kept: the IDs of
     /// entities some relationship points at, the relationship values of entities that
     /// have relationships, and one key per record of a uniqueness group. (Keeping every
-    /// record's values took about 400 bytes a record: 425 MB to verify 1M records.)
+    /// record's values would take memory in proportion to the whole store.)
     public func verify() -> [Problem] {
         var problems: [Problem] = []
         let schema = self.schema

@@ -381,7 +381,7 @@ struct StoreState: Sendable {
                               changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
                               versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
         // Room for the whole run first when it outnumbers what the tables hold: a large
-        // transaction (a bulk save, or one replayed at open) grew them by doubling,
+        // transaction (a bulk save, or one replayed at open) would grow them by doubling,
         // rehashing every entry each time. (A smaller run may be mostly updates of IDs
         // the tables hold; reserving for it would grow them for nothing.)
         if run.count > changes.count { changes.reserveCapacity(changes.count + run.count) }

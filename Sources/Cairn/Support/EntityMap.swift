@@ -50,9 +50,9 @@ struct EntityMap<Value> {
     }
 
     /// `body` of the value for `number`, or nil if there is none. (Looking a record up
-    /// through the subscript, `map[entity]?[id]`, made an optional copy of the value and
-    /// destroyed it through the generic optional witness: about 300 instructions of each
-    /// record a context read from the store.)
+    /// through the subscript, `map[entity]?[id]`, makes an optional copy of the value and
+    /// destroys it through the generic optional witness, for each record a context reads
+    /// from the store.)
     @inline(__always)
     func lookup<Result>(_ number: UInt16, _ body: (Value) -> Result?) -> Result? {
         guard let index = position(of: number), let value = entries[index] else { return nil }

@@ -57,10 +57,9 @@ final class IDMapBuckets<Value> {
 /// key without its low three bits, so that each run of 8 consecutive IDs (a store hands
 /// serials out in order) has one block of 8 buckets to itself, at a slot of its block
 /// rotated by the mixed bits. Sequential IDs then fill one cache line of keys after
-/// another: a save, fetch or commit of many records had each taken a cache miss at a
-/// random bucket (fetch_all, 200,000 objects: 0.247 s to 0.197 s). The price: a run of
-/// 8 whose block is taken is displaced whole, so keys lie further from their home
-/// buckets and a lookup compares more keys (insert_mixed executes 9 % more instructions),
+/// another, so a save, fetch or commit of many records does not take a cache miss at a
+/// random bucket for each. The price: a run of 8 whose block is taken is displaced
+/// whole, so keys lie further from their home buckets and a lookup compares more keys,
 /// but in memory read in order. Strided IDs still spread as a random hash spreads them,
 /// thanks to the rotation. Open addressing with linear probing; removal shifts later
 /// entries back instead of leaving tombstones, so lookups never slow down with churn.
@@ -357,7 +356,7 @@ struct IDMap<Key: IDMapKey, Value> {
     }
 
     /// Every key, in unspecified order. Read from the key buffer alone: going through the
-    /// map's iteration copied (retained and released) every value on the way.
+    /// map's iteration would copy (retain and release) every value on the way.
     var keys: [Key] {
         var result: [Key] = []
         result.reserveCapacity(count)
@@ -372,7 +371,8 @@ extension IDMap where Value: AnyObject {
     /// Calls `body` with every value in ascending key order (a save takes its changed
     /// objects so). The buckets are read once, front to back, into (key, unretained
     /// value) pairs, which are then sorted; looking the values up in key order instead
-    /// read the table at random, a cache miss or two an entry once it outgrows the caches.
+    /// would read the table at random, a cache miss or two an entry once it outgrows the
+    /// caches.
     /// The map holds every value for the call: `self` cannot change while it runs.
     func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
         var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []

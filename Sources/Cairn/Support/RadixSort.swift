@@ -2,8 +2,8 @@
 ///
 /// A least-significant-digit radix sort over bytes, stable, that skips every byte in
 /// which all keys agree: record IDs of one entity share their top 16 bits and, in all but
-/// huge stores, most of their serial's high bits, so 200,000 IDs take three passes. The
-/// standard library's comparison sort took about 800 instructions per ID at that size.
+/// huge stores, most of their serial's high bits, so a large sort takes few passes, each
+/// linear, where a comparison sort costs many comparisons per ID.
 enum RadixSort {
     /// Below this many items a comparison sort is faster than counting bytes.
     static let threshold = 256
