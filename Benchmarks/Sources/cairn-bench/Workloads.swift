@@ -534,19 +534,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 
     case ("graph", .cairn):
         let parents = 1_000 / scale, children = 100
-        do {
-            let side = try CairnSide(path: path)
-            let context = side.context()
-            for p in 0..<parents {
-                let parent = Parent.create(in: context)
-                parent.name = "p\(p)"
-                var list: [Child] = []
-                for c in 0..<children { let child = Child.create(in: context); child.value = Int64(c); list.append(child) }
-                parent.children = list
-            }
-            try context.save()
-            side.close()
-        }
+        try makeGraphStore(path: path, parents: parents, children: children)
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()
@@ -560,15 +548,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         return Measurement(seconds: time, operations: parents * children, extra: ["checksum": Double(sum)])
     case ("graph", .sqlite):
         let parents = 1_000 / scale, children = 100
-        let side = try SQLiteSide(path: path)
-        try side.db.exec("BEGIN")
-        let insertParent = try side.db.prepare("INSERT INTO parent (id, name) VALUES (?, ?)")
-        let insertChild = try side.db.prepare("INSERT INTO child (value, parent) VALUES (?, ?)")
-        for p in 0..<parents {
-            insertParent.bind(1, Int64(p + 1)); insertParent.bind(2, "p\(p)"); try insertParent.step(); insertParent.reset()
-            for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(p + 1)); try insertChild.step(); insertChild.reset() }
-        }
-        try side.db.exec("COMMIT")
+        let side = try makeGraphDatabase(path: path, parents: parents, children: children)
         let start = startTimedPart()
         var sum: Int64 = 0
         let all = try side.db.prepare("SELECT id FROM parent")
@@ -583,19 +563,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("graph_count", .cairn):
         // graph's store; each parent's children counted, none of them read.
         let parents = 1_000 / scale, children = 100
-        do {
-            let side = try CairnSide(path: path)
-            let context = side.context()
-            for p in 0..<parents {
-                let parent = Parent.create(in: context)
-                parent.name = "p\(p)"
-                var list: [Child] = []
-                for c in 0..<children { let child = Child.create(in: context); child.value = Int64(c); list.append(child) }
-                parent.children = list
-            }
-            try context.save()
-            side.close()
-        }
+        try makeGraphStore(path: path, parents: parents, children: children)
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()
@@ -610,15 +578,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         return Measurement(seconds: time, operations: parents * children)
     case ("graph_count", .sqlite):
         let parents = 1_000 / scale, children = 100
-        let side = try SQLiteSide(path: path)
-        try side.db.exec("BEGIN")
-        let insertParent = try side.db.prepare("INSERT INTO parent (id, name) VALUES (?, ?)")
-        let insertChild = try side.db.prepare("INSERT INTO child (value, parent) VALUES (?, ?)")
-        for p in 0..<parents {
-            insertParent.bind(1, Int64(p + 1)); insertParent.bind(2, "p\(p)"); try insertParent.step(); insertParent.reset()
-            for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(p + 1)); try insertChild.step(); insertChild.reset() }
-        }
-        try side.db.exec("COMMIT")
+        let side = try makeGraphDatabase(path: path, parents: parents, children: children)
         let start = startTimedPart()
         var total: Int64 = 0
         let all = try side.db.prepare("SELECT id FROM parent")
@@ -737,6 +697,35 @@ let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_con
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph", "graph_count",
                      "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
                      "append_children", "query_pending", "query_sorted", "query_sorted_indexed"]
+
+/// graph's store: `parents` parents of `children` children each, saved and closed.
+func makeGraphStore(path: String, parents: Int, children: Int) throws {
+    let side = try CairnSide(path: path)
+    let context = side.context()
+    for p in 0..<parents {
+        let parent = Parent.create(in: context)
+        parent.name = "p\(p)"
+        var list: [Child] = []
+        for c in 0..<children { let child = Child.create(in: context); child.value = Int64(c); list.append(child) }
+        parent.children = list
+    }
+    try context.save()
+    side.close()
+}
+
+/// graph's rows in SQLite, in one transaction; the database stays open.
+func makeGraphDatabase(path: String, parents: Int, children: Int) throws -> SQLiteSide {
+    let side = try SQLiteSide(path: path)
+    try side.db.exec("BEGIN")
+    let insertParent = try side.db.prepare("INSERT INTO parent (id, name) VALUES (?, ?)")
+    let insertChild = try side.db.prepare("INSERT INTO child (value, parent) VALUES (?, ?)")
+    for p in 0..<parents {
+        insertParent.bind(1, Int64(p + 1)); insertParent.bind(2, "p\(p)"); try insertParent.step(); insertParent.reset()
+        for c in 0..<children { insertChild.bind(1, Int64(c)); insertChild.bind(2, Int64(p + 1)); try insertChild.step(); insertChild.reset() }
+    }
+    try side.db.exec("COMMIT")
+    return side
+}
 
 func directoryBytes(_ path: String, prefix: String? = nil) -> Int {
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return 0 }
