@@ -262,15 +262,12 @@ open class ManagedObject: CustomStringConvertible {
     /// array would copy all of them on an object's first write and free them on its save.
     @inline(__always)
     func setValue(_ value: Value, at slot: Int) {
-        if let extras, extras.registrar != nil { return setObservedValue(value, at: slot, extras) }
+        // The observers are told around the store, out of line. (The registrar, a type of
+        // another module, is not touched on the common path: only a flag beside it.)
+        guard let extras, extras.isObserved else { return storeValue(value, at: slot) }
+        extras.willChange(self, slot: slot)
         storeValue(value, at: slot)
-    }
-
-    /// ``setValue(_:at:)`` of an observable object, telling its observers: out of line, so
-    /// that the common path carries no closure.
-    @inline(never)
-    private func setObservedValue(_ value: Value, at slot: Int, _ extras: ObjectExtras) {
-        extras.changing(self, slot: slot) { storeValue(value, at: slot) }
+        extras.didChange(self, slot: slot)
     }
 
     /// ``setValue(_:at:)`` without telling observers.
@@ -299,7 +296,7 @@ open class ManagedObject: CustomStringConvertible {
     /// the first change since a save). Setting `list + [raw]` would copy the whole list
     /// for every target added. False if the slot holds no list.
     func editReferences(at slot: Int, _ edit: (inout [UInt64]) -> Bool) -> Bool {
-        if let extras, extras.registrar != nil {
+        if let extras, extras.isObserved {
             var changed = false
             extras.changing(self, slot: slot) { changed = editReferencesInPlace(at: slot, edit) }
             return changed
@@ -410,7 +407,7 @@ open class ManagedObject: CustomStringConvertible {
 
     private func replaceValues(with values: [Value]) {
         // Observers hear of values replaced, not of a fault's first values.
-        if !storedValues.isEmpty, let extras, extras.registrar != nil {
+        if !storedValues.isEmpty, let extras, extras.isObserved {
             return extras.changing(self, slot: nil) { storeValues(values) }
         }
         storeValues(values)

@@ -10,7 +10,10 @@ final class ObjectExtras {
     /// Whether a transient value changed since the object's last save.
     var transientsChanged = false
     /// The object's observation registrar, once it is observable.
-    var registrar: ObservationRegistrar?
+    var registrar: ObservationRegistrar? { didSet { isObserved = registrar != nil } }
+    /// Whether `registrar` is set: what a write tests (a flag of this class, not an
+    /// optional of another module's type, read through its value witnesses).
+    private(set) var isObserved = false
 
     /// Records a read of the property in `slot` (or of the transient declared at `site`)
     /// for the observation under way, if any.
@@ -32,6 +35,19 @@ final class ObjectExtras {
         for slot in slots { registrar.willSet(object, keyPath: ObservedSlot.keyPath(slot)) }
         change()
         for slot in slots { registrar.didSet(object, keyPath: ObservedSlot.keyPath(slot)) }
+    }
+
+    /// Tells the observers of the property in `slot` that it is about to change (out of
+    /// line: the common path of a write only tests whether there are observers).
+    @inline(never)
+    func willChange(_ object: ManagedObject, slot: Int) {
+        registrar?.willSet(object, keyPath: ObservedSlot.keyPath(slot))
+    }
+
+    /// Tells the observers of the property in `slot` that it changed.
+    @inline(never)
+    func didChange(_ object: ManagedObject, slot: Int) {
+        registrar?.didSet(object, keyPath: ObservedSlot.keyPath(slot))
     }
 
     /// ``changing(_:slot:_:)`` for the transient declared at `site`.
@@ -80,7 +96,7 @@ extension ManagedObject {
     }
 
     /// Whether the object reports reads and changes to observers.
-    public var isObservable: Bool { extras?.registrar != nil }
+    public var isObservable: Bool { extras?.isObserved ?? false }
 
     /// Records a read of the property in `slot` for the observation under way: nothing but
     /// one load for an object that is not observable.
