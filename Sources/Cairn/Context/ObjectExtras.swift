@@ -19,7 +19,7 @@ final class ObjectExtras {
     /// for the observation under way, if any.
     @usableFromInline
     func access(_ object: ManagedObject, slot: Int, site: DeclarationSite? = nil) {
-        guard let registrar else { return }
+        guard isObserved, let registrar else { return }
         if let site {
             registrar.access(object, keyPath: \ManagedObject.[observedTransient: site])
         } else if slot >= 0 {
@@ -30,11 +30,11 @@ final class ObjectExtras {
     /// Runs `change` of the value in `slot` of `object` (nil: of every value), telling the
     /// observers of the properties concerned before and after.
     func changing(_ object: ManagedObject, slot: Int?, _ change: () -> Void) {
-        guard let registrar else { return change() }
+        guard isObserved else { return change() }
         let slots = slot.map { $0..<($0 + 1) } ?? 0..<object.layout.names.count
-        for slot in slots { registrar.willSet(object, keyPath: ObservedSlot.keyPath(slot)) }
+        for slot in slots { willChange(object, slot: slot) }
         change()
-        for slot in slots { registrar.didSet(object, keyPath: ObservedSlot.keyPath(slot)) }
+        for slot in slots { didChange(object, slot: slot) }
     }
 
     /// Tells the observers of the property in `slot` that it is about to change (out of
@@ -52,7 +52,7 @@ final class ObjectExtras {
 
     /// ``changing(_:slot:_:)`` for the transient declared at `site`.
     func changingTransient(_ object: ManagedObject, site: DeclarationSite, _ change: () -> Void) {
-        guard let registrar else { return change() }
+        guard isObserved, let registrar else { return change() }
         let keyPath = \ManagedObject.[observedTransient: site]
         registrar.willSet(object, keyPath: keyPath)
         change()
