@@ -19,17 +19,23 @@ build() {
   # Several runs may start at once (one per core): one builds, the others wait for it.
   exec 9>"$OUT/.build.lock"
   if command -v flock >/dev/null; then flock 9; fi
-  if [ ! -f "$OUT/Cairn.o" ] || [ -n "$(find "$ROOT/Sources/Cairn" -name '*.swift' -newer "$OUT/Cairn.o")" ]; then
-    echo "== building the library with -sanitize=fuzzer,address"
-    swiftc -parse-as-library -module-name Cairn -package-name Cairn -emit-module -emit-module-path "$OUT/Cairn.swiftmodule" \
-      -enable-testing -O -wmo -sanitize=fuzzer,address -swift-version 6 \
-      $(find "$ROOT/Sources/Cairn" -name '*.swift' | sort) -c -o "$OUT/Cairn.o"
-  fi
+  # The package's three library modules, each built once, in dependency order.
+  local deps=""
+  for module in CairnStorage Cairn CairnTesting; do
+    if [ ! -f "$OUT/$module.o" ] || [ -n "$(find "$ROOT/Sources/$module" -name '*.swift' -newer "$OUT/$module.o")" ] \
+       || { [ -n "$deps" ] && [ -n "$(find $deps -newer "$OUT/$module.o")" ]; }; then
+      echo "== building $module with -sanitize=fuzzer,address"
+      swiftc -parse-as-library -module-name "$module" -package-name Cairn -emit-module -emit-module-path "$OUT/$module.swiftmodule" \
+        -enable-testing -O -wmo -sanitize=fuzzer,address -swift-version 6 -I "$OUT" \
+        $(find "$ROOT/Sources/$module" -name '*.swift' | sort) -c -o "$OUT/$module.o"
+    fi
+    deps="$deps $OUT/$module.o"
+  done
   for target in $TARGETS; do
-    if [ ! -x "$OUT/$target" ] || [ "targets/$target.swift" -nt "$OUT/$target" ] || [ "$OUT/Cairn.o" -nt "$OUT/$target" ]; then
+    if [ ! -x "$OUT/$target" ] || [ "targets/$target.swift" -nt "$OUT/$target" ] || [ -n "$(find $deps -newer "$OUT/$target")" ]; then
       echo "== building $target"
       swiftc -parse-as-library -package-name Cairn -O -sanitize=fuzzer,address -swift-version 6 -I "$OUT" \
-        "targets/$target.swift" "$OUT/Cairn.o" -o "$OUT/$target"
+        "targets/$target.swift" $deps -o "$OUT/$target"
     fi
   done
   exec 9>&-

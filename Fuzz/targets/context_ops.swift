@@ -1,4 +1,4 @@
-@testable import Cairn
+import CairnTesting
 
 /// libFuzzer target: context_ops (see Fuzz/README.md).
 @_cdecl("LLVMFuzzerTestOneInput")

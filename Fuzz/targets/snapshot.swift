@@ -1,4 +1,4 @@
-@testable import Cairn
+import CairnTesting
 
 /// libFuzzer target: snapshot (see Fuzz/README.md).
 @_cdecl("LLVMFuzzerTestOneInput")

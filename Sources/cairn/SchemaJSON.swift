@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Cairn
 import Foundation
 

@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// The whole stack in one line: store, coordinator, model, a main context on the main

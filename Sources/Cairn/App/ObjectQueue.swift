@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// A persistent first-in, first-out queue of `Codable` values — the offline-request queue

@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 // Long to-many lists, kept as objects between in-place edits.

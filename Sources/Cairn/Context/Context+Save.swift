@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 /// Saving: validation, one store transaction (or a push into the parent), conflict
 /// resolution by merge policy, and merging other contexts' saves.
 extension Context {

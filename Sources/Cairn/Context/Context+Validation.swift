@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 /// Validating an object for a save: required values and their types, relationships that
 /// must not be empty or point at deleted objects, `deny` rules, and the object's own
 /// hooks. Every failure is reported, each naming its object and property.

@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 /// The entities an app works with: ``ManagedObject`` subclasses, and entities built at
 /// run time (the dynamic API). Entities are numbered in the order given; an existing
 /// store keeps its own numbers (matched by name).

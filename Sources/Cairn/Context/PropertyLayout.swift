@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 import Synchronization
 

@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 /// The store's reads, for the layers above: contexts, fetches, live results and the app
 /// conveniences reach the store through the coordinator only (one door), which hands each
 /// call on as it is.

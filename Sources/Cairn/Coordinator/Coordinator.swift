@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// Sits between contexts and the store: opens the store with the model's schema,
@@ -110,7 +111,7 @@ public final class Coordinator: Sendable {
         /// Which keys an update changed (turned into names only if a listener hears of it).
         var changedKeys: ChangedKeys = .names([])
         /// What the store writes, made by a ``makePreparer()`` preparer from `values`.
-        var operation: Operation
+        var operation: RecordOperation
     }
 
     /// Checks and encodes the records of a save for the store (see ``Store/Preparer``).
@@ -157,7 +158,7 @@ public final class Coordinator: Sendable {
     /// `reads`: versions of records the save relied on without writing them, expected too.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil,
               uniquenessCheckedAt: UInt64? = nil, reads: [ExpectedVersion] = []) throws -> ChangeSet {
-        var operations: [Operation] = []
+        var operations: [RecordOperation] = []
         operations.reserveCapacity(items.count)
         var expected: [ExpectedVersion] = []
         expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
@@ -193,7 +194,7 @@ public final class Coordinator: Sendable {
     /// and `keys` the changed keys of each update, in operation order (empty when there
     /// are none). The IDs come from the caller, which has them, rather than from the
     /// operations (reading an operation back copies its body, a retain and a release each).
-    func commitBatch(_ operations: [Operation], from source: Inbox, kind: SaveItem.Kind, id: (Int) -> RecordID,
+    func commitBatch(_ operations: [RecordOperation], from source: Inbox, kind: SaveItem.Kind, id: (Int) -> RecordID,
                      expecting expected: [ExpectedVersion], keys: [ChangedKeys], durability: Durability?) throws -> ChangeSet {
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability)
         return announce(sequence, except: source, count: operations.count) { index in

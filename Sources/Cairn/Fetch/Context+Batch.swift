@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 /// Batch operations: change or delete every stored object a request matches in one store
 /// transaction, as Core Data's batch update and delete requests do, without making an
 /// object for each record or holding them all in memory at once.
@@ -29,7 +30,7 @@ extension Context {
             }
         }
         return try retryingConflicts {
-            var operations: [Operation] = []
+            var operations: [RecordOperation] = []
             var expected: [ExpectedVersion] = []
             try forEachStoredMatch(of: request, entity: entity) { id, version, _ in
                 operations.append(.delete(id))
@@ -78,7 +79,7 @@ extension Context {
         }
         let holder = try batchHolderMaker(entity, as: T.self)
         return try retryingConflicts {
-            var operations: [Operation] = []
+            var operations: [RecordOperation] = []
             var expected: [ExpectedVersion] = []
             var keys: [Coordinator.ChangedKeys] = []
             var preparer = coordinator.makePreparer()
@@ -214,7 +215,7 @@ extension Context {
             try context.save(durability: durability)
             return objects.map(\.objectID)
         }
-        var operations: [Operation] = []
+        var operations: [RecordOperation] = []
         var ids: [ObjectID] = []
         operations.reserveCapacity(capacity)
         ids.reserveCapacity(capacity)
@@ -265,7 +266,7 @@ extension Context {
     /// refreshed, and the change observers (live results) told. This context's own batch
     /// does not reach ``onExternalChanges``, as its own saves do not, nor is a change set
     /// of every record built for it, which would be costly for a large batch.
-    private func commitBatch(_ operations: [Operation], kind: Coordinator.SaveItem.Kind, id: (Int) -> RecordID,
+    private func commitBatch(_ operations: [RecordOperation], kind: Coordinator.SaveItem.Kind, id: (Int) -> RecordID,
                              expecting expected: [ExpectedVersion], keys: [Coordinator.ChangedKeys],
                              durability: Durability?) throws {
         _ = try coordinator.commitBatch(operations, from: inbox, kind: kind, id: id, expecting: expected, keys: keys,

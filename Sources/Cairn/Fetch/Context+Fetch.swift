@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// Running fetch requests: plan (index or scan), evaluate the predicate on stored

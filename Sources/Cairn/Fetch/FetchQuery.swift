@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// What to fetch: an entity, a predicate, an order, and a window.

@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// Live results brought up to date by placing again only the records a change touched,

@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 /// The changed objects of one entity by their value of one attribute, for the fetches by
 /// an indexed value that a context makes before a save, so that a find-or-create loop
 /// (fetch by key, insert if missing) does not test every changed object at every fetch,
@@ -17,9 +18,9 @@ final class PendingLookup {
     let slot: Int
     /// ``Context/changeGeneration`` as of the last change the lookup took in.
     var generation: Int
-    /// IDs by the key of their value when built (``CompiledPredicate/MemberSet/key(_:_:)``,
+    /// IDs by the key of their value when built (``ValueKey``,
     /// equal exactly when the values are).
-    private var byKey: [CompiledPredicate.MemberSet.Key: [RecordID]] = [:]
+    private var byKey: [ValueKey: [RecordID]] = [:]
     /// IDs tested at every lookup: faults, and values without a key (a real may equal an
     /// integer).
     private var unkeyed: [RecordID] = []
@@ -34,7 +35,7 @@ final class PendingLookup {
         var count = 0
         for (id, object) in dirty where id.entity == entity {
             count += 1
-            if !object.isFault, slot < object.values.count, let key = CompiledPredicate.MemberSet.key(object.values[slot], []) {
+            if !object.isFault, slot < object.values.count, let key = ValueKey(object.values[slot], []) {
                 byKey[key, default: []].append(id)
             } else {
                 unkeyed.append(id)
@@ -66,7 +67,7 @@ final class PendingLookup {
     func candidates(for wanted: [Value]) -> [RecordID]? {
         var result = unkeyed + journal
         for value in wanted {
-            guard let key = CompiledPredicate.MemberSet.key(value, []) else { return nil }
+            guard let key = ValueKey(value, []) else { return nil }
             result += byKey[key] ?? []
         }
         return result

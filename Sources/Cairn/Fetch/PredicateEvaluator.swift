@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// A predicate resolved against an entity: key names are slots, relationships know
@@ -49,10 +50,7 @@ struct CompiledPredicate {
     /// a key is tested against every item. (Comparing every record with every item would
     /// make `uuid IN {k ids}` over N records k N comparisons.)
     struct MemberSet {
-        enum Key: Hashable {
-            case null, integer(Int64), string(String), reference(UInt64), uuid(UUID)
-        }
-        let keys: Set<Key>
+        let keys: Set<ValueKey>
         let others: [Value]
         let items: [Value]
         let options: ComparisonOptions
@@ -60,33 +58,16 @@ struct CompiledPredicate {
         /// Nil for a list short enough to search (a set then costs more than it saves).
         init?(_ items: [Value], options: ComparisonOptions) {
             guard items.count >= 8 else { return nil }
-            var keys = Set<Key>(), others: [Value] = []
+            var keys = Set<ValueKey>(), others: [Value] = []
             for item in items {
-                if let key = Self.key(item, options) { keys.insert(key) } else { others.append(item) }
+                if let key = ValueKey(item, options) { keys.insert(key) } else { others.append(item) }
             }
             (self.keys, self.others, self.items, self.options) = (keys, others, items, options)
         }
 
-        /// The key of a value whose equality to another keyed value (``ValueOrder/equal(_:_:_:)``)
-        /// is equality of keys; nil for the other kinds.
-        static func key(_ value: Value, _ options: ComparisonOptions) -> Key? {
-            switch value {
-            case .null: return .null
-            case .bool(let v): return .integer(v ? 1 : 0)
-            case .int8(let v): return .integer(Int64(v))
-            case .int16(let v): return .integer(Int64(v))
-            case .int32(let v): return .integer(Int64(v))
-            case .int64(let v): return .integer(v)
-            case .string(let v): return .string(ValueOrder.fold(v, options))
-            case .reference(let v): return .reference(v)
-            case .uuid(let v): return .uuid(v)
-            default: return nil
-            }
-        }
-
         /// Whether `value` equals an item (``ValueOrder/equal(_:_:_:)``).
         func contains(_ value: Value) -> Bool {
-            guard let key = Self.key(value, options) else { return items.contains { ValueOrder.equal(value, $0, options) } }
+            guard let key = ValueKey(value, options) else { return items.contains { ValueOrder.equal(value, $0, options) } }
             return keys.contains(key) || others.contains { ValueOrder.equal(value, $0, options) }
         }
     }

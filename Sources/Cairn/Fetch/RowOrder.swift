@@ -1,3 +1,4 @@
+@_spi(Storage) import CairnStorage
 import Foundation
 
 /// The order of a fetch's results: by each sort descriptor's key path in turn, and by

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 /// The record interchange format (export, import, query): JSON parsing, exact numbers,
 /// lossless dates.

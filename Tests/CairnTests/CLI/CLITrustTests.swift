@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 /// The CLI keeps its promises at the edges: concurrent creates, exports that check what
 /// they read, exact round trips.

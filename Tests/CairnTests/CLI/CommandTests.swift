@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 /// The commands run as a user would: arguments in; exit codes, output and files out.
 @Suite struct CommandTests {

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 final class Person: ManagedObject {
     @Attribute var username: String = ""

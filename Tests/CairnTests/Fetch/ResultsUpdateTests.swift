@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 /// Live results of one entity take in a change by placing again the records it touched,
 /// without a fetch (``LiveResults/updated(_:snapshot:touched:request:sectionKeyPath:context:)``).
@@ -343,8 +344,8 @@ import Testing
     /// longer knows them all.
     @Test func recentChangesForgetTheOldestTransactionsWhole() {
         var recent = RecentChanges()
-        func run(_ raws: ClosedRange<UInt64>) -> ArraySlice<Cairn.Operation> {
-            ArraySlice(raws.map { Cairn.Operation.delete(RecordID(rawValue: $0)) })
+        func run(_ raws: ClosedRange<UInt64>) -> ArraySlice<RecordOperation> {
+            ArraySlice(raws.map { RecordOperation.delete(RecordID(rawValue: $0)) })
         }
         recent.note(run(1...3), sequence: 5)
         recent.note(run(4...4), sequence: 6)

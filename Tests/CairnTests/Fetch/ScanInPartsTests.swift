@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 /// A scan whose test runs on several threads at once must give what the scan on one
 /// thread gives: the same records, versions and bytes, in ID order, with the log's

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 @Suite struct CRCAndVarintTests {
     /// The word-at-a-time zero check finds a non-zero byte at every place, at every
@@ -294,7 +295,7 @@ import Testing
                 #expect(ByteWriter.varintSize(v) == writer.count, "\(v)")
             }
         }
-        let operations: [Cairn.Operation] = [.put(RecordID(rawValue: 1), body: []), .delete(RecordID(rawValue: 2)),
+        let operations: [RecordOperation] = [.put(RecordID(rawValue: 1), body: []), .delete(RecordID(rawValue: 2)),
                                        .put(RecordID(rawValue: 3), body: [UInt8](repeating: 7, count: 127)),
                                        .put(RecordID(rawValue: 4), body: [UInt8](repeating: 7, count: 128)),
                                        .put(RecordID(rawValue: .max), body: [UInt8](repeating: 1, count: 20_000))]

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import Cairn
+import CairnTesting
+@_spi(Storage) @testable import CairnStorage
 
 /// What the workload has done when a crash image is taken.
 struct CrashTracker {
@@ -246,7 +248,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
         var offset = FileHeader.size, frames = 0
         try log.withUnsafeBytes { bytes in
             while case .frame(let sequence, let syncedThrough, let payload, let next) = LogFrame.parse(bytes, at: offset) {
-                var operations: [Cairn.Operation] = []
+                var operations: [RecordOperation] = []
                 let timestamp = try TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: bytes[payload])) { id, body in
                     operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
                 }

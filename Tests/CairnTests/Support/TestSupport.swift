@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
+@_spi(Storage) @testable import CairnStorage
 
 /// Seeds for property tests: `CAIRN_SEED=N` replays one; otherwise a fixed set.
 enum Seeds {

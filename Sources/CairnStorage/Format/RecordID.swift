@@ -1,0 +1,34 @@
+/// A record's permanent identity (FORMAT.md §2.3 "Record IDs"): 64 bits, the entity
+/// number in the top 16 and a store-wide serial number in the low 48. Serials are
+/// never reused, so an ID names one record for the life of the store.
+public struct RecordID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+
+    @inlinable public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    public static let serialBits = 48
+    public static let maxSerial: UInt64 = (1 << 48) - 1
+
+    /// Bits of `serial` above the low 48 are ignored; the store never hands out such serials.
+    @inlinable public init(entity: UInt16, serial: UInt64) {
+        rawValue = UInt64(entity) << 48 | (serial & RecordID.maxSerial)
+    }
+
+    /// The entity number (FORMAT.md §3: numbers start at 1).
+    @inlinable public var entity: UInt16 { UInt16(truncatingIfNeeded: rawValue >> 48) }
+    @inlinable public var serial: UInt64 { rawValue & RecordID.maxSerial }
+
+    @inlinable public static func < (a: RecordID, b: RecordID) -> Bool { a.rawValue < b.rawValue }
+
+    /// `E<entity>-<serial>`, e.g. `E2-17`.
+    public var description: String { "E\(entity)-\(serial)" }
+
+    /// Parses the form printed by ``description``.
+    public init?(_ text: String) {
+        guard text.hasPrefix("E"), let dash = text.firstIndex(of: "-"),
+              let entity = UInt16(text[text.index(after: text.startIndex)..<dash]),
+              let serial = UInt64(text[text.index(after: dash)...]), serial <= RecordID.maxSerial
+        else { return nil }
+        rawValue = UInt64(entity) << 48 | serial
+    }
+}

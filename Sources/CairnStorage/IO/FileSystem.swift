@@ -1,0 +1,112 @@
+/// The IO layer: the only code in Cairn that makes system calls.
+///
+/// Everything above talks to a ``FileSystem`` so tests can substitute
+/// ``MemoryFileSystem`` (in memory, with crash simulation) or
+/// `FaultInjectingFileSystem` (in `CairnTesting`: fails the N-th call). ``POSIXFileSystem`` is the real one.
+///
+/// Paths are plain strings; the store builds them by joining a directory and a file name.
+package protocol FileSystem: Sendable {
+    /// Opens a file. `create` makes it if missing; `truncate` empties it.
+    func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile
+    /// Whether something exists at `path`.
+    func exists(_ path: String) -> Bool
+    /// Whether `path` is a directory.
+    func isDirectory(_ path: String) -> Bool
+    /// The names (not paths) in a directory, in no particular order.
+    func listDirectory(_ path: String) throws -> [String]
+    /// Creates a directory (and its parents). No error if it exists.
+    func createDirectory(_ path: String) throws
+    /// Atomically renames `from` to `to`, replacing `to` if it exists (`rename(2)`).
+    func rename(_ from: String, _ to: String) throws
+    /// Removes a file (`unlink(2)`).
+    func remove(_ path: String) throws
+    /// Makes the directory's entries (creates, renames, removes) durable (`fsync` on the directory).
+    func syncDirectory(_ path: String) throws
+    /// Takes an exclusive advisory lock on the file at `path` (`flock(2)`, non-blocking),
+    /// creating it, and writes this process's id into it. Throws `.locked` naming the holder.
+    func lock(_ path: String, storePath: String) throws -> any FileLock
+}
+
+/// An open file. All offsets are absolute; there is no file position.
+package protocol StorageFile: AnyObject, Sendable {
+    /// The path the file was opened with.
+    var path: String { get }
+    /// Reads up to `count` bytes at `offset` (`pread(2)`); fewer only at end of file.
+    func read(at offset: Int64, count: Int) throws -> [UInt8]
+    /// Writes all of `bytes` at `offset` (`pwrite(2)`), extending the file if needed.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws
+    /// The file's size in bytes (`fstat(2)`).
+    func size() throws -> Int64
+    /// Sets the file's size (`ftruncate(2)`); growing fills with zeros.
+    func truncate(to size: Int64) throws
+    /// Reserves space so the file is at least `size` bytes of zeros past its data
+    /// (`posix_fallocate(3)` on Linux, `ftruncate(2)` elsewhere).
+    func preallocate(to size: Int64) throws
+    /// Makes the file's data durable (`fdatasync(2)`; `fcntl(F_FULLFSYNC)` on Apple platforms).
+    func sync() throws
+    /// The whole file as read-only bytes (`mmap(2)` for real files).
+    func map() throws -> FileMapping
+    /// The first stretch at or after `offset` that may hold data (`lseek(2)` with
+    /// `SEEK_DATA`, then `SEEK_HOLE`), or nil when none does: from `offset` on, the file
+    /// reads as zeros. An answer may call a hole data (a file system that does not track
+    /// holes says the whole rest is data), never the reverse; the range may run past
+    /// the end of the file.
+    func dataExtent(from offset: Int64) -> Range<Int64>?
+    /// Closes the file. Further calls fail.
+    func close()
+}
+
+extension StorageFile {
+    package func write(_ bytes: [UInt8], at offset: Int64) throws {
+        try bytes.withUnsafeBytes { try write($0, at: offset) }
+    }
+
+    /// Reads exactly `count` bytes or throws `.corrupt` (short file).
+    package func readExactly(at offset: Int64, count: Int) throws -> [UInt8] {
+        let bytes = try read(at: offset, count: count)
+        guard bytes.count == count else {
+            throw CairnError(.corrupt, "file is shorter than expected: wanted \(count) bytes, found \(bytes.count)",
+                             path: path, offset: offset)
+        }
+        return bytes
+    }
+}
+
+/// A held lock; released by ``unlock()`` or when the object is freed.
+package protocol FileLock: AnyObject, Sendable {
+    func unlock()
+}
+
+/// Read-only bytes of a whole file: an `mmap` region, or an owned copy for
+/// in-memory files. The bytes stay valid as long as the mapping is alive.
+package final class FileMapping: Sendable {
+    // The pointer is immutable and the memory is read-only for the mapping's lifetime,
+    // so sharing it across threads is safe.
+    nonisolated(unsafe) package let bytes: UnsafeRawBufferPointer
+    private let release: @Sendable (UnsafeRawBufferPointer) -> Void
+
+    init(bytes: UnsafeRawBufferPointer, release: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) {
+        self.bytes = bytes
+        self.release = release
+    }
+
+    /// A mapping that owns a copy of `contents`.
+    package convenience init(copying contents: [UInt8]) {
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(contents.count, 1), alignment: 16)
+        contents.withUnsafeBytes { source in
+            if let base = source.baseAddress { storage.baseAddress!.copyMemory(from: base, byteCount: source.count) }
+        }
+        let base = UnsafeRawPointer(storage.baseAddress!)
+        self.init(bytes: UnsafeRawBufferPointer(start: base, count: contents.count)) { region in
+            UnsafeMutableRawPointer(mutating: region.baseAddress)?.deallocate()
+        }
+    }
+
+    deinit { release(bytes) }
+}
+
+/// Joins a directory and a name with one slash.
+@inline(__always)
+package func joinPath(_ directory: String, _ name: String) -> String {
+    directory.hasSuffix("/") ? directory + name : directory + "/" + name
+}

@@ -1,0 +1,400 @@
+import Dispatch
+import Synchronization
+
+/// A committer waiting in the group-commit queue.
+final class CommitTicket: Sendable {
+    enum Outcome: Sendable {
+        case committed(UInt64)
+        case failed(CairnError)
+        /// The previous leader handed leadership to this ticket's thread.
+        case lead
+    }
+
+    let operations: [RecordOperation]
+    let durable: Bool
+    /// The versions the committer expects records to have (optimistic locking).
+    let expected: [ExpectedVersion]
+    let semaphore = DispatchSemaphore(value: 0)
+    let outcome = Protected<Outcome?>(nil)
+    /// Set before the ticket is queued, read by the leader after (the queue's lock orders them).
+    nonisolated(unsafe) var checksUniqueness = true
+    /// The sequence number at which the committer checked its unique values, if it did.
+    nonisolated(unsafe) var uniquenessCheckedAt: UInt64?
+
+    /// The exact size of the transaction's payload (``TransactionCoding/encodedSize(_:)``),
+    /// computed once for the size limit, the batch's buffer and a streamed frame.
+    let payloadLength: Int
+
+    init(operations: [RecordOperation], durable: Bool, expected: [ExpectedVersion]) {
+        self.operations = operations
+        self.durable = durable
+        self.expected = expected
+        payloadLength = TransactionCoding.encodedSize(operations)
+    }
+
+    func take() -> Outcome? { outcome.withLock { value in defer { value = nil }; return value } }
+}
+
+/// A version a committer expects a record to still have (see ``Store/version(of:)``).
+package struct ExpectedVersion: Sendable {
+    package var id: RecordID
+    package var version: UInt64
+
+    package init(id: RecordID, version: UInt64) { (self.id, self.version) = (id, version) }
+}
+
+struct CommitQueue {
+    var pending: [CommitTicket] = []
+    var leading = false
+}
+
+extension Store {
+    /// Commits `changes` as one transaction: all of them or, if it throws, none.
+    ///
+    /// Values are checked against the schema first (entity, value count, types).
+    /// With `.durable` (the store's default unless given), the transaction is on disk
+    /// when this returns. Concurrent callers share one write and one sync.
+    ///
+    /// - Returns: the transaction's sequence number.
+    ///
+    /// - Parameter expected: optimistic locking: record ID → the version (see
+    ///   ``version(of:)``) each must still have. If any differs when the transaction's
+    ///   turn comes, nothing is written and `.conflict` is thrown naming the records.
+    @discardableResult
+    package func commit(_ changes: [Change], expecting expected: [RecordID: UInt64] = [:],
+                       durability: Durability? = nil) throws -> UInt64 {
+        try commit(changes, expecting: expected.map { ExpectedVersion(id: $0.key, version: $0.value) }, durability: durability)
+    }
+
+    /// ``commit(_:expecting:durability:)`` with the expected versions as a list (one
+    /// entry per record).
+    package func commit(_ changes: [Change], expecting expected: [ExpectedVersion], durability: Durability?) throws -> UInt64 {
+        try checkCommit(count: changes.count)  // before any record is checked and encoded
+        var preparer = Preparer(schema: schema)
+        var operations: [RecordOperation] = []
+        operations.reserveCapacity(changes.count)
+        for change in changes {
+            switch change {
+            case .put(let id, let values): operations.append(try preparer.put(id, values))
+            case .delete(let id): operations.append(try preparer.delete(id))
+            }
+        }
+        return try commit(prepared: operations, for: preparer.schema, expecting: expected, durability: durability)
+    }
+
+    /// Commits operations that a ``Preparer`` of `schema` made (a context's save prepares
+    /// each record in the pass that reads its values anyway, while they are in cache), as
+    /// one transaction. Refused if `schema` is not the store's: the records were checked
+    /// against it.
+    ///
+    /// - Parameter uniquenessCheckedAt: the last sequence number when the caller checked
+    ///   the transaction's unique values against the store (a context's save does): if no
+    ///   transaction has committed since, the commit need not check them again.
+    package func commit(prepared operations: [RecordOperation], for schema: Schema, expecting expected: [ExpectedVersion],
+                durability: Durability?, uniquenessCheckedAt: UInt64? = nil) throws -> UInt64 {
+        try checkCommit(count: operations.count)
+        let current = self.schema
+        // The same entity list in memory is the same schema (the usual case: the coordinator's
+        // copy of the store's); only otherwise are the two compared.
+        let shared = schema.entities.withUnsafeBufferPointer { a in
+            current.entities.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress && a.count == b.count }
+        }
+        guard shared || schema == current else {
+            throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
+        }
+        return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
+                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt)
+    }
+
+    /// Throws unless the store takes writes and a transaction of `count` changes.
+    package func checkCommit(count: Int) throws {
+        try checkWritable()
+        guard count <= FormatLimits.maxOperations else {
+            throw CairnError(.tooLarge, "transaction of \(count) changes exceeds the \(FormatLimits.maxOperations)-change limit; split it")
+        }
+    }
+
+    /// Turns changes into the operations a transaction writes: each record's values checked
+    /// against its entity (entity, value count, types, reference kinds) and the size limits,
+    /// then encoded. Every write to the store goes through one.
+    package struct Preparer {
+        package let schema: Schema
+        /// Made on the first record (a child context's save makes a preparer it never uses).
+        private var encoder: RecordEncoder?
+        // Changes come in runs of one entity: each run's entity is looked up once.
+        private var lastEntity: EntityDescription?
+        /// The destination entity numbers of the last entity whose references were checked.
+        private var destinations: (entity: UInt16, numbers: [UInt16])?
+
+        package init(schema: Schema) { self.schema = schema }
+
+        package mutating func put(_ id: RecordID, _ values: [Value]) throws -> RecordOperation {
+            let entity: EntityDescription
+            if let last = lastEntity, last.number == id.entity {
+                entity = last
+            } else {
+                guard let found = schema.entity(number: id.entity) else {
+                    throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
+                }
+                entity = found
+                lastEntity = found
+            }
+            // Only values of a kind with a size limit are measured, and references checked
+            // only where there are some.
+            let kinds = try Store.check(values, of: id, entity: entity)
+            if kinds & Value.limitedKinds != 0 {
+                for value in values { try value.checkLimits("a value of \(id)") }
+            }
+            if kinds & Value.referenceKinds != 0 { try checkReferences(values, of: id, entity: entity) }
+            let encoder = self.encoder ?? RecordEncoder()
+            self.encoder = encoder
+            return .put(id, body: encoder.encode(values))
+        }
+
+        /// Each reference names a record of its relationship's destination entity, with a
+        /// serial that is not 0 (FORMAT.md §2.3): a reference no record could ever have.
+        private mutating func checkReferences(_ values: [Value], of id: RecordID, entity: EntityDescription) throws {
+            if destinations?.entity != entity.number {
+                destinations = (entity.number, entity.relationships.map { schema.entity(named: $0.destination)?.number ?? 0 })
+            }
+            let numbers = destinations?.numbers ?? []
+            for (offset, relationship) in entity.relationships.enumerated() {
+                let raws: [UInt64]
+                switch values[entity.attributes.count + offset] {
+                case .reference(let raw): raws = [raw]
+                case .references(let list): raws = list
+                default: continue
+                }
+                for raw in raws {
+                    let target = RecordID(rawValue: raw)
+                    guard target.entity == numbers[offset], target.serial != 0 else {
+                        throw CairnError(.invalidArgument,
+                                         "\(entity.name).\(relationship.name) of \(id) points at \(target), which is not a record ID of \(relationship.destination)")
+                    }
+                }
+            }
+        }
+
+        package func delete(_ id: RecordID) throws -> RecordOperation {
+            guard schema.entity(number: id.entity) != nil else {
+                throw CairnError(.invalidArgument, "cannot delete \(id): entity number \(id.entity) is not in the schema")
+            }
+            return .delete(id)
+        }
+    }
+
+    /// Checks one record's values against its entity.
+    package static func check(_ values: [Value], of id: RecordID, against schema: Schema) throws {
+        guard let entity = schema.entity(number: id.entity) else {
+            throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
+        }
+        try check(values, of: id, entity: entity)
+    }
+
+    /// Returns the union of the values' ``Value/kindBit``s.
+    @discardableResult
+    package static func check(_ values: [Value], of id: RecordID, entity: EntityDescription) throws -> UInt32 {
+        let kinds = entity.kinds.stored
+        guard values.count == kinds.count else {
+            throw CairnError(.invalidArgument,
+                             "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
+        }
+        // Kinds compared as bits, values borrowed in place: no value is copied.
+        var seen: UInt32 = 0
+        let mismatch = values.withUnsafeBufferPointer { buffer -> Int? in
+            kinds.withUnsafeBufferPointer { kinds in
+                for index in buffer.indices {
+                    let kind = buffer[index].kindBit
+                    if kind & kinds[index] == 0 { return index }
+                    seen |= kind
+                }
+                return nil
+            }
+        }
+        guard let index = mismatch else { return seen }
+        let attributes = entity.attributes
+        if index < attributes.count {
+            throw CairnError(.invalidArgument, "\(entity.name).\(attributes[index].name) of \(id) is a \(attributes[index].type), not \(values[index])")
+        }
+        let relationship = entity.relationships[index - attributes.count]
+        throw CairnError(.invalidArgument,
+                         "\(entity.name).\(relationship.name) of \(id) must be \(relationship.isToMany ? "a list of references" : "a reference or nil"), not \(values[index])")
+    }
+
+    /// Decodes a stored record body and checks it has the shape its entity declares (value
+    /// count, attribute types, reference kinds), so a file whose checksums hold but whose
+    /// records do not fit the schema gives `.corrupt` rather than a trap in the layers above.
+    package static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+        let values = try ValueCoding.decode(body)
+        try checkRecord(values, id: id, entity: entity)
+        return values
+    }
+
+    /// The check of ``decodeRecord(_:id:entity:)`` for values decoded already.
+    package static func checkRecord(_ values: [Value], id: RecordID, entity: EntityDescription?) throws {
+        guard let entity else { throw CairnError.corrupt("stored record \(id) belongs to no entity of the schema") }
+        do { try check(values, of: id, entity: entity) } catch let error as CairnError {
+            throw CairnError.corrupt("stored record does not fit the schema: \(error.message)")
+        }
+    }
+
+    /// Group commit: the first committer to find no leader becomes leader, writes every
+    /// waiting transaction with one write and at most one sync, publishes them, and hands
+    /// leadership to the next waiter.
+    ///
+    /// - Parameter checkingUniqueness: false only for tests that must write what a file
+    ///   could hold but no writer writes (``Store+Uniqueness``).
+    package func commit(operations: [RecordOperation], durable: Bool, expected: [ExpectedVersion] = [],
+                checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil) throws -> UInt64 {
+        let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
+        ticket.checksUniqueness = checkingUniqueness
+        ticket.uniquenessCheckedAt = uniquenessCheckedAt
+        guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
+            throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
+        }
+        let leads = queue.withLock { queue -> Bool in
+            queue.pending.append(ticket)
+            if queue.leading { return false }
+            queue.leading = true
+            return true
+        }
+        if !leads {
+            ticket.semaphore.wait()
+            switch ticket.take() {
+            case .committed(let sequence)?: return sequence
+            case .failed(let error)?: throw error
+            case .lead?, nil: break
+            }
+        }
+        leadBatch(own: ticket)
+        switch ticket.take() {
+        case .committed(let sequence)?: return sequence
+        case .failed(let error)?: throw error
+        case .lead?, nil: throw CairnError(.io, "internal error: commit finished without an outcome")
+        }
+    }
+
+    private func leadBatch(own: CommitTicket) {
+        let batch = queue.withLock { queue in
+            defer { queue.pending = [] }
+            return queue.pending
+        }
+        let outcomes = writeBatch(batch)
+        for (ticket, outcome) in zip(batch, outcomes) {
+            ticket.outcome.withLock { $0 = outcome }
+            if ticket !== own { ticket.semaphore.signal() }
+        }
+        compactIfNeeded()
+        queue.withLock { queue in
+            if let next = queue.pending.first {
+                next.outcome.withLock { $0 = .lead }
+                next.semaphore.signal()
+            } else {
+                queue.leading = false
+            }
+        }
+    }
+
+    /// Writes a batch as consecutive frames in one buffer, syncs if any is durable, and
+    /// publishes them. Tickets whose expected versions no longer hold are left out and
+    /// fail with `.conflict`. Returns each ticket's outcome.
+    private func writeBatch(_ batch: [CommitTicket]) -> [CommitTicket.Outcome] {
+        var outcomes = [CommitTicket.Outcome?](repeating: nil, count: batch.count)
+        do {
+            try checkWritable()
+            try log.withLock { writer in
+                guard let writer else { throw closedError() }
+                try checkWritable()
+                // Versions change only under the log lock, which this thread holds, so the
+                // store's are read in place; `batchVersions` holds what earlier tickets of
+                // this batch will change (copying the store's table would make every commit O(records)).
+                var sequence = state.withLock { $0.lastSequence }
+                var batchVersions: [UInt64: UInt64] = [:]
+                // Unique values are decided here, where commits are serialised (see Store+Uniqueness.swift).
+                let uniqueness = Self.uniquenessSlots(state.withLock { $0.snapshot.schema })
+                var claims = BatchClaims()
+                let now = nowMilliseconds()
+                var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
+                var assigned = [UInt64?](repeating: nil, count: batch.count)
+                writer.buffer.removeAll()
+                // A large batch is written frame by frame in pieces; any other through one
+                // buffer with room for every frame at once (grown by doubling, it would copy
+                // a large transaction's bytes several times over, into new pages).
+                let size = batch.reduce(0) { $0 + LogFrame.frameSize(payloadLength: $1.payloadLength) }
+                let streamed = size > options.streamedFramesMinimum
+                if !streamed { writer.buffer.reserve(size) }
+                // A buffer grown for a large transaction is not kept for the next ones.
+                defer { if writer.buffer.capacity > LogWriter.keptBufferCapacity { writer.buffer = ByteWriter() } }
+                for (index, ticket) in batch.enumerated() {
+                    let stale: [RecordID] = ticket.expected.isEmpty ? [] : state.withLock { state in
+                        var stale: [RecordID] = []
+                        for expected in ticket.expected {
+                            let current = batchVersions.isEmpty ? state.version(of: expected.id)
+                                : batchVersions[expected.id.rawValue] ?? state.version(of: expected.id)
+                            if current != expected.version { stale.append(expected.id) }
+                        }
+                        return stale.sorted()
+                    }
+                    if !stale.isEmpty {
+                        outcomes[index] = .failed(CairnError(.conflict,
+                            "records changed since they were read: \(stale.map(\.description).joined(separator: ", "))"))
+                        continue
+                    }
+                    // Checked by the committer against this very state (nothing committed
+                    // since, before it or in this batch), and with no later ticket in the
+                    // batch to claim against it, it is not checked again.
+                    let current = ticket.uniquenessCheckedAt == sequence && index == batch.count - 1
+                    if !uniqueness.isEmpty, ticket.checksUniqueness, !current, let conflict = try uniquenessConflict(ticket.operations, groups: uniqueness, batch: &claims) {
+                        outcomes[index] = .failed(conflict)
+                        continue
+                    }
+                    guard sequence < FormatLimits.maxSequence else {
+                        outcomes[index] = .failed(CairnError(.invalidArgument,
+                            "store at \(path) has used every transaction sequence number (\(FormatLimits.maxSequence))"))
+                        continue
+                    }
+                    sequence += 1
+                    if index < batch.count - 1 {
+                        for operation in ticket.operations { batchVersions[operation.id.rawValue] = sequence }
+                    }
+                    accepted.append((ticket, sequence))
+                    assigned[index] = sequence
+                    if !streamed {
+                        LogFrame.append(to: &writer.buffer, sequence: sequence, syncedThrough: writer.syncedThrough) {
+                            TransactionCoding.encode(ticket.operations, timestamp: now, into: &$0)
+                        }
+                    }
+                }
+                guard !accepted.isEmpty else { return }
+                try poisonOnFailure(discarding: writer) {
+                    if streamed {
+                        let piece = max(1, options.framePieceBytes)
+                        for (ticket, sequence) in accepted {
+                            try writer.appendFrame(sequence: sequence, payloadLength: ticket.payloadLength,
+                                                   piece: piece) { payload, handOn in
+                                try TransactionCoding.encode(ticket.operations, timestamp: now, into: &payload,
+                                                             handingOnPast: piece, handOn)
+                            }
+                        }
+                    } else {
+                        try writer.appendBuffer()
+                    }
+                    writer.lastWritten = sequence
+                    if accepted.contains(where: \.ticket.durable) { try writer.sync(through: sequence) }
+                }
+                state.withLock { state in
+                    for (ticket, sequence) in accepted { state.apply(ticket.operations, sequence: sequence) }
+                    state.lastSequence = sequence
+                    state.lastCommitMilliseconds = now
+                }
+                for (index, sequence) in assigned.enumerated() {
+                    if let sequence { outcomes[index] = .committed(sequence) }
+                }
+            }
+        } catch {
+            let failure = error as? CairnError ?? CairnError(.io, "\(error)")
+            return outcomes.map { $0 ?? .failed(failure) }
+        }
+        return outcomes.map { $0 ?? .failed(CairnError(.io, "internal error: no outcome")) }
+    }
+}

@@ -1,0 +1,166 @@
+extension Store {
+    /// What a compaction did.
+    public struct CompactionResult: Sendable, Equatable {
+        public var bytesBefore: Int
+        public var bytesAfter: Int
+        public var records: Int
+    }
+
+    /// Folds the log into a new snapshot (FORMAT.md §10 "Compaction"):
+    ///
+    /// 1. stream snapshot + log, merged in ID order, into `N.snapshot.tmp`; sync it;
+    /// 2. rename it to `N.snapshot`; create the empty log `N+1.log`, synced; sync the directory;
+    /// 3. write the manifest naming both (temporary file, sync, rename, directory sync) —
+    ///    the moment the compaction takes effect;
+    /// 4. switch readers to the new snapshot, then remove the old snapshot and log.
+    ///
+    /// A crash before step 3 leaves the old files in force (the new ones are removed on
+    /// open); after it, the new ones. Either way the store holds the same records.
+    /// Commits wait while a compaction runs; readers do not.
+    @discardableResult
+    public func compact() throws -> CompactionResult {
+        try checkWritable()
+        return try log.withLock { writer in
+            guard let current = writer else { throw closedError() }
+            try checkWritable()
+            return try rewriting { try compact(replacing: &writer, current: current) }
+        }
+    }
+
+    /// A transform refused a record: the rewrite stops, nothing changes, and the store
+    /// is not poisoned (no I/O failed).
+    package struct RewriteAbort: Error {
+        package let error: CairnError
+    }
+
+    /// Runs a rewrite: an abort is rethrown as its error; any other failure poisons.
+    package func rewriting<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let abort as RewriteAbort {
+            throw abort.error
+        } catch {
+            let failure = error as? CairnError ?? CairnError(.io, "\(error)")
+            poison.withLock { if $0 == nil { $0 = failure } }
+            throw failure
+        }
+    }
+
+    func compact(replacing writer: inout LogWriter?, current: LogWriter, schema newSchema: Schema? = nil,
+                 transform: ((RecordID, UnsafeRawBufferPointer) throws -> [UInt8]?)? = nil,
+                 finish: (() throws -> Void)? = nil) throws -> CompactionResult {
+        // Commits are excluded (we hold the log), so this view stays the latest.
+        let (snapshot, overlay, lastSequence, nextSerial) = state.withLock {
+            ($0.snapshot, $0.overlay, $0.lastSequence, $0.nextSerial)
+        }
+        // A failed sync here is a failed commit's: the unsynced tail is cut back.
+        try poisonOnFailure(discarding: current) { try current.sync(through: lastSequence) }
+        let manifest = current.manifest
+        let storeID = manifest.header.storeID
+        let snapshotNumber = manifest.nextFileNumber
+        guard snapshotNumber + 2 <= FormatLimits.maxFileNumber else {
+            throw RewriteAbort(error: CairnError(.invalidArgument,
+                "store at \(path) has used every file number (\(FormatLimits.maxFileNumber)); export and import it into a new store"))
+        }
+        let logNumber = snapshotNumber + 1
+        let snapshotName = StoreFileName.snapshot(snapshotNumber)
+        let temporaryPath = joinPath(path, snapshotName + StoreFileName.temporarySuffix)
+        let now = nowMilliseconds()
+        let bytesBefore = snapshot.fileSize + current.appendOffset
+
+        let file = try fileSystem.open(temporaryPath, create: true, truncate: true)
+        var records = 0
+        let schema = newSchema ?? snapshot.schema
+        do {
+            defer { file.close() }
+            let output = WriterCell(SnapshotWriter(file: file,
+                                                   header: FileHeader(kind: .snapshot, storeID: storeID, fileNumber: snapshotNumber,
+                                                                      baseSequence: lastSequence, createdMilliseconds: now),
+                                                   schema: schema))
+            try withExtendedLifetime(snapshot) {
+                for entity in schema.entities.map(\.number).sorted() where snapshot.schema.entity(number: entity) != nil {
+                    output.writer.beginEntity(entity)
+                    try Self.merge(snapshot: snapshot, overlay: overlay[entity] ?? [:], entity: entity) { id, source in
+                        func emit(_ body: UnsafeRawBufferPointer) throws {
+                            guard let transform else {
+                                try output.writer.append(id: id, body: body)
+                                return
+                            }
+                            let changed: [UInt8]?
+                            do { changed = try transform(id, body) } catch let error as CairnError { throw RewriteAbort(error: error) }
+                            guard let changed else { return }
+                            try changed.withUnsafeBytes { try output.writer.append(id: id, body: $0) }
+                        }
+                        switch source {
+                        case .snapshot(let place):
+                            // Untransformed, a frame of the current version is copied as it is, checked once.
+                            if transform == nil, let (frame, body) = try snapshot.currentFrame(at: place, id: id) {
+                                try output.writer.append(id: id, frame: frame, body: body)
+                            } else {
+                                try emit(try snapshot.body(at: place, id: id))
+                            }
+                        case .overlay(let bytes): try bytes.withUnsafeBytes { try emit($0) }
+                        }
+                    }
+                }
+            }
+            do { try finish?() } catch let error as CairnError { throw RewriteAbort(error: error) }
+            records = Int(output.writer.recordCount)
+            _ = try output.writer.finish(lastSequence: lastSequence, nextSerial: nextSerial)
+        } catch let abort as RewriteAbort {
+            try? fileSystem.remove(temporaryPath)
+            throw abort
+        }
+        let snapshotPath = joinPath(path, snapshotName)
+        try fileSystem.rename(temporaryPath, snapshotPath)
+        let newManifest = Manifest(header: FileHeader(kind: .manifest, storeID: storeID, fileNumber: 0, baseSequence: 0,
+                                                      createdMilliseconds: now),
+                                   snapshotNumber: snapshotNumber, logNumber: logNumber, nextFileNumber: logNumber + 1)
+        let newLog = try LogWriter.create(at: joinPath(path, StoreFileName.log(logNumber)), fileSystem: fileSystem,
+                                          header: FileHeader(kind: .log, storeID: storeID, fileNumber: logNumber,
+                                                             baseSequence: lastSequence, createdMilliseconds: now),
+                                          manifest: newManifest, preallocationBytes: options.preallocationBytes)
+        do {
+            try fileSystem.syncDirectory(path)
+            try Self.writeManifest(newManifest, in: path, fileSystem: fileSystem)
+        } catch {
+            newLog.file.close()
+            throw error
+        }
+        // In force. Switch readers, then retire the old files.
+        let reader: SnapshotReader
+        do {
+            let newFile = try fileSystem.open(snapshotPath, create: false, truncate: false)
+            defer { newFile.close() }
+            reader = try SnapshotReader(file: newFile)
+        } catch {
+            newLog.file.close()
+            throw error
+        }
+        state.withLock { $0.replaceSnapshot(with: reader) }
+        current.file.close()
+        writer = newLog
+        // Failing to remove an old file loses nothing: open removes files the manifest does not name.
+        try? fileSystem.remove(joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber)))
+        try? fileSystem.remove(joinPath(path, StoreFileName.log(manifest.logNumber)))
+        return CompactionResult(bytesBefore: bytesBefore, bytesAfter: reader.fileSize + newLog.appendOffset, records: records)
+    }
+
+    /// Runs a compaction if the policy asks for one. A failure poisons the store (the
+    /// commit that triggered it has already succeeded).
+    package func compactIfNeeded() {
+        guard case .automatic(let ratio, let minimum) = options.compaction else { return }
+        let (logBytes, snapshotBytes) = (log.withLock { $0?.appendOffset ?? 0 }, state.withLock { $0.snapshot.fileSize })
+        guard logBytes > minimum, Double(logBytes) > ratio * Double(snapshotBytes) else { return }
+        _ = try? compact()
+    }
+}
+
+/// The snapshot writer of one compaction, reached from the merge callback by reference:
+/// a captured `var` writer would pay a dynamic exclusivity check per record. Unchecked
+/// because only the compacting thread touches it, and never while one of its own
+/// accesses is under way.
+private final class WriterCell {
+    @exclusivity(unchecked) var writer: SnapshotWriter
+    init(_ writer: SnapshotWriter) { self.writer = writer }
+}

@@ -1,0 +1,66 @@
+/// The transactions still in the log (since the last compaction), for `cairn history`.
+extension Store {
+    public struct Transaction: Sendable, Equatable {
+        public var sequence: UInt64
+        /// Milliseconds since 1970.
+        public var time: UInt64
+        /// Per entity number: (puts of new records, puts of existing records, deletes).
+        public var changes: [UInt16: (inserts: Int, updates: Int, deletes: Int)]
+
+        public static func == (a: Transaction, b: Transaction) -> Bool {
+            a.sequence == b.sequence && a.time == b.time && a.changes.keys == b.changes.keys
+                && a.changes.allSatisfy { key, value in b.changes[key].map { $0 == value } ?? false }
+        }
+    }
+
+    /// Reads the current log from its start: each transaction with its counts. A put is
+    /// an insert if the record did not exist before it (in the snapshot or earlier in
+    /// the log), else an update.
+    public func history() throws -> [Transaction] {
+        let snapshot = state.withLock { $0.snapshot }
+        var seen = Set<UInt64>()
+        var deleted = Set<UInt64>()
+        var result: [Transaction] = []
+        try forEachLogTransaction { sequence, payload, base, _ in
+            var transaction = Transaction(sequence: sequence, time: 0, changes: [:])
+            transaction.time = try TransactionCoding.decode(payload, base: base) { id, body in
+                var counts = transaction.changes[id.entity] ?? (0, 0, 0)
+                let existed = !deleted.contains(id.rawValue) && (seen.contains(id.rawValue) || snapshot.contains(id))
+                if body == nil {
+                    counts.deletes += 1
+                    deleted.insert(id.rawValue)
+                } else {
+                    if existed { counts.updates += 1 } else { counts.inserts += 1 }
+                    seen.insert(id.rawValue)
+                    deleted.remove(id.rawValue)
+                }
+                transaction.changes[id.entity] = counts
+            }
+            result.append(transaction)
+        }
+        return result
+    }
+
+    /// Calls `body` with each transaction of the current log, in order, up to the end of
+    /// the last one replayed: its sequence number, its payload, the payload's offset in
+    /// the log file, and the file's mapping (the payload points into it). The log is
+    /// mapped, not read (as recovery maps it): it can be as large as the snapshot, and its
+    /// pages are then the file's, which the kernel can drop, not a copy on the heap.
+    package func forEachLogTransaction(_ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws {
+        guard let (logNumber, end) = log.withLock({ $0.map { ($0.manifest.logNumber, $0.appendOffset) } }) else { throw closedError() }
+        let file = try fileSystem.open(logPath(logNumber), create: false, truncate: false)
+        defer { file.close() }
+        let mapping = try file.map()
+        try withExtendedLifetime(mapping) {
+            let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])
+            var offset = FileHeader.size
+            while case .frame(let sequence, _, let payload, let next) = LogFrame.parse(buffer, at: offset) {
+                try body(sequence, UnsafeRawBufferPointer(rebasing: buffer[payload]), payload.lowerBound, buffer)
+                offset = next
+            }
+        }
+    }
+
+    /// The path of log file `number` of this store.
+    package func logPath(_ number: UInt64) -> String { joinPath(path, StoreFileName.log(number)) }
+}

@@ -1,0 +1,572 @@
+import Foundation
+
+/// What an index lookup asks for.
+public enum IndexCondition: Sendable, Hashable {
+    /// Values equal to any of these (`==`, `IN`).
+    case equal([Value])
+    /// Values in a range; a nil bound is open.
+    case range(lower: Value?, lowerInclusive: Bool, upper: Value?, upperInclusive: Bool)
+}
+
+/// A secondary index over one attribute of one entity, in ``IndexOrder``, in up to
+/// four tiers: the index stored in the snapshot (format version 2, FORMAT.md §6.6), read
+/// in place; a sorted run in memory; a smaller sorted run of the changes since; and an
+/// unsorted delta of the latest few thousand changes, hashed by value for equality
+/// lookups. The delta is folded into the smaller run when it reaches ``deltaLimit``, that
+/// run into the large one when it outgrows a few times the square root of it. So a lookup
+/// searches two runs and, for equality, one hashed table (a range tests the delta's
+/// changes one by one), not every change of one large unsorted delta. Without a stored
+/// index the large run is built on first use (one scan of the entity). A commit only
+/// notes the IDs it changed; the next lookup reads their current values from the
+/// store's overlay (so commits to an entity nobody looks up by value pay one append per
+/// record).
+// Mutated and read only under the store's state lock.
+package final class SecondaryIndex: @unchecked Sendable {
+    package let slot: Int
+    /// The stored index: every record of the snapshot, in value order.
+    private let stored: (snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex)?
+    /// Whether the stored block's checksum has been checked.
+    private var storedChecked = false
+    private(set) var sorted: [(value: Value, id: UInt64)] = []
+    /// The first bytes of `sorted`'s strings, when it holds only strings and nils.
+    private var sortedPrefixes: StringPrefixes?
+    /// IDs whose entry in `sorted` is out of date (changed since it was built).
+    private var stale = Set<UInt64>()
+    /// The changes since `sorted` was built, in index order, as of the last fold of
+    /// `delta`; the entries of IDs in `delta` are out of date.
+    private var recent: [(value: Value, id: UInt64)] = []
+    /// The first bytes of `recent`'s strings, when it holds only strings and nils.
+    private var recentPrefixes: StringPrefixes?
+    /// Current values of IDs changed since `recent` was made (nil: deleted).
+    private var delta: [UInt64: Value?] = [:]
+    /// The IDs of `delta`'s values by their key (``ValueKey``,
+    /// equal exactly when the values are), for equality lookups; values of kinds without a
+    /// key are in `unkeyedDelta`. (Tested one by one, the delta would cost each uniqueness
+    /// check of a save a pass over it.)
+    private var deltaByKey: [ValueKey: KeyedIDs] = [:]
+    private var unkeyedDelta = Set<UInt64>()
+    /// Most changes kept in `delta` before it is folded into `recent`.
+    package static let deltaLimit = 4096
+    /// IDs committed since the last lookup, not yet in `delta` (see ``catchUp(with:)``).
+    private var pending: [UInt64] = []
+
+    /// An index built from `entries`, one per record in ascending ID order.
+    package init(slot: Int, entries: [(Value, UInt64)]) {
+        self.slot = slot
+        stored = nil
+        (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(entries)
+    }
+
+    /// `entries`, in ascending ID order, as a run in index order.
+    package static func sortedRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
+        sortedRunAndPrefixes(entries).run
+    }
+
+    /// ``sortedRun(_:)`` with the run's ``StringPrefixes`` when it holds strings (the
+    /// prefixes the sort compared).
+    static func sortedRunAndPrefixes(_ entries: [(Value, UInt64)]) -> (run: [(value: Value, id: UInt64)], prefixes: StringPrefixes?) {
+        let (positions, strings) = IndexOrder.sortedPositionsAndPrefixes(entries.map(\.0))
+        return (positions.map { (entries[$0].0, entries[$0].1) }, strings.map { StringPrefixes(nulls: $0.nulls, prefixes: $0.prefixes) })
+    }
+
+    /// The index `snapshot` stores in `block`, brought up to date with the log's changes
+    /// to the entity (`changes`, raw ID → body, nil for a delete) in one sorted run.
+    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: IDMap<UInt64, OverlayEntry>) {
+        slot = block.attribute
+        stored = (snapshot, block)
+        // (The stored entries out of date are those of the IDs the overlay holds: see
+        // ``lookup(_:changes:)``.)
+        var entries: [(Value, UInt64)] = []
+        for (id, entry) in changes {
+            if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
+        }
+        (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
+    }
+
+    /// `entries`, in any order, as a run in index order (equal values in ID order).
+    package static func sortedRun(unordered entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
+        sortedRunAndPrefixes(unordered: entries).run
+    }
+
+    /// ``sortedRun(unordered:)`` with the run's ``StringPrefixes`` when it holds strings.
+    static func sortedRunAndPrefixes(unordered entries: [(Value, UInt64)]) -> (run: [(value: Value, id: UInt64)], prefixes: StringPrefixes?) {
+        if let run = integerRun(entries) { return (run, nil) }
+        var byID = entries
+        RadixSort.sort(&byID) { $0.1 }
+        return sortedRunAndPrefixes(byID)
+    }
+
+    /// ``sortedRun(unordered:)`` when every value is nil or an integer of one width (the
+    /// common case): sorted as plain (integer, ID) pairs, nils first, with no `Value`
+    /// compared or moved. Nil for any other values.
+    private static func integerRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)]? {
+        var nulls: [UInt64] = []
+        var keyed: [(key: Int64, id: UInt64)] = []
+        keyed.reserveCapacity(entries.count)
+        var width: AttributeType?
+        for (value, id) in entries {
+            let key: Int64, kind: AttributeType
+            switch value {
+            case .null: nulls.append(id); continue
+            case .int8(let v): (key, kind) = (Int64(v), .int8)
+            case .int16(let v): (key, kind) = (Int64(v), .int16)
+            case .int32(let v): (key, kind) = (Int64(v), .int32)
+            case .int64(let v): (key, kind) = (v, .int64)
+            default: return nil
+            }
+            if width == nil { width = kind } else if width != kind { return nil }
+            keyed.append((key, id))
+        }
+        // By ID, then (stably) by key, the sign bit flipped to order negative keys first.
+        RadixSort.sort(&nulls) { $0 }
+        RadixSort.sort(&keyed) { $0.id }
+        RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+        var run: [(value: Value, id: UInt64)] = []
+        run.reserveCapacity(entries.count)
+        for id in nulls { run.append((.null, id)) }
+        for (key, id) in keyed {
+            let value: Value
+            switch width {
+            case .int8?: value = .int8(Int8(truncatingIfNeeded: key))
+            case .int16?: value = .int16(Int16(truncatingIfNeeded: key))
+            case .int32?: value = .int32(Int32(truncatingIfNeeded: key))
+            default: value = .int64(key)
+            }
+            run.append((value, id))
+        }
+        return run
+    }
+
+    /// The value a committed body holds at `slot` (bodies are checked before they are
+    /// committed; one that does not decode indexes as nil).
+    package static func value(at slot: Int, in body: [UInt8]) -> Value {
+        let value = body.withUnsafeBytes { try? ValueCoding.value(at: slot, in: $0) }
+        return value.flatMap { $0 } ?? .null
+    }
+
+    /// Whether this index reads a snapshot's stored index.
+    package var isStored: Bool { stored != nil }
+
+    package static func less(_ a: (value: Value, id: UInt64), _ b: (value: Value, id: UInt64)) -> Bool {
+        switch IndexOrder.compare(a.value, b.value) {
+        case .orderedAscending: return true
+        case .orderedDescending: return false
+        case .orderedSame: return a.id < b.id
+        }
+    }
+
+    /// Notes that a commit put or deleted `id`.
+    package func noteChange(_ id: UInt64) { pending.append(id) }
+
+    /// Brings the index up to date with the IDs noted since the last call: their current
+    /// values are in `changes`, the overlay of the entity (a put's body; a delete is
+    /// `.deleted`, or absent for a record the snapshot never held).
+    func catchUp(with changes: IDMap<UInt64, OverlayEntry>) {
+        guard !pending.isEmpty else { return }
+        for id in pending {
+            if case .live(let body) = changes[id] {
+                update(id, to: Self.value(at: slot, in: body))
+            } else {
+                update(id, to: nil)
+            }
+        }
+        pending = []
+    }
+
+    private func update(_ id: UInt64, to value: Value?) {
+        stale.insert(id)
+        if case let old?? = delta.updateValue(value, forKey: id) { forgetKey(of: old, id) }
+        if let value {
+            if let key = ValueKey(value, []) {
+                // (One hash of the key when it is new, as a unique attribute's keys are.)
+                if let ids = deltaByKey.updateValue(.one(id), forKey: key) { deltaByKey[key] = ids.inserting(id) }
+            } else {
+                unkeyedDelta.insert(id)
+            }
+        }
+        if delta.count >= Self.deltaLimit { foldDelta() }
+    }
+
+    private func forgetKey(of value: Value, _ id: UInt64) {
+        guard let key = ValueKey(value, []) else {
+            unkeyedDelta.remove(id)
+            return
+        }
+        if let ids = deltaByKey[key] { deltaByKey[key] = ids.removing(id) }
+    }
+
+    /// Folds `delta` into `recent` (whose entries of the IDs in it are dropped), and
+    /// `recent` into `sorted` once the IDs changed since `sorted` was made are more than
+    /// a few times its square root: each change then costs about a square root's worth of
+    /// entries moved, in all.
+    private func foldDelta() {
+        var changed: [(Value, UInt64)] = []
+        changed.reserveCapacity(delta.count)
+        for (id, value) in delta { if let value { changed.append((value, id)) } }
+        RadixSort.sort(&changed) { $0.1 }
+        let delta = self.delta
+        let (run, prefixes) = Self.sortedRunAndPrefixes(changed)
+        (recent, recentPrefixes) = Self.merge(recent, recentPrefixes, keeping: { delta[$0] == nil }, run, prefixes)
+        // (Emptied keeping their room, which the next delta fills again: emptied to nothing,
+        // each would grow anew, every key hashed again at each doubling.)
+        self.delta.removeAll(keepingCapacity: true)
+        deltaByKey.removeAll(keepingCapacity: true)
+        unkeyedDelta.removeAll(keepingCapacity: true)
+        // (Every ID with an entry in `recent`, and every one deleted, is in `stale`.)
+        if stale.count > max(4096, 8 * Int(Double(sorted.count).squareRoot())) {
+            let dropped = stale
+            (sorted, sortedPrefixes) = Self.merge(sorted, sortedPrefixes, keeping: { !dropped.contains($0) }, recent, recentPrefixes)
+            (recent, recentPrefixes) = ([], StringPrefixes(nulls: 0, prefixes: []))
+            stale = []
+        }
+    }
+
+    /// The records whose value meets `condition`, in no particular order, given the
+    /// entity's current overlay (`changes`): each one's ID and, for a match from the
+    /// stored tier, where its frame is in the snapshot (-1 otherwise). Reading the stored
+    /// tier checks its block and the records it reads, and may throw on damage.
+    /// The index's tiers as they are now, caught up with `changes` (the entity's overlay)
+    /// and its stored block checked: copies, which later commits leave as they are, for a
+    /// walk in index order outside the state's lock (``IndexTiers/walk(ascending:_:)``).
+    func tiers(changes: IDMap<UInt64, OverlayEntry>) throws -> IndexTiers {
+        catchUp(with: changes)
+        if let (snapshot, block) = stored, !storedChecked {
+            try snapshot.checkAttributeIndex(block)
+            storedChecked = true
+        }
+        return IndexTiers(stored: stored, sorted: sorted, stale: stale, recent: recent, delta: delta, changes: changes)
+    }
+
+    func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [IndexMatch] {
+        catchUp(with: changes)
+        var result: [IndexMatch] = []
+        if let (snapshot, block) = stored {
+            if !storedChecked {
+                try snapshot.checkAttributeIndex(block)
+                storedChecked = true
+            }
+            // A stored entry is out of date when the overlay holds its ID: every change to a
+            // snapshot record since the snapshot stays in the overlay (a put, or a delete
+            // as `.deleted`) until a compaction makes a new snapshot and new indexes.
+            try Self.collect(condition, count: block.count, skipping: { changes.contains($0) }, into: &result, value: { i in
+                let (id, place) = try snapshot.record(in: block, at: i)
+                let body = try snapshot.body(at: place, id: id)
+                do {
+                    return try ValueCoding.value(at: block.attribute, in: body) ?? .null
+                } catch let error as CairnError {
+                    throw error.located(in: snapshot.path, base: Int64(snapshot.fileOffset(of: body)))
+                }
+            }, match: { i in
+                let (id, place) = try snapshot.record(in: block, at: i)
+                return IndexMatch(id: id.rawValue, snapshotPlace: place)
+            })
+        }
+        let sorted = self.sorted, recent = self.recent
+        let stale = self.stale, delta = self.delta
+        try Self.collect(condition, count: sorted.count, prefixes: sortedPrefixes, skipping: { stale.contains($0) }, into: &result,
+                         value: { sorted[$0].value }, match: { IndexMatch(id: sorted[$0].id, snapshotPlace: nil) })
+        try Self.collect(condition, count: recent.count, prefixes: recentPrefixes, skipping: { delta[$0] != nil }, into: &result,
+                         value: { recent[$0].value }, match: { IndexMatch(id: recent[$0].id, snapshotPlace: nil) })
+        if case .equal(let wanted) = condition {
+            // A wanted value with a key: the delta's values with that key, and those without
+            // one that equal it (a real may equal an integer); one without a key: every value.
+            var found = Set<UInt64>()
+            for target in wanted {
+                if let key = ValueKey(target, []) {
+                    deltaByKey[key]?.forEach { found.insert($0) }
+                    for id in unkeyedDelta {
+                        if case let value?? = delta[id], ValueOrder.equal(value, target, []) { found.insert(id) }
+                    }
+                } else {
+                    for (id, value) in delta {
+                        if let value, ValueOrder.equal(value, target, []) { found.insert(id) }
+                    }
+                }
+            }
+            for id in found { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
+        } else {
+            for (id, value) in delta {
+                if let value, Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
+            }
+        }
+        if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
+        return result
+    }
+
+    package static func matches(_ value: Value, _ condition: IndexCondition) -> Bool {
+        switch condition {
+        case .equal(let wanted): return wanted.contains { ValueOrder.equal(value, $0, []) }
+        case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
+            if value.isNull { return false }
+            if let lower {
+                guard let order = ValueOrder.order(value, lower, []) else { return false }
+                if order == .orderedAscending || (order == .orderedSame && !lowerInclusive) { return false }
+            }
+            if let upper {
+                guard let order = ValueOrder.order(value, upper, []) else { return false }
+                if order == .orderedDescending || (order == .orderedSame && !upperInclusive) { return false }
+            }
+            return true
+        }
+    }
+
+    /// Appends the matches of a run in index order (`count` entries, read by `value` and `match`)
+    /// that meet `condition`, leaving out `skipping`. Binary search finds where the
+    /// matches start and end. If the first and last entries in between match and their
+    /// values have no unordered members (floating point and decimal have NaN), so does
+    /// everything between, and only IDs are read (for a stored index: no record is read);
+    /// otherwise each entry is tested.
+    private static func collect(_ condition: IndexCondition, count: Int, prefixes: StringPrefixes? = nil,
+                                skipping: (UInt64) -> Bool, into result: inout [IndexMatch],
+                                value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws {
+        // The first position whose value is not `before` (every value before it is).
+        func partition(_ before: (Value) -> Bool, within bounds: Range<Int>? = nil) throws -> Int {
+            try (bounds ?? 0..<count).partitionPoint { !before(try value($0)) }
+        }
+        // The same from `start`, where `before` is known not to hold from it on when it
+        // does not hold at `start`: probes at start, start + 2, start + 5, … (gaps that
+        // double), then a binary search of the last gap.
+        func gallop(from start: Int, to limit: Int, _ before: (Value) -> Bool) throws -> Int {
+            var low = start, probe = start, step = 1
+            while probe < limit, before(try value(probe)) {
+                low = probe + 1
+                probe = low + step
+                step *= 2
+            }
+            return try (low..<min(probe, limit)).partitionPoint { !before(try value($0)) }
+        }
+        func emit(_ range: Range<Int>) throws {
+            guard !range.isEmpty else { return }
+            let first = try value(range.lowerBound), last = try value(range.upperBound - 1)
+            if matches(first, condition), matches(last, condition), isTotallyOrdered(first), isTotallyOrdered(last) {
+                for index in range {
+                    let found = try match(index)
+                    if !skipping(found.id) { result.append(found) }
+                }
+            } else {
+                for index in range {
+                    let found = try match(index)
+                    if !skipping(found.id), matches(try value(index), condition) { result.append(found) }
+                }
+            }
+        }
+        switch condition {
+        case .equal(let wanted):
+            for target in wanted {
+                // In a run of strings, the wanted string's equals are among the strings
+                // with its first eight bytes, found by comparing numbers, not strings.
+                let bounds = prefixes.flatMap { prefixes in StringPrefixes.prefix(of: target).map { prefixes.range(of: $0) } }
+                let start = try partition({ IndexOrder.compare($0, target) == .orderedAscending }, within: bounds)
+                // The end searched for from the start, in steps that double: a unique
+                // value's lookup takes three comparisons rather than a second search of the
+                // whole run, and m equal values about 2 log m (a stored run reads a record
+                // for each). (The order is total, NaN last: equal values lie together.)
+                let end = try gallop(from: start, to: bounds?.upperBound ?? count) { IndexOrder.compare($0, target) != .orderedDescending }
+                try emit(start..<max(start, end))
+            }
+        case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
+            // Numbers of other types sort by value, so one run covers the range; nil sorts first.
+            let start = try partition { value in
+                guard let lower else { return value.isNull }
+                let order = IndexOrder.compare(value, lower)
+                return order == .orderedAscending || (order == .orderedSame && !lowerInclusive)
+            }
+            let end = try upper.map { upper in
+                try partition { value in
+                    let order = IndexOrder.compare(value, upper)
+                    return order == .orderedAscending || (order == .orderedSame && upperInclusive)
+                }
+            } ?? count
+            try emit(start..<max(start, end))
+        }
+    }
+
+    /// Whether values of this one's type are all ordered (no NaN), so that a run between
+    /// two matching values holds only matches.
+    private static func isTotallyOrdered(_ value: Value) -> Bool {
+        switch value {
+        case .float, .double, .decimal: return false
+        default: return true
+        }
+    }
+}
+
+/// One record an index lookup found: its raw ID and, when the snapshot's stored index
+/// found it, where its frame is in that snapshot (else nil), so the read that follows
+/// need not search the snapshot's index for it again.
+struct IndexMatch: Hashable, Sendable {
+    let id: UInt64
+    let snapshotPlace: SnapshotReader.Place?
+}
+
+/// The IDs of an index's delta whose values have one key: most often one (an attribute
+/// whose values are unique), kept without a set of its own, so that a unique value costs
+/// no set allocation.
+enum KeyedIDs {
+    case one(UInt64)
+    case many(Set<UInt64>)
+
+    func inserting(_ id: UInt64) -> KeyedIDs {
+        switch self {
+        case .one(let only): return only == id ? self : .many([only, id])
+        case .many(var ids): ids.insert(id); return .many(ids)
+        }
+    }
+
+    /// Nil when none is left.
+    func removing(_ id: UInt64) -> KeyedIDs? {
+        switch self {
+        case .one(let only): return only == id ? nil : self
+        case .many(var ids):
+            ids.remove(id)
+            if ids.count == 1, let only = ids.first { return .one(only) }
+            return ids.isEmpty ? nil : .many(ids)
+        }
+    }
+
+    func forEach(_ body: (UInt64) -> Void) {
+        switch self {
+        case .one(let only): body(only)
+        case .many(let ids): for id in ids { body(id) }
+        }
+    }
+}
+
+struct IndexKey: Hashable, Sendable {
+    let entity: UInt16
+    let slot: Int
+}
+
+extension Store {
+    /// The IDs of an entity's records whose attribute at `slot` meets `condition`, from
+    /// a secondary index (the snapshot's stored one, or one built on first use).
+    package func indexedIDs(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
+        // (The lookup alone: a uniqueness check makes one for each new key, and the state
+        // the records would be read in, which ``indexedRecords(entity:slot:matching:)``
+        // keeps, would cost it an allocation.)
+        let key = try indexKey(entity: entity, slot: slot)
+        let matches = try state.withLock { state -> [IndexMatch] in
+            guard let index = state.indexes[key] else { return [] }
+            return try index.lookup(condition, changes: state.overlay[entity] ?? [:])
+        }
+        return matches.map { RecordID(rawValue: $0.id) }
+    }
+
+    /// The index of `slot` of `entity`, built first if it is not yet (a scan).
+    private func indexKey(entity: UInt16, slot: Int) throws -> IndexKey {
+        guard let description = schema.entity(number: entity), slot >= 0, slot < description.attributes.count else {
+            throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
+        }
+        let key = IndexKey(entity: entity, slot: slot)
+        if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
+        return key
+    }
+
+    /// ``indexedIDs(entity:slot:matching:)`` with where the stored index found each
+    /// record, in the state the lookup read: its snapshot, the entity's overlay and the
+    /// log's record versions.
+    private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
+        -> (matches: [IndexMatch], snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, versions: VersionTable) {
+        let key = try indexKey(entity: entity, slot: slot)
+        return try state.withLock { state in
+            let overlay = state.overlay[entity] ?? [:]
+            return (try state.indexes[key]?.lookup(condition, changes: overlay) ?? [], state.snapshot, overlay,
+                    VersionTable(state.versions))
+        }
+    }
+
+    /// Calls `body` with each record of an entity whose attribute at `slot` meets
+    /// `condition`, in ID order — its ID, version and encoded values — all read in the
+    /// state the index lookup read. (Read record by record, each in the store's state of
+    /// the moment, a record a commit changed after the lookup would have to be tested
+    /// against the condition again, and each read would take the state's lock and search
+    /// the overlay.)
+    package func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
+                     _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)
+        RadixSort.sort(&matches) { $0.id }
+        try withExtendedLifetime((snapshot, versions)) {
+            for match in matches {
+                let id = RecordID(rawValue: match.id)
+                let version = versions.version(of: id)
+                // (A match the snapshot's stored index found is not in the overlay: the
+                // lookup passes over those. One an index built here found may be in either.)
+                if let place = match.snapshotPlace {
+                    try body(id, version, try snapshot.body(at: place, id: id))
+                    continue
+                }
+                switch overlay[match.id] {
+                case .live(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
+                case .deleted: continue
+                case nil:
+                    if let place = snapshot.place(of: id) { try body(id, version, try snapshot.body(at: place, id: id)) }
+                }
+            }
+        }
+    }
+
+    /// Whether an index over this attribute exists already (for `explain`).
+    package func hasIndex(entity: UInt16, slot: Int) -> Bool {
+        state.withLock { $0.indexes[IndexKey(entity: entity, slot: slot)] != nil }
+    }
+
+    func buildIndex(_ key: IndexKey) throws {
+        // Build under the log lock so no commit lands between the scan and the publish.
+        try log.withLock { _ in try buildIndexHoldingLog(key) }
+    }
+
+    /// ``buildIndex(_:)`` for a caller that holds the log lock (a commit), unless built.
+    func buildIndexHoldingLog(_ key: IndexKey) throws {
+        guard state.withLock({ $0.indexes[key] }) == nil else { return }
+        var entries: [(Value, UInt64)] = []
+        try scan(entity: key.entity) { id, body in
+            if let value = try ValueCoding.value(at: key.slot, in: body) { entries.append((value, id.rawValue)) }
+        }
+        let index = SecondaryIndex(slot: key.slot, entries: entries)
+        state.withLock { $0.indexes[key] = index }
+    }
+
+    /// ``indexedIDs(entity:slot:matching:)`` for a caller that holds the log lock (a
+    /// commit deciding uniqueness), which the first lookup's build would take again.
+    package func indexedIDsHoldingLog(entity: UInt16, slot: Int, matching condition: IndexCondition) throws -> [RecordID] {
+        let key = IndexKey(entity: entity, slot: slot)
+        try buildIndexHoldingLog(key)
+        let matches = try state.withLock { state -> [IndexMatch] in
+            try state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? []
+        }
+        return matches.map { RecordID(rawValue: $0.id) }
+    }
+}
+
+extension StoreState {
+    /// The secondary indexes of `entity`, which note every change to its records.
+    func indexes(of entity: UInt16) -> [SecondaryIndex] {
+        indexes.compactMap { $0.key.entity == entity ? $0.value : nil }
+    }
+
+    /// The indexes the snapshot stores, brought up to date with the overlay: at open
+    /// after the log is replayed (one pass, rather than an update per replayed put), and
+    /// after a compaction or migration.
+    func storedIndexes() -> [IndexKey: SecondaryIndex] {
+        var result: [IndexKey: SecondaryIndex] = [:]
+        for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
+            result[IndexKey(entity: block.entity, slot: block.attribute)] =
+                SecondaryIndex(snapshot: snapshot, block: block, changes: overlay[block.entity] ?? [:])
+        }
+        return result
+    }
+
+    /// Switches to a new snapshot holding every record (after a compaction or migration):
+    /// its stored indexes replace the ones read from the old snapshot; indexes built in
+    /// memory stay, as they are keyed by record ID and current.
+    mutating func replaceSnapshot(with reader: SnapshotReader) {
+        // Indexes built in memory stay: bring them up to date while the overlay still
+        // says what changed.
+        var kept = indexes.filter { !$0.value.isStored }
+        for (key, index) in kept { index.catchUp(with: overlay[key.entity] ?? [:]) }
+        snapshot = reader
+        overlay = [:]
+        kept.merge(storedIndexes()) { _, stored in stored }
+        indexes = kept
+    }
+}

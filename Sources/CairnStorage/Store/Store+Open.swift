@@ -1,0 +1,351 @@
+import Foundation
+
+extension Store {
+    /// Opens the store in directory `path`, creating it (with `schema`) if the directory
+    /// holds none and ``StoreOptions/createIfMissing`` allows.
+    ///
+    /// Opening takes the directory's lock, reads the manifest, validates the snapshot
+    /// through its footer and index (without decoding records) and replays the log. A
+    /// torn log tail is cut off (see ``recovery``); damage followed by durable
+    /// transactions is refused with the file and offset.
+    ///
+    /// - Parameter schema: required to create; when given for an existing store, its
+    ///   ``Schema/versionHash`` must equal the stored one, or `.schemaMismatch` is thrown.
+    public static func open(at path: String, schema: Schema? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
+        try open(at: path, schema: schema, options: options, creating: false)
+    }
+
+    /// Creates a new store in directory `path` (made if missing) and opens it. Throws
+    /// `.invalidArgument` if the directory already holds a store, decided under the
+    /// directory's lock: of several processes creating one store at once, exactly one
+    /// succeeds (the others are refused as `.locked` while it creates, or as existing after).
+    public static func create(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
+        var options = options
+        options.createIfMissing = true
+        return try open(at: path, schema: schema, options: options, creating: true)
+    }
+
+    private static func open(at path: String, schema: Schema?, options: StoreOptions, creating: Bool) throws -> Store {
+        let fs = options.fileSystem
+        if !fs.isDirectory(path) {
+            guard options.createIfMissing, schema != nil else {
+                throw CairnError(.notFound, "no store at \(path)\(schema == nil ? "; give a schema to create one" : "")", path: path)
+            }
+            try fs.createDirectory(path)
+        }
+        let lock = try fs.lock(joinPath(path, StoreFileName.lock), storePath: path)
+        do {
+            if creating, fs.exists(joinPath(path, StoreFileName.manifest)) {
+                throw CairnError(.invalidArgument, "a store already exists at \(path)", path: path)
+            }
+            if !fs.exists(joinPath(path, StoreFileName.manifest)) {
+                guard options.createIfMissing, let schema else {
+                    throw CairnError(.notFound, "no store at \(path) (no MANIFEST)\(schema == nil ? "; give a schema to create one" : "")",
+                                     path: joinPath(path, StoreFileName.manifest))
+                }
+                try create(at: path, schema: schema, fileSystem: fs, preallocationBytes: options.preallocationBytes)
+            }
+            let store = try openExisting(at: path, options: options, lock: lock)
+            if let schema, schema.versionHash != store.schema.versionHash {
+                let stored = store.schema
+                try store.close()
+                throw CairnError(.schemaMismatch,
+                                 "store at \(path) has schema version \(stored.version) (hash \(hex(stored.versionHash))) but the model given has version \(schema.version) (hash \(hex(schema.versionHash))); migrate the store or open it with its own model")
+            }
+            return store
+        } catch {
+            lock.unlock()
+            throw error
+        }
+    }
+
+    /// Writes a new empty store: snapshot 1, log 2, then the manifest naming them.
+    private static func create(at path: String, schema: Schema, fileSystem fs: any FileSystem, preallocationBytes: Int) throws {
+        try schema.validate()
+        let leftovers = try fs.listDirectory(path).filter { name in
+            name != StoreFileName.lock && !name.hasSuffix(StoreFileName.temporarySuffix)
+        }
+        // Until a manifest exists nothing can have been committed, so the files of an
+        // interrupted creation may be replaced; anything else is not ours to overwrite.
+        let creationFiles: Set<String> = [StoreFileName.snapshot(1), StoreFileName.log(2)]
+        if let stranger = leftovers.first(where: { !creationFiles.contains($0) }) {
+            throw CairnError(.invalidArgument,
+                             "directory \(path) is not empty and holds no Cairn store (found \(stranger)); use an empty or new directory",
+                             path: path)
+        }
+        let storeID = UUID()
+        let now = nowMilliseconds()
+        let manifest = Manifest(header: FileHeader(kind: .manifest, storeID: storeID, fileNumber: 0, baseSequence: 0,
+                                                   createdMilliseconds: now),
+                                snapshotNumber: 1, logNumber: 2, nextFileNumber: 3)
+        let snapshotFile = try fs.open(joinPath(path, StoreFileName.snapshot(1)), create: true, truncate: true)
+        defer { snapshotFile.close() }
+        var writer = SnapshotWriter(file: snapshotFile,
+                                    header: FileHeader(kind: .snapshot, storeID: storeID, fileNumber: 1, baseSequence: 0,
+                                                       createdMilliseconds: now),
+                                    schema: schema)
+        _ = try writer.finish(lastSequence: 0, nextSerial: 1)
+        let log = try LogWriter.create(at: joinPath(path, StoreFileName.log(2)), fileSystem: fs,
+                                       header: FileHeader(kind: .log, storeID: storeID, fileNumber: 2, baseSequence: 0,
+                                                          createdMilliseconds: now),
+                                       manifest: manifest, preallocationBytes: preallocationBytes)
+        log.file.close()
+        // The snapshot's and log's names are durable before the manifest can name them.
+        try fs.syncDirectory(path)
+        try writeManifest(manifest, in: path, fileSystem: fs)
+    }
+
+    /// Writes the manifest crash-safely: temporary file, sync, rename, directory sync.
+    package static func writeManifest(_ manifest: Manifest, in path: String, fileSystem fs: any FileSystem) throws {
+        let temporary = joinPath(path, StoreFileName.manifestTemporary)
+        let file = try fs.open(temporary, create: true, truncate: true)
+        do {
+            try file.write(manifest.encoded(), at: 0)
+            try file.sync()
+            file.close()
+        } catch {
+            file.close()
+            throw error
+        }
+        try fs.rename(temporary, joinPath(path, StoreFileName.manifest))
+        try fs.syncDirectory(path)
+    }
+
+    package static func readManifest(in path: String, fileSystem fs: any FileSystem) throws -> Manifest {
+        let manifestPath = joinPath(path, StoreFileName.manifest)
+        let file = try fs.open(manifestPath, create: false, truncate: false)
+        defer { file.close() }
+        let bytes = try file.read(at: 0, count: Manifest.size + 1)
+        do {
+            return try bytes.withUnsafeBytes { try Manifest.decode($0) }
+        } catch let error as CairnError {
+            throw error.located(in: manifestPath)
+        }
+    }
+
+    package static func openExisting(at path: String, options: StoreOptions, lock: any FileLock) throws -> Store {
+        let fs = options.fileSystem
+        let manifest = try readManifest(in: path, fileSystem: fs)
+        let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
+        let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
+        let snapshot: SnapshotReader
+        do {
+            defer { snapshotFile.close() }
+            var expected = manifest.header
+            expected.fileNumber = manifest.snapshotNumber
+            // The index's checksum, and its entries' structure, are checked while the log
+            // is replayed (known before the replay writes anything, and before the store
+            // is returned).
+            snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, backgroundChecksumMinimum: options.backgroundChecksumMinimum)
+        }
+        var state = StoreState(snapshot: snapshot)
+        var report = RecoveryReport()
+        let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
+        let logFile = try fs.open(logPath, create: false, truncate: false)
+        do {
+            let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
+            state.indexes = state.storedIndexes()
+            // Nothing is removed, nor the store opened, on the word of an index not yet
+            // checked (its checksums and structure, checked while the log was replayed and
+            // the indexes brought up to date).
+            try snapshot.awaitIndexChecksum()
+            if options.openMode == .normal {
+                report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
+            }
+            return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
+        } catch {
+            logFile.close()
+            try snapshot.awaitIndexChecksum()  // a damaged index is what to report first
+            throw error
+        }
+    }
+
+    /// Whether `buffer` (the mapping of `file`) holds only zeros from `offset` on, reading
+    /// only what the file system says may hold data.
+    package static func isAllZero(_ buffer: UnsafeRawBufferPointer, from offset: Int, file: any StorageFile) -> Bool {
+        var position = offset
+        while position < buffer.count, let extent = file.dataExtent(from: Int64(position)) {
+            let start = max(position, Int(clamping: extent.lowerBound))
+            guard start < buffer.count else { break }
+            // (An extent that does not reach past `start` is taken to run to the end.)
+            let upper = Int(clamping: extent.upperBound)
+            let end = upper > start ? min(buffer.count, upper) : buffer.count
+            guard UnsafeRawBufferPointer(rebasing: buffer[start..<end]).isAllZero else { return false }
+            position = end
+        }
+        return true
+    }
+
+    /// Replays the log into `state` (FORMAT.md §9 "Recovery"), cuts a torn tail, and
+    /// returns a writer positioned after the last good frame.
+    private static func recoverLog(_ file: any StorageFile, manifest: Manifest, into state: inout StoreState,
+                                   report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
+        // Mapped, not read: most of a log is often its preallocated tail of zeros, which
+        // recovery only scans; reading it first would fill and copy a buffer of that size.
+        let mapping = try file.map()
+        let size = mapping.bytes.count
+        var tailIsClean = true
+        let base = state.snapshot.footer.lastSequence
+        var offset = FileHeader.size
+        var expected = base + 1
+        var damage: String?
+        do {
+            try withExtendedLifetime(mapping) {
+                let buffer = mapping.bytes
+                let header = try FileHeader.decode(buffer, expected: .log)
+                guard header.storeID == manifest.header.storeID else {
+                    throw CairnError.corrupt("log belongs to another store (\(header.storeID))", offset: 16)
+                }
+                guard header.fileNumber == manifest.logNumber else {
+                    throw CairnError.corrupt("log header says file \(header.fileNumber), expected \(manifest.logNumber)", offset: 32)
+                }
+                guard header.baseSequence == base else {
+                    throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
+                }
+                scan: while true {
+                    switch LogFrame.parse(buffer, at: offset) {
+                    case .unused:
+                        break scan
+                    case .invalid(let reason):
+                        damage = reason
+                        break scan
+                    case .frame(let sequence, _, let payload, let next):
+                        guard sequence == expected else {
+                            damage = "frame has sequence \(sequence), expected \(expected)"
+                            break scan
+                        }
+                        // A frame whose checksum holds but whose contents do not parse was
+                        // written that way: that is corruption, not a torn write.
+                        var operations: [RecordOperation] = []
+                        let timestamp: UInt64
+                        do {
+                            timestamp = try TransactionCoding.decode(
+                                UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
+                                try checkLogged(id, sequence: sequence, schema: state.snapshot.schema, at: payload.lowerBound)
+                                operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
+                            }
+                        } catch let error as CairnError where options.openMode == .salvage {
+                            damage = "transaction \(sequence): \(error.message)"
+                            break scan
+                        }
+                        state.apply(operations, sequence: sequence)
+                        state.lastSequence = sequence
+                        state.lastCommitMilliseconds = timestamp
+                        report.replayedTransactions += 1
+                        expected += 1
+                        offset = next
+                    }
+                }
+                // Past the last good frame, the usual case: nothing but zeros (the unused
+                // part of the preallocated file), so no frame can follow. One pass over the
+                // stretches that may hold data; the holes the file system reports (space
+                // reserved and never written) are zeros without being read, which would
+                // have made the kernel fill a page of zeros for each.
+                tailIsClean = isAllZero(buffer, from: offset, file: file)
+                if !tailIsClean {
+                    if options.openMode == .salvage {
+                        report.droppedTransactions = dropFrames(after: offset, in: buffer, expected: expected, into: &state,
+                                                                damage: &damage)
+                    } else {
+                        try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage)
+                    }
+                }
+            }
+        } catch let error as CairnError {
+            throw error.located(in: file.path)
+        }
+        if !tailIsClean {
+            // Nothing is cut on the word of an index not yet checked. (A clean tail writes
+            // nothing; the opener waits for the checks before it goes on.)
+            try state.snapshot.awaitIndexChecksum()
+            report.truncatedAt = Int64(offset)
+            report.truncatedBytes = size - offset
+            report.truncationReason = damage ?? "unfinished frame"
+            // (Read-only, the report says what would be cut; for a repair, the compaction
+            // that follows retires the whole log.)
+            if options.openMode == .normal { try file.truncate(to: Int64(offset)) }
+        }
+        // Make what was recovered durable (after a process kill it may sit only in the
+        // page cache), so new frames may truthfully record it as synced.
+        if options.openMode != .readOnly { try file.sync() }
+        return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
+                         allocatedEnd: tailIsClean ? size : offset, lastWritten: expected - 1,
+                         syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+    }
+
+    /// Checks a record ID a log transaction names (FORMAT.md §2.3): its entity is in the
+    /// schema and its serial is not 0.
+    package static func checkLogged(_ id: RecordID, sequence: UInt64, schema: Schema, at offset: Int) throws {
+        guard schema.entity(number: id.entity) != nil else {
+            throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: offset)
+        }
+        guard id.serial != 0 else {
+            throw CairnError.corrupt("transaction \(sequence) names record \(id), but serial 0 is never handed out", offset: offset)
+        }
+    }
+
+    /// For a repair: the sequence numbers of the valid frames past damage at `offset`,
+    /// which are not replayed. The serials their records took were handed out (the
+    /// transactions may have been acknowledged), so they are not handed out again.
+    /// A probe that ran out of checksum work before the end says so in `damage`.
+    private static func dropFrames(after offset: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64,
+                                   into state: inout StoreState, damage: inout String?) -> [UInt64] {
+        var dropped: [UInt64] = []
+        var highest: UInt64 = 0
+        let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: false) { sequence, _, payload in
+            dropped.append(sequence)
+            _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload])) { id, _ in
+                highest = max(highest, id.serial)
+            }
+            return true
+        }
+        if highest >= state.nextSerial { state.nextSerial = highest + 1 }
+        if case .exhausted(let at) = end {
+            damage = (damage ?? "damage") + "; lost transactions counted up to offset \(at) only: too much damage after it"
+        }
+        return dropped
+    }
+
+    /// Past the last good frame (at `offset`), when what follows is not all zeros: is there
+    /// a frame written after the damaged one was known durable? Then the damage is not a
+    /// torn write, and the log is refused, naming that frame.
+    private static func refuseDurableFrame(after offset: Int, in buffer: UnsafeRawBufferPointer, expected: UInt64,
+                                           damage: String?) throws {
+        let damage = damage ?? "missing frame"
+        var durable: (sequence: UInt64, offset: Int)?
+        let end = LogFrame.probe(after: offset, in: buffer, expected: expected, durableOnly: true) { sequence, at, _ in
+            durable = (sequence, at)
+            return false
+        }
+        if let durable {
+            throw CairnError.corrupt(
+                "log is damaged at offset \(offset) (\(damage)), but transaction \(durable.sequence) at offset \(durable.offset) was written after transaction \(expected) was durable; run `cairn repair`",
+                offset: offset)
+        }
+        if case .exhausted(let at) = end {
+            throw CairnError.corrupt(
+                "log is damaged at offset \(offset) (\(damage)), and past it, up to offset \(at), more would-be frames than a torn write leaves; run `cairn repair`",
+                offset: offset)
+        }
+    }
+
+    /// Removes snapshot, log and temporary files the manifest does not name.
+    private static func removeUnnamedFiles(in path: String, manifest: Manifest, fileSystem fs: any FileSystem) throws -> [String] {
+        let keep: Set<String> = [StoreFileName.manifest, StoreFileName.lock,
+                                 StoreFileName.snapshot(manifest.snapshotNumber), StoreFileName.log(manifest.logNumber)]
+        let stale = try fs.listDirectory(path).filter { name in
+            !keep.contains(name) && (name.hasSuffix(StoreFileName.temporarySuffix) || name.hasSuffix(".snapshot") || name.hasSuffix(".log"))
+        }.sorted()
+        // Best effort: a file left behind is harmless (the manifest does not name it) and is
+        // tried again at the next open, so failing to remove it must not keep the store shut.
+        var removed: [String] = []
+        for name in stale where (try? fs.remove(joinPath(path, name))) != nil { removed.append(name) }
+        if !removed.isEmpty { try? fs.syncDirectory(path) }
+        return removed
+    }
+}
+
+func hex(_ value: UInt64) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+}

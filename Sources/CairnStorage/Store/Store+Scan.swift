@@ -1,0 +1,207 @@
+import Dispatch
+
+/// Scans: an entity's records in ID order, the snapshot's merged with the log's changes,
+/// read from one consistent state; on one thread, or with the test of each record split
+/// over several.
+extension Store {
+    /// Calls `body` with each record of an entity in ID order — its ID and encoded values
+    /// — from one consistent state, without materialising them all.
+    package func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
+        try scanVersioned(entity: entity) { id, _, bytes in try body(id, bytes) }
+    }
+
+    /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
+    package func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        try scanVersioned(entity: entity, recheckingFrames: false, body)
+    }
+
+    /// ``scanVersioned(entity:_:)``; with `recheckingFrames`, every snapshot frame's
+    /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
+    package func scanVersioned(entity: UInt16, recheckingFrames: Bool,
+                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        try withState({ Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
+    }
+
+    /// What a scan of `entity` reads, taken in one state: the entity's overlay, the
+    /// snapshot and the log's record versions (under the lock, see ``withState(_:_:)``).
+    private static func scanState(of entity: UInt16, in state: StoreState)
+        -> (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable) {
+        (state.overlay[entity] ?? [:], state.snapshot, VersionTable(state.versions))
+    }
+
+    /// The scan on one thread, of state taken by ``scanState(of:in:)``.
+    private static func scan(_ state: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
+                             entity: UInt16, recheckingFrames: Bool,
+                             _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot, versions) = state
+        // Both are used through unretained references: they live to the end of this
+        // block, and captured strongly they would be retained and released around every record.
+        let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
+        try withExtendedLifetime((snapshot, versions)) {
+            try merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
+                let version = unretainedVersions._withUnsafeGuaranteedRef { $0.version(of: id) }
+                switch source {
+                case .snapshot(let place):
+                    try body(id, version, try unretainedSnapshot._withUnsafeGuaranteedRef {
+                        try recheckingFrames ? $0.checkedBody(at: place, id: id) : $0.body(at: place, id: id)
+                    })
+                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
+                }
+            }
+        }
+    }
+
+    /// ``scanVersioned(entity:_:)`` with a test that runs on several threads at once. The
+    /// entity's records are split into up to `parts` runs of ID order (of at least
+    /// `minimumPerRun` records each), each run is scanned on a thread of its own, and
+    /// `test(run, id, body)` picks the records to keep (nil: all, on one thread, as
+    /// there is nothing to split); then `body` is called on this
+    /// thread for each kept record, in ID order, with its version, all read in one state.
+    ///
+    /// `test` is called for different runs at once, never for one run on two threads: what
+    /// it keeps per run (run 0 to `parts - 1`) needs no lock. When the records make one run
+    /// (`parts` 1, a small entity, a file older than version 3), `test` and `body` take
+    /// turns on this thread, record by record, so a `body` that throws ends the scan there.
+    /// Split, `body` is called only when every run succeeded; otherwise the first error of
+    /// a run, in run order, is thrown.
+    @inline(__always)
+    package func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
+                       where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
+                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        try withState({ Self.scanState(of: entity, in: $0) }) { taken in
+            try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: test, body)
+        }
+    }
+
+    /// ``scanVersioned(entity:parts:minimumPerRun:where:_:)`` of state taken by ``scanState(of:in:)``.
+    private static func scanVersioned(_ taken: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
+                                      entity: UInt16, parts: Int, minimumPerRun: Int,
+                                      where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
+                                      _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (overlay, snapshot, versions) = taken
+        guard let test else { return try Self.scan(taken, entity: entity, recheckingFrames: false, body) }
+        let runs = snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)
+        guard runs.count >= 2 else {
+            return try Self.scan(taken, entity: entity, recheckingFrames: false) { id, version, bytes in
+                if try test(0, id, bytes) { try body(id, version, bytes) }
+            }
+        }
+        let changed = RadixSort.sorted(overlay.keys)
+        // Run r holds the overlay's IDs from its first snapshot ID (run 0: from the
+        // lowest) to the next run's first.
+        let cuts = [0] + runs.dropFirst().map { run in changed.partitionPoint { $0 >= run.firstID } } + [changed.count]
+        let kept = PerRun<Result<[(RecordID, Kept)], any Error>>(count: runs.count, initial: .success([]))
+        // (The snapshot through an unretained reference, as in the scan on one thread.)
+        let unretainedSnapshot = Unmanaged.passUnretained(snapshot)
+        try withExtendedLifetime(snapshot) {
+            DispatchQueue.concurrentPerform(iterations: runs.count) { run in
+                kept[run] = Result {
+                    var hits: [(RecordID, Kept)] = []
+                    try Self.merge(snapshot: snapshot, overlay: overlay, changed: changed[cuts[run]..<cuts[run + 1]],
+                                   entity: entity, groups: runs[run].groups) { id, source in
+                        switch source {
+                        case .snapshot(let place):
+                            let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) }
+                            if try test(run, id, bytes) { hits.append((id, .mapped(bytes))) }
+                        case .overlay(let bytes):
+                            if try bytes.withUnsafeBytes({ try test(run, id, $0) }) { hits.append((id, .owned(bytes))) }
+                        }
+                    }
+                    return hits
+                }
+            }
+            // Nothing is handed on unless every run succeeded.
+            let hits = try (0..<runs.count).map { try kept[$0].get() }
+            for run in hits {
+                for (id, bytes) in run {
+                    switch bytes {
+                    case .mapped(let bytes): try body(id, versions.version(of: id), bytes)
+                    case .owned(let bytes): try bytes.withUnsafeBytes { try body(id, versions.version(of: id), $0) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A record a run kept: its body where the snapshot maps it (valid while the snapshot
+    /// is: the scan holds it), or a record of the log's.
+    private enum Kept {
+        case mapped(UnsafeRawBufferPointer)
+        case owned([UInt8])
+    }
+
+    enum Source: Sendable {
+        case snapshot(SnapshotReader.Place)
+        case overlay([UInt8])
+    }
+
+    /// The log's record versions as a scan reads them, by reference: a scan's per-record
+    /// closure that captured the map itself would copy it, through its generic value
+    /// witnesses, for every record.
+    package final class VersionTable {
+        private let versions: IDMap<UInt64, UInt64>
+        private let isEmpty: Bool
+        package init(_ versions: IDMap<UInt64, UInt64>) {
+            self.versions = versions
+            isEmpty = versions.isEmpty
+        }
+        @inline(__always) package func version(of id: RecordID) -> UInt64 { isEmpty ? 0 : versions[id.rawValue] ?? 0 }
+    }
+
+    /// Merges an entity's snapshot entries with the log's changes, in ID order.
+    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, entity: UInt16,
+                      _ body: (RecordID, Source) throws -> Void) rethrows {
+        try merge(snapshot: snapshot, overlay: overlay, changed: RadixSort.sorted(overlay.keys)[...], entity: entity, groups: nil, body)
+    }
+
+    /// ``merge(snapshot:overlay:entity:_:)`` of the snapshot entries of `groups` (all with
+    /// nil) and the log's changes `changed` (IDs sorted, all of the overlay's in that span).
+    /// Inlined, with ``SnapshotReader/forEach(entity:groups:_:)``, into the scan's loop, so
+    /// that the two closures between them and the caller's cost no call per record.
+    @inline(__always)
+    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, changed: ArraySlice<UInt64>,
+                      entity: UInt16, groups: Range<Int>?, _ body: (RecordID, Source) throws -> Void) rethrows {
+        var next = changed.startIndex
+        try snapshot.forEach(entity: entity, groups: groups) { id, place in
+            while next < changed.endIndex && changed[next] < id.rawValue {
+                if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+                next += 1
+            }
+            if next < changed.endIndex && changed[next] == id.rawValue {
+                if case .live(let bytes) = overlay[changed[next]]! { try body(id, .overlay(bytes)) }
+                next += 1
+            } else {
+                try body(id, .snapshot(place))
+            }
+        }
+        while next < changed.endIndex {
+            if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+            next += 1
+        }
+    }
+}
+
+/// One value per run of a scan in parts, each written by the thread of its run alone.
+package final class PerRun<Value>: @unchecked Sendable {
+    // @unchecked: the element of run r is written only by the one thread running run r
+    // (inside `concurrentPerform`), and read only after `concurrentPerform` has returned,
+    // which orders every run's writes before those reads. No element has two writers.
+    private let slots: UnsafeMutableBufferPointer<Value>
+
+    package init(count: Int, initial: Value) {
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: initial)
+    }
+
+    package init(count: Int, making make: (Int) -> Value) {
+        slots = .allocate(capacity: count)
+        for run in 0..<count { slots.initializeElement(at: run, to: make(run)) }
+    }
+
+    deinit { slots.deinitialize().deallocate() }
+
+    package subscript(run: Int) -> Value {
+        get { slots[run] }
+        set { slots[run] = newValue }
+    }
+}

@@ -1,0 +1,431 @@
+import Dispatch
+import Synchronization
+
+/// A store: one directory holding a snapshot, a write-ahead log, a manifest naming
+/// them, and a lock. It knows records — entity, ID, values — and the schema, not classes.
+///
+/// Concurrency (every rule has a test):
+/// 1. A `Store` is `Sendable`: any thread may read and commit at once.
+/// 2. Commits are serialised; concurrent committers share one write and one sync
+///    (group commit). A commit is all or nothing.
+/// 3. Readers see the latest committed state, never half a transaction, and are never
+///    blocked for the length of a write or sync (they take a short lock on the in-memory state).
+/// 4. A failed write or sync poisons the store: later writes throw `.poisoned` until it is reopened.
+public final class Store: Sendable {
+    public let path: String
+    public let options: StoreOptions
+    package let fileSystem: any FileSystem
+
+    /// The in-memory view: snapshot plus the log's changes. Short critical sections only.
+    let state: Protected<StoreState>
+    /// The log writer; held for the whole of a commit group's write and sync, and of a compaction.
+    let log: Protected<LogWriter?>
+    /// Group-commit queue.
+    let queue = Protected(CommitQueue())
+    package let poison = Protected<CairnError?>(nil)
+    package let lockHandle: Protected<(any FileLock)?>
+    /// The last recovery's findings.
+    public let recovery: RecoveryReport
+
+    init(path: String, options: StoreOptions, state: StoreState, log: LogWriter, lock: any FileLock,
+         recovery: RecoveryReport) {
+        self.path = path
+        self.options = options
+        self.fileSystem = options.fileSystem
+        self.state = Protected(state)
+        self.log = Protected(log)
+        self.lockHandle = Protected(lock)
+        self.recovery = recovery
+    }
+
+    deinit {
+        // (A store closed by its last reference has no caller to report to; close it
+        // explicitly to learn of a failed sync.)
+        try? close()
+    }
+
+    /// The schema stored in the files.
+    public var schema: Schema { state.withLock { $0.snapshot.schema } }
+
+    /// The store's identity, fixed at creation.
+    public var storeID: String { state.withLock { $0.snapshot.header.storeID.uuidString } }
+
+    /// The sequence number of the last committed transaction.
+    public var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
+
+    // MARK: Reads
+
+    /// The record with `id`, or nil.
+    public func get(_ id: RecordID) throws -> Record? {
+        let entity = schema.entity(number: id.entity)
+        return try withBody(of: id) { body in Record(id: id, values: try decodeLocated(body, id: id, entity: entity)) }
+    }
+
+    /// ``decodeRecord(_:id:entity:)`` whose errors name the file and the absolute offset
+    /// of the record body (``locate(_:of:body:)``).
+    package func decodeLocated(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+        do { return try Self.decodeRecord(body, id: id, entity: entity) } catch let error as CairnError {
+            throw locate(error, of: id, body: body)
+        }
+    }
+
+    /// An error found in the record body `body` of `id` (offsets relative to the body, no
+    /// file), located: in the snapshot when the body lies in its mapping, else in the log,
+    /// at the last put of `id` there (found by reading the log again: errors only).
+    package func locate(_ error: CairnError, of id: RecordID, body: UnsafeRawBufferPointer) -> CairnError {
+        guard error.path == nil else { return error }
+        var error = error
+        if error.offset == nil { error.offset = 0 }
+        let snapshot = state.withLock { $0.snapshot }
+        if let start = snapshot.offset(of: body) { return error.located(in: snapshot.path, base: Int64(start)) }
+        var found: Int?
+        try? forEachLogTransaction { _, payload, base, file in
+            _ = try TransactionCoding.decode(payload, base: base) { put, bytes in
+                guard put == id, let bytes else { return }
+                found = Int(bitPattern: bytes.baseAddress) - Int(bitPattern: file.baseAddress)
+            }
+        }
+        let logNumber = log.withLock { $0?.manifest.logNumber } ?? 0
+        guard let found else { return error.located(in: logPath(logNumber)) }
+        return error.located(in: logPath(logNumber), base: Int64(found))
+    }
+
+    /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
+    package func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        let (entry, snapshot) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot) }
+        switch entry {
+        case .live(let bytes): return try bytes.withUnsafeBytes { try body($0) }
+        case .deleted: return nil
+        case nil:
+            guard let place = snapshot.place(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) { try body(try snapshot.body(at: place, id: id)) }
+        }
+    }
+
+    /// The record with `id` and its version, read together, or nil if it does not exist.
+    /// The version is the sequence number of the transaction that last changed the
+    /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
+    package func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
+        let (entry, snapshot, version) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id)) }
+        let entity = snapshot.schema.entity(number: id.entity)
+        switch entry {
+        case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try decodeLocated($0, id: id, entity: entity) }), version)
+        case .deleted: return nil
+        case nil:
+            guard let place = snapshot.place(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) {
+                (Record(id: id, values: try decodeLocated(try snapshot.body(at: place, id: id), id: id, entity: entity)), version)
+            }
+        }
+    }
+
+    /// The version of a record (existing or deleted): the sequence number of the
+    /// transaction that last changed it since the store was opened, or 0.
+    public func version(of id: RecordID) -> UInt64 {
+        state.withLock { $0.version(of: id) }
+    }
+
+    /// Whether a record with `id` exists.
+    public func contains(_ id: RecordID) -> Bool {
+        state.withLock { $0.contains(id) }
+    }
+
+    /// Whether each of `ids` names a record that exists, in one look at the state.
+    package func containsEach(_ ids: [RecordID]) -> [Bool] {
+        state.withLock { state in ids.map { state.contains($0) } }
+    }
+
+    /// The number of records of an entity.
+    public func count(entity: UInt16) -> Int {
+        state.withLock { $0.counts[entity] ?? 0 }
+    }
+
+    /// The sequence number of the last transaction that changed a record of `entity` since
+    /// the store was opened (0 if none has).
+    package func lastChange(entity: UInt16) -> UInt64 {
+        state.withLock { $0.lastChanges[entity] ?? 0 }
+    }
+
+    /// The sequence number of the last transaction that changed any of `entities`' records.
+    /// (It grows with every such transaction: each comes after all the earlier ones.)
+    package func lastChange(entities: [UInt16]) -> UInt64 {
+        state.withLock { state in entities.reduce(0) { max($0, state.lastChanges[$1] ?? 0) } }
+    }
+
+    /// The raw IDs of `entity`'s records changed by transactions after `sequence`, or nil
+    /// when they are no longer all known (see ``RecentChanges``).
+    package func changedRecords(entity: UInt16, after sequence: UInt64) -> [UInt64]? {
+        state.withLock { state in
+            guard let recent = state.recentChanges[entity] else { return sequence >= (state.lastChanges[entity] ?? 0) ? [] : nil }
+            return recent.changed(after: sequence)
+        }
+    }
+
+    /// Every record of an entity, in ID order, from one consistent state.
+    public func records(entity: UInt16) throws -> [Record] {
+        var result: [Record] = []
+        let description = schema.entity(number: entity)
+        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try decodeLocated(body, id: id, entity: description))) }
+        return result
+    }
+
+    /// Every record ID of an entity, in ID order.
+    public func ids(entity: UInt16) -> [RecordID] {
+        withState({ ($0.overlay[entity] ?? [:], $0.snapshot) }) { overlay, snapshot in
+            var result: [RecordID] = []
+            result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
+            Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, _ in result.append(id) }
+            return result
+        }
+    }
+
+    /// Runs `body` with what `take` copies out of the state under the lock, and lets go of
+    /// the copy under the lock again. A table copied out (``IDMap``) shares its buckets with
+    /// the state's until a commit writes, and a commit writes them in place once no copy is
+    /// left: letting go under the lock orders this thread's reads before that write for the
+    /// thread sanitizer too, which does not see the reference counts (kept by the runtime,
+    /// which it does not instrument) that order them.
+    func withState<Taken, Result>(_ take: (inout StoreState) throws -> Taken, _ body: (Taken) throws -> Result) rethrows -> Result {
+        var held = [try state.withLock(take)]
+        defer { state.withLock { _ in held.removeAll() } }
+        return try body(held[0])
+    }
+
+    /// A new record ID for `entity`, never handed out before in this store.
+    package func allocateID(entity: UInt16) throws -> RecordID {
+        try state.withLock { state in
+            guard state.snapshot.schema.entities.contains(where: { $0.number == entity }) else {
+                throw CairnError(.invalidArgument, "entity number \(entity) is not in the schema")
+            }
+            guard state.nextSerial <= RecordID.maxSerial else {
+                throw CairnError(.tooLarge, "the store has used all \(RecordID.maxSerial) record serial numbers")
+            }
+            defer { state.nextSerial += 1 }
+            return RecordID(entity: entity, serial: state.nextSerial)
+        }
+    }
+
+    /// Reserves those of `candidates` that were never handed out (a serial at or past the
+    /// next one, each serial once, an entity of the schema), so that no later
+    /// ``allocateID(entity:)`` hands them out, and returns them. `cairn import` keeps an
+    /// export's IDs so when it imports into a store that never used them.
+    package func reserveIDs(_ candidates: [RecordID]) -> Set<RecordID> {
+        state.withLock { state in
+            var serials = Set<UInt64>()
+            var reserved = Set<RecordID>()
+            for id in candidates where id.serial >= state.nextSerial && id.serial <= RecordID.maxSerial
+                && state.snapshot.schema.entity(number: id.entity) != nil && serials.insert(id.serial).inserted {
+                reserved.insert(id)
+            }
+            if let highest = serials.max() { state.nextSerial = highest + 1 }
+            return reserved
+        }
+    }
+
+    /// Sizes and counts.
+    public var statistics: StoreStatistics {
+        let (snapshot, counts, sequence, shadowed, lastCommit) = state.withLock { state in
+            (state.snapshot, state.counts, state.lastSequence,
+             state.overlay.values.reduce(0) { total, entries in
+                 total + entries.keys.filter { state.snapshot.contains(RecordID(rawValue: $0)) }.count
+             }, state.lastCommitMilliseconds)
+        }
+        var named: [String: Int] = [:]
+        for entity in snapshot.schema.entities { named[entity.name] = counts[entity.number] ?? 0 }
+        let logBytes = log.withLock { $0?.appendOffset ?? 0 }
+        let blocks = snapshot.index.attributeIndexes, read = blocks.filter(snapshot.storedOrderHolds).count
+        return StoreStatistics(recordCounts: named, snapshotBytes: snapshot.fileSize, logBytes: logBytes,
+                               lastSequence: sequence, lastCommitMilliseconds: lastCommit,
+                               snapshotRecords: Int(snapshot.footer.recordCount), shadowedSnapshotRecords: shadowed,
+                               snapshotFormatVersion: snapshot.header.version, storedIndexes: read,
+                               storedIndexesInOlderOrder: blocks.count - read)
+    }
+
+    // MARK: Closing
+
+    /// Makes every commit so far durable (one sync), e.g. after deferred commits.
+    public func sync() throws {
+        try checkWritable()
+        try log.withLock { writer in
+            guard let writer else { throw closedError() }
+            try poisonOnFailure(discarding: writer) { try writer.sync(through: state.withLock { $0.lastSequence }) }
+        }
+    }
+
+    /// Syncs the log, closes the files and releases the lock. Later calls throw `.closed`.
+    /// Safe to call more than once.
+    ///
+    /// A failed sync is handled as a failed commit's: the log is cut back to what was
+    /// synced, the store is poisoned, and the error is thrown (the files are closed and
+    /// the lock released all the same). Commits made with `.deferred` durability since
+    /// the last sync may then be lost; every durable commit is kept.
+    public func close() throws {
+        let readOnly = options.openMode == .readOnly
+        let writer = log.withLock { writer -> LogWriter? in
+            defer { writer = nil }
+            return writer
+        }
+        var failure: (any Error)?
+        if let writer {
+            if poison.withLock({ $0 }) == nil, !readOnly {
+                do {
+                    try poisonOnFailure(discarding: writer) { try writer.sync(through: state.withLock { $0.lastSequence }) }
+                } catch {
+                    failure = error
+                }
+            }
+            writer.file.close()
+        }
+        lockHandle.withLock { lock in
+            lock?.unlock()
+            lock = nil
+        }
+        if let failure { throw failure }
+    }
+
+    public var isClosed: Bool { log.withLock { $0 == nil } }
+
+    package func closedError() -> CairnError { CairnError(.closed, "store at \(path) is closed") }
+
+    package func checkWritable() throws {
+        if options.openMode == .readOnly {
+            throw CairnError(.invalidArgument, "store at \(path) was opened read-only", path: path)
+        }
+        if let error = poison.withLock({ $0 }) {
+            throw CairnError(.poisoned, "store at \(path) refuses writes after an earlier failure (\(error.message)); reopen it",
+                             path: error.path, offset: error.offset, errno: error.errno)
+        }
+    }
+
+    /// Runs `body`; if it throws, the store is poisoned with that error first, and the
+    /// log `discarding` names is cut back to its last synced offset.
+    func poisonOnFailure<T>(discarding writer: LogWriter? = nil, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch {
+            let cairnError = error as? CairnError ?? CairnError(.io, "\(error)")
+            poison.withLock { if $0 == nil { $0 = cairnError } }
+            writer?.discardUnsynced()
+            throw cairnError
+        }
+    }
+}
+
+/// One record's state in the log overlay.
+enum OverlayEntry: Sendable {
+    case live([UInt8])
+    case deleted
+}
+
+/// The store's in-memory view of the committed state.
+struct StoreState: Sendable {
+    var snapshot: SnapshotReader
+    /// Changes since the snapshot, by entity then raw ID.
+    var overlay = EntityMap<IDMap<UInt64, OverlayEntry>>()
+    var counts = EntityMap<Int>()
+    /// The sequence number of the last transaction that changed each entity's records
+    /// (entities unchanged since the store was opened are absent): live results ask it
+    /// whether a save could have changed them.
+    var lastChanges = EntityMap<UInt64>()
+    /// The records each entity's latest transactions changed (see ``RecentChanges``).
+    var recentChanges = EntityMap<RecentChanges>()
+    var lastSequence: UInt64
+    var nextSerial: UInt64
+    var lastCommitMilliseconds: UInt64?
+    /// Sequence number of the last change to each record changed since the store was
+    /// opened (raw ID → sequence). Records absent have version 0. Kept across compaction.
+    var versions = IDMap<UInt64, UInt64>()
+    /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
+    /// and those built since on first use.
+    var indexes: [IndexKey: SecondaryIndex] = [:]
+
+    init(snapshot: SnapshotReader) {
+        self.snapshot = snapshot
+        lastSequence = snapshot.footer.lastSequence
+        // Never below a serial the snapshot holds, whatever its footer claims.
+        nextSerial = max(1, snapshot.footer.nextSerial, (snapshot.highestID?.serial ?? 0) + 1)
+        for range in snapshot.index.entities { counts[range.entity] = range.count }
+    }
+
+    func contains(_ id: RecordID) -> Bool {
+        switch overlay.lookup(id.entity, { $0[id.rawValue] }) {
+        case .live: return true
+        case .deleted: return false
+        case nil: return snapshot.contains(id)
+        }
+    }
+
+    func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? 0 }
+
+    /// Applies the operations (already validated and logged) of transaction `sequence`,
+    /// from a commit or from log replay. Operations come in runs of one entity: each run
+    /// looks its entity's overlay, count and indexes up once, not once per record.
+    mutating func apply(_ operations: [RecordOperation], sequence: UInt64) {
+        var start = 0
+        while start < operations.count {
+            let entity = operations[start].id.entity
+            var end = start + 1
+            while end < operations.count, operations[end].id.entity == entity { end += 1 }
+            let watching = indexes.isEmpty ? [] : indexes(of: entity)
+            var count = counts[entity] ?? 0
+            Self.apply(operations[start..<end], sequence: sequence, snapshot: snapshot, watching: watching,
+                       changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
+            counts[entity] = count
+            lastChanges[entity] = sequence
+            recentChanges[entity, default: RecentChanges()].note(operations[start..<end], sequence: sequence)
+            start = end
+        }
+    }
+
+    /// One run of one entity's operations, into that entity's overlay `changes` (taken
+    /// from the overlay once for the run) and record `count`.
+    private static func apply(_ run: ArraySlice<RecordOperation>, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
+                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
+                              versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+        // Room for the whole run first when it outnumbers what the tables hold: a large
+        // transaction (a bulk save, or one replayed at open) would grow them by doubling,
+        // rehashing every entry each time. (A smaller run may be mostly updates of IDs
+        // the tables hold; reserving for it would grow them for nothing.)
+        if run.count > changes.count { changes.reserveCapacity(changes.count + run.count) }
+        if run.count > versions.count { versions.reserveCapacity(versions.count + run.count) }
+        for operation in run {
+            let body: [UInt8]?
+            switch operation {
+            case .put(_, let bytes): body = bytes
+            case .delete: body = nil
+            }
+            apply(operation.id, body: body, sequence: sequence, snapshot: snapshot, watching: watching,
+                  changes: &changes, count: &count, versions: &versions, nextSerial: &nextSerial)
+        }
+    }
+
+    /// One record's change, into its entity's overlay `changes` and record `count`. The
+    /// snapshot is searched only if the overlay does not know the record.
+    @inline(__always)
+    private static func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
+                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
+                              versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+        let raw = id.rawValue
+        versions[raw] = sequence
+        // Every ID the log names was handed out, deleted ones too.
+        if id.serial >= nextSerial { nextSerial = id.serial + 1 }
+        for index in watching { index.noteChange(raw) }
+        if let body {
+            switch changes.updateValue(.live(body), forKey: raw) {
+            case .live?: break
+            case .deleted?: count += 1
+            case nil: if !snapshot.contains(id) { count += 1 }
+            }
+        } else {
+            switch changes[raw] {
+            case .live?:
+                count -= 1
+                if snapshot.contains(id) { changes[raw] = .deleted } else { _ = changes.removeValue(forKey: raw) }
+            case .deleted?: break
+            case nil:
+                if snapshot.contains(id) {
+                    count -= 1
+                    changes[raw] = .deleted
+                }
+            }
+        }
+    }
+}

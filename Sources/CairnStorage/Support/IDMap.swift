@@ -1,0 +1,429 @@
+/// Hands every ``IDMap`` its own seed.
+private let idMapSeeds = Protected<UInt64>(0)
+
+/// A key of an ``IDMap``: a record ID or its raw 64 bits.
+@_spi(Storage) public protocol IDMapKey: Hashable {
+    var idBits: UInt64 { get }
+    init(idBits: UInt64)
+}
+
+@_spi(Storage) extension UInt64: IDMapKey {
+    @inline(__always) @inlinable @_spi(Storage) public var idBits: UInt64 { self }
+    @inline(__always) @inlinable @_spi(Storage) public init(idBits: UInt64) { self = idBits }
+}
+
+@_spi(Storage) extension RecordID: IDMapKey {
+    @inline(__always) @inlinable @_spi(Storage) public var idBits: UInt64 { rawValue }
+    @inline(__always) @inlinable @_spi(Storage) public init(idBits: UInt64) { self.init(rawValue: idBits) }
+}
+
+/// The buckets of an ``IDMap``: key bits (0 = empty) and, for occupied buckets only,
+/// initialized values. Shared between copies of a map until one of them writes.
+@_spi(Storage) public final class IDMapBuckets<Value> {
+    @_spi(Storage) public let capacity: Int
+    @_spi(Storage) public let keys: UnsafeMutablePointer<UInt64>
+    @_spi(Storage) public let values: UnsafeMutablePointer<Value>
+
+    @inlinable @_spi(Storage) public init(capacity: Int) {
+        self.capacity = capacity
+        keys = .allocate(capacity: capacity)
+        keys.initialize(repeating: 0, count: capacity)
+        values = .allocate(capacity: capacity)
+    }
+
+    /// A copy with the same capacity and layout (for a write to a shared map).
+    @inlinable @_spi(Storage) public func copy() -> IDMapBuckets {
+        let copy = IDMapBuckets(capacity: capacity)
+        copy.keys.update(from: keys, count: capacity)
+        for index in 0..<capacity where keys[index] != 0 { (copy.values + index).initialize(to: values[index]) }
+        return copy
+    }
+
+    deinit {
+        // (Values of a trivial type need no walk over the buckets.)
+        if !_isPOD(Value.self) {
+            for index in 0..<capacity where keys[index] != 0 { (values + index).deinitialize(count: 1) }
+        }
+        keys.deallocate()
+        values.deallocate()
+    }
+}
+
+/// A hash map keyed by record IDs, for the tables every object and record passes through
+/// (a context's registered and changed objects, the store's log overlay and versions).
+///
+/// `Dictionary` hashes each key with SipHash; here a 64-bit mixer (SplitMix64's finalizer)
+/// and a per-table seed pick the bucket: a few multiplications. The mixer is given the
+/// key without its low three bits, so that each run of 8 consecutive IDs (a store hands
+/// serials out in order) has one block of 8 buckets to itself, at a slot of its block
+/// rotated by the mixed bits. Sequential IDs then fill one cache line of keys after
+/// another, so a save, fetch or commit of many records does not take a cache miss at a
+/// random bucket for each. The price: a run of 8 whose block is taken is displaced
+/// whole, so keys lie further from their home buckets and a lookup compares more keys,
+/// but in memory read in order. Strided IDs still spread as a random hash spreads them,
+/// thanks to the rotation. Open addressing with linear probing; removal shifts later
+/// entries back instead of leaving tombstones, so lookups never slow down with churn.
+/// Iteration order is unspecified.
+/// Buckets live in one raw buffer, copied on write like the standard collections.
+///
+/// The seed matters: without it, iterating one table (in bucket order, which is hash
+/// order) into another with the same hash sends whole runs of keys to one bucket of the
+/// smaller table, and inserting becomes quadratic. Each table takes its own seed from a
+/// counter, so no two tables share one.
+@_spi(Storage) public struct IDMap<Key: IDMapKey, Value> {
+    @_spi(Storage) public var buckets: IDMapBuckets<Value>
+    /// The value of key 0 (0 marks an empty bucket).
+    @_spi(Storage) public var zero: Value?
+    /// 64 − log2(bucket count): the bucket is the top bits of the mixed key.
+    @_spi(Storage) public var shift: UInt64
+    @_spi(Storage) public let seed: UInt64
+    @_spi(Storage) public var count = 0
+    /// Advanced by every insert and removal (a table replaced or resized has new buckets).
+    @_spi(Storage) public var changes: UInt = 0
+
+    @_spi(Storage) public init() {
+        self.init(seed: idMapSeeds.withLock { counter in
+            counter &+= 0x9E37_79B9_7F4A_7C15
+            return counter
+        })
+    }
+
+    /// A table whose seed is made from `seed` rather than taken from the process's counter
+    /// (for tests, whose tables otherwise get seeds that depend on how many tables other
+    /// tests running alongside made first).
+    @inlinable @_spi(Storage) public init(seed: UInt64) {
+        self.seed = Self.mix(seed)
+        buckets = IDMapBuckets(capacity: 8)
+        shift = 61
+    }
+
+    /// Room for `minimumCapacity` entries without growing.
+    @inlinable @_spi(Storage) public init(minimumCapacity: Int) {
+        self.init()
+        if minimumCapacity > 5 { resize(bucketsFor: minimumCapacity) }
+    }
+
+    @inline(__always) @inlinable @_spi(Storage) public static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    @inlinable @_spi(Storage) public var isEmpty: Bool { count == 0 }
+
+    @inline(__always) @inlinable @_spi(Storage) public var mask: Int { buckets.capacity &- 1 }
+
+    /// The bucket a key's probe starts at (see the type's documentation).
+    @inline(__always) @inlinable @_spi(Storage) public func home(_ bits: UInt64) -> Int {
+        let mixed = Self.mix((bits >> 3) ^ seed)
+        let block = Int(truncatingIfNeeded: mixed >> shift) & ~7
+        let slot = Int(truncatingIfNeeded: (bits &+ mixed) & 7)
+        return (block | slot) & mask
+    }
+
+    /// The bucket holding `bits`, or nil.
+    @inline(__always) @inlinable @_spi(Storage) public func bucket(of bits: UInt64) -> Int? {
+        let keys = buckets.keys, mask = self.mask
+        var index = home(bits)
+        while true {
+            let key = keys[index]
+            if key == bits { return index }
+            if key == 0 { return nil }
+            index = (index &+ 1) & mask
+        }
+    }
+
+    /// Whether `key` has a value: a lookup that copies (and retains) nothing.
+    @inline(__always) @inlinable @_spi(Storage) public func contains(_ key: Key) -> Bool {
+        let bits = key.idBits
+        if bits == 0 { return zero != nil }
+        return bucket(of: bits) != nil
+    }
+
+    /// Whether `key` maps to `object` itself (a lookup that retains nothing).
+    @inline(__always) @inlinable @_spi(Storage) public func contains(_ key: Key, identicalTo object: AnyObject) -> Bool where Value: AnyObject {
+        let bits = key.idBits
+        if bits == 0 { return zero === object }
+        guard let index = bucket(of: bits) else { return false }
+        return buckets.values[index] === object
+    }
+
+    @inline(__always) @inlinable @_spi(Storage) public mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&buckets) { buckets = buckets.copy() }
+    }
+
+    @inlinable @_spi(Storage) public subscript(key: Key) -> Value? {
+        get {
+            let bits = key.idBits
+            if bits == 0 { return zero }
+            guard let index = bucket(of: bits) else { return nil }
+            return buckets.values[index]
+        }
+        set {
+            let bits = key.idBits
+            if bits == 0 {
+                count += (newValue != nil ? 1 : 0) - (zero != nil ? 1 : 0)
+                zero = newValue
+                return
+            }
+            if let newValue { _ = insert(bits, newValue) } else { _ = remove(bits) }
+        }
+    }
+
+    /// Sets the value for `key` and returns the one it replaces, in one probe (a lookup
+    /// and then a store probed twice).
+    @discardableResult
+    @inlinable @_spi(Storage) public mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
+        let bits = key.idBits
+        if bits == 0 {
+            defer { if zero == nil { count += 1 }; zero = value }
+            return zero
+        }
+        return insert(bits, value)
+    }
+
+    /// The value for `key`, or `defaultValue()` (stored first) when there is none.
+    @inlinable @_spi(Storage) public subscript(key: Key, default defaultValue: @autoclosure () -> Value) -> Value {
+        get { self[key] ?? defaultValue() }
+        set { self[key] = newValue }
+    }
+
+    @discardableResult
+    @inlinable @_spi(Storage) public mutating func removeValue(forKey key: Key) -> Value? {
+        let bits = key.idBits
+        if bits == 0 {
+            defer { if zero != nil { count -= 1 }; zero = nil }
+            return zero
+        }
+        return remove(bits)
+    }
+
+    @inlinable @_spi(Storage) public mutating func removeAll() {
+        self = IDMap()
+    }
+
+    /// The value for `key`; if there is none, `make()`'s, stored for it first (nothing
+    /// is stored when `make` gives nil). One probe either way, where a lookup and then an
+    /// insert probed the key's run twice. (`make` may change this map: then the value is
+    /// stored with a probe of its own.)
+    @inline(__always)
+    @inlinable @_spi(Storage) public mutating func value(forKey key: Key, orInsert make: () -> Value?) -> Value? {
+        let bits = key.idBits
+        guard bits != 0 else {
+            if let zero { return zero }
+            guard let made = make() else { return nil }
+            self[key] = made
+            return made
+        }
+        let keys = buckets.keys, mask = self.mask
+        var index = home(bits)
+        while true {
+            let found = keys[index]
+            if found == bits { return buckets.values[index] }
+            if found == 0 { break }
+            index = (index &+ 1) & mask
+        }
+        let before = (buckets: ObjectIdentifier(buckets), changes: changes)
+        guard let made = make() else { return nil }
+        if before != (ObjectIdentifier(buckets), changes) || (count + 1) * 10 > buckets.capacity * 7 {
+            _ = insert(bits, made)
+        } else {
+            makeUnique()
+            buckets.keys[index] = bits
+            (buckets.values + index).initialize(to: made)
+            count += 1
+            changes &+= 1
+        }
+        return made
+    }
+
+    /// Stores `value` for `bits` (not 0); returns the value it replaces.
+    @inlinable @_spi(Storage) public mutating func insert(_ bits: UInt64, _ value: Value) -> Value? {
+        changes &+= 1
+        // One probe finds the key, or the empty bucket that ends its run: a new key goes
+        // there unless the table grows first (a copy made for a shared table keeps every
+        // bucket's place). Probing once for the key and again for the empty bucket walked
+        // each run twice.
+        var index = home(bits)
+        do {
+            let keys = buckets.keys, mask = self.mask
+            while true {
+                let key = keys[index]
+                if key == bits {
+                    makeUnique()
+                    let replaced = (buckets.values + index).move()
+                    (buckets.values + index).initialize(to: value)
+                    return replaced
+                }
+                if key == 0 { break }
+                index = (index &+ 1) & mask
+            }
+        }
+        if (count + 1) * 10 > buckets.capacity * 7 {
+            resize(bucketsFor: count + 1)
+            index = home(bits)
+            let keys = buckets.keys, mask = self.mask
+            while keys[index] != 0 { index = (index &+ 1) & mask }
+        } else {
+            makeUnique()
+        }
+        buckets.keys[index] = bits
+        (buckets.values + index).initialize(to: value)
+        count += 1
+        return nil
+    }
+
+    @inlinable @_spi(Storage) public mutating func remove(_ bits: UInt64) -> Value? {
+        guard var hole = bucket(of: bits) else { return nil }
+        changes &+= 1
+        makeUnique()
+        let keys = buckets.keys, values = buckets.values, mask = self.mask
+        let removed = (values + hole).move()
+        // Backward shift: move later members of the probe run into the hole when their
+        // home bucket does not lie (cyclically) between the hole and themselves.
+        var next = (hole &+ 1) & mask
+        while keys[next] != 0 {
+            let distanceToHole = (next &- hole) & mask
+            let distanceToHome = (next &- home(keys[next])) & mask
+            if distanceToHome >= distanceToHole {
+                keys[hole] = keys[next]
+                (values + hole).moveInitialize(from: values + next, count: 1)
+                hole = next
+            }
+            next = (next &+ 1) & mask
+        }
+        keys[hole] = 0
+        count -= 1
+        return removed
+    }
+
+    /// Buckets in the table (for tests of growth).
+    @inlinable @_spi(Storage) public var bucketCount: Int { buckets.capacity }
+
+    /// Room for `minimumCapacity` entries in all, so that inserting up to that many grows
+    /// the table at most once, here.
+    @inlinable @_spi(Storage) public mutating func reserveCapacity(_ minimumCapacity: Int) {
+        if minimumCapacity * 10 > buckets.capacity * 7 { resize(bucketsFor: minimumCapacity) }
+    }
+
+    /// Rehashes into a power-of-two bucket count that holds `entries` at most 7/10 full.
+    @inlinable @_spi(Storage) public mutating func resize(bucketsFor entries: Int) {
+        var capacity = 8
+        var log2: UInt64 = 3
+        while entries * 10 > capacity * 7 { capacity <<= 1; log2 += 1 }
+        // Values move when the old buckets are this map's alone, and are copied otherwise.
+        let moving = isKnownUniquelyReferenced(&buckets)
+        let old = buckets
+        let fresh = IDMapBuckets<Value>(capacity: capacity)
+        shift = 64 - log2
+        buckets = fresh
+        let mask = capacity - 1
+        for index in 0..<old.capacity where old.keys[index] != 0 {
+            var target = home(old.keys[index])
+            while fresh.keys[target] != 0 { target = (target &+ 1) & mask }
+            fresh.keys[target] = old.keys[index]
+            if moving {
+                (fresh.values + target).moveInitialize(from: old.values + index, count: 1)
+                old.keys[index] = 0
+            } else {
+                (fresh.values + target).initialize(to: old.values[index])
+            }
+        }
+    }
+
+    /// The longest distance of any key from its home bucket (for tests of the hash's spread).
+    @inlinable @_spi(Storage) public var longestProbe: Int { probeDistances.max() ?? 0 }
+
+    /// The mean distance of the keys from their home buckets (for tests of the hash's spread).
+    @inlinable @_spi(Storage) public var meanProbe: Double {
+        let distances = probeDistances
+        return distances.isEmpty ? 0 : Double(distances.reduce(0, +)) / Double(distances.count)
+    }
+
+    /// Each key's distance from its home bucket, in bucket order.
+    @inlinable @_spi(Storage) public var probeDistances: [Int] {
+        let mask = self.mask
+        return (0..<buckets.capacity).filter { buckets.keys[$0] != 0 }.map { ($0 &- home(buckets.keys[$0])) & mask }
+    }
+
+    /// Every value, in unspecified order.
+    @inlinable @_spi(Storage) public var values: [Value] {
+        var result: [Value] = []
+        result.reserveCapacity(count)
+        forEach { result.append($0.value) }
+        return result
+    }
+
+    /// Every key, in unspecified order. Read from the key buffer alone: going through the
+    /// map's iteration would copy (retain and release) every value on the way.
+    @inlinable @_spi(Storage) public var keys: [Key] {
+        var result: [Key] = []
+        result.reserveCapacity(count)
+        if zero != nil { result.append(Key(idBits: 0)) }
+        let keys = buckets.keys
+        for index in 0..<buckets.capacity where keys[index] != 0 { result.append(Key(idBits: keys[index])) }
+        return result
+    }
+}
+
+extension IDMap where Value: AnyObject {
+    /// Calls `body` with every value in ascending key order (a save takes its changed
+    /// objects so). The buckets are read once, front to back, into (key, unretained
+    /// value) pairs, which are then sorted; looking the values up in key order instead
+    /// would read the table at random, a cache miss or two an entry once it outgrows the
+    /// caches.
+    /// The map holds every value for the call: `self` cannot change while it runs.
+    @inlinable @_spi(Storage) public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
+        var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
+        pairs.reserveCapacity(count)
+        if let zero { pairs.append((0, Unmanaged.passUnretained(zero))) }
+        let keys = buckets.keys, values = buckets.values
+        for index in 0..<buckets.capacity where keys[index] != 0 {
+            pairs.append((keys[index], Unmanaged.passUnretained(values[index])))
+        }
+        RadixSort.sort(&pairs) { $0.key }
+        try withExtendedLifetime(self) {
+            for pair in pairs { try body(pair.value.takeUnretainedValue()) }
+        }
+    }
+}
+
+extension IDMap: Sequence {
+    @_spi(Storage) public struct Iterator: IteratorProtocol {
+        @_spi(Storage) public let buckets: IDMapBuckets<Value>
+        @_spi(Storage) public let zero: Value?
+        @_spi(Storage) public var index = -1
+
+        @inlinable init(buckets: IDMapBuckets<Value>, zero: Value?) { (self.buckets, self.zero) = (buckets, zero) }
+
+        @inlinable @_spi(Storage) public mutating func next() -> (key: Key, value: Value)? {
+            if index == -1 {
+                index = 0
+                if let zero { return (Key(idBits: 0), zero) }
+            }
+            while index < buckets.capacity {
+                defer { index += 1 }
+                let bits = buckets.keys[index]
+                if bits != 0 { return (Key(idBits: bits), buckets.values[index]) }
+            }
+            return nil
+        }
+    }
+
+    @inlinable @_spi(Storage) public func makeIterator() -> Iterator { Iterator(buckets: buckets, zero: zero) }
+
+    @inlinable @_spi(Storage) public var underestimatedCount: Int { count }
+}
+
+extension IDMap: ExpressibleByDictionaryLiteral {
+    @inlinable @_spi(Storage) public init(dictionaryLiteral elements: (Key, Value)...) {
+        self.init(minimumCapacity: elements.count)
+        for (key, value) in elements { self[key] = value }
+    }
+}
+
+// The buckets are a class only for copy-on-write: a map writes to them only when it holds
+// the sole reference (`makeUnique`), so values shared between copies are never mutated,
+// exactly as with the standard library's collections.
+extension IDMap: @unchecked Sendable where Value: Sendable {}
