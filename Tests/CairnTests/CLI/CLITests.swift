@@ -3,29 +3,7 @@ import Testing
 @testable import Cairn
 @_spi(Storage) @testable import CairnStorage
 
-/// Runs the built `cairn` binary as a user would.
-enum CLI {
-    static var binary: URL {
-        // The test bundle sits in the build products folder, beside the `cairn` executable.
-        let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        return products.appendingPathComponent("cairn")
-    }
-
-    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
-    }
-}
-
+/// What every command shares: help, usage errors, the lock, and a round trip through several.
 @Suite struct CLITests {
     @Test func helpAndVersion() throws {
         let help = try CLI.run(["--help"])
@@ -51,27 +29,58 @@ enum CLI {
         #expect(result.status == 2)
         #expect(result.err.contains("unknown command 'frobnicate'"))
     }
-}
 
-@Suite struct DemoTests {
-    /// The demo as a user runs it: exit 0, and the store it leaves passes verification.
-    @Test func demoRunsAndLeavesAVerifiedStore() throws {
-        let directory = temporaryDirectory() + "/demo.cairn"
-        defer { try? FileManager.default.removeItem(atPath: (directory as NSString).deletingLastPathComponent) }
-        let result = try CLI.run(["demo", "--store", directory])
-        #expect(result.status == 0, "\(result.err)")
-        #expect(result.out.contains("store at \(directory)"))
-        #expect(result.out.contains("popped 'third'"))
-        #expect(result.out.contains("cy (Dune)"))
-        let store = try Store.open(at: directory)
-        #expect(store.verify().isEmpty, "\(store.verify())")
-        #expect(store.count(entity: store.schema.entity(named: "Person")!.number) == 3)
-        try store.close()
+    @Test func usageErrorsExitTwoWithAHelpfulLine() throws {
+        for arguments in [["stats"], ["export", "x", "--bogus"], ["query", "x"], ["import", "x", "--batch", "many"],
+                          ["create", "x"], ["frobnicate"]] {
+            let result = try CLI.run(arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.err.hasPrefix("cairn: ") && result.err.split(separator: "\n").count == 1, "\(arguments): \(result.err)")
+        }
+        for command in ["create", "schema", "stats", "verify", "compact", "export", "import", "query", "history", "repair", "demo"] {
+            let help = try CLI.run([command, "--help"])
+            #expect(help.status == 0 && help.out.contains("USAGE: cairn \(command)"), "\(command)")
+        }
+        let missing = try CLI.run(["stats", "/nonexistent/store"])
+        #expect(missing.status == 1 && missing.err.contains("no store at /nonexistent/store"))
     }
 
-    @Test func demoUsageErrors() throws {
-        #expect(try CLI.run(["demo", "--store"]).status == 2)
-        #expect(try CLI.run(["demo", "--bogus"]).status == 2)
-        #expect(try CLI.run(["demo", "--help"]).out.contains("USAGE: cairn demo"))
+    @Test func aSecondWriterIsRefusedWithTheLockMessage() throws {
+        let (dir, _) = try CLIFixture.workspace()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = dir + "/s"
+        _ = try CLI.run(["create", store, "--schema", dir + "/schema.json"])
+        let holder = try Store.open(at: store)
+        defer { try? holder.close() }
+        let second = try CLI.run(["import", store, "--in", dir + "/data.ndjson"])
+        #expect(second.status == 1)
+        #expect(second.err.contains("store at \(store) is locked by pid \(getpid())"))
+    }
+
+    @Test func createImportExportRoundTrip() throws {
+        let (dir, data) = try CLIFixture.workspace()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try CLI.run(["create", dir + "/a", "--schema", dir + "/schema.json"]).status == 0)
+        let imported = try CLI.run(["import", dir + "/a", "--in", data, "--batch", "4"])
+        #expect(imported.status == 0, "\(imported.err)")
+        // Batches of at least 4 lines, cut where no reference waits for a later line: 6, 6, 3.
+        #expect(imported.out.contains("committed 6\ncommitted 12\ncommitted 15") && imported.out.contains("imported 15 records"),
+                "\(imported.out)")
+        let first = try CLI.run(["export", dir + "/a"])
+        #expect(first.status == 0 && first.out.split(separator: "\n").count == 15)
+        try first.out.write(toFile: dir + "/export.ndjson", atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["create", dir + "/b", "--schema", dir + "/schema.json"]).status == 0)
+        #expect(try CLI.run(["import", dir + "/b", "--in", dir + "/export.ndjson"]).status == 0)
+        let second = try CLI.run(["export", dir + "/b"])
+        #expect(second.out == first.out, "export → import → export gives the same objects")
+        #expect(try CLI.run(["schema", dir + "/b"]).out.contains(#""uniqueness": [["username"]]"#))
+        let query = try CLI.run(["query", dir + "/a", "Person", "age >= %@".replacingOccurrences(of: "%@", with: "14"), "--sort", "-age", "--limit", "2"])
+        #expect(query.status == 0)
+        #expect(query.out.split(separator: "\n").map { $0.contains("\"age\": 28") || $0.contains("\"age\": 21") } == [true, true])
+        #expect(try CLI.run(["query", dir + "/a", "DVD", "owner.username == 'user1'", "--count"]).out == "2\n")
+        let stats = try CLI.run(["stats", dir + "/a", "--json"])
+        #expect(stats.out.contains(#""entities": {"DVD": 10, "Person": 5}"#))
+        let history = try CLI.run(["history", dir + "/a"])
+        #expect(history.out.split(separator: "\n").count == 3, "15 lines in 3 batches")
     }
 }
