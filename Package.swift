@@ -5,7 +5,8 @@
 // - CairnStorage: IO, Format, Store and the schema. Records and bytes, no Swift classes.
 // - Cairn: coordinator, contexts, fetches and the app conveniences; re-exports the
 //   storage types an app names (Schema, CairnError, Value, StoreOptions…).
-// - CairnTesting: the fault-injecting file system and the fuzz entry points.
+// - CairnTesting: the fault-injecting file system and the fuzz entry points, for this
+//   package's tests and fuzz targets (apps test with `Container(entities:storage: .inMemory)`).
 // - cairn: the command-line tool.
 import PackageDescription
 
@@ -13,7 +14,6 @@ let package = Package(
     name: "Cairn",
     products: [
         .library(name: "Cairn", targets: ["Cairn"]),
-        .library(name: "CairnTesting", targets: ["CairnTesting"]),
         .executable(name: "cairn", targets: ["cairn"]),
     ],
     targets: [

@@ -43,7 +43,7 @@ extension Context {
 
     private func valueFailures(_ object: ManagedObject, _ label: () -> String) -> [CairnError] {
         let entity = object.entity
-        let required = entity.kinds.required, values = object.values
+        let required = entity.requiredKinds, values = object.values
         // Kinds compared as bits with the values borrowed in place (no value is copied).
         let firstInvalid = values.withUnsafeBufferPointer { values -> Int? in
             required.withUnsafeBufferPointer { required in

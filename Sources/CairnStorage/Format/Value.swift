@@ -36,7 +36,7 @@ public enum Value: Hashable, Sendable {
     @inlinable public var isNull: Bool { if case .null = self { return true } else { return false } }
 
     /// The value of an integer of any width (not a boolean, real or decimal); nil for others.
-    @inlinable @_spi(Storage) public var integer: Int64? {
+    @inline(__always) @inlinable @_spi(Storage) public var integer: Int64? {
         switch self {
         case .int64(let v): return v
         case .int32(let v): return Int64(v)
@@ -49,7 +49,7 @@ public enum Value: Hashable, Sendable {
     /// One bit for the value's kind (`1 << tag`, both booleans as `boolFalse`), read
     /// without copying the payload: schema checks compare it with
     /// ``AttributeType/acceptedKinds``.
-    @inlinable @_spi(Storage) public var kindBit: UInt32 {
+    @inline(__always) @inlinable @_spi(Storage) public var kindBit: UInt32 {
         let tag: Tag
         switch self {
         case .null: tag = .null
@@ -84,20 +84,20 @@ public enum Value: Hashable, Sendable {
 
     /// The kinds whose payload holds no reference (plain bits: copying one is copying
     /// its bytes).
-    package static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]
+    @_spi(Storage) public static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]
         .reduce(0) { $0 | 1 << UInt32($1.rawValue) }
 
     /// Whether no value of `values` holds a reference (numbers, booleans, dates, nil,
     /// to-one IDs): copying or dropping such values is copying or dropping their bytes.
-    @inline(__always)
-    package static func areTrivial(_ values: UnsafeBufferPointer<Value>) -> Bool {
+    @inline(__always) @inlinable @_spi(Storage)
+    public static func areTrivial(_ values: UnsafeBufferPointer<Value>) -> Bool {
         values.indices.allSatisfy { values[$0].kindBit & Value.trivialKinds != 0 }
     }
 
     /// A copy of `values` in storage of its own (the loop copies each value with code
     /// specialized for `Value`; copying a shared array on write goes through the generic
     /// value witnesses, several times slower).
-    package static func uniqueCopy(of values: [Value]) -> [Value] {
+    @inlinable @_spi(Storage) public static func uniqueCopy(of values: [Value]) -> [Value] {
         let count = values.count
         let trivial = values.withUnsafeBufferPointer(areTrivial)
         if trivial && count > 0 {
@@ -133,7 +133,7 @@ public enum Value: Hashable, Sendable {
     /// normalized, and a URL as its absolute string.)
     /// Integers, booleans and references are compared without copying either value
     /// first (the synthesized `==` copies both through outlined value witnesses).
-    @inlinable @_spi(Storage) public static func same(_ a: Value, _ b: Value) -> Bool {
+    @inline(__always) @inlinable @_spi(Storage) public static func same(_ a: Value, _ b: Value) -> Bool {
         switch a {
         case .int64(let x): if case .int64(let y) = b { return x == y } else { return false }
         case .double(let x): if case .double(let y) = b { return x.bitPattern == y.bitPattern } else { return false }
@@ -232,7 +232,7 @@ public enum Value: Hashable, Sendable {
     }
 
     /// The record IDs a relationship value points at (empty for anything else).
-    public var referencedIDs: [UInt64] {
+    @inlinable public var referencedIDs: [UInt64] {
         switch self {
         case .reference(let raw): return [raw]
         case .references(let raws): return raws

@@ -219,10 +219,10 @@ public struct EntityDescription: Hashable, Sendable {
     @usableFromInline package struct Kinds: Sendable {
         /// Per slot, attributes then relationships: what the store takes there (an
         /// attribute's type or null, a to-one reference or null, a to-many's list).
-        package let stored: [UInt32]
+        @usableFromInline package let stored: [UInt32]
         /// Per attribute: its type's kinds, and null only where it is optional (what a
         /// save validates).
-        package let required: [UInt32]
+        @usableFromInline package let required: [UInt32]
 
         init(_ attributes: [AttributeDescription], _ relationships: [RelationshipDescription]) {
             let null = Value.nullKindBit
@@ -233,6 +233,9 @@ public struct EntityDescription: Hashable, Sendable {
     }
 
     package var kinds: Kinds { box.kinds }
+
+    /// Per attribute, the kinds a save accepts (``Kinds/required``), read in place.
+    @inlinable @_spi(Storage) public var requiredKinds: [UInt32] { box.kinds.required }
 
     /// The positions of the attributes a snapshot stores an index for (FORMAT.md §6.6),
     /// ascending: those marked indexed, and the first attribute of each compound index and
