@@ -12,7 +12,7 @@ import Synchronization
     // atomics; a slot goes from 0 to the address of an immutable `Entry` exactly once
     // (compare-exchange, releasing) and readers load it acquiring; entries are retained
     // for the table's lifetime and their fields are `let`.
-    @_spi(Storage) public final class Entry: Sendable {
+    @usableFromInline final class Entry: Sendable {
         @_spi(Storage) public let key: ObjectIdentifier
         @_spi(Storage) public let value: Value
         @inlinable @_spi(Storage) public init(key: ObjectIdentifier, value: Value) {
@@ -22,8 +22,8 @@ import Synchronization
     }
 
     @_spi(Storage) public let capacity: Int
-    @_spi(Storage) public let mask: Int
-    @_spi(Storage) public let slots: UnsafeMutablePointer<Atomic<UInt>>
+    @usableFromInline let mask: Int
+    @usableFromInline let slots: UnsafeMutablePointer<Atomic<UInt>>
 
     /// A table of `capacity` slots (rounded up to a power of two).
     @inlinable @_spi(Storage) public init(capacity: Int = 512) {
@@ -44,7 +44,7 @@ import Synchronization
         slots.deallocate()
     }
 
-    @inline(__always) @inlinable @_spi(Storage) public func home(_ key: ObjectIdentifier) -> Int {
+    @inline(__always) @inlinable func home(_ key: ObjectIdentifier) -> Int {
         let bits = UInt64(UInt(bitPattern: key)) &* 0x9E37_79B9_7F4A_7C15
         return Int(truncatingIfNeeded: bits >> 32) & mask
     }

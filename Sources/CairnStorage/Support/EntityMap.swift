@@ -4,16 +4,16 @@
 /// beats hashing them (`Dictionary` runs SipHash on every lookup, several per record
 /// committed). Entries stay in insertion order.
 @_spi(Storage) public struct EntityMap<Value> {
-    @_spi(Storage) public var numbers: [UInt16] = []
+    @usableFromInline var numbers: [UInt16] = []
     /// Parallel to `numbers`; an entry is nil only while `_modify` has its value out.
-    @_spi(Storage) public var entries: [Value?] = []
+    @usableFromInline var entries: [Value?] = []
 
     @inlinable @_spi(Storage) public init() {}
 
     @inlinable @_spi(Storage) public var isEmpty: Bool { numbers.isEmpty }
     @inlinable @_spi(Storage) public var count: Int { numbers.count }
 
-    @inline(__always) @inlinable @_spi(Storage) public func position(of number: UInt16) -> Int? {
+    @inline(__always) @inlinable func position(of number: UInt16) -> Int? {
         numbers.withUnsafeBufferPointer { numbers in
             for index in numbers.indices where numbers[index] == number { return index }
             return nil

@@ -71,15 +71,15 @@ private let idMapSeeds = Protected<UInt64>(0)
 /// smaller table, and inserting becomes quadratic. Each table takes its own seed from a
 /// counter, so no two tables share one.
 @_spi(Storage) public struct IDMap<Key: IDMapKey, Value> {
-    @_spi(Storage) public var buckets: IDMapBuckets<Value>
+    @usableFromInline var buckets: IDMapBuckets<Value>
     /// The value of key 0 (0 marks an empty bucket).
-    @_spi(Storage) public var zero: Value?
+    @usableFromInline var zero: Value?
     /// 64 − log2(bucket count): the bucket is the top bits of the mixed key.
-    @_spi(Storage) public var shift: UInt64
-    @_spi(Storage) public let seed: UInt64
+    @usableFromInline var shift: UInt64
+    @usableFromInline let seed: UInt64
     @_spi(Storage) public var count = 0
     /// Advanced by every insert and removal (a table replaced or resized has new buckets).
-    @_spi(Storage) public var changes: UInt = 0
+    @usableFromInline var changes: UInt = 0
 
     @_spi(Storage) public init() {
         self.init(seed: idMapSeeds.withLock { counter in
@@ -103,7 +103,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         if minimumCapacity > 5 { resize(bucketsFor: minimumCapacity) }
     }
 
-    @inline(__always) @inlinable @_spi(Storage) public static func mix(_ value: UInt64) -> UInt64 {
+    @inline(__always) @inlinable static func mix(_ value: UInt64) -> UInt64 {
         var z = value
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
@@ -112,10 +112,10 @@ private let idMapSeeds = Protected<UInt64>(0)
 
     @inlinable @_spi(Storage) public var isEmpty: Bool { count == 0 }
 
-    @inline(__always) @inlinable @_spi(Storage) public var mask: Int { buckets.capacity &- 1 }
+    @inline(__always) @inlinable var mask: Int { buckets.capacity &- 1 }
 
     /// The bucket a key's probe starts at (see the type's documentation).
-    @inline(__always) @inlinable @_spi(Storage) public func home(_ bits: UInt64) -> Int {
+    @inline(__always) @inlinable func home(_ bits: UInt64) -> Int {
         let mixed = Self.mix((bits >> 3) ^ seed)
         let block = Int(truncatingIfNeeded: mixed >> shift) & ~7
         let slot = Int(truncatingIfNeeded: (bits &+ mixed) & 7)
@@ -123,7 +123,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// The bucket holding `bits`, or nil.
-    @inline(__always) @inlinable @_spi(Storage) public func bucket(of bits: UInt64) -> Int? {
+    @inline(__always) @inlinable func bucket(of bits: UInt64) -> Int? {
         let keys = buckets.keys, mask = self.mask
         var index = home(bits)
         while true {
@@ -149,7 +149,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         return buckets.values[index] === object
     }
 
-    @inline(__always) @inlinable @_spi(Storage) public mutating func makeUnique() {
+    @inline(__always) @inlinable mutating func makeUnique() {
         if !isKnownUniquelyReferenced(&buckets) { buckets = buckets.copy() }
     }
 
@@ -239,7 +239,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// Stores `value` for `bits` (not 0); returns the value it replaces.
-    @inlinable @_spi(Storage) public mutating func insert(_ bits: UInt64, _ value: Value) -> Value? {
+    @inlinable mutating func insert(_ bits: UInt64, _ value: Value) -> Value? {
         changes &+= 1
         // One probe finds the key, or the empty bucket that ends its run: a new key goes
         // there unless the table grows first (a copy made for a shared table keeps every
@@ -274,7 +274,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         return nil
     }
 
-    @inlinable @_spi(Storage) public mutating func remove(_ bits: UInt64) -> Value? {
+    @inlinable mutating func remove(_ bits: UInt64) -> Value? {
         guard var hole = bucket(of: bits) else { return nil }
         changes &+= 1
         makeUnique()
@@ -308,7 +308,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// Rehashes into a power-of-two bucket count that holds `entries` at most 7/10 full.
-    @inlinable @_spi(Storage) public mutating func resize(bucketsFor entries: Int) {
+    @inlinable mutating func resize(bucketsFor entries: Int) {
         var capacity = 8
         var log2: UInt64 = 3
         while entries * 10 > capacity * 7 { capacity <<= 1; log2 += 1 }
@@ -342,7 +342,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// Each key's distance from its home bucket, in bucket order.
-    @inlinable @_spi(Storage) public var probeDistances: [Int] {
+    @inlinable var probeDistances: [Int] {
         let mask = self.mask
         return (0..<buckets.capacity).filter { buckets.keys[$0] != 0 }.map { ($0 &- home(buckets.keys[$0])) & mask }
     }
@@ -391,8 +391,8 @@ extension IDMap where Value: AnyObject {
 
 extension IDMap: Sequence {
     @_spi(Storage) public struct Iterator: IteratorProtocol {
-        @_spi(Storage) public let buckets: IDMapBuckets<Value>
-        @_spi(Storage) public let zero: Value?
+        @usableFromInline let buckets: IDMapBuckets<Value>
+        @usableFromInline let zero: Value?
         @_spi(Storage) public var index = -1
 
         @inlinable init(buckets: IDMapBuckets<Value>, zero: Value?) { (self.buckets, self.zero) = (buckets, zero) }

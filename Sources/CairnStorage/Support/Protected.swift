@@ -7,11 +7,11 @@ import Foundation
 /// must run clean under it.
 // Every access to `value` happens inside `lock`, so sharing across threads is safe.
 @_spi(Storage) public final class Protected<Value: Sendable>: @unchecked Sendable {
-    @_spi(Storage) public let lock = NSLock()
+    @usableFromInline let lock = NSLock()
     /// Reached only inside `lock`, which is not recursive: a second access while one is
     /// under way would deadlock before it could overlap, so the runtime's exclusivity
     /// check (a call and a thread-local set for each ``withLock(_:)``) is skipped.
-    @exclusivity(unchecked) @_spi(Storage) public var value: Value
+    @exclusivity(unchecked) @usableFromInline var value: Value
 
     @inlinable @_spi(Storage) public init(_ value: Value) { self.value = value }
 
