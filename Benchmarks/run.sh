@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scale="${1:-full}"
+# The scaling table's largest store: 10M records at full scale (about 2 GB of memory at its peak).
+scaling_max=$([ "$scale" = full ] && echo 10000000 || echo 100000)
 swift build -c release
 table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json)
 {
@@ -35,6 +37,13 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo
   echo '```'
   .build/release/cairn-bench --undo-cost 100000
+  echo '```'
+  echo
+  echo "Scaling: the same steps at 10k, 100k, 1M and 10M records (\`cairn-bench --scaling\`; \`--scaling N\` stops at N)."
+  echo "Cairn only: each step's time, cost per record and peak resident set, to show how they grow with the store."
+  echo
+  echo '```'
+  .build/release/cairn-bench --scaling "$scaling_max"
   echo '```'
 } > RESULTS.md
 echo "$table"

@@ -9,6 +9,7 @@ import Glibc
 ///     swift run -c release --package-path Benchmarks cairn-bench [--scale small|full] [--only NAME] [--reps N] [--json FILE]
 ///     swift run -c release --package-path Benchmarks cairn-bench --phases [N]   (see Phases.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --undo-cost [N]   (see UndoCost.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --scaling [MAX]   (see Scaling.swift)
 ///
 /// Each repetition of each workload runs in a fresh child process and a fresh directory,
 /// alternating the engines, after one warm-up run of each; the child reports its time and
@@ -31,6 +32,28 @@ if arguments.first == "--undo-cost" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("cairn-bench --undo-cost: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--scaling" {
+    do {
+        try runScaling(maximum: Int(arguments.dropFirst().first ?? "") ?? 10_000_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --scaling: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--scaling-child", arguments.count == 4, let step = ScalingStep(rawValue: arguments[1]), let count = Int(arguments[2]) {
+    do {
+        var measurement = try runScalingStep(step, count: count, directory: arguments[3])
+        measurement.extra["peakRSS"] = peakResidentBytes()
+        print(String(decoding: try JSONEncoder().encode(measurement), as: UTF8.self))
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("scaling step failed: \(error)\n".utf8))
         exit(1)
     }
 }
