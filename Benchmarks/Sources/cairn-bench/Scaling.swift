@@ -22,6 +22,11 @@ enum ScalingStep: String, CaseIterable {
     case compact
     /// Open the compacted store, and look one record up.
     case openCompacted = "open_compacted"
+    /// The import again, into a store of its own, killed (SIGKILL) once its last
+    /// transaction is durable: no clean close.
+    case importKilled = "import_killed"
+    /// Open after that kill, and look one record up.
+    case openAfterKill = "open_after_kill"
 }
 
 private func scalingModel() throws -> Model { try Model(Item.self) }
@@ -35,7 +40,7 @@ private func openCoordinator(_ directory: String, _ model: Model) throws -> Coor
 func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -> Measurement {
     let model = try scalingModel()
     switch step {
-    case .importRecords:
+    case .importRecords, .importKilled:
         let start = startTimedPart()
         let coordinator = try openCoordinator(directory, model)
         var done = 0
@@ -54,10 +59,11 @@ func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -
             done += batch
         }
         let statistics = coordinator.store.statistics
+        if step == .importKilled { kill(getpid(), SIGKILL) }
         try coordinator.close()
         return Measurement(seconds: seconds(since: start), operations: count,
                            extra: ["logBytes": Double(statistics.logBytes), "snapshotBytes": Double(statistics.snapshotBytes)])
-    case .openAndLookup, .openCompacted:
+    case .openAndLookup, .openCompacted, .openAfterKill:
         let start = startTimedPart()
         let coordinator = try openCoordinator(directory, model)
         let context = Context(coordinator: coordinator, model: model)
@@ -98,38 +104,44 @@ func runScaling(maximum: Int) throws {
     print("import: batchInsert in transactions of 100k, durable, automatic compaction, then a clean close; open: open plus one lookup by the indexed key")
     print("scan: count of an unindexed predicate over every record; compact: compaction of the imported store; RSS: the step's peak resident set")
     let header = ["records", "log tail", "import s", "µs/rec", "RSS", "open ms", "RSS", "scan s", "ns/rec", "compact s", "µs/rec", "RSS",
-                  "reopen ms", "RSS"]
-    let widths = [10, 10, 10, 8, 9, 10, 9, 9, 8, 10, 8, 9, 10, 8]
+                  "reopen ms", "RSS", "killed ms", "RSS"]
+    let widths = [10, 10, 10, 8, 9, 10, 9, 9, 8, 10, 8, 9, 10, 8, 10, 8]
     func row(_ cells: [String]) -> String {
         zip(cells, widths).map { cell, width in cell.padding(toLength: max(width, cell.count + 1), withPad: " ", startingAt: 0) }
             .joined().trimmingCharacters(in: .whitespaces)
     }
-    print("reopen: open plus one lookup after the compaction")
+    print("reopen: open plus one lookup after the compaction; killed: open plus one lookup after the import is killed (SIGKILL) instead of closed")
     print("")
     print(row(header))
     for size in sizes {
         let directory = NSTemporaryDirectory() + "cairn-scaling-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let killedDirectory = directory + "-killed"
+        defer { try? FileManager.default.removeItem(atPath: killedDirectory) }
         var results: [ScalingStep: Measurement] = [:]
         for step in ScalingStep.allCases {
-            results[step] = try runScalingChild(step, count: size, directory: directory)
+            let killed = step == .importKilled || step == .openAfterKill
+            results[step] = try runScalingChild(step, count: size, directory: killed ? killedDirectory : directory,
+                                                killed: step == .importKilled)
         }
         func f(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
         func mb(_ m: Measurement?) -> String { f((m?.extra["peakRSS"] ?? 0) / 1_048_576, 0) + " MB" }
         let imported = results[.importRecords], opened = results[.openAndLookup], scanned = results[.scan]
-        let compacted = results[.compact], reopened = results[.openCompacted]
+        let compacted = results[.compact], reopened = results[.openCompacted], afterKill = results[.openAfterKill]
         let perRecord = { (m: Measurement?, unit: Double) in f((m?.seconds ?? 0) / Double(size) * unit, 2) }
         print(row([String(size), f((imported?.extra["logBytes"] ?? 0) / 1_048_576, 1) + " MB",
                f(imported?.seconds ?? 0, 3), perRecord(imported, 1e6), mb(imported),
                f((opened?.seconds ?? 0) * 1000, 1), mb(opened),
                f(scanned?.seconds ?? 0, 3), perRecord(scanned, 1e9),
                f(compacted?.seconds ?? 0, 3), perRecord(compacted, 1e6), mb(compacted),
-               f((reopened?.seconds ?? 0) * 1000, 1), mb(reopened)]))
+               f((reopened?.seconds ?? 0) * 1000, 1), mb(reopened),
+               f((afterKill?.seconds ?? 0) * 1000, 1), mb(afterKill)]))
     }
 }
 
 /// Runs one step in a child process (`--scaling-child`), for its own peak resident set.
-private func runScalingChild(_ step: ScalingStep, count: Int, directory: String) throws -> Measurement {
+/// A child that is to kill itself (`killed`) reports nothing: its measurement is empty.
+private func runScalingChild(_ step: ScalingStep, count: Int, directory: String, killed: Bool) throws -> Measurement {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
     process.arguments = ["--scaling-child", step.rawValue, String(count), directory]
@@ -138,6 +150,12 @@ private func runScalingChild(_ step: ScalingStep, count: Int, directory: String)
     try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    if killed {
+        guard process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGKILL else {
+            throw BenchError("scaling step \(step.rawValue) at \(count) records was not killed")
+        }
+        return Measurement(seconds: 0, operations: count)
+    }
     guard process.terminationStatus == 0 else { throw BenchError("scaling step \(step.rawValue) at \(count) records failed") }
     return try JSONDecoder().decode(Measurement.self, from: data)
 }
