@@ -4,8 +4,8 @@ import Foundation
 /// numbers compare by value across integer, floating and decimal types (booleans as 0
 /// and 1); strings by Unicode scalars, optionally case- and diacritic-folded; dates by
 /// time; nil equals only nil and has no order, but sorts first.
-package enum ValueOrder {
-    package static func fold(_ text: String, _ options: ComparisonOptions) -> String {
+@usableFromInline package enum ValueOrder {
+    @usableFromInline package static func fold(_ text: String, _ options: ComparisonOptions) -> String {
         var folding: String.CompareOptions = []
         if options.contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
         if options.contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
@@ -324,11 +324,11 @@ package struct LocalizedOrder {
 /// is equality of keys: integers and booleans by value, strings folded as the options say,
 /// references, UUIDs and nil. Sets and dictionaries of them find equal values without
 /// comparing with each. The other kinds (reals, decimals, dates, …) have none.
-package enum ValueKey: Hashable {
+@_spi(Storage) public enum ValueKey: Hashable {
     case null, integer(Int64), string(String), reference(UInt64), uuid(UUID)
 
-    /// Nil for a kind without a key.
-    package init?(_ value: Value, _ options: ComparisonOptions) {
+    /// Nil for a kind without a key. (Inlined: predicates key every record they test.)
+    @inlinable public init?(_ value: Value, _ options: ComparisonOptions) {
         switch value {
         case .null: self = .null
         case .bool(let v): self = .integer(v ? 1 : 0)

@@ -77,7 +77,9 @@ private let idMapSeeds = Protected<UInt64>(0)
     /// 64 − log2(bucket count): the bucket is the top bits of the mixed key.
     @usableFromInline var shift: UInt64
     @usableFromInline let seed: UInt64
-    @_spi(Storage) public var count = 0
+    /// The number of entries (``count``), changed only by this type's inserts and removals.
+    @usableFromInline var storedCount = 0
+    @inlinable @_spi(Storage) public var count: Int { storedCount }
     /// Advanced by every insert and removal (a table replaced or resized has new buckets).
     @usableFromInline var changes: UInt = 0
 
@@ -163,7 +165,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         set {
             let bits = key.idBits
             if bits == 0 {
-                count += (newValue != nil ? 1 : 0) - (zero != nil ? 1 : 0)
+                storedCount += (newValue != nil ? 1 : 0) - (zero != nil ? 1 : 0)
                 zero = newValue
                 return
             }
@@ -177,7 +179,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     @inlinable @_spi(Storage) public mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
         let bits = key.idBits
         if bits == 0 {
-            defer { if zero == nil { count += 1 }; zero = value }
+            defer { if zero == nil { storedCount += 1 }; zero = value }
             return zero
         }
         return insert(bits, value)
@@ -193,7 +195,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     @inlinable @_spi(Storage) public mutating func removeValue(forKey key: Key) -> Value? {
         let bits = key.idBits
         if bits == 0 {
-            defer { if zero != nil { count -= 1 }; zero = nil }
+            defer { if zero != nil { storedCount -= 1 }; zero = nil }
             return zero
         }
         return remove(bits)
@@ -232,7 +234,7 @@ private let idMapSeeds = Protected<UInt64>(0)
             makeUnique()
             buckets.keys[index] = bits
             (buckets.values + index).initialize(to: made)
-            count += 1
+            storedCount += 1
             changes &+= 1
         }
         return made
@@ -270,7 +272,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         }
         buckets.keys[index] = bits
         (buckets.values + index).initialize(to: value)
-        count += 1
+        storedCount += 1
         return nil
     }
 
@@ -294,7 +296,7 @@ private let idMapSeeds = Protected<UInt64>(0)
             next = (next &+ 1) & mask
         }
         keys[hole] = 0
-        count -= 1
+        storedCount -= 1
         return removed
     }
 
