@@ -56,3 +56,32 @@ struct SplitMix64: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+/// Runs this executable again with `arguments` (a child for one measurement, with its own
+/// peak resident set) and returns how it ended and what it printed.
+func runSelf(_ arguments: [String]) throws -> (reason: Process.TerminationReason, status: Int32, output: Data) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationReason, process.terminationStatus, data)
+}
+
+/// A child's part: runs `measure`, adds its peak resident set (and `extra`'s), prints the
+/// measurement as JSON and exits; a failure goes to standard error with status 1.
+func reportChild(_ what: String, _ measure: () throws -> Measurement, extra: (inout Measurement) -> Void = { _ in }) -> Never {
+    do {
+        var measurement = try measure()
+        measurement.extra["peakRSS"] = peakResidentBytes()
+        extra(&measurement)
+        print(String(decoding: try JSONEncoder().encode(measurement), as: UTF8.self))
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("\(what) failed: \(error)\n".utf8))
+        exit(1)
+    }
+}

@@ -142,20 +142,13 @@ func runScaling(maximum: Int) throws {
 /// Runs one step in a child process (`--scaling-child`), for its own peak resident set.
 /// A child that is to kill itself (`killed`) reports nothing: its measurement is empty.
 private func runScalingChild(_ step: ScalingStep, count: Int, directory: String, killed: Bool) throws -> Measurement {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--scaling-child", step.rawValue, String(count), directory]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let (reason, status, data) = try runSelf(["--scaling-child", step.rawValue, String(count), directory])
     if killed {
-        guard process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGKILL else {
+        guard reason == .uncaughtSignal, status == SIGKILL else {
             throw BenchError("scaling step \(step.rawValue) at \(count) records was not killed")
         }
         return Measurement(seconds: 0, operations: count)
     }
-    guard process.terminationStatus == 0 else { throw BenchError("scaling step \(step.rawValue) at \(count) records failed") }
+    guard status == 0 else { throw BenchError("scaling step \(step.rawValue) at \(count) records failed") }
     return try JSONDecoder().decode(Measurement.self, from: data)
 }

@@ -47,28 +47,14 @@ if arguments.first == "--scaling" {
 }
 
 if arguments.first == "--scaling-child", arguments.count == 4, let step = ScalingStep(rawValue: arguments[1]), let count = Int(arguments[2]) {
-    do {
-        var measurement = try runScalingStep(step, count: count, directory: arguments[3])
-        measurement.extra["peakRSS"] = peakResidentBytes()
-        print(String(decoding: try JSONEncoder().encode(measurement), as: UTF8.self))
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("scaling step failed: \(error)\n".utf8))
-        exit(1)
-    }
+    reportChild("scaling step") { try runScalingStep(step, count: count, directory: arguments[3]) }
 }
 
 if arguments.first == "--child", arguments.count == 5, let engine = Engine(rawValue: arguments[2]), let scale = Int(arguments[3]) {
-    do {
-        var measurement = try runWorkload(arguments[1], engine: engine, scale: scale, directory: arguments[4])
-        let timedPeak = peakResidentBytes()
-        measurement.extra["peakRSS"] = timedPeak
-        measurement.extra["processPeakRSS"] = max(timedPeak, setupPeakResidentBytes)
-        print(String(decoding: try JSONEncoder().encode(measurement), as: UTF8.self))
-        exit(0)
-    } catch {
-        FileHandle.standardError.write(Data("child failed: \(error)\n".utf8))
-        exit(1)
+    reportChild("child") {
+        try runWorkload(arguments[1], engine: engine, scale: scale, directory: arguments[4])
+    } extra: { measurement in
+        measurement.extra["processPeakRSS"] = max(measurement.extra["peakRSS"] ?? 0, setupPeakResidentBytes)
     }
 }
 
@@ -141,7 +127,6 @@ guard !selected.isEmpty else {
     FileHandle.standardError.write(Data("cairn-bench: no workload named \(option("--only") ?? "")\n".utf8))
     exit(2)
 }
-let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
 let scratch = NSTemporaryDirectory() + "cairn-bench-\(UUID().uuidString)"
 try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -150,15 +135,8 @@ func runChild(_ workload: String, _ engine: Engine) throws -> Measurement {
     let directory = scratch + "/\(workload)-\(engine.rawValue)-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = ["--child", workload, engine.rawValue, String(scale), directory]
-    let out = Pipe()
-    process.standardOutput = out
-    try process.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw BenchError("\(workload) on \(engine) failed") }
+    let (_, status, data) = try runSelf(["--child", workload, engine.rawValue, String(scale), directory])
+    guard status == 0 else { throw BenchError("\(workload) on \(engine) failed") }
     return try JSONDecoder().decode(Measurement.self, from: data)
 }
 
