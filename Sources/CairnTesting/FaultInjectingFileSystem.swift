@@ -72,6 +72,9 @@ final class FaultInjectingFile: StorageFile {
     func preallocate(to size: Int64) throws { try owner.tick("fallocate", path); try base.preallocate(to: size) }
     func sync() throws { try owner.tick("fdatasync", path); try base.sync() }
     func map() throws -> FileMapping { try owner.tick("mmap", path); return try base.map() }
+    func map(following length: Int) throws -> FileMapping {
+        try owner.tick("mmap", path); return try base.map(following: length)
+    }
     /// Not a point of failure: a failed seek answers "data" (see ``POSIXFile``), which
     /// only costs a read.
     func dataExtent(from offset: Int64) -> Range<Int64>? { base.dataExtent(from: offset) }

@@ -222,6 +222,24 @@ package enum TransactionCoding {
         }
     }
 
+    /// Calls `body` with each of `operations` and, for a put, the offset at which
+    /// ``encode(_:timestamp:into:)`` puts its record body, counted from `payload` (where
+    /// the payload starts); a delete's offset is where its operation ends.
+    package static func forEachBody(of operations: [RecordOperation], payloadAt payload: Int,
+                                    _ body: (RecordOperation, Int) -> Void) {
+        var position = payload + 8 + ByteWriter.varintSize(UInt64(operations.count))
+        for operation in operations {
+            position += 9
+            if case .put(_, let bytes) = operation {
+                position += ByteWriter.varintSize(UInt64(bytes.count))
+                body(operation, position)
+                position += bytes.count
+            } else {
+                body(operation, position)
+            }
+        }
+    }
+
     /// Decodes a payload, calling `body` for each operation with the record body as a
     /// slice of `payload` (nil for a delete). Offsets in errors are relative to `base`.
     package static func decode(_ payload: UnsafeRawBufferPointer, base: Int = 0,

@@ -46,6 +46,12 @@ package protocol StorageFile: AnyObject, Sendable {
     func sync() throws
     /// The whole file as read-only bytes (`mmap(2)` for real files).
     func map() throws -> FileMapping
+    /// The file's first `length` bytes as read-only bytes that follow later writes to the
+    /// file through any handle (`mmap(2)` with `MAP_SHARED`): the log's record bodies are
+    /// read through it while commits append. `length` may run past the end of the file,
+    /// to leave room for appends; bytes past the end must not be read (a real mapping
+    /// faults there) until a write or size change puts them inside the file.
+    func map(following length: Int) throws -> FileMapping
     /// The first stretch at or after `offset` that may hold data (`lseek(2)` with
     /// `SEEK_DATA`, then `SEEK_HOLE`), or nil when none does: from `offset` on, the file
     /// reads as zeros. An answer may call a hole data (a file system that does not track

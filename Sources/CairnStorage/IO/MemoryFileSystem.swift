@@ -1,4 +1,11 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A file system in memory that remembers what has been made durable.
 ///
@@ -35,6 +42,9 @@ package final class MemoryFileSystem: FileSystem {
         var durable: [UInt8] = []
         var current: [UInt8] = []
         var pending: [PendingWrite] = []
+        /// The file's live mappings (``MemoryFile/map(following:)``), which every write
+        /// and size change updates. Not part of a crash image.
+        var mappings: [WeakRegion] = []
     }
 
     enum PendingWrite {
@@ -305,12 +315,55 @@ extension MemoryFileSystem.Inode {
                 current.append(contentsOf: repeatElement(0, count: offset + bytes.count - current.count))
             }
             current.replaceSubrange(offset..<(offset + bytes.count), with: bytes)
+            for mapping in mappings { mapping.region?.write(bytes, at: offset) }
         case .truncate(let size):
-            if size < current.count { current.removeLast(current.count - size) }
-            else { current.append(contentsOf: repeatElement(0, count: size - current.count)) }
+            if size < current.count {
+                for mapping in mappings { mapping.region?.zero(from: size, to: current.count) }
+                current.removeLast(current.count - size)
+            } else {
+                current.append(contentsOf: repeatElement(0, count: size - current.count))
+            }
         }
         pending.append(write)
     }
+}
+
+/// The buffer of a live mapping of an in-memory file: the file's bytes when it was mapped,
+/// then every write and truncation (under the file system's lock), as the page cache
+/// shows a real file's through a shared mapping. Bytes cut off by a truncation read as
+/// zeros (a real mapping would fault).
+final class MemoryRegion: @unchecked Sendable {
+    // @unchecked: written only under the file system's lock, and only at bytes past what
+    // readers were told of (a commit publishes a record's place after its bytes are
+    // written), or bytes a failed write leaves no reader relying on.
+    let bytes: UnsafeMutableRawBufferPointer
+
+    init?(length: Int, contents: [UInt8]) {
+        // calloc: a large zeroed buffer costs no page until it is written.
+        guard let base = calloc(max(length, 1), 1) else { return nil }
+        bytes = UnsafeMutableRawBufferPointer(start: base, count: max(length, 1))
+        write(contents, at: 0)
+    }
+
+    func write(_ source: [UInt8], at offset: Int) {
+        guard offset < bytes.count else { return }
+        let count = min(source.count, bytes.count - offset)
+        source.withUnsafeBytes { source in
+            if count > 0, let from = source.baseAddress { (bytes.baseAddress! + offset).copyMemory(from: from, byteCount: count) }
+        }
+    }
+
+    func zero(from start: Int, to end: Int) {
+        let end = min(end, bytes.count)
+        if start < end { (bytes.baseAddress! + start).initializeMemory(as: UInt8.self, repeating: 0, count: end - start) }
+    }
+
+    deinit { free(bytes.baseAddress) }
+}
+
+/// A file's reference to one of its live mappings, which does not keep it alive.
+struct WeakRegion {
+    weak var region: MemoryRegion?
 }
 
 /// An open in-memory file.
@@ -377,6 +430,19 @@ final class MemoryFile: StorageFile {
     func map() throws -> FileMapping {
         try checkOpen()
         return FileMapping(copying: fileSystem.withInode(inode) { inode, _ in inode.current })
+    }
+
+    func map(following length: Int) throws -> FileMapping {
+        try checkOpen()
+        return try fileSystem.withInode(inode) { inode, _ in
+            guard let region = MemoryRegion(length: length, contents: inode.current) else {
+                throw CairnError(.io, "no memory to map \(length) bytes of an in-memory file", path: path, errno: 12)
+            }
+            inode.mappings.removeAll { $0.region == nil }
+            inode.mappings.append(WeakRegion(region: region))
+            let bytes = UnsafeRawBufferPointer(start: region.bytes.baseAddress, count: length)
+            return FileMapping(bytes: bytes) { _ in withExtendedLifetime(region) {} }
+        }
     }
 
     /// As a file system with 4 KiB blocks that tracks holes would answer: data up to the

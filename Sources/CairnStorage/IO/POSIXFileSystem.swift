@@ -188,6 +188,16 @@ final class POSIXFile: StorageFile {
         }
     }
 
+    func map(following length: Int) throws -> FileMapping {
+        guard length > 0 else { return FileMapping(copying: []) }
+        guard let address = mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0), address != MAP_FAILED else {
+            throw ioError("mmap", path)
+        }
+        return FileMapping(bytes: UnsafeRawBufferPointer(start: address, count: length)) { region in
+            _ = munmap(UnsafeMutableRawPointer(mutating: region.baseAddress), region.count)
+        }
+    }
+
     func dataExtent(from offset: Int64) -> Range<Int64>? {
         // (The constants are not in the imported headers; their values differ by system.)
         #if os(Linux)

@@ -124,18 +124,27 @@ final class LogWriter: @unchecked Sendable {
         syncedOffset = appendOffset
     }
 
-    /// After a failed write or sync: cuts the file back to what the last successful sync
-    /// covered, so a reopen in the same boot cannot trust frames that the page cache still
-    /// holds but the disk may not (after a failed fsync the kernel may drop the dirty pages'
-    /// error and mark them clean). Best effort: the store is poisoned either way, and
-    /// recovery treats a cut or torn tail as uncommitted.
+    /// After a failed write or sync: overwrites with zeros what the last successful sync
+    /// did not cover, so a reopen in the same boot cannot trust frames that the page cache
+    /// still holds but the disk may not (after a failed fsync the kernel may drop the dirty
+    /// pages' error and mark them clean). Zeros, not a shorter file: the store's mapping
+    /// of the log may still be read there by a reader that took an entry before the
+    /// failure, and a mapping faults past the end of its file. Best effort: the store is
+    /// poisoned either way, and recovery treats a cut or torn tail as uncommitted.
     func discardUnsynced() {
-        guard max(appendOffset, writtenEnd) > syncedOffset else { return }
+        let end = max(appendOffset, writtenEnd)
+        guard end > syncedOffset else { return }
         do {
-            try file.truncate(to: Int64(syncedOffset))
+            let zeros = [UInt8](repeating: 0, count: min(end - syncedOffset, 1 << 20))
+            var position = syncedOffset
+            while position < end {
+                let count = min(zeros.count, end - position)
+                try zeros.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[..<count]), at: Int64(position)) }
+                position += count
+            }
             try file.sync()
             appendOffset = syncedOffset
-            allocatedEnd = syncedOffset
+            writtenEnd = syncedOffset
         } catch {
             // Nothing more to do: the next open cuts whatever tail it cannot trust.
         }

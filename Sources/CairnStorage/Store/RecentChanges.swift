@@ -13,7 +13,7 @@ struct RecentChanges: Sendable {
     private var raws: [UInt64] = []
 
     /// Notes the records a run of transaction `sequence` changed (one entity's).
-    mutating func note(_ run: ArraySlice<RecordOperation>, sequence: UInt64) {
+    mutating func note(_ run: ArraySlice<RecordID>, sequence: UInt64) {
         guard run.count <= Self.capacity else {
             // A bulk change: nothing before it (nor itself) is kept.
             sequences.removeAll(keepingCapacity: true)
@@ -22,9 +22,9 @@ struct RecentChanges: Sendable {
             return
         }
         if raws.count + run.count > Self.capacity { dropOldest(toFit: run.count) }
-        for operation in run {
+        for id in run {
             sequences.append(sequence)
-            raws.append(operation.id.rawValue)
+            raws.append(id.rawValue)
         }
     }
 

@@ -366,6 +366,18 @@ extension Store {
                     }
                 }
                 guard !accepted.isEmpty else { return }
+                // Each frame's payload, where the overlay will find its bodies: the frames
+                // go one after another from the log's end.
+                var payloads: [Int] = []
+                var frameStart = writer.appendOffset
+                for (ticket, _) in accepted {
+                    payloads.append(frameStart + LogFrame.headerSize)
+                    frameStart += LogFrame.frameSize(payloadLength: ticket.payloadLength)
+                }
+                // Mapped through the new frames' end before they are written: a mapping
+                // that fails leaves nothing written.
+                let remapped = try state.withLock({ $0.bodies.covers(frameStart) }) ? nil
+                    : writer.file.map(following: LogBodies.mappingLength(through: frameStart))
                 try poisonOnFailure(discarding: writer) {
                     if streamed {
                         let piece = max(1, options.framePieceBytes)
@@ -383,7 +395,10 @@ extension Store {
                     if accepted.contains(where: \.ticket.durable) { try writer.sync(through: sequence) }
                 }
                 state.withLock { state in
-                    for (ticket, sequence) in accepted { state.apply(ticket.operations, sequence: sequence) }
+                    if let remapped { state.bodies.useLog(remapped) }
+                    for ((ticket, sequence), payload) in zip(accepted, payloads) {
+                        state.apply(ticket.operations, sequence: sequence, payloadAt: payload)
+                    }
                     state.lastSequence = sequence
                     state.lastCommitMilliseconds = now
                 }

@@ -50,8 +50,8 @@ extension Store {
                  transform: ((RecordID, UnsafeRawBufferPointer) throws -> [UInt8]?)? = nil,
                  finish: (() throws -> Void)? = nil) throws -> CompactionResult {
         // Commits are excluded (we hold the log), so this view stays the latest.
-        let (snapshot, overlay, lastSequence, nextSerial) = state.withLock {
-            ($0.snapshot, $0.overlay, $0.lastSequence, $0.nextSerial)
+        let (snapshot, taken, lastSequence, nextSerial) = state.withLock {
+            ($0.snapshot, $0, $0.lastSequence, $0.nextSerial)
         }
         // A failed sync here is a failed commit's: the unsynced tail is cut back.
         try poisonOnFailure(discarding: current) { try current.sync(through: lastSequence) }
@@ -80,7 +80,7 @@ extension Store {
             try withExtendedLifetime(snapshot) {
                 for entity in schema.entities.map(\.number).sorted() where snapshot.schema.entity(number: entity) != nil {
                     output.writer.beginEntity(entity)
-                    try Self.merge(snapshot: snapshot, overlay: overlay[entity] ?? [:], entity: entity) { id, source in
+                    try Self.merge(snapshot: snapshot, overlay: taken.overlay(of: entity), entity: entity) { id, source in
                         func emit(_ body: UnsafeRawBufferPointer) throws {
                             guard let transform else {
                                 try output.writer.append(id: id, body: body)
@@ -99,7 +99,7 @@ extension Store {
                             } else {
                                 try emit(try snapshot.body(at: place, id: id))
                             }
-                        case .overlay(let bytes): try bytes.withUnsafeBytes { try emit($0) }
+                        case .overlay(let bytes): try emit(bytes)
                         }
                     }
                 }
@@ -120,7 +120,10 @@ extension Store {
                                           header: FileHeader(kind: .log, storeID: storeID, fileNumber: logNumber,
                                                              baseSequence: lastSequence, createdMilliseconds: now),
                                           manifest: newManifest, preallocationBytes: options.preallocationBytes)
+        let newBodies: FileMapping
         do {
+            // (Mapped before the switch: a failure here leaves the old files in force.)
+            newBodies = try newLog.file.map(following: LogBodies.mappingLength(through: newLog.appendOffset))
             try fileSystem.syncDirectory(path)
             try Self.writeManifest(newManifest, in: path, fileSystem: fileSystem)
         } catch {
@@ -137,7 +140,7 @@ extension Store {
             newLog.file.close()
             throw error
         }
-        state.withLock { $0.replaceSnapshot(with: reader) }
+        state.withLock { $0.replaceSnapshot(with: reader, log: newBodies) }
         current.file.close()
         writer = newLog
         // Failing to remove an old file loses nothing: open removes files the manifest does not name.

@@ -17,7 +17,7 @@ extension Store {
         for _ in 0..<3 {
             if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
             let walked = try withState({ state in
-                try state.indexes[key].map { (try $0.tiers(changes: state.overlay[entity] ?? [:]), state.snapshot, VersionTable(state.versions)) }
+                try state.indexes[key].map { (try $0.tiers(changes: state.overlay(of: entity)), state.snapshot, VersionTable(state.versions)) }
             }) { taken -> Bool in
                 guard let (tiers, snapshot, versions) = taken else { return false }
                 try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending, body)
@@ -39,8 +39,8 @@ extension Store {
                 return try body(id, version, value, try snapshot.body(at: place, id: id))
             }
             switch tiers.changes[raw] {
-            case .live(let bytes): return try bytes.withUnsafeBytes { try body(id, version, value, $0) }
-            case .deleted: return true
+            case let entry? where entry.isLive: return try body(id, version, value, tiers.changes.bodies.body(entry))
+            case .some: return true
             case nil:
                 guard let place = snapshot.place(of: id) else { return true }
                 return try body(id, version, value, try snapshot.body(at: place, id: id))
@@ -58,7 +58,7 @@ struct IndexTiers {
     let stale: Set<UInt64>
     let recent: [(value: Value, id: UInt64)]
     let delta: [UInt64: Value?]
-    let changes: IDMap<UInt64, OverlayEntry>
+    let changes: EntityOverlay
 
     /// Calls `body` with every current entry in index order (value, then ID), or its
     /// reverse — its value, raw ID and, for a stored entry, where its frame is — until

@@ -71,14 +71,14 @@ package final class SecondaryIndex: @unchecked Sendable {
 
     /// The index `snapshot` stores in `block`, brought up to date with the log's changes
     /// to the entity (`changes`, raw ID → body, nil for a delete) in one sorted run.
-    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: IDMap<UInt64, OverlayEntry>) {
+    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: EntityOverlay) {
         slot = block.attribute
         stored = (snapshot, block)
         // (The stored entries out of date are those of the IDs the overlay holds: see
         // ``lookup(_:changes:)``.)
         var entries: [(Value, UInt64)] = []
-        for (id, entry) in changes {
-            if case .live(let body) = entry { entries.append((Self.value(at: slot, in: body), id)) }
+        for (id, entry) in changes.entries where entry.isLive {
+            entries.append((Self.value(at: slot, in: changes.bodies.body(entry)), id))
         }
         (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
     }
@@ -139,8 +139,8 @@ package final class SecondaryIndex: @unchecked Sendable {
 
     /// The value a committed body holds at `slot` (bodies are checked before they are
     /// committed; one that does not decode indexes as nil).
-    package static func value(at slot: Int, in body: [UInt8]) -> Value {
-        let value = body.withUnsafeBytes { try? ValueCoding.value(at: slot, in: $0) }
+    package static func value(at slot: Int, in body: UnsafeRawBufferPointer) -> Value {
+        let value = try? ValueCoding.value(at: slot, in: body)
         return value.flatMap { $0 } ?? .null
     }
 
@@ -161,10 +161,10 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// Brings the index up to date with the IDs noted since the last call: their current
     /// values are in `changes`, the overlay of the entity (a put's body; a delete is
     /// `.deleted`, or absent for a record the snapshot never held).
-    func catchUp(with changes: IDMap<UInt64, OverlayEntry>) {
+    func catchUp(with changes: EntityOverlay) {
         guard !pending.isEmpty else { return }
         for id in pending {
-            if case .live(let body) = changes[id] {
+            if let body = changes.liveBody(id) {
                 update(id, to: Self.value(at: slot, in: body))
             } else {
                 update(id, to: nil)
@@ -228,7 +228,7 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// The index's tiers as they are now, caught up with `changes` (the entity's overlay)
     /// and its stored block checked: copies, which later commits leave as they are, for a
     /// walk in index order outside the state's lock (``IndexTiers/walk(ascending:_:)``).
-    func tiers(changes: IDMap<UInt64, OverlayEntry>) throws -> IndexTiers {
+    func tiers(changes: EntityOverlay) throws -> IndexTiers {
         catchUp(with: changes)
         if let (snapshot, block) = stored, !storedChecked {
             try snapshot.checkAttributeIndex(block)
@@ -237,7 +237,7 @@ package final class SecondaryIndex: @unchecked Sendable {
         return IndexTiers(stored: stored, sorted: sorted, stale: stale, recent: recent, delta: delta, changes: changes)
     }
 
-    func lookup(_ condition: IndexCondition, changes: IDMap<UInt64, OverlayEntry>) throws -> [IndexMatch] {
+    func lookup(_ condition: IndexCondition, changes: EntityOverlay) throws -> [IndexMatch] {
         catchUp(with: changes)
         var result: [IndexMatch] = []
         if let (snapshot, block) = stored {
@@ -447,7 +447,7 @@ extension Store {
         let key = try indexKey(entity: entity, slot: slot)
         let matches = try state.withLock { state -> [IndexMatch] in
             guard let index = state.indexes[key] else { return [] }
-            return try index.lookup(condition, changes: state.overlay[entity] ?? [:])
+            return try index.lookup(condition, changes: state.overlay(of: entity))
         }
         return matches.map { RecordID(rawValue: $0.id) }
     }
@@ -466,10 +466,10 @@ extension Store {
     /// record, in the state the lookup read: its snapshot, the entity's overlay and the
     /// log's record versions.
     private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
-        -> (matches: [IndexMatch], snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, versions: VersionTable) {
+        -> (matches: [IndexMatch], snapshot: SnapshotReader, overlay: EntityOverlay, versions: VersionTable) {
         let key = try indexKey(entity: entity, slot: slot)
         return try state.withLock { state in
-            let overlay = state.overlay[entity] ?? [:]
+            let overlay = state.overlay(of: entity)
             return (try state.indexes[key]?.lookup(condition, changes: overlay) ?? [], state.snapshot, overlay,
                     VersionTable(state.versions))
         }
@@ -485,7 +485,7 @@ extension Store {
                      _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)
         RadixSort.sort(&matches) { $0.id }
-        try withExtendedLifetime((snapshot, versions)) {
+        try withExtendedLifetime((snapshot, versions, overlay)) {
             for match in matches {
                 let id = RecordID(rawValue: match.id)
                 let version = versions.version(of: id)
@@ -496,8 +496,8 @@ extension Store {
                     continue
                 }
                 switch overlay[match.id] {
-                case .live(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
-                case .deleted: continue
+                case let entry? where entry.isLive: try body(id, version, overlay.bodies.body(entry))
+                case .some: continue
                 case nil:
                     if let place = snapshot.place(of: id) { try body(id, version, try snapshot.body(at: place, id: id)) }
                 }
@@ -532,7 +532,7 @@ extension Store {
         let key = IndexKey(entity: entity, slot: slot)
         try buildIndexHoldingLog(key)
         let matches = try state.withLock { state -> [IndexMatch] in
-            try state.indexes[key]?.lookup(condition, changes: state.overlay[entity] ?? [:]) ?? []
+            try state.indexes[key]?.lookup(condition, changes: state.overlay(of: entity)) ?? []
         }
         return matches.map { RecordID(rawValue: $0.id) }
     }
@@ -551,7 +551,7 @@ extension StoreState {
         var result: [IndexKey: SecondaryIndex] = [:]
         for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
             result[IndexKey(entity: block.entity, slot: block.attribute)] =
-                SecondaryIndex(snapshot: snapshot, block: block, changes: overlay[block.entity] ?? [:])
+                SecondaryIndex(snapshot: snapshot, block: block, changes: overlay(of: block.entity))
         }
         return result
     }
@@ -559,13 +559,14 @@ extension StoreState {
     /// Switches to a new snapshot holding every record (after a compaction or migration):
     /// its stored indexes replace the ones read from the old snapshot; indexes built in
     /// memory stay, as they are keyed by record ID and current.
-    mutating func replaceSnapshot(with reader: SnapshotReader) {
+    mutating func replaceSnapshot(with reader: SnapshotReader, log: FileMapping) {
         // Indexes built in memory stay: bring them up to date while the overlay still
         // says what changed.
         var kept = indexes.filter { !$0.value.isStored }
-        for (key, index) in kept { index.catchUp(with: overlay[key.entity] ?? [:]) }
+        for (key, index) in kept { index.catchUp(with: overlay(of: key.entity)) }
         snapshot = reader
         overlay = [:]
+        bodies = LogBodies(log: log)
         kept.merge(storedIndexes()) { _, stored in stored }
         indexes = kept
     }

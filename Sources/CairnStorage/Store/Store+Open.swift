@@ -182,8 +182,11 @@ extension Store {
                                    report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
         // Mapped, not read: most of a log is often its preallocated tail of zeros, which
         // recovery only scans; reading it first would fill and copy a buffer of that size.
-        let mapping = try file.map()
-        let size = mapping.bytes.count
+        // The mapping follows the log's appends and stays: the overlay's entries point into
+        // it rather than copying the bodies. (Only the file's `size` bytes may be read.)
+        let size = Int(try file.size())
+        let mapping = try file.map(following: LogBodies.mappingLength(through: size))
+        state.bodies.useLog(mapping)
         var tailIsClean = true
         let base = state.snapshot.footer.lastSequence
         var offset = FileHeader.size
@@ -191,7 +194,7 @@ extension Store {
         var damage: String?
         do {
             try withExtendedLifetime(mapping) {
-                let buffer = mapping.bytes
+                let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(size, mapping.bytes.count)])
                 let header = try FileHeader.decode(buffer, expected: .log)
                 guard header.storeID == manifest.header.storeID else {
                     throw CairnError.corrupt("log belongs to another store (\(header.storeID))", offset: 16)
@@ -202,6 +205,7 @@ extension Store {
                 guard header.baseSequence == base else {
                     throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
                 }
+                var ids: [RecordID] = [], entries: [OverlayEntry] = []
                 scan: while true {
                     switch LogFrame.parse(buffer, at: offset) {
                     case .unused:
@@ -216,19 +220,22 @@ extension Store {
                         }
                         // A frame whose checksum holds but whose contents do not parse was
                         // written that way: that is corruption, not a torn write.
-                        var operations: [RecordOperation] = []
+                        ids.removeAll(keepingCapacity: true)
+                        entries.removeAll(keepingCapacity: true)
                         let timestamp: UInt64
                         do {
+                            let start = Int(bitPattern: buffer.baseAddress)
                             timestamp = try TransactionCoding.decode(
                                 UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
                                 try checkLogged(id, sequence: sequence, schema: state.snapshot.schema, at: payload.lowerBound)
-                                operations.append(body.map { .put(id, body: [UInt8]($0)) } ?? .delete(id))
+                                ids.append(id)
+                                entries.append(body.map { state.bodies.entry(offset: Int(bitPattern: $0.baseAddress) - start, body: $0) } ?? .deleted)
                             }
                         } catch let error as CairnError where options.openMode == .salvage {
                             damage = "transaction \(sequence): \(error.message)"
                             break scan
                         }
-                        state.apply(operations, sequence: sequence)
+                        state.apply(ids, entries, sequence: sequence, versioned: false)
                         state.lastSequence = sequence
                         state.lastCommitMilliseconds = timestamp
                         report.replayedTransactions += 1

@@ -25,19 +25,19 @@ extension Store {
     /// What a scan of `entity` reads, taken in one state: the entity's overlay, the
     /// snapshot and the log's record versions (under the lock, see ``withState(_:_:)``).
     private static func scanState(of entity: UInt16, in state: StoreState)
-        -> (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable) {
-        (state.overlay[entity] ?? [:], state.snapshot, VersionTable(state.versions))
+        -> (overlay: EntityOverlay, snapshot: SnapshotReader, versions: VersionTable) {
+        (state.overlay(of: entity), state.snapshot, VersionTable(state.versions))
     }
 
     /// The scan on one thread, of state taken by ``scanState(of:in:)``.
-    private static func scan(_ state: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
+    private static func scan(_ state: (overlay: EntityOverlay, snapshot: SnapshotReader, versions: VersionTable),
                              entity: UInt16, recheckingFrames: Bool,
                              _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         let (overlay, snapshot, versions) = state
         // Both are used through unretained references: they live to the end of this
         // block, and captured strongly they would be retained and released around every record.
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
-        try withExtendedLifetime((snapshot, versions)) {
+        try withExtendedLifetime((snapshot, versions, overlay)) {
             try merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
                 let version = unretainedVersions._withUnsafeGuaranteedRef { $0.version(of: id) }
                 switch source {
@@ -45,7 +45,7 @@ extension Store {
                     try body(id, version, try unretainedSnapshot._withUnsafeGuaranteedRef {
                         try recheckingFrames ? $0.checkedBody(at: place, id: id) : $0.body(at: place, id: id)
                     })
-                case .overlay(let bytes): try bytes.withUnsafeBytes { try body(id, version, $0) }
+                case .overlay(let bytes): try body(id, version, bytes)
                 }
             }
         }
@@ -74,7 +74,7 @@ extension Store {
     }
 
     /// ``scanVersioned(entity:parts:minimumPerRun:where:_:)`` of state taken by ``scanState(of:in:)``.
-    private static func scanVersioned(_ taken: (overlay: IDMap<UInt64, OverlayEntry>, snapshot: SnapshotReader, versions: VersionTable),
+    private static func scanVersioned(_ taken: (overlay: EntityOverlay, snapshot: SnapshotReader, versions: VersionTable),
                                       entity: UInt16, parts: Int, minimumPerRun: Int,
                                       where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
                                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
@@ -90,21 +90,22 @@ extension Store {
         // Run r holds the overlay's IDs from its first snapshot ID (run 0: from the
         // lowest) to the next run's first.
         let cuts = [0] + runs.dropFirst().map { run in changed.partitionPoint { $0 >= run.firstID } } + [changed.count]
-        let kept = PerRun<Result<[(RecordID, Kept)], any Error>>(count: runs.count, initial: .success([]))
+        // (Every body kept, the snapshot's and the overlay's, stays valid while `taken` does.)
+        let kept = PerRun<Result<[(RecordID, UnsafeRawBufferPointer)], any Error>>(count: runs.count, initial: .success([]))
         // (The snapshot through an unretained reference, as in the scan on one thread.)
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot)
-        try withExtendedLifetime(snapshot) {
+        try withExtendedLifetime((snapshot, overlay)) {
             DispatchQueue.concurrentPerform(iterations: runs.count) { run in
                 kept[run] = Result {
-                    var hits: [(RecordID, Kept)] = []
+                    var hits: [(RecordID, UnsafeRawBufferPointer)] = []
                     try Self.merge(snapshot: snapshot, overlay: overlay, changed: changed[cuts[run]..<cuts[run + 1]],
                                    entity: entity, groups: runs[run].groups) { id, source in
                         switch source {
                         case .snapshot(let place):
                             let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) }
-                            if try test(run, id, bytes) { hits.append((id, .mapped(bytes))) }
+                            if try test(run, id, bytes) { hits.append((id, bytes)) }
                         case .overlay(let bytes):
-                            if try bytes.withUnsafeBytes({ try test(run, id, $0) }) { hits.append((id, .owned(bytes))) }
+                            if try test(run, id, bytes) { hits.append((id, bytes)) }
                         }
                     }
                     return hits
@@ -113,26 +114,16 @@ extension Store {
             // Nothing is handed on unless every run succeeded.
             let hits = try (0..<runs.count).map { try kept[$0].get() }
             for run in hits {
-                for (id, bytes) in run {
-                    switch bytes {
-                    case .mapped(let bytes): try body(id, versions.version(of: id), bytes)
-                    case .owned(let bytes): try bytes.withUnsafeBytes { try body(id, versions.version(of: id), $0) }
-                    }
-                }
+                for (id, bytes) in run { try body(id, versions.version(of: id), bytes) }
             }
         }
     }
 
-    /// A record a run kept: its body where the snapshot maps it (valid while the snapshot
-    /// is: the scan holds it), or a record of the log's.
-    private enum Kept {
-        case mapped(UnsafeRawBufferPointer)
-        case owned([UInt8])
-    }
-
-    enum Source: Sendable {
+    /// Where a merged record's body is: the snapshot's place, or the bytes the overlay
+    /// reads (valid while the overlay given to the merge is).
+    enum Source {
         case snapshot(SnapshotReader.Place)
-        case overlay([UInt8])
+        case overlay(UnsafeRawBufferPointer)
     }
 
     /// The log's record versions as a scan reads them, by reference: a scan's per-record
@@ -149,7 +140,7 @@ extension Store {
     }
 
     /// Merges an entity's snapshot entries with the log's changes, in ID order.
-    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, entity: UInt16,
+    static func merge(snapshot: SnapshotReader, overlay: EntityOverlay, entity: UInt16,
                       _ body: (RecordID, Source) throws -> Void) rethrows {
         try merge(snapshot: snapshot, overlay: overlay, changed: RadixSort.sorted(overlay.keys)[...], entity: entity, groups: nil, body)
     }
@@ -159,23 +150,23 @@ extension Store {
     /// Inlined, with ``SnapshotReader/forEach(entity:groups:_:)``, into the scan's loop, so
     /// that the two closures between them and the caller's cost no call per record.
     @inline(__always)
-    static func merge(snapshot: SnapshotReader, overlay: IDMap<UInt64, OverlayEntry>, changed: ArraySlice<UInt64>,
+    static func merge(snapshot: SnapshotReader, overlay: EntityOverlay, changed: ArraySlice<UInt64>,
                       entity: UInt16, groups: Range<Int>?, _ body: (RecordID, Source) throws -> Void) rethrows {
         var next = changed.startIndex
         try snapshot.forEach(entity: entity, groups: groups) { id, place in
             while next < changed.endIndex && changed[next] < id.rawValue {
-                if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+                if let bytes = overlay.liveBody(changed[next]) { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
                 next += 1
             }
             if next < changed.endIndex && changed[next] == id.rawValue {
-                if case .live(let bytes) = overlay[changed[next]]! { try body(id, .overlay(bytes)) }
+                if let bytes = overlay.liveBody(changed[next]) { try body(id, .overlay(bytes)) }
                 next += 1
             } else {
                 try body(id, .snapshot(place))
             }
         }
         while next < changed.endIndex {
-            if case .live(let bytes) = overlay[changed[next]]! { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+            if let bytes = overlay.liveBody(changed[next]) { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
             next += 1
         }
     }

@@ -92,10 +92,10 @@ public final class Store: Sendable {
 
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
     package func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
-        let (entry, snapshot) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot) }
+        let (entry, snapshot, bodies) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.bodies) }
         switch entry {
-        case .live(let bytes): return try bytes.withUnsafeBytes { try body($0) }
-        case .deleted: return nil
+        case let entry? where entry.isLive: return try withExtendedLifetime(bodies) { try body(bodies.body(entry)) }
+        case .some: return nil
         case nil:
             guard let place = snapshot.place(of: id) else { return nil }
             return try withExtendedLifetime(snapshot) { try body(try snapshot.body(at: place, id: id)) }
@@ -106,11 +106,14 @@ public final class Store: Sendable {
     /// The version is the sequence number of the transaction that last changed the
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
     package func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
-        let (entry, snapshot, version) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id)) }
+        let (entry, snapshot, version, bodies) = state.withLock {
+            ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id), $0.bodies)
+        }
         let entity = snapshot.schema.entity(number: id.entity)
         switch entry {
-        case .live(let bytes): return (Record(id: id, values: try bytes.withUnsafeBytes { try decodeLocated($0, id: id, entity: entity) }), version)
-        case .deleted: return nil
+        case let entry? where entry.isLive:
+            return try withExtendedLifetime(bodies) { (Record(id: id, values: try decodeLocated(bodies.body(entry), id: id, entity: entity)), version) }
+        case .some: return nil
         case nil:
             guard let place = snapshot.place(of: id) else { return nil }
             return try withExtendedLifetime(snapshot) {
@@ -171,7 +174,7 @@ public final class Store: Sendable {
 
     /// Every record ID of an entity, in ID order.
     public func ids(entity: UInt16) -> [RecordID] {
-        withState({ ($0.overlay[entity] ?? [:], $0.snapshot) }) { overlay, snapshot in
+        withState({ ($0.overlay(of: entity), $0.snapshot) }) { overlay, snapshot in
             var result: [RecordID] = []
             result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
             Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, _ in result.append(id) }
@@ -303,16 +306,14 @@ public final class Store: Sendable {
         do { return try body() } catch {
             let cairnError = error as? CairnError ?? CairnError(.io, "\(error)")
             poison.withLock { if $0 == nil { $0 = cairnError } }
-            writer?.discardUnsynced()
+            if let writer {
+                // Bodies of commits the discard takes from the log stay readable in memory.
+                state.withLock { $0.bodies.holdBodies(from: writer.syncedOffset, in: &$0.overlay) }
+                writer.discardUnsynced()
+            }
             throw cairnError
         }
     }
-}
-
-/// One record's state in the log overlay.
-enum OverlayEntry: Sendable {
-    case live([UInt8])
-    case deleted
 }
 
 /// The store's in-memory view of the committed state.
@@ -320,6 +321,8 @@ struct StoreState: Sendable {
     var snapshot: SnapshotReader
     /// Changes since the snapshot, by entity then raw ID.
     var overlay = EntityMap<IDMap<UInt64, OverlayEntry>>()
+    /// What the overlay's bodies are read from.
+    var bodies = LogBodies(log: nil)
     var counts = EntityMap<Int>()
     /// The sequence number of the last transaction that changed each entity's records
     /// (entities unchanged since the store was opened are absent): live results ask it
@@ -331,7 +334,8 @@ struct StoreState: Sendable {
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?
     /// Sequence number of the last change to each record changed since the store was
-    /// opened (raw ID → sequence). Records absent have version 0. Kept across compaction.
+    /// opened (raw ID → sequence; the log's transactions replayed at open are before it).
+    /// Records absent have version 0. Kept across compaction.
     var versions = IDMap<UInt64, UInt64>()
     /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
     /// and those built since on first use.
@@ -346,80 +350,85 @@ struct StoreState: Sendable {
     }
 
     func contains(_ id: RecordID) -> Bool {
-        switch overlay.lookup(id.entity, { $0[id.rawValue] }) {
-        case .live: return true
-        case .deleted: return false
-        case nil: return snapshot.contains(id)
-        }
+        guard let entry = overlay.lookup(id.entity, { $0[id.rawValue] }) else { return snapshot.contains(id) }
+        return entry.isLive
     }
 
     func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? 0 }
 
-    /// Applies the operations (already validated and logged) of transaction `sequence`,
-    /// from a commit or from log replay. Operations come in runs of one entity: each run
-    /// looks its entity's overlay, count and indexes up once, not once per record.
-    mutating func apply(_ operations: [RecordOperation], sequence: UInt64) {
+    /// Applies transaction `sequence` (already validated and logged), whose frame's
+    /// payload starts at offset `payload` of the log: the overlay points at the bodies there.
+    mutating func apply(_ operations: [RecordOperation], sequence: UInt64, payloadAt payload: Int) {
+        var entries: [OverlayEntry] = []
+        entries.reserveCapacity(operations.count)
+        TransactionCoding.forEachBody(of: operations, payloadAt: payload) { operation, offset in
+            switch operation {
+            case .put(_, let body): entries.append(body.withUnsafeBytes { bodies.entry(offset: offset, body: $0) })
+            case .delete: entries.append(.deleted)
+            }
+        }
+        apply(operations.map(\.id), entries, sequence: sequence, versioned: true)
+    }
+
+    /// Applies the changes of transaction `sequence`: `ids[i]` put with the body of
+    /// `entries[i]`, or deleted. They come in runs of one entity: each run looks its
+    /// entity's overlay, count and indexes up once, not once per record. Only a commit's
+    /// changes are `versioned` (see ``versions``); the log's, replayed at open, are not.
+    mutating func apply(_ ids: [RecordID], _ entries: [OverlayEntry], sequence: UInt64, versioned: Bool) {
         var start = 0
-        while start < operations.count {
-            let entity = operations[start].id.entity
+        while start < ids.count {
+            let entity = ids[start].entity
             var end = start + 1
-            while end < operations.count, operations[end].id.entity == entity { end += 1 }
+            while end < ids.count, ids[end].entity == entity { end += 1 }
             let watching = indexes.isEmpty ? [] : indexes(of: entity)
             var count = counts[entity] ?? 0
-            Self.apply(operations[start..<end], sequence: sequence, snapshot: snapshot, watching: watching,
-                       changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions, nextSerial: &nextSerial)
+            Self.apply(ids[start..<end], entries[start..<end], sequence: sequence, versioned: versioned, snapshot: snapshot,
+                       watching: watching, changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions,
+                       nextSerial: &nextSerial)
             counts[entity] = count
             lastChanges[entity] = sequence
-            recentChanges[entity, default: RecentChanges()].note(operations[start..<end], sequence: sequence)
+            recentChanges[entity, default: RecentChanges()].note(ids[start..<end], sequence: sequence)
             start = end
         }
     }
 
-    /// One run of one entity's operations, into that entity's overlay `changes` (taken
-    /// from the overlay once for the run) and record `count`.
-    private static func apply(_ run: ArraySlice<RecordOperation>, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
-                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
-                              versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+    /// One run of one entity's changes, into that entity's overlay `changes` (taken from
+    /// the overlay once for the run) and record `count`.
+    private static func apply(_ ids: ArraySlice<RecordID>, _ entries: ArraySlice<OverlayEntry>, sequence: UInt64, versioned: Bool,
+                              snapshot: SnapshotReader, watching: [SecondaryIndex], changes: inout IDMap<UInt64, OverlayEntry>,
+                              count: inout Int, versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
         // Room for the whole run first when it outnumbers what the tables hold: a large
         // transaction (a bulk save, or one replayed at open) would grow them by doubling,
         // rehashing every entry each time. (A smaller run may be mostly updates of IDs
         // the tables hold; reserving for it would grow them for nothing.)
-        if run.count > changes.count { changes.reserveCapacity(changes.count + run.count) }
-        if run.count > versions.count { versions.reserveCapacity(versions.count + run.count) }
-        for operation in run {
-            let body: [UInt8]?
-            switch operation {
-            case .put(_, let bytes): body = bytes
-            case .delete: body = nil
-            }
-            apply(operation.id, body: body, sequence: sequence, snapshot: snapshot, watching: watching,
-                  changes: &changes, count: &count, versions: &versions, nextSerial: &nextSerial)
+        if ids.count > changes.count { changes.reserveCapacity(changes.count + ids.count) }
+        if versioned, ids.count > versions.count { versions.reserveCapacity(versions.count + ids.count) }
+        for (id, entry) in zip(ids, entries) {
+            if versioned { versions[id.rawValue] = sequence }
+            apply(id, entry: entry, snapshot: snapshot, watching: watching, changes: &changes, count: &count, nextSerial: &nextSerial)
         }
     }
 
     /// One record's change, into its entity's overlay `changes` and record `count`. The
     /// snapshot is searched only if the overlay does not know the record.
     @inline(__always)
-    private static func apply(_ id: RecordID, body: [UInt8]?, sequence: UInt64, snapshot: SnapshotReader, watching: [SecondaryIndex],
-                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int,
-                              versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+    private static func apply(_ id: RecordID, entry: OverlayEntry, snapshot: SnapshotReader, watching: [SecondaryIndex],
+                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int, nextSerial: inout UInt64) {
         let raw = id.rawValue
-        versions[raw] = sequence
         // Every ID the log names was handed out, deleted ones too.
         if id.serial >= nextSerial { nextSerial = id.serial + 1 }
         for index in watching { index.noteChange(raw) }
-        if let body {
-            switch changes.updateValue(.live(body), forKey: raw) {
-            case .live?: break
-            case .deleted?: count += 1
+        if entry.isLive {
+            switch changes.updateValue(entry, forKey: raw) {
+            case let old?: if old.isDeleted { count += 1 }
             case nil: if !snapshot.contains(id) { count += 1 }
             }
         } else {
             switch changes[raw] {
-            case .live?:
+            case let old?:
+                guard old.isLive else { break }
                 count -= 1
                 if snapshot.contains(id) { changes[raw] = .deleted } else { _ = changes.removeValue(forKey: raw) }
-            case .deleted?: break
             case nil:
                 if snapshot.contains(id) {
                     count -= 1

@@ -344,8 +344,8 @@ import Testing
     /// longer knows them all.
     @Test func recentChangesForgetTheOldestTransactionsWhole() {
         var recent = RecentChanges()
-        func run(_ raws: ClosedRange<UInt64>) -> ArraySlice<RecordOperation> {
-            ArraySlice(raws.map { RecordOperation.delete(RecordID(rawValue: $0)) })
+        func run(_ raws: ClosedRange<UInt64>) -> ArraySlice<RecordID> {
+            ArraySlice(raws.map { RecordID(rawValue: $0) })
         }
         recent.note(run(1...3), sequence: 5)
         recent.note(run(4...4), sequence: 6)

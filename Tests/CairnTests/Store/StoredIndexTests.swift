@@ -409,6 +409,7 @@ import Testing
         for id in 1...UInt64(3_000) { let v = value(); model[id] = v; initial.append((v, id)) }
         let index = SecondaryIndex(slot: 0, entries: initial)
         var overlay = IDMap<UInt64, OverlayEntry>()
+        var bodies = LogBodies(log: nil)
         for step in 0..<20_000 {
             let id = random.next() % UInt64(ids) + 1
             if random.next() % 5 == 0 {
@@ -417,7 +418,7 @@ import Testing
             } else {
                 let v = value()
                 model[id] = v
-                overlay[id] = .live(ValueCoding.encode([v]))
+                overlay[id] = ValueCoding.encode([v]).withUnsafeBytes { bodies.hold($0) }
             }
             index.noteChange(id)
             guard step % 97 == 0 else { continue }
@@ -429,7 +430,7 @@ import Testing
                                .equal([.int32(Int32(high)), .string("s\(low)")])]
             }
             for condition in conditions {
-                let found = try index.lookup(condition, changes: overlay).map(\.id)
+                let found = try index.lookup(condition, changes: EntityOverlay(overlay, bodies: bodies)).map(\.id)
                 let expected = Set(model.filter { SecondaryIndex.matches($0.value, condition) }.keys)
                 #expect(found.count == Set(found).count && Set(found) == expected, "step \(step) \(condition)")
             }

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+@testable import Cairn
+@_spi(Storage) @testable import CairnStorage
+import CairnTesting
+
+/// The log overlay keeps no record bodies: its entries point into the log, which the store
+/// maps and reads. These tests hold it to that, and to reading the right bytes through
+/// every change of mapping: appends past it, compaction, a reopen, a failed sync.
+@Suite struct LogBodiesTests {
+    static func blob(_ serial: UInt64, _ name: String, _ size: Int = 8) -> RecordOperation {
+        let values: [Value] = [.string(name), .bytes(Data(repeating: UInt8(truncatingIfNeeded: serial), count: size))]
+        return .put(RecordID(entity: 1, serial: serial), body: ValueCoding.encode(values))
+    }
+
+    static func name(_ store: Store, _ serial: UInt64) throws -> String? {
+        guard let record = try store.get(RecordID(entity: 1, serial: serial)) else { return nil }
+        guard case .string(let name) = record.values[0] else { return nil }
+        return name
+    }
+
+    /// What the overlay holds per record: an entry into the log, no body of its own.
+    static func heldCount(_ store: Store) -> Int { store.state.withLock { $0.bodies.held.count } }
+    static func loggedCount(_ store: Store) -> Int {
+        store.state.withLock { state in state.overlay[1]?.values.filter { $0.logRange != nil }.count ?? 0 }
+    }
+
+    @Test func entriesPointIntoTheLogAfterCommitsAndAfterAReopen() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = StoreOptions(compaction: .manual, preallocationBytes: 4096)
+        options.backgroundChecksumMinimum = 0
+        var store = try Store.open(at: directory, schema: TestSchemas.blobs, options: options)
+        // Enough transactions to take the log past its first mappings (1 MiB, then doubling).
+        for batch in 0..<60 {
+            let operations = (1...100).map { Self.blob(UInt64(batch * 100 + $0), "r\(batch * 100 + $0)", 400) }
+            try store.commit(operations: operations, durable: false)
+        }
+        try store.commit([.delete(RecordID(entity: 1, serial: 7))])
+        #expect(store.statistics.logBytes > 2 << 20, "the log outgrew its first mappings")
+        #expect(Self.heldCount(store) == 0)
+        #expect(Self.loggedCount(store) == 5_999)
+        for serial in [1, 6, 8, 2_500, 6_000] as [UInt64] { #expect(try Self.name(store, serial) == "r\(serial)") }
+        #expect(try Self.name(store, 7) == nil)
+        try store.close()
+
+        store = try Store.open(at: directory, options: options)
+        #expect(Self.heldCount(store) == 0)
+        #expect(Self.loggedCount(store) == 5_999)
+        #expect(store.count(entity: 1) == 5_999)
+        let records = try store.records(entity: 1)
+        #expect(records.count == 5_999)
+        #expect(records.allSatisfy { record in
+            guard case .string(let name) = record.values[0], case .bytes(let data) = record.values[1] else { return false }
+            return name == "r\(record.id.serial)" && data == Data(repeating: UInt8(truncatingIfNeeded: record.id.serial), count: 400)
+        })
+        // The log's transactions came before this open: their records' versions are 0.
+        #expect(store.version(of: RecordID(entity: 1, serial: 1)) == 0)
+        try store.commit(operations: [Self.blob(1, "again")], durable: true)
+        #expect(store.version(of: RecordID(entity: 1, serial: 1)) == store.lastSequence)
+        try store.close()
+    }
+
+    /// A scan that took its state before a compaction reads every body after it, though
+    /// the log it points into was retired and removed; so does one across appends that
+    /// map the log anew.
+    @Test func aScanOutlivesTheLogItReads() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = StoreOptions(compaction: .manual, preallocationBytes: 4096)
+        options.backgroundChecksumMinimum = 0
+        let store = try Store.open(at: directory, schema: TestSchemas.blobs, options: options)
+        try store.commit(operations: (1...2_000).map { Self.blob($0, "r\($0)", 100) }, durable: true)
+        var seen = 0
+        try store.scan(entity: 1) { id, body in
+            if seen == 10 {
+                try store.compact()
+                #expect(!FileManager.default.fileExists(atPath: directory + "/" + StoreFileName.log(2)), "the old log is gone")
+                // More than the new log's first mapping, so it is mapped again.
+                try store.commit(operations: (3_000...5_000).map { Self.blob($0, "new\($0)", 1_000) }, durable: false)
+            }
+            let values = try ValueCoding.decode(body)
+            #expect(values[0] == .string("r\(id.serial)"))
+            seen += 1
+        }
+        #expect(seen == 2_000)
+        #expect(try Self.name(store, 4_000) == "new4000")
+        #expect(try Self.name(store, 1_999) == "r1999")
+        try store.close()
+    }
+
+    /// A body too long for an entry's 24-bit length is held in memory, and reads back.
+    @Test func aBodyOf16MiBIsHeld() throws {
+        let fs = MemoryFileSystem()
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        try store.commit(operations: [Self.blob(1, "big", 1 << 24), Self.blob(2, "small")], durable: true)
+        #expect(Self.heldCount(store) == 1)
+        #expect(Self.loggedCount(store) == 1)
+        let record = try #require(try store.get(RecordID(entity: 1, serial: 1)))
+        #expect(record.values[1] == .bytes(Data(repeating: 1, count: 1 << 24)))
+        try store.close()
+        let reopened = try Store.open(at: "/db", options: memoryOptions(fs))
+        #expect(Self.heldCount(reopened) == 1)
+        #expect(try reopened.get(RecordID(entity: 1, serial: 1))?.values[1] == .bytes(Data(repeating: 1, count: 1 << 24)))
+        #expect(try Self.name(reopened, 2) == "small")
+    }
+
+    @Test func entriesPackOffsetAndLength() {
+        let entry = OverlayEntry.logged(offset: 123_456_789, length: 4_321)
+        #expect(entry?.logRange == 123_456_789..<(123_456_789 + 4_321))
+        #expect(entry?.heldIndex == nil && entry?.isLive == true)
+        #expect(OverlayEntry.logged(offset: 0, length: 1 << 24) == nil, "too long")
+        #expect(OverlayEntry.logged(offset: 1 << 39, length: 1) == nil, "too far")
+        #expect(OverlayEntry.logged(offset: (1 << 39) - 1, length: (1 << 24) - 1) != nil)
+        #expect(OverlayEntry.held(5).heldIndex == 5 && OverlayEntry.held(5).logRange == nil)
+        #expect(OverlayEntry.deleted.isDeleted && !OverlayEntry.deleted.isLive && OverlayEntry.deleted.logRange == nil)
+        #expect(MemoryLayout<OverlayEntry>.stride == 8)
+    }
+
+    /// A deferred commit whose sync then fails stays readable in this process (its frame is
+    /// zeroed in the log, its body kept in memory); a reopen does not have it.
+    @Test func aDeferredCommitStaysReadableAfterAFailedSync() throws {
+        let base = MemoryFileSystem()
+        let faulty = FaultInjectingFileSystem(base: base)
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(faulty, durability: .deferred))
+        try store.commit([.put(RecordID(entity: 1, serial: 1), [.string("a"), .bytes(Data())])], durability: .durable)
+        try store.commit([.put(RecordID(entity: 1, serial: 2), [.string("b"), .bytes(Data(count: 40))])])
+        #expect(Self.heldCount(store) == 0)
+        faulty.fail(calls: [faulty.callCount + 1])
+        #expect { try store.sync() } throws: { ($0 as? CairnError)?.code == .io }
+        #expect(Self.heldCount(store) == 1, "the unsynced body was copied before its frame was zeroed")
+        #expect(try Self.name(store, 2) == "b")
+        #expect(try Self.name(store, 1) == "a")
+        let reopened = try Store.open(at: "/db", options: memoryOptions(base.crashImage(.keepAll)))
+        #expect(try Self.name(reopened, 1) == "a")
+        #expect(try Self.name(reopened, 2) == nil)
+        #expect(reopened.recovery.truncatedBytes == 0)
+    }
+}
