@@ -90,11 +90,20 @@ package final class FileMapping: Sendable {
     // so sharing it across threads is safe.
     nonisolated(unsafe) package let bytes: UnsafeRawBufferPointer
     private let release: @Sendable (UnsafeRawBufferPointer) -> Void
+    private let evict: (@Sendable (UnsafeRawBufferPointer) -> Void)?
 
-    init(bytes: UnsafeRawBufferPointer, release: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) {
+    init(bytes: UnsafeRawBufferPointer, evict: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil,
+         release: @escaping @Sendable (UnsafeRawBufferPointer) -> Void) {
         self.bytes = bytes
+        self.evict = evict
         self.release = release
     }
+
+    /// Lets go of the pages of the file this process holds through the mapping
+    /// (`madvise(MADV_DONTNEED)`): they stay in the kernel's page cache and are mapped
+    /// again when read, but no longer count in the process's resident set. For a reader
+    /// that has passed over a large part of a file (the log at open, a compaction's inputs).
+    package func dropResidentPages() { evict?(bytes) }
 
     /// A mapping that owns a copy of `contents`.
     package convenience init(copying contents: [UInt8]) {

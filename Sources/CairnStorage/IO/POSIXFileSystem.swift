@@ -183,7 +183,7 @@ final class POSIXFile: StorageFile {
         guard let address = mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0), address != MAP_FAILED else {
             throw ioError("mmap", path)
         }
-        return FileMapping(bytes: UnsafeRawBufferPointer(start: address, count: length)) { region in
+        return FileMapping(bytes: UnsafeRawBufferPointer(start: address, count: length), evict: evictPages) { region in
             _ = munmap(UnsafeMutableRawPointer(mutating: region.baseAddress), region.count)
         }
     }
@@ -193,9 +193,14 @@ final class POSIXFile: StorageFile {
         guard let address = mmap(nil, length, PROT_READ, MAP_SHARED, fd, 0), address != MAP_FAILED else {
             throw ioError("mmap", path)
         }
-        return FileMapping(bytes: UnsafeRawBufferPointer(start: address, count: length)) { region in
+        return FileMapping(bytes: UnsafeRawBufferPointer(start: address, count: length), evict: evictPages) { region in
             _ = munmap(UnsafeMutableRawPointer(mutating: region.baseAddress), region.count)
         }
+    }
+
+    /// (Read-only shared pages are dropped without loss: they are read again from the file.)
+    private let evictPages: @Sendable (UnsafeRawBufferPointer) -> Void = { region in
+        _ = madvise(UnsafeMutableRawPointer(mutating: region.baseAddress), region.count, MADV_DONTNEED)
     }
 
     func dataExtent(from offset: Int64) -> Range<Int64>? {

@@ -24,7 +24,8 @@ struct SnapshotWriter {
         SchemaBlock.append(to: &buffer, schema: SchemaCoding.encode(schema))
     }
 
-    private var position: Int { flushed + buffer.count }
+    /// Bytes written so far (the offset of the next).
+    var position: Int { flushed + buffer.count }
 
     private mutating func flushIfNeeded(force: Bool = false) throws {
         guard force || buffer.count >= SnapshotWriter.flushThreshold, buffer.count > 0 else { return }

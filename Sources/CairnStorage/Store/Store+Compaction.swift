@@ -91,6 +91,13 @@ extension Store {
                             guard let changed else { return }
                             try changed.withUnsafeBytes { try output.writer.append(id: id, body: $0) }
                         }
+                        // Every 64 MiB written, the pages of the inputs read so far are let
+                        // go of, so the resident set stays bounded by what is held, not read.
+                        if output.writer.position >= output.nextEviction {
+                            output.nextEviction = output.writer.position + Self.evictionInterval
+                            snapshot.mapping.dropResidentPages()
+                            taken.bodies.log?.dropResidentPages()
+                        }
                         switch source {
                         case .snapshot(let place):
                             // Untransformed, a frame of the current version is copied as it is, checked once.
@@ -149,6 +156,9 @@ extension Store {
         return CompactionResult(bytesBefore: bytesBefore, bytesAfter: reader.fileSize + newLog.appendOffset, records: records)
     }
 
+    /// How much a compaction writes between letting go of its inputs' pages.
+    static let evictionInterval = 64 << 20
+
     /// Runs a compaction if the policy asks for one. A failure poisons the store (the
     /// commit that triggered it has already succeeded).
     package func compactIfNeeded() {
@@ -165,5 +175,7 @@ extension Store {
 /// accesses is under way.
 private final class WriterCell {
     @exclusivity(unchecked) var writer: SnapshotWriter
+    /// Where in the new snapshot the inputs' pages are next let go of.
+    var nextEviction = Store.evictionInterval
     init(_ writer: SnapshotWriter) { self.writer = writer }
 }

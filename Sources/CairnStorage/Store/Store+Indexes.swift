@@ -76,11 +76,20 @@ package final class SecondaryIndex: @unchecked Sendable {
         stored = (snapshot, block)
         // (The stored entries out of date are those of the IDs the overlay holds: see
         // ``lookup(_:changes:)``.)
-        var entries: [(Value, UInt64)] = []
-        for (id, entry) in changes.entries where entry.isLive {
-            entries.append((Self.value(at: slot, in: changes.bodies.body(entry)), id))
+        let slot = self.slot
+        func forEachValue(_ add: (Value, UInt64) -> Bool) {
+            for (id, entry) in changes.entries where entry.isLive {
+                if !add(Self.value(at: slot, in: changes.bodies.body(entry)), id) { return }
+            }
         }
-        (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
+        // Integers go straight from the bodies into the run (no array of every value first).
+        if let run = Self.integerRun(count: changes.count, forEachValue) {
+            (sorted, sortedPrefixes) = (run, nil)
+        } else {
+            var entries: [(Value, UInt64)] = []
+            forEachValue { entries.append(($0, $1)); return true }
+            (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
+        }
     }
 
     /// `entries`, in any order, as a run in index order (equal values in ID order).
@@ -90,7 +99,10 @@ package final class SecondaryIndex: @unchecked Sendable {
 
     /// ``sortedRun(unordered:)`` with the run's ``StringPrefixes`` when it holds strings.
     static func sortedRunAndPrefixes(unordered entries: [(Value, UInt64)]) -> (run: [(value: Value, id: UInt64)], prefixes: StringPrefixes?) {
-        if let run = integerRun(entries) { return (run, nil) }
+        let run = integerRun(count: entries.count) { add in
+            for (value, id) in entries where !add(value, id) { return }
+        }
+        if let run { return (run, nil) }
         var byID = entries
         RadixSort.sort(&byID) { $0.1 }
         return sortedRunAndPrefixes(byID)
@@ -99,30 +111,35 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// ``sortedRun(unordered:)`` when every value is nil or an integer of one width (the
     /// common case): sorted as plain (integer, ID) pairs, nils first, with no `Value`
     /// compared or moved. Nil for any other values.
-    private static func integerRun(_ entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)]? {
+    /// `produce` hands each of about `count` entries to the closure it is given, and stops
+    /// when that returns false (at the first value that is not an integer of the width).
+    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void) -> [(value: Value, id: UInt64)]? {
         var nulls: [UInt64] = []
         var keyed: [(key: Int64, id: UInt64)] = []
-        keyed.reserveCapacity(entries.count)
+        keyed.reserveCapacity(count)
         var width: AttributeType?
-        for (value, id) in entries {
+        var integers = true
+        produce { value, id in
             let key: Int64, kind: AttributeType
             switch value {
-            case .null: nulls.append(id); continue
+            case .null: nulls.append(id); return true
             case .int8(let v): (key, kind) = (Int64(v), .int8)
             case .int16(let v): (key, kind) = (Int64(v), .int16)
             case .int32(let v): (key, kind) = (Int64(v), .int32)
             case .int64(let v): (key, kind) = (v, .int64)
-            default: return nil
+            default: integers = false; return false
             }
-            if width == nil { width = kind } else if width != kind { return nil }
+            if width == nil { width = kind } else if width != kind { integers = false; return false }
             keyed.append((key, id))
+            return true
         }
+        guard integers else { return nil }
         // By ID, then (stably) by key, the sign bit flipped to order negative keys first.
         RadixSort.sort(&nulls) { $0 }
         RadixSort.sort(&keyed) { $0.id }
         RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
         var run: [(value: Value, id: UInt64)] = []
-        run.reserveCapacity(entries.count)
+        run.reserveCapacity(nulls.count + keyed.count)
         for id in nulls { run.append((.null, id)) }
         for (key, id) in keyed {
             let value: Value

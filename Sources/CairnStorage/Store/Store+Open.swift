@@ -145,6 +145,9 @@ extension Store {
         do {
             let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
             state.indexes = state.storedIndexes()
+            // The replay and the indexes read the whole log; the pages they mapped are the
+            // kernel's to keep, not this process's (bodies are mapped again as they are read).
+            state.bodies.log?.dropResidentPages()
             // Nothing is removed, nor the store opened, on the word of an index not yet
             // checked (its checksums and structure, checked while the log was replayed and
             // the indexes brought up to date).
@@ -206,6 +209,10 @@ extension Store {
                     throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
                 }
                 var ids: [RecordID] = [], entries: [OverlayEntry] = []
+                let schema = state.snapshot.schema
+                // The entity last found in the schema: a transaction's records come in runs
+                // of one entity, each looked up once.
+                var knownEntity: UInt16?
                 scan: while true {
                     switch LogFrame.parse(buffer, at: offset) {
                     case .unused:
@@ -227,7 +234,10 @@ extension Store {
                             let start = Int(bitPattern: buffer.baseAddress)
                             timestamp = try TransactionCoding.decode(
                                 UnsafeRawBufferPointer(rebasing: buffer[payload]), base: payload.lowerBound) { id, body in
-                                try checkLogged(id, sequence: sequence, schema: state.snapshot.schema, at: payload.lowerBound)
+                                if id.entity != knownEntity || id.serial == 0 {
+                                    try checkLogged(id, sequence: sequence, schema: schema, at: payload.lowerBound)
+                                    knownEntity = id.entity
+                                }
                                 ids.append(id)
                                 entries.append(body.map { state.bodies.entry(offset: Int(bitPattern: $0.baseAddress) - start, body: $0) } ?? .deleted)
                             }
