@@ -86,6 +86,34 @@ package enum IndexOrder {
     /// The common case, an integer attribute, sorted as plain (Int64, position) pairs: the
     /// same order without comparing `Value`s. Nil unless every value is nil or an integer
     /// of one width.
+    /// The positions of `count` values in index order, where the values are nil at
+    /// `nullPositions` (ascending) and, elsewhere in order, the integers `keys`: nils first,
+    /// then by key, equal keys in position order. Keys already ascending need no sort.
+    package static func sortedPositions(integerKeys keys: [Int64], nullPositions: [Int], count: Int) -> [Int] {
+        var positions = nullPositions
+        positions.reserveCapacity(count)
+        var keyed: [(key: Int64, position: Int)] = []
+        let ascending = zip(keys, keys.dropFirst()).allSatisfy { $0 <= $1 }
+        if !ascending { keyed.reserveCapacity(keys.count) }
+        var nextNull = 0, key = 0
+        for position in 0..<count {
+            if nextNull < nullPositions.count, nullPositions[nextNull] == position {
+                nextNull += 1
+                continue
+            }
+            if ascending { positions.append(position) } else { keyed.append((keys[key], position)) }
+            key += 1
+        }
+        guard !ascending else { return positions }
+        if keyed.count >= RadixSort.threshold {
+            RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+        } else {
+            keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.position < $1.position }
+        }
+        for entry in keyed { positions.append(entry.position) }
+        return positions
+    }
+
     private static func sortedIntegerPositions(_ values: [Value]) -> [Int]? {
         var nulls: [Int] = []
         var keyed: [(key: Int64, position: Int)] = []

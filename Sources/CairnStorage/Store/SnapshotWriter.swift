@@ -12,7 +12,7 @@ struct SnapshotWriter {
     private(set) var recordCount: UInt64 = 0
     /// The current entity's indexed attributes (FORMAT.md §6.6) and their values so far.
     private var indexedSlots: [Int] = []
-    private var indexedValues: [[Value]] = []
+    private var indexedValues: [IndexColumn] = []
     /// Finished entities' attribute indexes: record positions in value order.
     private var attributeIndexes: [(entity: UInt16, attribute: Int, positions: [Int])] = []
 
@@ -44,7 +44,7 @@ struct SnapshotWriter {
         endEntity()
         entities.append((entity, SnapshotIndex.Entries()))
         indexedSlots = schema.entity(number: entity)?.storedIndexSlots ?? []
-        indexedValues = indexedSlots.map { _ in [] }
+        indexedValues = indexedSlots.map { _ in IndexColumn() }
     }
 
     /// Sorts the current entity's indexed values into attribute indexes. An entity with no
@@ -54,7 +54,7 @@ struct SnapshotWriter {
         let count = entities[entities.count - 1].entries.count
         if count > 0, count <= Int(UInt32.max) {
             for (slot, values) in zip(indexedSlots, indexedValues) {
-                attributeIndexes.append((entity, slot, IndexOrder.sortedPositions(values)))
+                attributeIndexes.append((entity, slot, values.sortedPositions()))
             }
         }
         indexedSlots = []
@@ -117,5 +117,71 @@ struct SnapshotWriter {
         try flushIfNeeded(force: true)
         try file.sync()
         return flushed
+    }
+}
+
+/// One indexed attribute's values over an entity's records, in record order. Integers of
+/// one width, the usual indexed values, are kept as plain numbers (8 bytes each, not a
+/// `Value`'s 24), with the positions of nils; the first other value turns the column into
+/// values.
+struct IndexColumn {
+    private var keys: [Int64] = []
+    private var nullPositions: [Int] = []
+    /// The integers' type, once one is seen.
+    private var width: AttributeType?
+    private var values: [Value]?
+    private var count = 0
+
+    mutating func append(_ value: Value) {
+        defer { count += 1 }
+        if values != nil {
+            values!.append(value)
+            return
+        }
+        let key: Int64, kind: AttributeType
+        switch value {
+        case .null: nullPositions.append(count); return
+        case .int8(let v): (key, kind) = (Int64(v), .int8)
+        case .int16(let v): (key, kind) = (Int64(v), .int16)
+        case .int32(let v): (key, kind) = (Int64(v), .int32)
+        case .int64(let v): (key, kind) = (v, .int64)
+        default: kind = .string; key = 0
+        }
+        if width == nil, kind != .string { width = kind }
+        guard kind == width else {
+            values = materialized()
+            values!.append(value)
+            return
+        }
+        keys.append(key)
+    }
+
+    /// The values so far, as `Value`s.
+    private func materialized() -> [Value] {
+        var result: [Value] = []
+        result.reserveCapacity(count + 1)
+        var nextNull = 0, key = 0
+        for position in 0..<count {
+            if nextNull < nullPositions.count, nullPositions[nextNull] == position {
+                result.append(.null)
+                nextNull += 1
+                continue
+            }
+            let k = keys[key]
+            key += 1
+            switch width {
+            case .int8?: result.append(.int8(Int8(truncatingIfNeeded: k)))
+            case .int16?: result.append(.int16(Int16(truncatingIfNeeded: k)))
+            case .int32?: result.append(.int32(Int32(truncatingIfNeeded: k)))
+            default: result.append(.int64(k))
+            }
+        }
+        return result
+    }
+
+    /// The record positions in index order (``IndexOrder``).
+    func sortedPositions() -> [Int] {
+        if let values { return IndexOrder.sortedPositions(values) }
+        return IndexOrder.sortedPositions(integerKeys: keys, nullPositions: nullPositions, count: count)
     }
 }

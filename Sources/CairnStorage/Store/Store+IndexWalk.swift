@@ -17,7 +17,7 @@ extension Store {
         for _ in 0..<3 {
             if state.withLock({ $0.indexes[key] }) == nil { try buildIndex(key) }
             let walked = try withState({ state in
-                try state.indexes[key].map { (try $0.tiers(changes: state.overlay(of: entity)), state.snapshot, VersionTable(state.versions)) }
+                try state.indexes[key].map { (try $0.tiers(changes: state.overlay(of: entity)), state.snapshot, state.versionTable) }
             }) { taken -> Bool in
                 guard let (tiers, snapshot, versions) = taken else { return false }
                 try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending, body)

@@ -488,7 +488,7 @@ extension Store {
         return try state.withLock { state in
             let overlay = state.overlay(of: entity)
             return (try state.indexes[key]?.lookup(condition, changes: overlay) ?? [], state.snapshot, overlay,
-                    VersionTable(state.versions))
+                    state.versionTable)
         }
     }
 

@@ -26,7 +26,7 @@ extension Store {
     /// snapshot and the log's record versions (under the lock, see ``withState(_:_:)``).
     private static func scanState(of entity: UInt16, in state: StoreState)
         -> (overlay: EntityOverlay, snapshot: SnapshotReader, versions: VersionTable) {
-        (state.overlay(of: entity), state.snapshot, VersionTable(state.versions))
+        (state.overlay(of: entity), state.snapshot, state.versionTable)
     }
 
     /// The scan on one thread, of state taken by ``scanState(of:in:)``.
@@ -131,12 +131,16 @@ extension Store {
     /// witnesses, for every record.
     package final class VersionTable {
         private let versions: IDMap<UInt64, UInt64>
+        private let runs: VersionRuns
         private let isEmpty: Bool
-        package init(_ versions: IDMap<UInt64, UInt64>) {
+        init(_ versions: IDMap<UInt64, UInt64>, runs: VersionRuns) {
             self.versions = versions
-            isEmpty = versions.isEmpty
+            self.runs = runs
+            isEmpty = versions.isEmpty && runs.isEmpty
         }
-        @inline(__always) package func version(of id: RecordID) -> UInt64 { isEmpty ? 0 : versions[id.rawValue] ?? 0 }
+        @inline(__always) package func version(of id: RecordID) -> UInt64 {
+            isEmpty ? 0 : versions[id.rawValue] ?? runs.version(of: id.rawValue) ?? 0
+        }
     }
 
     /// Merges an entity's snapshot entries with the log's changes, in ID order.

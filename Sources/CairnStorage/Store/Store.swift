@@ -337,6 +337,9 @@ struct StoreState: Sendable {
     /// opened (raw ID → sequence; the log's transactions replayed at open are before it).
     /// Records absent have version 0. Kept across compaction.
     var versions = IDMap<UInt64, UInt64>()
+    /// Older versions, moved out of ``versions`` whenever it holds ``recentVersionsLimit``.
+    var versionRuns = VersionRuns.empty
+    static let recentVersionsLimit = 1 << 16
     /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
     /// and those built since on first use.
     var indexes: [IndexKey: SecondaryIndex] = [:]
@@ -354,7 +357,10 @@ struct StoreState: Sendable {
         return entry.isLive
     }
 
-    func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? 0 }
+    func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? versionRuns.version(of: id.rawValue) ?? 0 }
+
+    /// The versions as a scan reads them.
+    var versionTable: Store.VersionTable { Store.VersionTable(versions, runs: versionRuns) }
 
     /// Applies transaction `sequence` (already validated and logged), whose frame's
     /// payload starts at offset `payload` of the log: the overlay points at the bodies there.
@@ -389,6 +395,10 @@ struct StoreState: Sendable {
             lastChanges[entity] = sequence
             recentChanges[entity, default: RecentChanges()].note(ids[start..<end], sequence: sequence)
             start = end
+        }
+        if versions.count >= Self.recentVersionsLimit {
+            versionRuns = versionRuns.merging(versions)
+            versions = IDMap()
         }
     }
 

@@ -137,3 +137,76 @@ import CairnTesting
         #expect(reopened.recovery.truncatedBytes == 0)
     }
 }
+
+/// Versions moved out of the store's hash table into runs read back as they were.
+@Suite struct VersionRunsTests {
+    @Test(arguments: [1, 2, 3] as [UInt64]) func mergingMatchesAModel(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var model: [UInt64: UInt64] = [:]
+        var runs = VersionRuns.empty
+        var sequence: UInt64 = 0
+        for _ in 0..<30 {
+            var recent = IDMap<UInt64, UInt64>()
+            for _ in 0..<Int(random.next() % 40) {
+                sequence += 1
+                // A bulk run of consecutive IDs, or a few scattered ones, some over old ones.
+                let start = random.next() % 500 + 1
+                let count = random.next() % 3 == 0 ? random.next() % 60 + 1 : 1
+                for id in start..<(start + count) {
+                    recent[id] = sequence
+                    model[id] = sequence
+                }
+            }
+            runs = runs.merging(recent)
+            for id in 0...UInt64(600) { #expect(runs.version(of: id) == model[id], "id \(id)") }
+        }
+        #expect(runs.runCount < model.count, "consecutive IDs of one transaction share a run")
+    }
+
+    /// Past the store's limit of recent versions, older ones move to runs; every record's
+    /// version still reads back, in lookups and in scans.
+    @Test func aStoreKeepsEveryVersionPastTheLimit() throws {
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
+        let total = StoreState.recentVersionsLimit + 1_000
+        var expected: [UInt64: UInt64] = [:]
+        var serial: UInt64 = 1
+        while serial <= UInt64(total) {
+            let operations = (serial..<min(serial + 5_000, UInt64(total) + 1)).map { LogBodiesTests.blob($0, "r\($0)", 1) }
+            let sequence = try store.commit(operations: operations, durable: false)
+            for operation in operations { expected[operation.id.rawValue] = sequence }
+            serial += 5_000
+        }
+        let updated = try store.commit(operations: [LogBodiesTests.blob(17, "again", 1)], durable: false)
+        expected[RecordID(entity: 1, serial: 17).rawValue] = updated
+        #expect(store.state.withLock { $0.versions.count } < StoreState.recentVersionsLimit)
+        #expect(store.state.withLock { $0.versionRuns.runCount } > 0)
+        var checked = 0
+        try store.scanVersioned(entity: 1) { id, version, _ in
+            #expect(version == expected[id.rawValue])
+            #expect(store.version(of: id) == version)
+            checked += 1
+        }
+        #expect(checked == total)
+    }
+}
+
+/// A compaction's index column sorts its record positions as the values would sort.
+@Suite struct IndexColumnTests {
+    @Test(arguments: [1, 2, 3, 4, 5, 6] as [UInt64]) func positionsMatchSortingTheValues(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let count = Int(random.next() % 2_000) + (seed == 1 ? 0 : 300)
+        var values: [Value] = []
+        for position in 0..<count {
+            switch seed {
+            case 1, 2: values.append(.int64(Int64(position) - 50))                          // ascending
+            case 3: values.append(random.next() % 7 == 0 ? .null : .int64(Int64(position / 3)))  // ascending with nils
+            case 4: values.append(random.next() % 5 == 0 ? .null : .int32(Int32(truncatingIfNeeded: random.next() % 100) - 50))
+            case 5: values.append(position == count / 2 ? .string("x") : .int64(Int64(random.next() % 10)))  // turns to values
+            default: values.append(position == count / 3 ? .int16(3) : .int64(Int64(random.next() % 10)))   // another width
+            }
+        }
+        var column = IndexColumn()
+        for value in values { column.append(value) }
+        #expect(column.sortedPositions() == IndexOrder.sortedPositions(values))
+    }
+}
