@@ -39,12 +39,15 @@ enum ImportCommand: Command {
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         let batch = max(1, try args.integer("--batch") ?? 1000)
-        let data: Data
+        // A file is mapped, not read: the import reads it twice, front to back, and lets
+        // go of its pages as it goes (standard input is read whole).
+        let input: FileMapping
         if let path = args.options["--in"] {
-            guard let contents = FileManager.default.contents(atPath: path) else { throw CairnError(.notFound, "cannot read \(path)") }
-            data = contents
+            do { input = try POSIXFileSystem().mapForReading(path) } catch let error as CairnError {
+                throw CairnError(.notFound, "cannot read \(path): \(error.message)")
+            }
         } else {
-            data = FileHandle.standardInput.readDataToEndOfFile()
+            input = FileMapping(copying: [UInt8](FileHandle.standardInput.readDataToEndOfFile()))
         }
         guard FileManager.default.fileExists(atPath: directory + "/MANIFEST") else { throw CairnError(.notFound, "no store at \(directory)") }
         // Compacting as an app's store does: a large import otherwise left all it wrote in
@@ -57,7 +60,7 @@ enum ImportCommand: Command {
         var importer = Importer(coordinator: coordinator, model: model, batch: args.flags.contains("--atomic") ? nil : batch,
                                 upsert: args.flags.contains("--upsert"))
         do {
-            try data.withUnsafeBytes { try importer.run($0) }
+            try importer.run(input.bytes, evicting: input.dropResidentPages)
         } catch {
             try? coordinator.close()
             throw error
@@ -75,8 +78,9 @@ extension Store {
     }
 }
 
-/// One import: the lines' places and labels (first pass), then objects made, set and
-/// saved batch by batch (second pass).
+/// One import: the lines' labels (first pass), then objects made, set and saved batch by
+/// batch (second pass, reading the lines again). Memory grows with the labels, about 16
+/// bytes for each that is a record ID (as an export's are), not with the lines or the file.
 struct Importer {
     let context: Context
     let schema: Schema
@@ -84,28 +88,39 @@ struct Importer {
     let batch: Int?
     let upsert: Bool
 
-    /// Each line that holds an object: its number, bytes, entity and `id` label.
-    var lines: [(number: Int, range: Range<Int>, entity: EntityDescription, label: String?)] = []
-    /// Label → the line that defines it.
-    var labels: [String: Int] = [:]
-    /// IDs kept from the file (record IDs the store never used), by line.
-    var reserved: [Int: RecordID] = [:]
-    /// The record of each line read or referenced so far, by line.
+    /// Labels that are record IDs of their line's entity, written as ``RecordID`` prints
+    /// them (an export's).
+    var idLabels = IDLabels()
+    /// Other labels: text → line number and entity.
+    var textLabels: [String: (line: Int, entity: UInt16)] = [:]
+    /// The record of each labelled line read or referenced so far, by line number (a
+    /// kept ID's line: `idLabels` says whether it was made).
     var records: [Int: RecordID] = [:]
     /// Lines referenced (their objects inserted) but not read yet: a batch cannot end.
     var pending = Set<Int>()
-    /// Uniqueness keys of the lines of this import: (entity, group, values) → line.
+    /// Uniqueness keys of the lines of this import: (entity, group, values) → line number.
     var claims: [UniqueKey: Int] = [:]
     /// The objects of the batch being built, by record.
     var objects: [RecordID: ManagedObject] = [:]
-    /// The lines whose objects the batch made, with them: an upsert's save may give such an
-    /// object the ID of the record it matched, which later references must name.
-    var made: [(line: Int, object: ManagedObject)] = []
+    /// The labelled lines whose objects the batch made, with them: an upsert's save may
+    /// give such an object the ID of the record it matched, which later references must name.
+    var made: [(line: Int, object: ManagedObject, kept: RecordID?)] = []
+    /// The record of each line that claimed a uniqueness key, by line number (for an
+    /// upsert's later line with the same key).
+    var claimRecords: [Int: RecordID] = [:]
+    /// The line being imported: its record once made or found.
+    var current: (line: Int, record: RecordID?) = (0, nil)
 
     struct UniqueKey: Hashable {
         let entity: UInt16
         let group: Int
         let key: [String]
+    }
+
+    /// A line of the text: its number and bytes.
+    struct Line {
+        let number: Int
+        let bytes: UnsafeRawBufferPointer
     }
 
     init(coordinator: Coordinator, model: Model, batch: Int?, upsert: Bool) {
@@ -123,57 +138,104 @@ struct Importer {
         CairnError(code, "line \(number): \(message)")
     }
 
-    mutating func run(_ text: UnsafeRawBufferPointer) throws {
-        // Pass 1: where each line is, its entity and label. A line that does not parse stops
-        // the import there: the lines before it are still imported.
-        var stop: CairnError?
+    /// Calls `body` with each line of `text` that is not blank, in order, until it
+    /// returns false.
+    static func forEachLine(_ text: UnsafeRawBufferPointer, _ body: (Line) throws -> Bool) rethrows {
         var start = 0, number = 0
         while start < text.count {
             var end = start
             while end < text.count, text[end] != 0x0A { end += 1 }
             number += 1
-            let range = start..<end
+            let bytes = UnsafeRawBufferPointer(rebasing: text[start..<end])
             start = end + 1
-            let bytes = UnsafeRawBufferPointer(rebasing: text[range])
             if bytes.allSatisfy(JSONText.isSpace) { continue }
+            guard try body(Line(number: number, bytes: bytes)) else { return }
+        }
+    }
+
+    /// The label of a line as a record ID of its entity, if it is written as one.
+    static func idLabel(_ label: String, entity: UInt16) -> RecordID? {
+        guard let id = RecordID(label), id.entity == entity, id.description == label else { return nil }
+        return id
+    }
+
+    mutating func run(_ text: UnsafeRawBufferPointer, evicting evict: () -> Void = {}) throws {
+        // Pass 1: each line's label. A line that does not parse, or repeats a label, stops
+        // the import there: the lines before it are still imported.
+        var stop: CairnError?
+        var stopLine = Int.max
+        // The text read so far is let go of every 64 MiB (each pass reads it front to back).
+        var nextEviction = 64 << 20
+        func evictPast(_ line: Line) {
+            guard let start = line.bytes.baseAddress, let base = text.baseAddress, start - base >= nextEviction else { return }
+            nextEviction = start - base + 64 << 20
+            evict()
+        }
+        Self.forEachLine(text) { line in
+            evictPast(line)
             let parsed: RecordJSON.ParsedLine
-            do { parsed = try RecordJSON.parse(utf8: bytes, schema: schema) } catch let error as CairnError {
-                stop = failure(number, error.message)
-                break
+            do { parsed = try RecordJSON.parse(utf8: line.bytes, schema: schema) } catch let error as CairnError {
+                (stop, stopLine) = (failure(line.number, error.message), line.number)
+                return false
+            } catch {
+                return false
             }
             if let label = parsed.id {
-                if let other = labels[label] {
-                    stop = failure(number, "id \(label) is also the id of line \(lines[other].number)")
-                    break
+                if let id = Self.idLabel(label, entity: parsed.entity.number), line.number <= IDLabels.maxLine {
+                    idLabels.append(id.rawValue, line: line.number)
+                } else if let other = textLabels[label] {
+                    (stop, stopLine) = (failure(line.number, "id \(label) is also the id of line \(other.line)"), line.number)
+                    return false
+                } else {
+                    textLabels[label] = (line.number, parsed.entity.number)
                 }
-                labels[label] = lines.count
             }
-            lines.append((number, range, parsed.entity, parsed.id))
+            return true
+        }
+        evict()
+        nextEviction = 64 << 20
+        // A label repeated among the record IDs (found once they are sorted), or written
+        // both ways, stops the import at its second line if that comes first.
+        var repeated: (line: Int, first: Int, label: String)?
+        if let twice = idLabels.sort() { repeated = (twice.second, twice.first, RecordID(rawValue: twice.raw).description) }
+        for (label, place) in textLabels {
+            guard let id = RecordID(label), id.description == label, let found = idLabels.find(id.rawValue) else { continue }
+            let (first, second) = (min(place.line, found.line), max(place.line, found.line))
+            if second < repeated?.line ?? Int.max { repeated = (second, first, label) }
+        }
+        if let repeated, repeated.line < stopLine {
+            (stop, stopLine) = (failure(repeated.line, "id \(repeated.label) is also the id of line \(repeated.first)"), repeated.line)
+        }
+        // Labels of lines past the stop do not exist (those lines are not imported).
+        if stopLine != Int.max {
+            idLabels.removeLines(from: stopLine)
+            textLabels = textLabels.filter { $0.value.line < stopLine }
         }
         // Record IDs the store never handed out are kept (an export's, into a new store).
-        let candidates = lines.indices.compactMap { index -> (Int, RecordID)? in
-            guard let label = lines[index].label, let id = RecordID(label), id.entity == lines[index].entity.number else { return nil }
-            return (index, id)
-        }
-        let kept = context.coordinator.store.reserveIDs(candidates.map(\.1))
-        for (index, id) in candidates where kept.contains(id) { reserved[index] = id }
+        var labels = idLabels
+        context.coordinator.store.reserveSerials { labels.keep(from: $0) }
+        idLabels = labels
 
         // Pass 2: objects, batch by batch.
-        var committed = 0, sinceCommit = 0, batchStart = lines.first?.number ?? 0
+        var committed = 0, sinceCommit = 0, batchStart = 0, lastLine = 0
         do {
-            for index in lines.indices {
-                try importLine(index, text: text)
+            try Self.forEachLine(text) { line in
+                guard line.number < stopLine else { return false }
+                if sinceCommit == 0 { batchStart = line.number }
+                try importLine(line)
+                lastLine = line.number
                 sinceCommit += 1
                 if let batch, sinceCommit >= batch, pending.isEmpty {
-                    try save(from: batchStart, to: lines[index].number)
+                    try save(from: batchStart, to: line.number)
                     committed += sinceCommit
                     sinceCommit = 0
-                    batchStart = index + 1 < lines.count ? lines[index + 1].number : 0
                     Console.out("committed \(committed)")
                 }
+                evictPast(line)
+                return true
             }
             if sinceCommit > 0, stop == nil {
-                try save(from: batchStart, to: lines.last?.number ?? 0)
+                try save(from: batchStart, to: lastLine)
                 committed += sinceCommit
                 Console.out("committed \(committed)")
             }
@@ -198,21 +260,55 @@ struct Importer {
         do { try context.save() } catch let error as CairnError {
             throw CairnError(error.code, "the batch of lines \(first)–\(last): \(error.message)")
         }
-        for (line, object) in made { records[line] = object.objectID.recordID }
+        for (line, object, kept) in made {
+            let id = object.objectID.recordID
+            if id != kept { records[line] = id }
+            if claimRecords[line] != nil { claimRecords[line] = id }
+        }
         made.removeAll(keepingCapacity: true)
         context.reset()
         objects.removeAll(keepingCapacity: true)
     }
 
-    /// The object of line `index`: made when the line, or a reference to it, is first read.
-    mutating func object(ofLine index: Int) throws -> ManagedObject {
-        if let id = records[index] { return try object(id, entityName: lines[index].entity.name) }
-        let name = lines[index].entity.name
-        let made = try reserved[index].map { try context.insertObject(entityName: name, reserved: $0) }
-            ?? context.insertObject(entityName: name)
-        records[index] = made.objectID.recordID
-        objects[made.objectID.recordID] = made
-        self.made.append((index, made))
+    /// The line that defines label `text`, with its entity and its kept ID's entry, if any.
+    func definition(of text: String) -> (line: Int, entity: UInt16, kept: (entry: Int, id: RecordID)?)? {
+        if let place = textLabels[text] { return (place.line, place.entity, nil) }
+        guard let id = RecordID(text), id.description == text, let found = idLabels.find(id.rawValue) else { return nil }
+        return (found.line, id.entity, idLabels.isKept(found.entry) ? (found.entry, id) : nil)
+    }
+
+    /// The record of labelled line `line` if it was made or found already.
+    func record(ofLine line: Int, kept: (entry: Int, id: RecordID)?) -> RecordID? {
+        if line == current.line, let record = current.record { return record }
+        if let record = records[line] { return record }
+        if let kept, idLabels.isMade(kept.entry) { return kept.id }
+        return nil
+    }
+
+    /// Notes that the current line claimed its uniqueness keys, for later lines repeating them.
+    mutating func claimed(_ line: Int) {
+        guard let id = current.record, let object = objects[id] else { return }
+        claimRecords[line] = id
+        made.append((line, object, nil))
+    }
+
+    /// The object of a line, given what its label says: made when the line, or a
+    /// reference to it, is first read.
+    mutating func object(ofLine line: Int, entityName: String, label: String?) throws -> ManagedObject {
+        let place = label.flatMap { definition(of: $0) }
+        if let id = record(ofLine: line, kept: place?.kept) { return try object(id, entityName: entityName) }
+        let made = try place?.kept.map { try context.insertObject(entityName: entityName, reserved: $0.id) }
+            ?? context.insertObject(entityName: entityName)
+        let id = made.objectID.recordID
+        if line == current.line { current.record = id }
+        if let kept = place?.kept {
+            idLabels.setMade(kept.entry)
+            self.made.append((line, made, kept.id))
+        } else if label != nil {
+            records[line] = id
+            self.made.append((line, made, nil))
+        }
+        objects[id] = made
         return made
     }
 
@@ -224,11 +320,16 @@ struct Importer {
         return found
     }
 
-    mutating func importLine(_ index: Int, text: UnsafeRawBufferPointer) throws {
-        let (number, range, entity, _) = lines[index]
+    mutating func importLine(_ text: Line) throws {
+        let number = text.number
         let line: RecordJSON.ParsedLine
-        do { line = try RecordJSON.parse(utf8: UnsafeRawBufferPointer(rebasing: text[range]), schema: schema) } catch let error as CairnError {
+        do { line = try RecordJSON.parse(utf8: text.bytes, schema: schema) } catch let error as CairnError {
             throw failure(number, error.message)
+        }
+        let entity = line.entity
+        current = (number, nil)
+        if let label = line.id, let place = definition(of: label), place.line == number {
+            current.record = record(ofLine: number, kept: place.kept)
         }
         // The attributes the line names, as values; then its target object.
         var values: [(String, Value)] = []
@@ -242,8 +343,8 @@ struct Importer {
                 throw failure(number, "\(entity.name).\(attribute.name): \(error.message)")
             }
         }
-        let target = try targetObject(ofLine: index, values: values)
-        pending.remove(index)
+        let target = try targetObject(ofLine: number, entity: entity, label: line.id, values: values)
+        pending.remove(number)
         for (name, value) in values {
             do { try target.setValue(value, forKey: name) } catch let error as CairnError { throw failure(number, error.message) }
         }
@@ -267,11 +368,11 @@ struct Importer {
         }
     }
 
-    /// The object line `index` sets: its own, or with `upsert` an earlier line's whose
+    /// The object line `line` sets: its own, or with `upsert` an earlier line's whose
     /// uniqueness key it repeats. Without `upsert`, a repeated key is an error naming both
     /// lines (a key the store holds is the save's to find).
-    mutating func targetObject(ofLine index: Int, values: [(String, Value)]) throws -> ManagedObject {
-        let entity = lines[index].entity
+    mutating func targetObject(ofLine line: Int, entity: EntityDescription, label: String?,
+                               values: [(String, Value)]) throws -> ManagedObject {
         var keys: [(names: [String], values: [Value])] = []
         for (group, names) in entity.uniqueness.enumerated() {
             var key: [String] = []
@@ -285,29 +386,35 @@ struct Importer {
             keys.append((names, keyValues))
             let claim = UniqueKey(entity: entity.number, group: group, key: key)
             guard let earlier = claims[claim] else {
-                claims[claim] = index
+                claims[claim] = line
                 continue
             }
             let described = zip(names, key).map { "\($0) = \($1)" }.joined(separator: ", ")
-            guard upsert, records[index] == nil else {
-                throw failure(lines[index].number, "uniqueness of \(entity.name) (\(names.joined(separator: ", "))) violated: \(described) is also on line \(lines[earlier].number)", code: .validation)
+            guard upsert, current.record == nil else {
+                throw failure(line, "uniqueness of \(entity.name) (\(names.joined(separator: ", "))) violated: \(described) is also on line \(earlier)", code: .validation)
             }
             // This line's label names the earlier line's record from now on.
-            records[index] = records[earlier]
-            if let id = records[earlier] { return try object(id, entityName: entity.name) }
+            guard let id = claimRecords[earlier] else { continue }
+            current.record = id
+            if label != nil { records[line] = id }
+            return try object(id, entityName: entity.name)
         }
-        if upsert, records[index] == nil {
+        if upsert, current.record == nil {
             for key in keys {
                 let format = key.names.map { "\($0) == %@" }.joined(separator: " AND ")
                 let request = FetchQuery<ManagedObject>(entityName: entity.name, predicate: try FetchPredicate(format: format, arguments: key.values))
                 if let existing = try context.fetch(request).first {
-                    records[index] = existing.objectID.recordID
+                    current.record = existing.objectID.recordID
+                    if label != nil { records[line] = existing.objectID.recordID }
                     objects[existing.objectID.recordID] = existing
+                    claimed(line)
                     return existing
                 }
             }
         }
-        return try object(ofLine: index)
+        let made = try object(ofLine: line, entityName: entity.name, label: label)
+        if !keys.isEmpty { claimed(line) }
+        return made
     }
 
     /// The raw ID a reference text names: a line of the file (its object made now if the
@@ -316,12 +423,13 @@ struct Importer {
         guard let destination = schema.entity(named: relationship.destination) else {
             throw CairnError(.invalidArgument, "points at unknown entity \(relationship.destination)")
         }
-        if let line = labels[text] {
-            guard lines[line].entity.number == destination.number else {
-                throw CairnError(.invalidArgument, "\(text) (line \(lines[line].number)) is a \(lines[line].entity.name), not a \(destination.name)")
+        if let place = definition(of: text) {
+            guard place.entity == destination.number else {
+                let name = schema.entity(number: place.entity)?.name ?? "E\(place.entity)"
+                throw CairnError(.invalidArgument, "\(text) (line \(place.line)) is a \(name), not a \(destination.name)")
             }
-            if records[line] == nil { pending.insert(line) }
-            return try object(ofLine: line).objectID.recordID.rawValue
+            if record(ofLine: place.line, kept: place.kept) == nil { pending.insert(place.line) }
+            return try object(ofLine: place.line, entityName: destination.name, label: text).objectID.recordID.rawValue
         }
         if let literal = RecordID(text), literal.entity == destination.number, context.coordinator.store.contains(literal) {
             return literal.rawValue

@@ -19,6 +19,15 @@ package struct POSIXFileSystem: FileSystem {
         return POSIXFile(fd: fd, path: path)
     }
 
+    /// The file at `path`, opened read-only and mapped whole (for input a command reads,
+    /// such as `cairn import`'s: a file that may be large and need not be writable).
+    package func mapForReading(_ path: String) throws -> FileMapping {
+        let fd = try retrying("open", path) { systemOpen(path, O_RDONLY | O_CLOEXEC, 0) }
+        let file = POSIXFile(fd: fd, path: path)
+        defer { file.close() }
+        return try file.map()  // (a mapping outlives its descriptor)
+    }
+
     package func exists(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0

@@ -39,12 +39,13 @@ struct SnapshotWriter {
         for _ in 0..<((8 - position % 8) % 8) { buffer.u8(0) }
     }
 
-    /// Starts an entity's records; entities must come in ascending number order.
-    mutating func beginEntity(_ entity: UInt16) {
+    /// Starts an entity's records; entities must come in ascending number order. About
+    /// `expected` records will follow (room is made for them, not a limit).
+    mutating func beginEntity(_ entity: UInt16, expected: Int = 0) {
         endEntity()
         entities.append((entity, SnapshotIndex.Entries()))
         indexedSlots = schema.entity(number: entity)?.storedIndexSlots ?? []
-        indexedValues = indexedSlots.map { _ in IndexColumn() }
+        indexedValues = indexedSlots.map { _ in IndexColumn(expected: expected) }
     }
 
     /// Sorts the current entity's indexed values into attribute indexes. An entity with no
@@ -131,6 +132,8 @@ struct IndexColumn {
     private var width: AttributeType?
     private var values: [Value]?
     private var count = 0
+
+    init(expected: Int = 0) { keys.reserveCapacity(expected) }
 
     mutating func append(_ value: Value) {
         defer { count += 1 }

@@ -79,8 +79,9 @@ extension Store {
                                                    schema: schema))
             try withExtendedLifetime(snapshot) {
                 for entity in schema.entities.map(\.number).sorted() where snapshot.schema.entity(number: entity) != nil {
-                    output.writer.beginEntity(entity)
-                    try Self.merge(snapshot: snapshot, overlay: taken.overlay(of: entity), entity: entity) { id, source in
+                    let overlay = taken.overlay(of: entity)
+                    output.writer.beginEntity(entity, expected: taken.counts[entity] ?? 0)
+                    try Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
                         func emit(_ body: UnsafeRawBufferPointer) throws {
                             guard let transform else {
                                 try output.writer.append(id: id, body: body)

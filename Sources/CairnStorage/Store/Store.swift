@@ -225,6 +225,17 @@ public final class Store: Sendable {
         }
     }
 
+    /// Reserves serials for IDs a caller chose: `decide` is given the next serial and
+    /// returns the highest it keeps (each at or past that one; nil: none), and no later
+    /// ``allocateID(entity:)`` hands out a serial up to it. Decided under the state's lock,
+    /// so no allocation comes between. (``reserveIDs(_:)`` for a set of candidates.)
+    package func reserveSerials(_ decide: (UInt64) -> UInt64?) {
+        state.withLock { state in
+            guard let highest = decide(state.nextSerial), highest >= state.nextSerial, highest <= RecordID.maxSerial else { return }
+            state.nextSerial = highest + 1
+        }
+    }
+
     /// Sizes and counts.
     public var statistics: StoreStatistics {
         let (snapshot, counts, sequence, shadowed, lastCommit) = state.withLock { state in

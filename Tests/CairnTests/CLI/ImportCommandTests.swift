@@ -167,4 +167,48 @@ import Testing
         #expect(try CLI.run(["import", store, "--in", file, "--atomic"]).status == 0)
         #expect(try CLI.run(["history", store]).out.split(separator: "\n").count == 1)
     }
+
+    /// Labels written as record IDs (an export's): kept when the store never used them,
+    /// each serial once; a repeated one stops the import at its second line, as a repeated
+    /// text label does; references to them resolve forwards and backwards.
+    @Test func recordIDLabelsAreKeptOnceAndRepeatsStop() throws {
+        let (dir, store, file) = try CLIFixture.storeAndFile([
+            #"{"entity": "Person", "id": "E1-40", "username": "a", "dvds": ["E2-41"]}"#,
+            #"{"entity": "DVD", "id": "E2-41", "title": "T", "owner": "E1-40"}"#,
+            #"{"entity": "DVD", "id": "E2-40", "title": "same serial as a person"}"#,
+            #"{"entity": "Person", "id": "E2-42", "username": "b"}"#,
+            #"{"entity": "Person", "id": "E1-43", "username": "c", "dvds": ["E2-42"]}"#,
+        ])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let result = try CLI.run(["import", store, "--in", file, "--batch", "1"])
+        #expect(result.status == 1)
+        // "E2-42" labels a Person, so it is a text label; line 5 names it as a DVD.
+        #expect(result.err.contains("line 5: Person.dvds: E2-42 (line 4) is a Person, not a DVD"), "\(result.err)")
+        let people = try CLI.run(["export", store, "--entity", "Person"]).out
+        let dvds = try CLI.run(["export", store, "--entity", "DVD"]).out
+        #expect(people.contains(#""id": "E1-40""#) && people.contains(#""dvds": ["E2-41"]"#), "\(people)")
+        #expect(dvds.contains(#""id": "E2-41""#) && dvds.contains(#""owner": "E1-40""#), "\(dvds)")
+        #expect(!dvds.contains(#""id": "E2-40""#), "serial 40 was kept by line 1: \(dvds)")
+        #expect(dvds.contains("same serial as a person"))
+
+        let (dir2, store2, file2) = try CLIFixture.storeAndFile([
+            #"{"entity": "Person", "id": "E1-7", "username": "a"}"#,
+            #"{"entity": "Person", "id": "x", "username": "b"}"#,
+            #"{"entity": "Person", "id": "E1-7", "username": "c"}"#,
+            #"{"entity": "Person", "username": "d"}"#,
+        ])
+        defer { try? FileManager.default.removeItem(atPath: dir2) }
+        let repeated = try CLI.run(["import", store2, "--in", file2, "--batch", "1"])
+        #expect(repeated.status == 1)
+        #expect(repeated.err.contains("line 3: id E1-7 is also the id of line 1"), "\(repeated.err)")
+        #expect(try CLI.run(["query", store2, "Person", "--count"]).out == "2\n")
+
+        // The same file again into the first store: its IDs are taken, so they are labels only.
+        try [#"{"entity": "DVD", "id": "E2-41", "title": "U", "owner": "E1-40"}"#,
+             #"{"entity": "Person", "id": "E1-40", "username": "z"}"#].joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let again = try CLI.run(["import", store, "--in", file])
+        #expect(again.status == 0, "\(again.err)")
+        let owners = try CLI.run(["query", store, "DVD", "owner.username == 'z'"]).out
+        #expect(owners.contains(#""title": "U""#), "the DVD points at the file's E1-40, a new record: \(owners)")
+    }
 }
