@@ -134,10 +134,8 @@ package final class SecondaryIndex: @unchecked Sendable {
             return true
         }
         guard integers else { return nil }
-        // By ID, then (stably) by key, the sign bit flipped to order negative keys first.
         RadixSort.sort(&nulls) { $0 }
-        RadixSort.sort(&keyed) { $0.id }
-        RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+        Self.sortByKeyThenID(&keyed)
         var run: [(value: Value, id: UInt64)] = []
         run.reserveCapacity(nulls.count + keyed.count)
         for id in nulls { run.append((.null, id)) }
@@ -152,6 +150,26 @@ package final class SecondaryIndex: @unchecked Sendable {
             run.append((value, id))
         }
         return run
+    }
+
+    /// Sorts (key, ID) pairs by key, then ID. By key first (the sign bit flipped to order
+    /// negative keys first), then each run of equal keys by ID: most indexed keys repeat
+    /// little, so that is one radix sort, not two. Runs of one key longer than a few
+    /// dozen pairs (a flag, a category) sort everything by ID first instead.
+    static func sortByKeyThenID(_ keyed: inout [(key: Int64, id: UInt64)]) {
+        RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+        var start = 0
+        while start < keyed.count {
+            var end = start + 1
+            while end < keyed.count, keyed[end].key == keyed[start].key { end += 1 }
+            if end - start > 64 {
+                RadixSort.sort(&keyed) { $0.id }
+                RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+                return
+            }
+            if end - start > 1 { keyed[start..<end].sort { $0.id < $1.id } }
+            start = end
+        }
     }
 
     /// The value a committed body holds at `slot` (bodies are checked before they are

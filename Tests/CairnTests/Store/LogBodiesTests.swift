@@ -210,3 +210,16 @@ import CairnTesting
         #expect(column.sortedPositions() == IndexOrder.sortedPositions(values))
     }
 }
+
+/// The tail's integer index runs sort by key, then ID, whether keys repeat little or much.
+@Suite struct KeyThenIDSortTests {
+    @Test(arguments: [3, 500, 1_000_000] as [UInt64]) func sortsLikeAComparisonSort(distinctKeys: UInt64) {
+        var random = SplitMix64(seed: distinctKeys)
+        var pairs: [(key: Int64, id: UInt64)] = (0..<5_000).map { _ in
+            (Int64(bitPattern: random.next() % distinctKeys) - Int64(distinctKeys / 2), random.next() >> 8)
+        }
+        let expected = pairs.sorted { $0.key != $1.key ? $0.key < $1.key : $0.id < $1.id }
+        SecondaryIndex.sortByKeyThenID(&pairs)
+        #expect(pairs.map(\.key) == expected.map(\.key) && pairs.map(\.id) == expected.map(\.id))
+    }
+}
