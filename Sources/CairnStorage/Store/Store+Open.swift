@@ -139,6 +139,7 @@ extension Store {
             snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, backgroundChecksumMinimum: options.backgroundChecksumMinimum)
         }
         var state = StoreState(snapshot: snapshot)
+        state.recentVersionsLimit = options.recentVersionsLimit
         var report = RecoveryReport()
         let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
         let logFile = try fs.open(logPath, create: false, truncate: false)

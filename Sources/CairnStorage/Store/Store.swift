@@ -350,7 +350,7 @@ struct StoreState: Sendable {
     var versions = IDMap<UInt64, UInt64>()
     /// Older versions, moved out of ``versions`` whenever it holds ``recentVersionsLimit``.
     var versionRuns = VersionRuns.empty
-    static let recentVersionsLimit = 1 << 16
+    var recentVersionsLimit = 1 << 20
     /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
     /// and those built since on first use.
     var indexes: [IndexKey: SecondaryIndex] = [:]
@@ -407,7 +407,7 @@ struct StoreState: Sendable {
             recentChanges[entity, default: RecentChanges()].note(ids[start..<end], sequence: sequence)
             start = end
         }
-        if versions.count >= Self.recentVersionsLimit {
+        if versions.count >= recentVersionsLimit {
             versionRuns = versionRuns.merging(versions)
             versions = IDMap()
         }

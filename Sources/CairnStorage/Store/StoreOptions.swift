@@ -39,6 +39,9 @@ public struct StoreOptions: Sendable {
     /// instead of through one buffer that holds it all. Tests lower both to exercise it.
     var streamedFramesMinimum = 4 << 20
     var framePieceBytes = 1 << 20
+    /// Record versions kept in a hash table before they move to runs (``VersionRuns``):
+    /// 32 MB at most. Tests lower it to exercise the move.
+    var recentVersionsLimit = 1 << 20
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 

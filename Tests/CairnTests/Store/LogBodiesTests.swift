@@ -166,8 +166,10 @@ import CairnTesting
     /// Past the store's limit of recent versions, older ones move to runs; every record's
     /// version still reads back, in lookups and in scans.
     @Test func aStoreKeepsEveryVersionPastTheLimit() throws {
-        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
-        let total = StoreState.recentVersionsLimit + 1_000
+        var options = memoryOptions(MemoryFileSystem())
+        options.recentVersionsLimit = 20_000
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: options)
+        let total = 3 * options.recentVersionsLimit + 1_000
         var expected: [UInt64: UInt64] = [:]
         var serial: UInt64 = 1
         while serial <= UInt64(total) {
@@ -178,7 +180,7 @@ import CairnTesting
         }
         let updated = try store.commit(operations: [LogBodiesTests.blob(17, "again", 1)], durable: false)
         expected[RecordID(entity: 1, serial: 17).rawValue] = updated
-        #expect(store.state.withLock { $0.versions.count } < StoreState.recentVersionsLimit)
+        #expect(store.state.withLock { $0.versions.count } < options.recentVersionsLimit)
         #expect(store.state.withLock { $0.versionRuns.runCount } > 0)
         var checked = 0
         try store.scanVersioned(entity: 1) { id, version, _ in
