@@ -83,7 +83,8 @@ package final class SecondaryIndex: @unchecked Sendable {
             }
         }
         // Integers go straight from the bodies into the run (no array of every value first).
-        if let run = Self.integerRun(count: changes.count, forEachValue) {
+        // Once they are read, the log's pages are let go of before the sort takes its memory.
+        if let run = Self.integerRun(count: changes.count, forEachValue, whenRead: { changes.bodies.log?.dropResidentPages() }) {
             (sorted, sortedPrefixes) = (run, nil)
         } else {
             var entries: [(Value, UInt64)] = []
@@ -112,8 +113,10 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// common case): sorted as plain (integer, ID) pairs, nils first, with no `Value`
     /// compared or moved. Nil for any other values.
     /// `produce` hands each of about `count` entries to the closure it is given, and stops
-    /// when that returns false (at the first value that is not an integer of the width).
-    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void) -> [(value: Value, id: UInt64)]? {
+    /// when that returns false (at the first value that is not an integer of the width);
+    /// `whenRead` is called once all were, before the sort.
+    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void,
+                                   whenRead: () -> Void = {}) -> [(value: Value, id: UInt64)]? {
         var nulls: [UInt64] = []
         var keyed: [(key: Int64, id: UInt64)] = []
         keyed.reserveCapacity(count)
@@ -134,6 +137,7 @@ package final class SecondaryIndex: @unchecked Sendable {
             return true
         }
         guard integers else { return nil }
+        whenRead()
         RadixSort.sort(&nulls) { $0 }
         Self.sortByKeyThenID(&keyed)
         var run: [(value: Value, id: UInt64)] = []

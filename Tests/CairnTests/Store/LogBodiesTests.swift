@@ -19,6 +19,13 @@ import CairnTesting
         return name
     }
 
+    /// A directory for a store on disk (a real mapping of the log), and its options.
+    static func diskStore(_ name: String = #function) -> (directory: String, options: StoreOptions) {
+        var options = StoreOptions(compaction: .manual, preallocationBytes: 4096)
+        options.backgroundChecksumMinimum = 0
+        return (temporaryDirectory(name), options)
+    }
+
     /// What the overlay holds per record: an entry into the log, no body of its own.
     static func heldCount(_ store: Store) -> Int { store.state.withLock { $0.bodies.held.count } }
     static func loggedCount(_ store: Store) -> Int {
@@ -26,10 +33,8 @@ import CairnTesting
     }
 
     @Test func entriesPointIntoTheLogAfterCommitsAndAfterAReopen() throws {
-        let directory = temporaryDirectory()
+        let (directory, options) = Self.diskStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        var options = StoreOptions(compaction: .manual, preallocationBytes: 4096)
-        options.backgroundChecksumMinimum = 0
         var store = try Store.open(at: directory, schema: TestSchemas.blobs, options: options)
         // Enough transactions to take the log past its first mappings (1 MiB, then doubling).
         for batch in 0..<60 {
@@ -65,10 +70,8 @@ import CairnTesting
     /// the log it points into was retired and removed; so does one across appends that
     /// map the log anew.
     @Test func aScanOutlivesTheLogItReads() throws {
-        let directory = temporaryDirectory()
+        let (directory, options) = Self.diskStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        var options = StoreOptions(compaction: .manual, preallocationBytes: 4096)
-        options.backgroundChecksumMinimum = 0
         let store = try Store.open(at: directory, schema: TestSchemas.blobs, options: options)
         try store.commit(operations: (1...2_000).map { Self.blob($0, "r\($0)", 100) }, durable: true)
         var seen = 0
