@@ -104,7 +104,7 @@ struct Importer {
     var objects: [RecordID: ManagedObject] = [:]
     /// The labelled lines whose objects the batch made, with them: an upsert's save may
     /// give such an object the ID of the record it matched, which later references must name.
-    var made: [(line: Int, object: ManagedObject, kept: RecordID?)] = []
+    var made: [(line: Int, object: ManagedObject, labelled: Bool, kept: RecordID?)] = []
     /// The record of each line that claimed a uniqueness key, by line number (for an
     /// upsert's later line with the same key).
     var claimRecords: [Int: RecordID] = [:]
@@ -178,6 +178,7 @@ struct Importer {
                 (stop, stopLine) = (failure(line.number, error.message), line.number)
                 return false
             } catch {
+                (stop, stopLine) = (failure(line.number, "\(error)"), line.number)
                 return false
             }
             if let label = parsed.id {
@@ -260,9 +261,9 @@ struct Importer {
         do { try context.save() } catch let error as CairnError {
             throw CairnError(error.code, "the batch of lines \(first)–\(last): \(error.message)")
         }
-        for (line, object, kept) in made {
+        for (line, object, labelled, kept) in made {
             let id = object.objectID.recordID
-            if id != kept { records[line] = id }
+            if labelled, id != kept { records[line] = id }
             if claimRecords[line] != nil { claimRecords[line] = id }
         }
         made.removeAll(keepingCapacity: true)
@@ -289,7 +290,7 @@ struct Importer {
     mutating func claimed(_ line: Int) {
         guard let id = current.record, let object = objects[id] else { return }
         claimRecords[line] = id
-        made.append((line, object, nil))
+        made.append((line, object, false, nil))
     }
 
     /// The object of a line, given what its label says: made when the line, or a
@@ -303,10 +304,10 @@ struct Importer {
         if line == current.line { current.record = id }
         if let kept = place?.kept {
             idLabels.setMade(kept.entry)
-            self.made.append((line, made, kept.id))
+            self.made.append((line, made, true, kept.id))
         } else if label != nil {
             records[line] = id
-            self.made.append((line, made, nil))
+            self.made.append((line, made, true, nil))
         }
         objects[id] = made
         return made
