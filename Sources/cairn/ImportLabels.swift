@@ -21,7 +21,8 @@ struct IDLabels {
     /// Adds the label `raw` of line `line`.
     mutating func append(_ raw: UInt64, line: Int) {
         count += 1
-        if let last = starts.indices.last, counts[last] < UInt32.max,
+        // (A run stays within one entity, so its serials are consecutive too.)
+        if let last = starts.indices.last, counts[last] < UInt32.max, raw >> 48 == starts[last] >> 48,
            starts[last] &+ UInt64(counts[last]) == raw, Int(lines[last]) + Int(counts[last]) == line {
             counts[last] += 1
             return
@@ -63,7 +64,7 @@ struct IDLabels {
     }
 
     private func isOrderedWithoutOverlap() -> Bool {
-        starts.indices.dropFirst().allSatisfy { starts[$0 - 1] + UInt64(counts[$0 - 1]) <= starts[$0] }
+        starts.indices.dropFirst().allSatisfy { starts[$0 - 1] < starts[$0] && starts[$0] - starts[$0 - 1] >= UInt64(counts[$0 - 1]) }
     }
 
     /// Forgets the labels of lines from `line` on (a stopped import does not read them).

@@ -83,9 +83,6 @@ package enum IndexOrder {
         return (positions, nulls.count, prefixes)
     }
 
-    /// The common case, an integer attribute, sorted as plain (Int64, position) pairs: the
-    /// same order without comparing `Value`s. Nil unless every value is nil or an integer
-    /// of one width.
     /// The positions of `count` values in index order, where the values are nil at
     /// `nullPositions` (ascending) and, elsewhere in order, the integers `keys`: nils first,
     /// then by key, equal keys in position order. Keys already ascending need no sort.
@@ -114,6 +111,9 @@ package enum IndexOrder {
         return positions
     }
 
+    /// The common case, an integer attribute, sorted as plain (Int64, position) pairs: the
+    /// same order without comparing `Value`s. Nil unless every value is nil or an integer
+    /// of one width.
     private static func sortedIntegerPositions(_ values: [Value]) -> [Int]? {
         var nulls: [Int] = []
         var keyed: [(key: Int64, position: Int)] = []

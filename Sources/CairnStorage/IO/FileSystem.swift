@@ -83,11 +83,13 @@ package protocol FileLock: AnyObject, Sendable {
     func unlock()
 }
 
-/// Read-only bytes of a whole file: an `mmap` region, or an owned copy for
-/// in-memory files. The bytes stay valid as long as the mapping is alive.
+/// Read-only bytes of a file: an `mmap` region, or an owned copy for in-memory files.
+/// The bytes stay valid as long as the mapping is alive.
 package final class FileMapping: Sendable {
-    // The pointer is immutable and the memory is read-only for the mapping's lifetime,
-    // so sharing it across threads is safe.
+    // The pointer is immutable, and this process only reads through it. A mapping that
+    // follows writes (`map(following:)`) changes only where the file is written, which the
+    // store does only at bytes no reader has been told of yet (FORMAT.md's frames are
+    // appended; a failed sync zeroes frame headers, which readers never read).
     nonisolated(unsafe) package let bytes: UnsafeRawBufferPointer
     private let release: @Sendable (UnsafeRawBufferPointer) -> Void
     private let evict: (@Sendable (UnsafeRawBufferPointer) -> Void)?

@@ -124,23 +124,29 @@ final class LogWriter: @unchecked Sendable {
         syncedOffset = appendOffset
     }
 
-    /// After a failed write or sync: overwrites with zeros what the last successful sync
-    /// did not cover, so a reopen in the same boot cannot trust frames that the page cache
-    /// still holds but the disk may not (after a failed fsync the kernel may drop the dirty
-    /// pages' error and mark them clean). Zeros, not a shorter file: the store's mapping
-    /// of the log may still be read there by a reader that took an entry before the
-    /// failure, and a mapping faults past the end of its file. Best effort: the store is
-    /// poisoned either way, and recovery treats a cut or torn tail as uncommitted.
+    /// After a failed write or sync: zeroes the header of every frame the last successful
+    /// sync did not cover, so a reopen in the same boot cannot trust frames that the page
+    /// cache still holds but the disk may not (after a failed fsync the kernel may drop the
+    /// dirty pages' error and mark them clean): recovery stops at the first, as at a torn
+    /// write, and cuts the rest. Only headers: the bodies stay as they were, since a reader
+    /// that took the store's view before the failure may still be reading them through
+    /// the mapping (nor is the file shortened, which would make such a read fault). Best
+    /// effort: the store is poisoned either way, and recovery treats a torn tail as
+    /// uncommitted.
     func discardUnsynced() {
         let end = max(appendOffset, writtenEnd)
         guard end > syncedOffset else { return }
         do {
-            let zeros = [UInt8](repeating: 0, count: min(end - syncedOffset, 1 << 20))
+            let zeros = [UInt8](repeating: 0, count: LogFrame.headerSize)
             var position = syncedOffset
-            while position < end {
-                let count = min(zeros.count, end - position)
-                try zeros.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[..<count]), at: Int64(position)) }
-                position += count
+            while position + LogFrame.headerSize <= end {
+                let header = try file.read(at: Int64(position), count: LogFrame.headerSize)
+                // A header never written: the failed frame, the last; nothing follows it.
+                guard header.count == LogFrame.headerSize, header.contains(where: { $0 != 0 }) else { break }
+                try file.write(zeros, at: Int64(position))
+                let length = header.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 4, as: UInt32.self))) }
+                guard length <= FormatLimits.maxFramePayload else { break }
+                position += LogFrame.frameSize(payloadLength: length)
             }
             try file.sync()
             appendOffset = syncedOffset

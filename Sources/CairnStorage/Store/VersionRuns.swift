@@ -40,18 +40,19 @@ final class VersionRuns: Sendable {
         var builder = Builder()
         var next = 0
         for run in starts.indices {
-            var cursor = starts[run]
-            let end = cursor + UInt64(counts[run])
-            while next < pairs.count, pairs[next].id < end {
+            // (Ends are inclusive: a run may end at the largest raw ID.)
+            var cursor: UInt64? = starts[run]
+            let last = starts[run] + (UInt64(counts[run]) - 1)
+            while next < pairs.count, pairs[next].id <= last {
                 let (id, sequence) = pairs[next]
                 next += 1
-                if id >= cursor {
-                    if id > cursor { builder.append(cursor, count: id - cursor, sequences[run]) }
-                    cursor = id + 1
+                if let from = cursor, id >= from {
+                    if id > from { builder.append(from, count: id - from, sequences[run]) }
+                    cursor = id < last ? id + 1 : nil
                 }
                 builder.append(id, count: 1, sequence)
             }
-            if cursor < end { builder.append(cursor, count: end - cursor, sequences[run]) }
+            if let from = cursor { builder.append(from, count: last - from + 1, sequences[run]) }
         }
         for (id, sequence) in pairs[next...] { builder.append(id, count: 1, sequence) }
         return VersionRuns(starts: builder.starts, counts: builder.counts, sequences: builder.sequences)
@@ -64,11 +65,11 @@ final class VersionRuns: Sendable {
 
         mutating func append(_ start: UInt64, count: UInt64, _ sequence: UInt64) {
             var start = start, count = count
-            if let last = starts.indices.last, sequences[last] == sequence, starts[last] + UInt64(counts[last]) == start {
+            if let last = starts.indices.last, sequences[last] == sequence, starts[last] &+ UInt64(counts[last]) == start, start != 0 {
                 let room = UInt64(UInt32.max) - UInt64(counts[last])
                 let joined = min(room, count)
                 counts[last] += UInt32(joined)
-                start += joined
+                start &+= joined
                 count -= joined
             }
             while count > 0 {
@@ -76,7 +77,7 @@ final class VersionRuns: Sendable {
                 starts.append(start)
                 counts.append(UInt32(piece))
                 sequences.append(sequence)
-                start += piece
+                start &+= piece
                 count -= piece
             }
         }
