@@ -368,7 +368,10 @@ struct StoreState: Sendable {
         return entry.isLive
     }
 
-    func version(of id: RecordID) -> UInt64 { versions[id.rawValue] ?? versionRuns.version(of: id.rawValue) ?? 0 }
+    func version(of id: RecordID) -> UInt64 {
+        if let version = versions[id.rawValue] { return version }
+        return versionRuns.isEmpty ? 0 : versionRuns.version(of: id.rawValue) ?? 0
+    }
 
     /// The versions as a scan reads them.
     var versionTable: Store.VersionTable { Store.VersionTable(versions, runs: versionRuns) }
