@@ -116,37 +116,23 @@ package enum IndexOrder {
     /// of one width.
     private static func sortedIntegerPositions(_ values: [Value]) -> [Int]? {
         var nulls: [Int] = []
-        var keyed: [(key: Int64, position: Int)] = []
-        keyed.reserveCapacity(values.count)
+        var keys: [Int64] = []
+        keys.reserveCapacity(values.count)
         // Values read in place (iterating the array would copy each).
         let integers = values.withUnsafeBufferPointer { buffer -> Bool in
-            var width: UInt8 = 0
+            var width: AttributeType?
             for position in buffer.indices {
-                let key: Int64, kind: UInt8
-                switch buffer[position] {
-                case .null: nulls.append(position); continue
-                case .int8(let v): (key, kind) = (Int64(v), 1)
-                case .int16(let v): (key, kind) = (Int64(v), 2)
-                case .int32(let v): (key, kind) = (Int64(v), 3)
-                case .int64(let v): (key, kind) = (v, 4)
-                default: return false
+                if case .null = buffer[position] {
+                    nulls.append(position)
+                    continue
                 }
-                if width == 0 { width = kind } else if width != kind { return false }
-                keyed.append((key, position))
+                guard let (key, kind) = buffer[position].integerAndWidth, kind == width ?? kind else { return false }
+                width = kind
+                keys.append(key)
             }
             return true
         }
         guard integers else { return nil }
-        if keyed.count >= RadixSort.threshold {
-            // Stable, so equal keys keep position order; the sign bit flipped orders
-            // negative keys first as unsigned numbers.
-            RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
-        } else {
-            keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.position < $1.position }
-        }
-        var positions = nulls
-        positions.reserveCapacity(values.count)
-        for entry in keyed { positions.append(entry.position) }
-        return positions
+        return sortedPositions(integerKeys: keys, nullPositions: nulls, count: values.count)
     }
 }

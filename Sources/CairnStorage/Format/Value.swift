@@ -46,6 +46,29 @@ public enum Value: Hashable, Sendable {
         }
     }
 
+    /// An integer value's number and type (nil for any other value): the form in which
+    /// index runs and columns of integers keep their values.
+    package var integerAndWidth: (key: Int64, width: AttributeType)? {
+        switch self {
+        case .int8(let v): return (Int64(v), .int8)
+        case .int16(let v): return (Int64(v), .int16)
+        case .int32(let v): return (Int64(v), .int32)
+        case .int64(let v): return (v, .int64)
+        default: return nil
+        }
+    }
+
+    /// The integer value of type `width` holding `key` (``integerAndWidth``'s inverse;
+    /// any type but the three narrower integers gives an `int64`).
+    package init(integer key: Int64, width: AttributeType) {
+        switch width {
+        case .int8: self = .int8(Int8(truncatingIfNeeded: key))
+        case .int16: self = .int16(Int16(truncatingIfNeeded: key))
+        case .int32: self = .int32(Int32(truncatingIfNeeded: key))
+        default: self = .int64(key)
+        }
+    }
+
     /// One bit for the value's kind (`1 << tag`, both booleans as `boolFalse`), read
     /// without copying the payload: schema checks compare it with
     /// ``AttributeType/acceptedKinds``.

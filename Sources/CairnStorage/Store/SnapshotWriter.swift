@@ -141,21 +141,16 @@ struct IndexColumn {
             values!.append(value)
             return
         }
-        let key: Int64, kind: AttributeType
-        switch value {
-        case .null: nullPositions.append(count); return
-        case .int8(let v): (key, kind) = (Int64(v), .int8)
-        case .int16(let v): (key, kind) = (Int64(v), .int16)
-        case .int32(let v): (key, kind) = (Int64(v), .int32)
-        case .int64(let v): (key, kind) = (v, .int64)
-        default: kind = .string; key = 0
+        if case .null = value {
+            nullPositions.append(count)
+            return
         }
-        if width == nil, kind != .string { width = kind }
-        guard kind == width else {
+        guard let (key, kind) = value.integerAndWidth, kind == width ?? kind else {
             values = materialized()
             values!.append(value)
             return
         }
+        width = kind
         keys.append(key)
     }
 
@@ -170,14 +165,8 @@ struct IndexColumn {
                 nextNull += 1
                 continue
             }
-            let k = keys[key]
+            result.append(Value(integer: keys[key], width: width ?? .int64))
             key += 1
-            switch width {
-            case .int8?: result.append(.int8(Int8(truncatingIfNeeded: k)))
-            case .int16?: result.append(.int16(Int16(truncatingIfNeeded: k)))
-            case .int32?: result.append(.int32(Int32(truncatingIfNeeded: k)))
-            default: result.append(.int64(k))
-            }
         }
         return result
     }

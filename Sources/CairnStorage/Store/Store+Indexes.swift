@@ -123,16 +123,15 @@ package final class SecondaryIndex: @unchecked Sendable {
         var width: AttributeType?
         var integers = true
         produce { value, id in
-            let key: Int64, kind: AttributeType
-            switch value {
-            case .null: nulls.append(id); return true
-            case .int8(let v): (key, kind) = (Int64(v), .int8)
-            case .int16(let v): (key, kind) = (Int64(v), .int16)
-            case .int32(let v): (key, kind) = (Int64(v), .int32)
-            case .int64(let v): (key, kind) = (v, .int64)
-            default: integers = false; return false
+            if case .null = value {
+                nulls.append(id)
+                return true
             }
-            if width == nil { width = kind } else if width != kind { integers = false; return false }
+            guard let (key, kind) = value.integerAndWidth, kind == width ?? kind else {
+                integers = false
+                return false
+            }
+            width = kind
             keyed.append((key, id))
             return true
         }
@@ -143,35 +142,27 @@ package final class SecondaryIndex: @unchecked Sendable {
         var run: [(value: Value, id: UInt64)] = []
         run.reserveCapacity(nulls.count + keyed.count)
         for id in nulls { run.append((.null, id)) }
-        for (key, id) in keyed {
-            let value: Value
-            switch width {
-            case .int8?: value = .int8(Int8(truncatingIfNeeded: key))
-            case .int16?: value = .int16(Int16(truncatingIfNeeded: key))
-            case .int32?: value = .int32(Int32(truncatingIfNeeded: key))
-            default: value = .int64(key)
-            }
-            run.append((value, id))
-        }
+        for (key, id) in keyed { run.append((Value(integer: key, width: width ?? .int64), id)) }
         return run
     }
 
-    /// Sorts (key, ID) pairs by key, then ID. By key first (the sign bit flipped to order
-    /// negative keys first), then each run of equal keys by ID: most indexed keys repeat
-    /// little, so that is one radix sort, not two. Runs of one key longer than a few
-    /// dozen pairs (a flag, a category) sort everything by ID first instead.
+    /// Sorts (key, ID) pairs by key, then ID: by key (the sign bit flipped to order
+    /// negative keys first), then each run of equal keys by ID, a long run (a flag, a
+    /// category) by radix, a short one by comparison. Most indexed keys repeat little, so
+    /// that is one radix sort of the whole, not two.
     static func sortByKeyThenID(_ keyed: inout [(key: Int64, id: UInt64)]) {
         RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
         var start = 0
         while start < keyed.count {
             var end = start + 1
             while end < keyed.count, keyed[end].key == keyed[start].key { end += 1 }
-            if end - start > 64 {
-                RadixSort.sort(&keyed) { $0.id }
-                RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
-                return
+            if end - start >= RadixSort.threshold {
+                var group = Array(keyed[start..<end])
+                RadixSort.sort(&group) { $0.id }
+                keyed.replaceSubrange(start..<end, with: group)
+            } else if end - start > 1 {
+                keyed[start..<end].sort { $0.id < $1.id }
             }
-            if end - start > 1 { keyed[start..<end].sort { $0.id < $1.id } }
             start = end
         }
     }
