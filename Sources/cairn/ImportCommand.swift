@@ -153,9 +153,10 @@ struct Importer {
         }
     }
 
-    /// The label of a line as a record ID of its entity, if it is written as one.
-    static func idLabel(_ label: String, entity: UInt16) -> RecordID? {
-        guard let id = RecordID(label), id.entity == entity, id.description == label else { return nil }
+    /// The record ID a label is written as (`E1-5`, as ``RecordID`` prints it; not `E1-05`),
+    /// if it is one.
+    static func idLabel(_ label: String) -> RecordID? {
+        guard let id = RecordID(label), id.description == label else { return nil }
         return id
     }
 
@@ -182,7 +183,7 @@ struct Importer {
                 return false
             }
             if let label = parsed.id {
-                if let id = Self.idLabel(label, entity: parsed.entity.number), line.number <= IDLabels.maxLine {
+                if let id = Self.idLabel(label), id.entity == parsed.entity.number, line.number <= IDLabels.maxLine {
                     idLabels.append(id.rawValue, line: line.number)
                 } else if let other = textLabels[label] {
                     (stop, stopLine) = (failure(line.number, "id \(label) is also the id of line \(other.line)"), line.number)
@@ -200,7 +201,7 @@ struct Importer {
         var repeated: (line: Int, first: Int, label: String)?
         if let twice = idLabels.sort() { repeated = (twice.second, twice.first, RecordID(rawValue: twice.raw).description) }
         for (label, place) in textLabels {
-            guard let id = RecordID(label), id.description == label, let found = idLabels.find(id.rawValue) else { continue }
+            guard let id = Self.idLabel(label), let found = idLabels.find(id.rawValue) else { continue }
             let (first, second) = (min(place.line, found.line), max(place.line, found.line))
             if second < repeated?.line ?? Int.max { repeated = (second, first, label) }
         }
@@ -274,7 +275,7 @@ struct Importer {
     /// The line that defines label `text`, with its entity and its kept ID's entry, if any.
     func definition(of text: String) -> (line: Int, entity: UInt16, kept: (entry: Int, id: RecordID)?)? {
         if let place = textLabels[text] { return (place.line, place.entity, nil) }
-        guard let id = RecordID(text), id.description == text, let found = idLabels.find(id.rawValue) else { return nil }
+        guard let id = Self.idLabel(text), let found = idLabels.find(id.rawValue) else { return nil }
         return (found.line, id.entity, idLabels.isKept(found.entry) ? (found.entry, id) : nil)
     }
 

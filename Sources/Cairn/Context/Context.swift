@@ -174,7 +174,7 @@ public final class Context {
         insert(object, as: nil)
     }
 
-    /// ``insert(_:)``, with the ID `reserved` (from ``Store/reserveIDs(_:)``) instead of a new one.
+    /// ``insert(_:)``, with the ID `reserved` (from ``Store/reserveSerials(_:)``) instead of a new one.
     private func insert(_ object: ManagedObject, as reserved: RecordID?) {
         if object.belongs(to: self) { return }
         if object.context != nil {
@@ -262,7 +262,7 @@ public final class Context {
         return object
     }
 
-    /// ``insertObject(entityName:)`` with an ID reserved for it by ``Store/reserveIDs(_:)``
+    /// ``insertObject(entityName:)`` with an ID reserved for it by ``Store/reserveSerials(_:)``
     /// (`cairn import` keeps the IDs of an export so).
     @discardableResult
     package func insertObject(entityName: String, reserved id: RecordID) throws -> ManagedObject {

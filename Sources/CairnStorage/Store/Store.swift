@@ -208,27 +208,11 @@ public final class Store: Sendable {
         }
     }
 
-    /// Reserves those of `candidates` that were never handed out (a serial at or past the
-    /// next one, each serial once, an entity of the schema), so that no later
-    /// ``allocateID(entity:)`` hands them out, and returns them. `cairn import` keeps an
-    /// export's IDs so when it imports into a store that never used them.
-    package func reserveIDs(_ candidates: [RecordID]) -> Set<RecordID> {
-        state.withLock { state in
-            var serials = Set<UInt64>()
-            var reserved = Set<RecordID>()
-            for id in candidates where id.serial >= state.nextSerial && id.serial <= RecordID.maxSerial
-                && state.snapshot.schema.entity(number: id.entity) != nil && serials.insert(id.serial).inserted {
-                reserved.insert(id)
-            }
-            if let highest = serials.max() { state.nextSerial = highest + 1 }
-            return reserved
-        }
-    }
-
     /// Reserves serials for IDs a caller chose: `decide` is given the next serial and
     /// returns the highest it keeps (each at or past that one; nil: none), and no later
     /// ``allocateID(entity:)`` hands out a serial up to it. Decided under the state's lock,
-    /// so no allocation comes between. (``reserveIDs(_:)`` for a set of candidates.)
+    /// so no allocation comes between. `cairn import` keeps an export's IDs so when it
+    /// imports into a store that never used them.
     package func reserveSerials(_ decide: (UInt64) -> UInt64?) {
         state.withLock { state in
             guard let highest = decide(state.nextSerial), highest >= state.nextSerial, highest <= RecordID.maxSerial else { return }
