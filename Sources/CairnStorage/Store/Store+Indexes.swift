@@ -535,9 +535,11 @@ extension Store {
         }
     }
 
-    /// Whether an index over this attribute exists already (for `explain`).
+    /// Whether an index over this attribute exists already, in memory or stored in the
+    /// snapshot (for `explain`).
     package func hasIndex(entity: UInt16, slot: Int) -> Bool {
-        state.withLock { $0.indexes[IndexKey(entity: entity, slot: slot)] != nil }
+        let key = IndexKey(entity: entity, slot: slot)
+        return state.withLock { $0.indexes[key] != nil || $0.storedBlock(key) != nil }
     }
 
     func buildIndex(_ key: IndexKey) throws {
@@ -548,6 +550,15 @@ extension Store {
     /// ``buildIndex(_:)`` for a caller that holds the log lock (a commit), unless built.
     func buildIndexHoldingLog(_ key: IndexKey) throws {
         guard state.withLock({ $0.indexes[key] }) == nil else { return }
+        // A stored index is read in place; only the log's changes to its entity are sorted
+        // into a run, outside the state's lock (readers go on; the log lock keeps commits out).
+        if let (snapshot, block, overlay) = state.withLock({ state in
+            state.storedBlock(key).map { (state.snapshot, $0, state.overlay(of: key.entity)) }
+        }) {
+            let index = SecondaryIndex(snapshot: snapshot, block: block, changes: overlay)
+            state.withLock { $0.indexes[key] = index }
+            return
+        }
         var entries: [(Value, UInt64)] = []
         try scan(entity: key.entity) { id, body in
             if let value = try ValueCoding.value(at: key.slot, in: body) { entries.append((value, id.rawValue)) }
@@ -574,30 +585,25 @@ extension StoreState {
         indexes.compactMap { $0.key.entity == entity ? $0.value : nil }
     }
 
-    /// The indexes the snapshot stores, brought up to date with the overlay: at open
-    /// after the log is replayed (one pass, rather than an update per replayed put), and
-    /// after a compaction or migration.
-    func storedIndexes() -> [IndexKey: SecondaryIndex] {
-        var result: [IndexKey: SecondaryIndex] = [:]
-        for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
-            result[IndexKey(entity: block.entity, slot: block.attribute)] =
-                SecondaryIndex(snapshot: snapshot, block: block, changes: overlay(of: block.entity))
+    /// The index the snapshot stores for `key`, in an order this build relies on.
+    func storedBlock(_ key: IndexKey) -> SnapshotIndex.AttributeIndex? {
+        snapshot.index.attributeIndexes.first {
+            $0.entity == key.entity && $0.attribute == key.slot && snapshot.storedOrderHolds($0)
         }
-        return result
     }
 
     /// Switches to a new snapshot holding every record (after a compaction or migration):
-    /// its stored indexes replace the ones read from the old snapshot; indexes built in
-    /// memory stay, as they are keyed by record ID and current.
+    /// indexes read from the old snapshot go (the new one's stored indexes are attached on
+    /// first use, like at open); indexes built in memory stay, as they are keyed by record
+    /// ID and current, unless the new snapshot stores them.
     mutating func replaceSnapshot(with reader: SnapshotReader, log: FileMapping) {
         // Indexes built in memory stay: bring them up to date while the overlay still
         // says what changed.
-        var kept = indexes.filter { !$0.value.isStored }
+        let kept = indexes.filter { !$0.value.isStored }
         for (key, index) in kept { index.catchUp(with: overlay(of: key.entity)) }
         snapshot = reader
         overlay = [:]
         bodies = LogBodies(log: log)
-        kept.merge(storedIndexes()) { _, stored in stored }
-        indexes = kept
+        indexes = kept.filter { storedBlock($0.key) == nil }
     }
 }

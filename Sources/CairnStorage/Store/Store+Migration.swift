@@ -292,8 +292,9 @@ extension Store {
                 })
             }
         }
-        // Slots may have moved: keep only the new snapshot's stored indexes.
-        state.withLock { $0.indexes = $0.storedIndexes() }
+        // Slots may have moved: drop every index (the new snapshot's stored ones are
+        // attached on first use).
+        state.withLock { $0.indexes = [:] }
         progress?(total, total)
         return forecast
     }

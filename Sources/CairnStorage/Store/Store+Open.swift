@@ -145,13 +145,11 @@ extension Store {
         let logFile = try fs.open(logPath, create: false, truncate: false)
         do {
             let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
-            state.indexes = state.storedIndexes()
-            // The replay and the indexes read the whole log; the pages they mapped are the
+            // The replay read the whole log; the pages they mapped are the
             // kernel's to keep, not this process's (bodies are mapped again as they are read).
             state.bodies.log?.dropResidentPages()
             // Nothing is removed, nor the store opened, on the word of an index not yet
-            // checked (its checksums and structure, checked while the log was replayed and
-            // the indexes brought up to date).
+            // checked (its checksums and structure, checked while the log was replayed).
             try snapshot.awaitIndexChecksum()
             if options.openMode == .normal {
                 report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)

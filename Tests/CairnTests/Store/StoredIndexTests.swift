@@ -520,6 +520,34 @@ import Testing
                                                                             upper: .int32(20), upperInclusive: false)).count == 10)
     }
 
+    /// The open attaches no stored index (it would sort the log tail's values for each);
+    /// the first lookup does, reading the changes the log held at open and those committed
+    /// since, and a compaction lets go of it until the next lookup.
+    @Test func aStoredIndexIsAttachedOnFirstUseWithEveryChange() throws {
+        let fs = try Self.compactedStore()
+        var store = try Store.open(at: "/db", options: memoryOptions(fs))
+        defer { try? store.close() }
+        let ids = store.ids(entity: 1)
+        // In the log before the reopen: rank 4 → 40 for one, a delete of another rank 4.
+        try store.commit([.put(ids[4], [.int64(40), .string("l1"), .int64(0), .int32(4)]), .delete(ids[14])])
+        try store.close()
+        store = try Store.open(at: "/db", options: memoryOptions(fs))
+        let key = IndexKey(entity: 1, slot: 0)
+        #expect(store.state.withLock { $0.indexes.isEmpty }, "the open built an index")
+        #expect(store.hasIndex(entity: 1, slot: 0))
+        // Committed after the open, before the first lookup.
+        let added = try store.allocateID(entity: 1)
+        try store.commit([.put(added, [.int64(4), .string("l0"), .int64(0), .int32(1_000)]), .delete(ids[24])])
+        let expected = Set(ids.enumerated().filter { $0.offset % 10 == 4 && ![4, 14, 24].contains($0.offset) }.map(\.element) + [added])
+        #expect(Set(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(4)]))) == expected)
+        #expect(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(40)])) == [ids[4]])
+        #expect(store.state.withLock { $0.indexes[key]?.isStored } == true)
+        try store.compact()
+        #expect(store.state.withLock { $0.indexes.isEmpty })
+        #expect(Set(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(4)]))) == expected)
+        #expect(store.state.withLock { $0.indexes[key]?.isStored } == true)
+    }
+
     /// Overwrites bytes of the snapshot, fixing the checksums above them (block, index,
     /// footer) when asked, as a buggy writer rather than a bad disk would leave them.
     static func damage(_ fs: MemoryFileSystem, fixChecksums: Bool, _ edit: (inout [UInt8], SnapshotIndex.AttributeIndex) -> Void) throws {
