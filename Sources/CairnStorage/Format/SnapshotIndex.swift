@@ -95,6 +95,14 @@ package struct SnapshotIndex: Sendable {
 
         package init() {}
 
+        /// Entries with room for about `expected` records, made once: grown by doubling, the
+        /// old buffer and the new would both be resident at each step. (Room not written is
+        /// not resident.)
+        package init(expected: Int) {
+            anchors = ByteWriter(capacity: (expected / SnapshotIndex.groupSize + 1) * SnapshotIndex.anchorSize)
+            bytes = ByteWriter(capacity: expected * 4)
+        }
+
         /// Adds the next record: its ID (above the previous one), frame offset and size.
         package mutating func add(id: UInt64, offset: Int, size: Int) throws {
             if count % SnapshotIndex.groupSize == 0 {

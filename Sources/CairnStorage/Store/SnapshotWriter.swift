@@ -1,6 +1,7 @@
 /// Writes a snapshot file front to back, flushing its buffer every megabyte, so that a
 /// snapshot of any size is written in bounded memory (plus its index, about 3 bytes a
-/// record, and while an entity is written, the values of its indexed attributes).
+/// record, and while an entity is written, the values of its indexed attributes: a byte
+/// or two a record for integers that ascend, see ``IndexColumn``).
 struct SnapshotWriter {
     static let flushThreshold = 1 << 20
 
@@ -14,7 +15,7 @@ struct SnapshotWriter {
     private var indexedSlots: [Int] = []
     private var indexedValues: [IndexColumn] = []
     /// Finished entities' attribute indexes: record positions in value order.
-    private var attributeIndexes: [(entity: UInt16, attribute: Int, positions: [Int])] = []
+    private var attributeIndexes: [(entity: UInt16, attribute: Int, positions: IndexPositions)] = []
 
     /// Starts the file: header and schema block.
     init(file: any StorageFile, header: FileHeader, schema: Schema) {
@@ -40,12 +41,12 @@ struct SnapshotWriter {
     }
 
     /// Starts an entity's records; entities must come in ascending number order. About
-    /// `expected` records will follow (room is made for them, not a limit).
+    /// `expected` records will follow (room is made for their index entries, not a limit).
     mutating func beginEntity(_ entity: UInt16, expected: Int = 0) {
         endEntity()
-        entities.append((entity, SnapshotIndex.Entries()))
+        entities.append((entity, SnapshotIndex.Entries(expected: expected)))
         indexedSlots = schema.entity(number: entity)?.storedIndexSlots ?? []
-        indexedValues = indexedSlots.map { _ in IndexColumn(expected: expected) }
+        indexedValues = indexedSlots.map { _ in IndexColumn() }
     }
 
     /// Sorts the current entity's indexed values into attribute indexes. An entity with no
@@ -97,11 +98,21 @@ struct SnapshotWriter {
         var blocks: [SnapshotIndex.AttributeIndex] = []
         for (entity, attribute, positions) in attributeIndexes {
             let width = SnapshotIndex.AttributeIndex.entryWidth(count: positions.count, version: FileHeader.currentVersion)
-            var block = ByteWriter(capacity: positions.count * width)
-            for place in positions { SnapshotIndex.AttributeIndex.append(place, width: width, to: &block) }
-            blocks.append(SnapshotIndex.AttributeIndex(entity: entity, attribute: attribute, checksum: block.bytes.withUnsafeBytes { ChecksumInParts.masked($0) },
-                                                       count: positions.count, blockOffset: position, entryWidth: width))
-            buffer.append(block.bytes)
+            // Written through the buffer as it is made, its checksum taken at each flush (the
+            // buffer holds only the block's bytes from here), not made whole in memory first.
+            try flushIfNeeded(force: true)
+            let blockOffset = position
+            var crc: UInt32 = 0
+            try positions.forEach { place in
+                SnapshotIndex.AttributeIndex.append(place, width: width, to: &buffer)
+                if buffer.count >= SnapshotWriter.flushThreshold {
+                    crc = buffer.bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
+                    try flushIfNeeded(force: true)
+                }
+            }
+            crc = buffer.bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
+            blocks.append(SnapshotIndex.AttributeIndex(entity: entity, attribute: attribute, checksum: CRC32C.mask(crc),
+                                                       count: positions.count, blockOffset: blockOffset, entryWidth: width))
             padToEight()
             try flushIfNeeded()
         }
@@ -123,17 +134,22 @@ struct SnapshotWriter {
 
 /// One indexed attribute's values over an entity's records, in record order. Integers of
 /// one width, the usual indexed values, are kept as plain numbers (8 bytes each, not a
-/// `Value`'s 24), with the positions of nils; the first other value turns the column into
-/// values.
+/// `Value`'s 24), with the positions of nils; while they do not descend (counters,
+/// timestamps, IDs), as the varint differences between them, a byte or two each, and in
+/// that order they need no sort. The first other value turns the column into values.
 struct IndexColumn {
+    /// The integers' differences, each from the one before (the first from 0), while none
+    /// descends; nil once one did, and the integers are in `keys`.
+    private var rising: ByteWriter? = ByteWriter()
+    /// The last integer appended.
+    private var last: Int64 = 0
+    private var integerCount = 0
     private var keys: [Int64] = []
     private var nullPositions: [Int] = []
     /// The integers' type, once one is seen.
     private var width: AttributeType?
     private var values: [Value]?
     private var count = 0
-
-    init(expected: Int = 0) { keys.reserveCapacity(expected) }
 
     mutating func append(_ value: Value) {
         defer { count += 1 }
@@ -151,11 +167,38 @@ struct IndexColumn {
             return
         }
         width = kind
+        defer { (last, integerCount) = (key, integerCount + 1) }
+        if rising != nil {
+            if integerCount == 0 || key >= last {
+                // (The difference of two Int64s, one not below the other, fits a UInt64.)
+                rising!.varint(UInt64(bitPattern: key) &- UInt64(bitPattern: integerCount == 0 ? 0 : last))
+                return
+            }
+            keys = risingKeys()
+            rising = nil
+        }
         keys.append(key)
+    }
+
+    /// The integers so far, from `rising`.
+    private func risingKeys() -> [Int64] {
+        guard let rising else { return keys }
+        var result: [Int64] = []
+        result.reserveCapacity(integerCount + 1)
+        var key: UInt64 = 0, at = 0
+        rising.bytes.withUnsafeBytes { buffer in
+            // (Varints this column wrote: each reads.)
+            while let difference = Varint.read(buffer, &at, limit: buffer.count) {
+                key &+= difference
+                result.append(Int64(bitPattern: key))
+            }
+        }
+        return result
     }
 
     /// The values so far, as `Value`s.
     private func materialized() -> [Value] {
+        let keys = risingKeys()
         var result: [Value] = []
         result.reserveCapacity(count + 1)
         var nextNull = 0, key = 0
@@ -172,8 +215,48 @@ struct IndexColumn {
     }
 
     /// The record positions in index order (``IndexOrder``).
-    func sortedPositions() -> [Int] {
-        if let values { return IndexOrder.sortedPositions(values) }
-        return IndexOrder.sortedPositions(integerKeys: keys, nullPositions: nullPositions, count: count)
+    func sortedPositions() -> IndexPositions {
+        if let values { return .listed(IndexOrder.sortedPositions(values)) }
+        if rising != nil { return .nullsFirst(nullPositions, count: count) }
+        return .listed(IndexOrder.sortedPositions(integerKeys: keys, nullPositions: nullPositions, count: count))
+    }
+}
+
+/// An attribute index's record positions in index order: listed, or (for values that
+/// did not descend) the nils' positions, then every other position in order.
+enum IndexPositions: Equatable {
+    case listed([Int])
+    case nullsFirst([Int], count: Int)
+
+    var count: Int {
+        switch self {
+        case .listed(let positions): return positions.count
+        case .nullsFirst(_, let count): return count
+        }
+    }
+
+    func forEach(_ body: (Int) throws -> Void) rethrows {
+        switch self {
+        case .listed(let positions):
+            for position in positions { try body(position) }
+        case .nullsFirst(let nulls, let count):
+            for position in nulls { try body(position) }
+            var nextNull = 0
+            for position in 0..<count {
+                if nextNull < nulls.count, nulls[nextNull] == position {
+                    nextNull += 1
+                    continue
+                }
+                try body(position)
+            }
+        }
+    }
+
+    /// The positions, listed.
+    var listed: [Int] {
+        var result: [Int] = []
+        result.reserveCapacity(count)
+        forEach { result.append($0) }
+        return result
     }
 }

@@ -158,7 +158,7 @@ extension Store {
     }
 
     /// How much a compaction writes between letting go of its inputs' pages.
-    static let evictionInterval = 64 << 20
+    static let evictionInterval = 16 << 20
 
     /// Runs a compaction if the policy asks for one. A failure poisons the store (the
     /// commit that triggered it has already succeeded).

@@ -54,8 +54,8 @@
     }
 
     /// `keys` in ascending order.
-    @inlinable @_spi(Storage) public static func sorted(_ keys: [UInt64]) -> [UInt64] {
-        var result = keys
+    @inlinable @_spi(Storage) public static func sorted(_ keys: consuming [UInt64]) -> [UInt64] {
+        var result = consume keys
         sort(&result) { $0 }
         return result
     }

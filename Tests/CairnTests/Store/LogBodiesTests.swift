@@ -212,7 +212,7 @@ import CairnTesting
 
 /// A compaction's index column sorts its record positions as the values would sort.
 @Suite struct IndexColumnTests {
-    @Test(arguments: [1, 2, 3, 4, 5, 6] as [UInt64]) func positionsMatchSortingTheValues(seed: UInt64) {
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64]) func positionsMatchSortingTheValues(seed: UInt64) {
         var random = SplitMix64(seed: seed)
         let count = Int(random.next() % 2_000) + (seed == 1 ? 0 : 300)
         var values: [Value] = []
@@ -222,12 +222,16 @@ import CairnTesting
             case 3: values.append(random.next() % 7 == 0 ? .null : .int64(Int64(position / 3)))  // ascending with nils
             case 4: values.append(random.next() % 5 == 0 ? .null : .int32(Int32(truncatingIfNeeded: random.next() % 100) - 50))
             case 5: values.append(position == count / 2 ? .string("x") : .int64(Int64(random.next() % 10)))  // turns to values
-            default: values.append(position == count / 3 ? .int16(3) : .int64(Int64(random.next() % 10)))   // another width
+            case 6: values.append(position == count / 3 ? .int16(3) : .int64(Int64(random.next() % 10)))   // another width
+            case 7:  // ascending from the lowest to the highest key, then one descends
+                let key: Int64 = position == 0 ? .min : position == 1 ? -1 : position < count / 2 ? .max - Int64(count) + Int64(position) : 5
+                values.append(position % 11 == 0 && position > 0 ? .null : .int64(key))
+            default: values.append(position == count / 2 ? .string("x") : .int64(Int64(position) * 1_000))  // ascending, then values
             }
         }
         var column = IndexColumn()
         for value in values { column.append(value) }
-        #expect(column.sortedPositions() == IndexOrder.sortedPositions(values))
+        #expect(column.sortedPositions().listed == IndexOrder.sortedPositions(values))
     }
 }
 
