@@ -585,6 +585,16 @@ extension StoreState {
         indexes.compactMap { $0.key.entity == entity ? $0.value : nil }
     }
 
+    /// Attaches the indexes the snapshot stores over entities with at most `tailLimit`
+    /// records in the log's overlay; the others are attached on first use.
+    mutating func attachStoredIndexes(tailLimit: Int) {
+        for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
+            let changes = overlay(of: block.entity)
+            guard changes.count <= tailLimit else { continue }
+            indexes[IndexKey(entity: block.entity, slot: block.attribute)] = SecondaryIndex(snapshot: snapshot, block: block, changes: changes)
+        }
+    }
+
     /// The index the snapshot stores for `key`, in an order this build relies on.
     func storedBlock(_ key: IndexKey) -> SnapshotIndex.AttributeIndex? {
         snapshot.index.attributeIndexes.first {
@@ -593,9 +603,8 @@ extension StoreState {
     }
 
     /// Switches to a new snapshot holding every record (after a compaction or migration):
-    /// indexes read from the old snapshot go (the new one's stored indexes are attached on
-    /// first use, like at open); indexes built in memory stay, as they are keyed by record
-    /// ID and current, unless the new snapshot stores them.
+    /// its stored indexes replace the ones read from the old snapshot; indexes built in
+    /// memory stay, as they are keyed by record ID and current, unless it stores them.
     mutating func replaceSnapshot(with reader: SnapshotReader, log: FileMapping) {
         // Indexes built in memory stay: bring them up to date while the overlay still
         // says what changed.
@@ -605,5 +614,6 @@ extension StoreState {
         overlay = [:]
         bodies = LogBodies(log: log)
         indexes = kept.filter { storedBlock($0.key) == nil }
+        attachStoredIndexes(tailLimit: 0)  // (the overlay is empty)
     }
 }

@@ -145,9 +145,11 @@ extension Store {
         let logFile = try fs.open(logPath, create: false, truncate: false)
         do {
             let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
-            // The replay read the whole log; the pages they mapped are the
-            // kernel's to keep, not this process's (bodies are mapped again as they are read).
-            state.bodies.log?.dropResidentPages()
+            state.attachStoredIndexes(tailLimit: options.openIndexTailLimit)
+            // The replay read the whole log; the pages it mapped are the kernel's to keep,
+            // not this process's (bodies are mapped again as they are read). A short log's
+            // stay: the first reads (an index's tail run) would only map them again.
+            if writer.appendOffset >= evictionInterval { state.bodies.log?.dropResidentPages() }
             // Nothing is removed, nor the store opened, on the word of an index not yet
             // checked (its checksums and structure, checked while the log was replayed).
             try snapshot.awaitIndexChecksum()

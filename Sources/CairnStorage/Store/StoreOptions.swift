@@ -42,6 +42,11 @@ public struct StoreOptions: Sendable {
     /// Record versions kept in a hash table before they move to runs (``VersionRuns``):
     /// 32 MB at most. Tests lower it to exercise the move.
     var recentVersionsLimit = 1 << 20
+    /// A stored index whose entity has at most this many records in the log tail is
+    /// attached at open, while the snapshot's checksum is taken on another thread; one
+    /// over a longer tail, on first use (sorting the tail's values is most of such an
+    /// open, which may never look a value up). Tests set it to 0 to exercise the latter.
+    var openIndexTailLimit = 1 << 16
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 
