@@ -77,21 +77,37 @@ package final class SecondaryIndex: @unchecked Sendable {
         // (The stored entries out of date are those of the IDs the overlay holds: see
         // ``lookup(_:changes:)``.)
         let slot = self.slot
-        func forEachValue(_ add: (Value, UInt64) -> Bool) {
-            for (id, entry) in changes.entries where entry.isLive {
-                if !add(Self.value(at: slot, in: changes.bodies.body(entry)), id) { return }
+        // Integers go straight from the bodies into (integer, ID) pairs, with no array of
+        // every value first; a long tail's are read and sorted in parts on several threads
+        // (reading the bodies is mostly waiting for memory). Once they are read, the log's
+        // pages are let go of before the sort takes its memory.
+        let parts = changes.count >= Self.partsMinimum ? Processors.count : 1
+        let collected = PerRun<IntegerPairs>(count: parts, initial: IntegerPairs())
+        // (Room for a part's share and a quarter more made once: grown by doubling, the old
+        // and new arrays would both be resident. Room not written is not.)
+        let share = changes.count / parts + changes.count / (4 * parts) + 1_024
+        let read: @Sendable (Int) -> Void = { part in
+            var pairs = IntegerPairs()
+            pairs.keyed.reserveCapacity(share)
+            changes.entries.forEach(part: part, of: parts) { id, entry in
+                !entry.isLive || pairs.add(Self.value(at: slot, in: changes.bodies.body(entry)), id)
             }
+            collected[part] = pairs
         }
-        // Integers go straight from the bodies into the run (no array of every value first).
-        // Once they are read, the log's pages are let go of before the sort takes its memory.
-        if let run = Self.integerRun(count: changes.count, forEachValue, whenRead: { changes.bodies.log?.dropResidentPages() }) {
+        if parts > 1 { DispatchQueue.concurrentPerform(iterations: parts, execute: read) } else { read(0) }
+        if let run = Self.integerRun(collected, whenRead: { changes.bodies.log?.dropResidentPages() }) {
             (sorted, sortedPrefixes) = (run, nil)
         } else {
             var entries: [(Value, UInt64)] = []
-            forEachValue { entries.append(($0, $1)); return true }
+            for (id, entry) in changes.entries where entry.isLive {
+                entries.append((Self.value(at: slot, in: changes.bodies.body(entry)), id))
+            }
             (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
         }
     }
+
+    /// Overlays with at least this many entries have their index values read in parts.
+    static let partsMinimum = 1 << 16
 
     /// `entries`, in any order, as a run in index order (equal values in ID order).
     package static func sortedRun(unordered entries: [(Value, UInt64)]) -> [(value: Value, id: UInt64)] {
@@ -113,36 +129,60 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// common case): sorted as plain (integer, ID) pairs, nils first, with no `Value`
     /// compared or moved. Nil for any other values.
     /// `produce` hands each of about `count` entries to the closure it is given, and stops
-    /// when that returns false (at the first value that is not an integer of the width);
-    /// `whenRead` is called once all were, before the sort.
-    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void,
-                                   whenRead: () -> Void = {}) -> [(value: Value, id: UInt64)]? {
-        var nulls: [UInt64] = []
-        var keyed: [(key: Int64, id: UInt64)] = []
-        keyed.reserveCapacity(count)
+    /// when that returns false (at the first value that is not an integer of the width).
+    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void) -> [(value: Value, id: UInt64)]? {
+        var pairs = IntegerPairs()
+        pairs.keyed.reserveCapacity(count)
+        produce { pairs.add($0, $1) }
+        return integerRun(PerRun(count: 1, initial: pairs))
+    }
+
+    /// The run of the pairs collected in `parts`, nil unless all hold integers of one width:
+    /// each part sorted on a thread of its own, then the parts merged. `whenRead` is called
+    /// before the sorts.
+    private static func integerRun(_ parts: PerRun<IntegerPairs>, whenRead: () -> Void = {}) -> [(value: Value, id: UInt64)]? {
         var width: AttributeType?
-        var integers = true
-        produce { value, id in
-            if case .null = value {
-                nulls.append(id)
-                return true
+        for part in 0..<parts.count {
+            guard parts[part].integers else { return nil }
+            if let kind = parts[part].width {
+                guard kind == width ?? kind else { return nil }
+                width = kind
             }
-            guard let (key, kind) = value.integerAndWidth, kind == width ?? kind else {
-                integers = false
-                return false
-            }
-            width = kind
-            keyed.append((key, id))
-            return true
         }
-        guard integers else { return nil }
         whenRead()
-        RadixSort.sort(&nulls) { $0 }
-        Self.sortByKeyThenID(&keyed)
+        let sort: @Sendable (Int) -> Void = { part in
+            // (Taken out of its slot first, so that the sort does not copy the arrays.)
+            var pairs = parts[part]
+            parts[part] = IntegerPairs()
+            RadixSort.sort(&pairs.nulls) { $0 }
+            Self.sortByKeyThenID(&pairs.keyed)
+            parts[part] = pairs
+        }
+        if parts.count > 1 { DispatchQueue.concurrentPerform(iterations: parts.count, execute: sort) } else { sort(0) }
+        var all = (0..<parts.count).map { part in
+            defer { parts[part] = IntegerPairs() }
+            return parts[part]
+        }
         var run: [(value: Value, id: UInt64)] = []
-        run.reserveCapacity(nulls.count + keyed.count)
+        run.reserveCapacity(all.reduce(0) { $0 + $1.nulls.count + $1.keyed.count })
+        var nulls = all.flatMap(\.nulls)
+        if all.count > 1 { RadixSort.sort(&nulls) { $0 } }
         for id in nulls { run.append((.null, id)) }
-        for (key, id) in keyed { run.append((Value(integer: key, width: width ?? .int64), id)) }
+        // The parts' sorted pairs merged: the least of their next pairs each time.
+        var next = [Int](repeating: 0, count: all.count)
+        while true {
+            var least = -1
+            for part in all.indices where next[part] < all[part].keyed.count {
+                guard least >= 0 else { least = part; continue }
+                let a = all[part].keyed[next[part]], b = all[least].keyed[next[least]]
+                if a.key < b.key || (a.key == b.key && a.id < b.id) { least = part }
+            }
+            guard least >= 0 else { break }
+            let (key, id) = all[least].keyed[next[least]]
+            run.append((Value(integer: key, width: width ?? .int64), id))
+            next[least] += 1
+            if next[least] == all[least].keyed.count { all[least].keyed = [] }
+        }
         return run
     }
 
@@ -418,6 +458,33 @@ package final class SecondaryIndex: @unchecked Sendable {
         case .float, .double, .decimal: return false
         default: return true
         }
+    }
+}
+
+/// (Integer, ID) pairs of one integer type and the IDs of nils, collected from an index's
+/// values in any order (``SecondaryIndex``'s run of integers).
+struct IntegerPairs {
+    var nulls: [UInt64] = []
+    var keyed: [(key: Int64, id: UInt64)] = []
+    /// The integers' type, once one is seen.
+    var width: AttributeType?
+    /// False once a value was neither nil nor an integer of `width`.
+    var integers = true
+
+    /// Adds `value` of record `id`; false (and nothing added) unless it is nil or an
+    /// integer of the type of those before it.
+    mutating func add(_ value: Value, _ id: UInt64) -> Bool {
+        if case .null = value {
+            nulls.append(id)
+            return true
+        }
+        guard let (key, kind) = value.integerAndWidth, kind == width ?? kind else {
+            integers = false
+            return false
+        }
+        width = kind
+        keyed.append((key, id))
+        return true
     }
 }
 

@@ -183,6 +183,8 @@ package final class PerRun<Value>: @unchecked Sendable {
     // which orders every run's writes before those reads. No element has two writers.
     private let slots: UnsafeMutableBufferPointer<Value>
 
+    package var count: Int { slots.count }
+
     package init(count: Int, initial: Value) {
         slots = .allocate(capacity: count)
         slots.initialize(repeating: initial)

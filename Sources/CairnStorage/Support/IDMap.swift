@@ -415,6 +415,18 @@ extension IDMap: Sequence {
 
     @inlinable @_spi(Storage) public func makeIterator() -> Iterator { Iterator(buckets: buckets, zero: zero) }
 
+    /// Calls `body` with the entries of the buckets of `part` of `parts` equal ranges (key
+    /// 0's with part 0) until it returns false: the parts together hold every entry once,
+    /// for reading one map on several threads.
+    @inlinable @_spi(Storage) public func forEach(part: Int, of parts: Int, _ body: (Key, Value) throws -> Bool) rethrows {
+        if part == 0, let zero { guard try body(Key(idBits: 0), zero) else { return } }
+        let capacity = buckets.capacity
+        for index in (capacity * part / parts)..<(capacity * (part + 1) / parts) {
+            let bits = buckets.keys[index]
+            if bits != 0 { guard try body(Key(idBits: bits), buckets.values[index]) else { return } }
+        }
+    }
+
     @inlinable @_spi(Storage) public var underestimatedCount: Int { count }
 }
 

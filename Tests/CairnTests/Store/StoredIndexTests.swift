@@ -553,6 +553,48 @@ import Testing
         #expect(Set(try store.indexedIDs(entity: 1, slot: 0, matching: .equal([.int64(4)]))) == expected)
     }
 
+    /// A tail long enough to have its index values read and sorted in parts, on several
+    /// threads, gives the lookups a scan gives: integers (with nils and repeats, the
+    /// parts' runs merged) and strings (which the parts refuse, read again in one).
+    @Test func aLongTailsIndexReadInPartsAnswersAsAScan() throws {
+        let fs = try Self.compactedStore()
+        var options = memoryOptions(fs)
+        var store = try Store.open(at: "/db", options: options)
+        defer { try? store.close() }
+        var model: Contents = [:]
+        for id in store.ids(entity: 1) { model[id] = try store.get(id)?.values }
+        var random = SplitMix64(seed: 99)
+        var changes: [Change] = []
+        for serial in 0..<(SecondaryIndex.partsMinimum + 5_000) {
+            let id = try store.allocateID(entity: 1)
+            var values = Self.values(&random, serial: UInt64(serial) + 1_000)
+            if serial % 9 == 0 { values[0] = .null }
+            changes.append(.put(id, values))
+        }
+        let old = Array(model.keys.sorted().prefix(30))
+        changes += old.prefix(10).map { Change.delete($0) }
+        for id in old.suffix(10) {
+            var values = Self.values(&random, serial: 0)
+            values[3] = model[id]?[3] ?? values[3]  // (codes stay unique)
+            changes.append(.put(id, values))
+        }
+        apply(changes, to: &model)
+        try store.commit(changes)
+        try store.close()
+        options.openIndexTailLimit = 0
+        store = try Store.open(at: "/db", options: options)
+        for slot in [0, 1] {
+            for condition in Self.conditions(&random, slot: slot) {
+                let found = try store.indexedIDs(entity: 1, slot: slot, matching: condition)
+                #expect(found.count == Set(found).count, "slot \(slot) \(condition): duplicates")
+                #expect(Set(found) == Self.expected(model, slot: slot, condition), "slot \(slot) \(condition)")
+            }
+        }
+        // The run itself is in index order: nils first, then integers, equal ones by ID.
+        let run = try #require(store.state.withLock { $0.indexes[IndexKey(entity: 1, slot: 0)] }).sorted
+        #expect(zip(run, run.dropFirst()).allSatisfy { SecondaryIndex.less($0, $1) })
+    }
+
     /// Overwrites bytes of the snapshot, fixing the checksums above them (block, index,
     /// footer) when asked, as a buggy writer rather than a bad disk would leave them.
     static func damage(_ fs: MemoryFileSystem, fixChecksums: Bool, _ edit: (inout [UInt8], SnapshotIndex.AttributeIndex) -> Void) throws {
