@@ -20,11 +20,8 @@ enum StatsCommand: Command {
         let store = try openStore(directory, command: "stats")
         defer { try? store.close() }
         let stats = store.statistics
-        let logPuts = try store.history().reduce(0) { total, transaction in
-            total + transaction.changes.values.reduce(0) { $0 + $1.inserts + $1.updates }
-        }
         let live = stats.recordCounts.values.reduce(0, +)
-        let stored = stats.snapshotRecords + logPuts
+        let stored = stats.snapshotRecords + stats.logRecordVersions
         let garbage = stored == 0 ? 0 : Double(stored - min(live, stored)) / Double(stored)
         let time = stats.lastCommitMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         if args.flags.contains("--json") {

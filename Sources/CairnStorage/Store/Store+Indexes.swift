@@ -679,6 +679,7 @@ extension StoreState {
         for (key, index) in kept { index.catchUp(with: overlay(of: key.entity)) }
         snapshot = reader
         overlay = [:]
+        logPuts = 0
         bodies = LogBodies(log: log)
         indexes = kept.filter { storedBlock($0.key) == nil }
         attachStoredIndexes(tailLimit: 0)  // (the overlay is empty)

@@ -222,11 +222,11 @@ public final class Store: Sendable {
 
     /// Sizes and counts.
     public var statistics: StoreStatistics {
-        let (snapshot, counts, sequence, shadowed, lastCommit) = state.withLock { state in
+        let (snapshot, counts, sequence, shadowed, lastCommit, logPuts) = state.withLock { state in
             (state.snapshot, state.counts, state.lastSequence,
              state.overlay.values.reduce(0) { total, entries in
                  total + entries.keys.filter { state.snapshot.contains(RecordID(rawValue: $0)) }.count
-             }, state.lastCommitMilliseconds)
+             }, state.lastCommitMilliseconds, state.logPuts)
         }
         var named: [String: Int] = [:]
         for entity in snapshot.schema.entities { named[entity.name] = counts[entity.number] ?? 0 }
@@ -235,6 +235,7 @@ public final class Store: Sendable {
         return StoreStatistics(recordCounts: named, snapshotBytes: snapshot.fileSize, logBytes: logBytes,
                                lastSequence: sequence, lastCommitMilliseconds: lastCommit,
                                snapshotRecords: Int(snapshot.footer.recordCount), shadowedSnapshotRecords: shadowed,
+                               logRecordVersions: logPuts,
                                snapshotFormatVersion: snapshot.header.version, storedIndexes: read,
                                storedIndexesInOlderOrder: blocks.count - read)
     }
@@ -328,6 +329,8 @@ struct StoreState: Sendable {
     var lastSequence: UInt64
     var nextSerial: UInt64
     var lastCommitMilliseconds: UInt64?
+    /// The puts of the log's transactions (replayed and committed since the snapshot).
+    var logPuts = 0
     /// Sequence number of the last change to each record changed since the store was
     /// opened (raw ID → sequence; the log's transactions replayed at open are before it).
     /// Records absent have version 0. Kept across compaction.
@@ -390,6 +393,7 @@ struct StoreState: Sendable {
                        watching: watching, changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions,
                        nextSerial: &nextSerial)
             counts[entity] = count
+            for entry in entries[start..<end] where entry.isLive { logPuts += 1 }
             lastChanges[entity] = sequence
             recentChanges[entity, default: RecentChanges()].note(ids[start..<end], sequence: sequence)
             start = end

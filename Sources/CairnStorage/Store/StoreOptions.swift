@@ -137,6 +137,9 @@ public struct StoreStatistics: Sendable, Equatable {
     public var snapshotRecords: Int
     /// Snapshot records replaced or deleted by the log.
     public var shadowedSnapshotRecords: Int
+    /// Record versions the log holds: its puts since the snapshot, each a record's new
+    /// version (all but each record's last are garbage a compaction drops).
+    public var logRecordVersions: Int = 0
     /// The format version of the current snapshot (FORMAT.md §1.1): older than
     /// ``FileHeader/currentVersion`` until a compaction rewrites a store written by an
     /// earlier version.

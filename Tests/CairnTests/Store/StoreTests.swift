@@ -278,6 +278,30 @@ import Testing
         #expect(try contents(of: Store.open(at: "/db", options: options)) == workload.model)
     }
 
+    /// The log's record versions in the statistics are its puts, as reading the log
+    /// counts them: after commits, after a replay, and none after a compaction.
+    @Test func logRecordVersionsAreTheLogsPuts() throws {
+        let fs = MemoryFileSystem()
+        var store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs))
+        defer { try? store.close() }
+        func logPuts() throws -> Int {
+            try store.history().reduce(0) { total, transaction in total + transaction.changes.values.reduce(0) { $0 + $1.inserts + $1.updates } }
+        }
+        var workload = BlobWorkload(seed: 9)
+        for round in 0..<3 {
+            for _ in 0..<40 { try store.commit(workload.nextTransaction(maxBlob: 32)) }
+            #expect(store.statistics.logRecordVersions == (try logPuts()), "round \(round)")
+            #expect(store.statistics.logRecordVersions > 0)
+            try store.close()
+            store = try Store.open(at: "/db", options: memoryOptions(fs))
+            #expect(store.statistics.logRecordVersions == (try logPuts()), "round \(round), reopened")
+            if round == 1 {
+                try store.compact()
+                #expect(store.statistics.logRecordVersions == 0)
+            }
+        }
+    }
+
     @Test func closedStoreRefusesWrites() throws {
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
         try store.close()
