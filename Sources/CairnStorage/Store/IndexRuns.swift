@@ -44,6 +44,60 @@ struct StringPrefixes {
     }
 }
 
+/// An index run over integers of one type and nils, in index order, as plain numbers:
+/// the nils' IDs in ID order, then (integer, ID) pairs by integer, then ID. 16 bytes an
+/// entry, where a run of `Value`s takes 32.
+struct IntegerRun {
+    var nulls: [UInt64]
+    var keyed: [(key: Int64, id: UInt64)]
+    var width: AttributeType
+
+    var count: Int { nulls.count + keyed.count }
+
+    subscript(position: Int) -> (value: Value, id: UInt64) {
+        if position < nulls.count { return (.null, nulls[position]) }
+        let (key, id) = keyed[position - nulls.count]
+        return (Value(integer: key, width: width), id)
+    }
+
+    /// The run as `Value`s.
+    var values: SecondaryIndex.Run {
+        var run: SecondaryIndex.Run = []
+        run.reserveCapacity(count)
+        for id in nulls { run.append((.null, id)) }
+        for (key, id) in keyed { run.append((Value(integer: key, width: width), id)) }
+        return run
+    }
+}
+
+/// An index's large sorted run (``SecondaryIndex``): of `Value`s, or of integers.
+enum SortedRun {
+    case values(SecondaryIndex.Run)
+    case integers(IntegerRun)
+
+    var count: Int {
+        switch self {
+        case .values(let run): return run.count
+        case .integers(let run): return run.count
+        }
+    }
+
+    subscript(position: Int) -> (value: Value, id: UInt64) {
+        switch self {
+        case .values(let run): return run[position]
+        case .integers(let run): return run[position]
+        }
+    }
+
+    /// The run as `Value`s.
+    var values: SecondaryIndex.Run {
+        switch self {
+        case .values(let run): return run
+        case .integers(let run): return run.values
+        }
+    }
+}
+
 extension SecondaryIndex {
     typealias Run = [(value: Value, id: UInt64)]
 

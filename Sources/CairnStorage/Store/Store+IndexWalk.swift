@@ -54,7 +54,7 @@ extension Store {
 /// (out of date for `stale` IDs), the recent run (for IDs in `delta`) and the delta.
 struct IndexTiers {
     let stored: (snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex)?
-    let sorted: [(value: Value, id: UInt64)]
+    let sorted: SortedRun
     let stale: Set<UInt64>
     let recent: [(value: Value, id: UInt64)]
     let delta: [UInt64: Value?]
@@ -66,7 +66,7 @@ struct IndexTiers {
     func walk(ascending: Bool, _ body: (Value, UInt64, SnapshotReader.Place?) throws -> Bool) throws {
         var changed: [(Value, UInt64)] = []
         for (id, value) in delta { if let value { changed.append((value, id)) } }
-        let runs = [sorted, recent, SecondaryIndex.sortedRun(unordered: changed)]
+        let runs = [sorted, .values(recent), .values(SecondaryIndex.sortedRun(unordered: changed))]
         // Each run's next position (counting down, in reverse), and the stored block's.
         var next = runs.map { ascending ? 0 : $0.count - 1 }
         let storedCount = stored?.block.count ?? 0

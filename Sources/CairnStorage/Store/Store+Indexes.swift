@@ -27,7 +27,7 @@ package final class SecondaryIndex: @unchecked Sendable {
     private let stored: (snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex)?
     /// Whether the stored block's checksum has been checked.
     private var storedChecked = false
-    private(set) var sorted: [(value: Value, id: UInt64)] = []
+    private(set) var sorted = SortedRun.values([])
     /// The first bytes of `sorted`'s strings, when it holds only strings and nils.
     private var sortedPrefixes: StringPrefixes?
     /// IDs whose entry in `sorted` is out of date (changed since it was built).
@@ -54,7 +54,8 @@ package final class SecondaryIndex: @unchecked Sendable {
     package init(slot: Int, entries: [(Value, UInt64)]) {
         self.slot = slot
         stored = nil
-        (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(entries)
+        let (run, prefixes) = Self.sortedRunAndPrefixes(entries)
+        (sorted, sortedPrefixes) = (.values(run), prefixes)
     }
 
     /// `entries`, in ascending ID order, as a run in index order.
@@ -96,13 +97,14 @@ package final class SecondaryIndex: @unchecked Sendable {
         }
         if parts > 1 { DispatchQueue.concurrentPerform(iterations: parts, execute: read) } else { read(0) }
         if let run = Self.integerRun(collected, whenRead: { changes.bodies.log?.dropResidentPages() }) {
-            (sorted, sortedPrefixes) = (run, nil)
+            (sorted, sortedPrefixes) = (.integers(run), nil)
         } else {
             var entries: [(Value, UInt64)] = []
             for (id, entry) in changes.entries where entry.isLive {
                 entries.append((Self.value(at: slot, in: changes.bodies.body(entry)), id))
             }
-            (sorted, sortedPrefixes) = Self.sortedRunAndPrefixes(unordered: entries)
+            let (run, prefixes) = Self.sortedRunAndPrefixes(unordered: entries)
+            (sorted, sortedPrefixes) = (.values(run), prefixes)
         }
     }
 
@@ -119,7 +121,7 @@ package final class SecondaryIndex: @unchecked Sendable {
         let run = integerRun(count: entries.count) { add in
             for (value, id) in entries where !add(value, id) { return }
         }
-        if let run { return (run, nil) }
+        if let run { return (run.values, nil) }
         var byID = entries
         RadixSort.sort(&byID) { $0.1 }
         return sortedRunAndPrefixes(byID)
@@ -130,7 +132,7 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// compared or moved. Nil for any other values.
     /// `produce` hands each of about `count` entries to the closure it is given, and stops
     /// when that returns false (at the first value that is not an integer of the width).
-    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void) -> [(value: Value, id: UInt64)]? {
+    private static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void) -> IntegerRun? {
         var pairs = IntegerPairs()
         pairs.keyed.reserveCapacity(count)
         produce { pairs.add($0, $1) }
@@ -140,7 +142,7 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// The run of the pairs collected in `parts`, nil unless all hold integers of one width:
     /// each part sorted on a thread of its own, then the parts merged. `whenRead` is called
     /// before the sorts.
-    private static func integerRun(_ parts: PerRun<IntegerPairs>, whenRead: () -> Void = {}) -> [(value: Value, id: UInt64)]? {
+    private static func integerRun(_ parts: PerRun<IntegerPairs>, whenRead: () -> Void = {}) -> IntegerRun? {
         var width: AttributeType?
         for part in 0..<parts.count {
             guard parts[part].integers else { return nil }
@@ -163,11 +165,11 @@ package final class SecondaryIndex: @unchecked Sendable {
             defer { parts[part] = IntegerPairs() }
             return parts[part]
         }
-        var run: [(value: Value, id: UInt64)] = []
-        run.reserveCapacity(all.reduce(0) { $0 + $1.nulls.count + $1.keyed.count })
+        guard all.count > 1 else { return IntegerRun(nulls: all[0].nulls, keyed: all[0].keyed, width: width ?? .int64) }
         var nulls = all.flatMap(\.nulls)
-        if all.count > 1 { RadixSort.sort(&nulls) { $0 } }
-        for id in nulls { run.append((.null, id)) }
+        RadixSort.sort(&nulls) { $0 }
+        var keyed: [(key: Int64, id: UInt64)] = []
+        keyed.reserveCapacity(all.reduce(0) { $0 + $1.keyed.count })
         // The parts' sorted pairs merged: the least of their next pairs each time.
         var next = [Int](repeating: 0, count: all.count)
         while true {
@@ -178,12 +180,11 @@ package final class SecondaryIndex: @unchecked Sendable {
                 if a.key < b.key || (a.key == b.key && a.id < b.id) { least = part }
             }
             guard least >= 0 else { break }
-            let (key, id) = all[least].keyed[next[least]]
-            run.append((Value(integer: key, width: width ?? .int64), id))
+            keyed.append(all[least].keyed[next[least]])
             next[least] += 1
             if next[least] == all[least].keyed.count { all[least].keyed = [] }
         }
-        return run
+        return IntegerRun(nulls: nulls, keyed: keyed, width: width ?? .int64)
     }
 
     /// Sorts (key, ID) pairs by key, then ID: by key (the sign bit flipped to order
@@ -285,7 +286,8 @@ package final class SecondaryIndex: @unchecked Sendable {
         // (Every ID with an entry in `recent`, and every one deleted, is in `stale`.)
         if stale.count > max(4096, 8 * Int(Double(sorted.count).squareRoot())) {
             let dropped = stale
-            (sorted, sortedPrefixes) = Self.merge(sorted, sortedPrefixes, keeping: { !dropped.contains($0) }, recent, recentPrefixes)
+            let (run, prefixes) = Self.merge(sorted.values, sortedPrefixes, keeping: { !dropped.contains($0) }, recent, recentPrefixes)
+            (sorted, sortedPrefixes) = (.values(run), prefixes)
             (recent, recentPrefixes) = ([], StringPrefixes(nulls: 0, prefixes: []))
             stale = []
         }
