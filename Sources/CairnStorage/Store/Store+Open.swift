@@ -210,6 +210,9 @@ extension Store {
                     throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
                 }
                 var ids: [RecordID] = [], entries: [OverlayEntry] = []
+                // Every `evictionInterval` of log replayed, the pages read so far are let go
+                // of: the overlay grows as the log is read, and need not peak beside all of it.
+                var nextEviction = evictionInterval
                 let schema = state.snapshot.schema
                 // The entity last found in the schema: a transaction's records come in runs
                 // of one entity, each looked up once.
@@ -252,6 +255,10 @@ extension Store {
                         report.replayedTransactions += 1
                         expected += 1
                         offset = next
+                        if offset >= nextEviction {
+                            nextEviction = offset + evictionInterval
+                            mapping.dropResidentPages()
+                        }
                     }
                 }
                 // Past the last good frame, the usual case: nothing but zeros (the unused
