@@ -672,8 +672,10 @@ extension StoreState {
     }
 
     /// Switches to a new snapshot holding every record (after a compaction or migration):
-    /// its stored indexes replace the ones read from the old snapshot; indexes built in
-    /// memory stay, as they are keyed by record ID and current, unless it stores them.
+    /// indexes read from the old snapshot go, and the new one's are attached on first use
+    /// (attached now, each would note every commit's IDs until a lookup reads them);
+    /// indexes built in memory stay, as they are keyed by record ID and current, unless
+    /// the new snapshot stores them.
     mutating func replaceSnapshot(with reader: SnapshotReader, log: FileMapping) {
         // Indexes built in memory stay: bring them up to date while the overlay still
         // says what changed.
@@ -684,6 +686,5 @@ extension StoreState {
         logPuts = 0
         bodies = LogBodies(log: log)
         indexes = kept.filter { storedBlock($0.key) == nil }
-        attachStoredIndexes(tailLimit: 0)  // (the overlay is empty)
     }
 }

@@ -292,11 +292,9 @@ extension Store {
                 })
             }
         }
-        // Slots may have moved: keep only the new snapshot's stored indexes.
-        state.withLock { state in
-            state.indexes = [:]
-            state.attachStoredIndexes(tailLimit: 0)  // (the overlay is empty)
-        }
+        // Slots may have moved: drop every index (the new snapshot's stored ones are
+        // attached on first use).
+        state.withLock { $0.indexes = [:] }
         progress?(total, total)
         return forecast
     }
