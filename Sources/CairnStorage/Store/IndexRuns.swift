@@ -1,3 +1,5 @@
+import Dispatch
+
 /// The first bytes of the strings of an index run (``SecondaryIndex``) that holds only
 /// nils and strings, nils first: each string's first eight UTF-8 bytes, composed, as one
 /// big-endian number (``ValueOrder/bytePrefix(_:)``), in the run's order. Two strings
@@ -167,5 +169,113 @@ extension SecondaryIndex {
             }
         }
         return result
+    }
+
+    /// ``sortedRun(unordered:)`` when every value is nil or an integer of one width (the
+    /// common case): sorted as plain (integer, ID) pairs, nils first, with no `Value`
+    /// compared or moved. Nil for any other values.
+    /// `produce` hands each of about `count` entries to the closure it is given, and stops
+    /// when that returns false (at the first value that is not an integer of the width).
+    static func integerRun(count: Int, _ produce: ((Value, UInt64) -> Bool) -> Void) -> IntegerRun? {
+        var pairs = IntegerPairs()
+        pairs.keyed.reserveCapacity(count)
+        produce { pairs.add($0, $1) }
+        return integerRun(PerRun(count: 1, initial: pairs))
+    }
+
+    /// The run of the pairs collected in `parts`, nil unless all hold integers of one width:
+    /// each part sorted on a thread of its own, then the parts merged. `whenRead` is called
+    /// before the sorts.
+    static func integerRun(_ parts: PerRun<IntegerPairs>, whenRead: () -> Void = {}) -> IntegerRun? {
+        var width: AttributeType?
+        for part in 0..<parts.count {
+            guard parts[part].integers else { return nil }
+            if let kind = parts[part].width {
+                guard kind == width ?? kind else { return nil }
+                width = kind
+            }
+        }
+        whenRead()
+        let sort: @Sendable (Int) -> Void = { part in
+            // (Taken out of its slot first, so that the sort does not copy the arrays.)
+            var pairs = parts[part]
+            parts[part] = IntegerPairs()
+            RadixSort.sort(&pairs.nulls) { $0 }
+            Self.sortByKeyThenID(&pairs.keyed)
+            parts[part] = pairs
+        }
+        if parts.count > 1 { DispatchQueue.concurrentPerform(iterations: parts.count, execute: sort) } else { sort(0) }
+        var all = (0..<parts.count).map { part in
+            defer { parts[part] = IntegerPairs() }
+            return parts[part]
+        }
+        guard all.count > 1 else { return IntegerRun(nulls: all[0].nulls, keyed: all[0].keyed, width: width ?? .int64) }
+        var nulls = all.flatMap(\.nulls)
+        RadixSort.sort(&nulls) { $0 }
+        var keyed: [(key: Int64, id: UInt64)] = []
+        keyed.reserveCapacity(all.reduce(0) { $0 + $1.keyed.count })
+        // The parts' sorted pairs merged: the least of their next pairs each time.
+        var next = [Int](repeating: 0, count: all.count)
+        while true {
+            var least = -1
+            for part in all.indices where next[part] < all[part].keyed.count {
+                guard least >= 0 else { least = part; continue }
+                let a = all[part].keyed[next[part]], b = all[least].keyed[next[least]]
+                if a.key < b.key || (a.key == b.key && a.id < b.id) { least = part }
+            }
+            guard least >= 0 else { break }
+            keyed.append(all[least].keyed[next[least]])
+            next[least] += 1
+            if next[least] == all[least].keyed.count { all[least].keyed = [] }
+        }
+        return IntegerRun(nulls: nulls, keyed: keyed, width: width ?? .int64)
+    }
+
+    /// Sorts (key, ID) pairs by key, then ID: by key (the sign bit flipped to order
+    /// negative keys first), then each run of equal keys by ID, a long run (a flag, a
+    /// category) by radix, a short one by comparison. Most indexed keys repeat little, so
+    /// that is one radix sort of the whole, not two.
+    static func sortByKeyThenID(_ keyed: inout [(key: Int64, id: UInt64)]) {
+        RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
+        var start = 0
+        while start < keyed.count {
+            var end = start + 1
+            while end < keyed.count, keyed[end].key == keyed[start].key { end += 1 }
+            if end - start >= RadixSort.threshold {
+                var group = Array(keyed[start..<end])
+                RadixSort.sort(&group) { $0.id }
+                keyed.replaceSubrange(start..<end, with: group)
+            } else if end - start > 1 {
+                keyed[start..<end].sort { $0.id < $1.id }
+            }
+            start = end
+        }
+    }
+}
+
+/// (Integer, ID) pairs of one integer type and the IDs of nils, collected from an index's
+/// values in any order (``SecondaryIndex``'s run of integers).
+struct IntegerPairs {
+    var nulls: [UInt64] = []
+    var keyed: [(key: Int64, id: UInt64)] = []
+    /// The integers' type, once one is seen.
+    var width: AttributeType?
+    /// False once a value was neither nil nor an integer of `width`.
+    var integers = true
+
+    /// Adds `value` of record `id`; false (and nothing added) unless it is nil or an
+    /// integer of the type of those before it.
+    mutating func add(_ value: Value, _ id: UInt64) -> Bool {
+        if case .null = value {
+            nulls.append(id)
+            return true
+        }
+        guard let (key, kind) = value.integerAndWidth, kind == width ?? kind else {
+            integers = false
+            return false
+        }
+        width = kind
+        keyed.append((key, id))
+        return true
     }
 }
