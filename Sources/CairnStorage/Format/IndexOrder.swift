@@ -85,29 +85,28 @@ package enum IndexOrder {
 
     /// The positions of `count` values in index order, where the values are nil at
     /// `nullPositions` (ascending) and, elsewhere in order, the integers `keys`: nils first,
-    /// then by key, equal keys in position order. Keys already ascending need no sort.
-    package static func sortedPositions(integerKeys keys: [Int64], nullPositions: [Int], count: Int) -> [Int] {
-        var positions = nullPositions
+    /// then by key, equal keys in position order. Keys already ascending need no sort;
+    /// others are sorted in place (`keys` is left in key order), with no more memory than
+    /// the positions returned.
+    package static func sortedPositions(integerKeys keys: inout [Int64], nullPositions: [Int], count: Int) -> [UInt32] {
+        var positions: [UInt32] = []
         positions.reserveCapacity(count)
-        var keyed: [(key: Int64, position: Int)] = []
-        let ascending = zip(keys, keys.dropFirst()).allSatisfy { $0 <= $1 }
-        if !ascending { keyed.reserveCapacity(keys.count) }
-        var nextNull = 0, key = 0
+        for position in nullPositions { positions.append(UInt32(truncatingIfNeeded: position)) }
+        var nextNull = 0
         for position in 0..<count {
             if nextNull < nullPositions.count, nullPositions[nextNull] == position {
                 nextNull += 1
                 continue
             }
-            if ascending { positions.append(position) } else { keyed.append((keys[key], position)) }
-            key += 1
+            positions.append(UInt32(truncatingIfNeeded: position))
         }
-        guard !ascending else { return positions }
-        if keyed.count >= RadixSort.threshold {
-            RadixSort.sort(&keyed) { UInt64(bitPattern: $0.key) ^ (1 << 63) }
-        } else {
-            keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.position < $1.position }
+        guard !zip(keys, keys.dropFirst()).allSatisfy({ $0 <= $1 }) else { return positions }
+        let nulls = nullPositions.count
+        keys.withUnsafeMutableBufferPointer { keys in
+            positions.withUnsafeMutableBufferPointer { positions in
+                InPlaceRadix.sort(keys: keys, positions: UnsafeMutableBufferPointer(rebasing: positions[nulls...]))
+            }
         }
-        for entry in keyed { positions.append(entry.position) }
         return positions
     }
 
@@ -133,6 +132,88 @@ package enum IndexOrder {
             return true
         }
         guard integers else { return nil }
-        return sortedPositions(integerKeys: keys, nullPositions: nulls, count: values.count)
+        return sortedPositions(integerKeys: &keys, nullPositions: nulls, count: values.count).map { Int($0) }
+    }
+}
+
+/// Sorts integer keys and the positions beside them by key, then position, in place: a
+/// most-significant-digit radix sort that moves entries within their arrays (American
+/// flag sort), so that sorting takes no second copy of either. Short ranges are sorted by
+/// insertion.
+enum InPlaceRadix {
+    static func sort(keys: UnsafeMutableBufferPointer<Int64>, positions: UnsafeMutableBufferPointer<UInt32>) {
+        precondition(keys.count == positions.count, "one position per key")
+        var union: UInt64 = 0, common: UInt64 = ~0
+        for key in keys {
+            union |= digits(key)
+            common &= digits(key)
+        }
+        let varying = union ^ common
+        // (Every key equal: the positions, appended in order, are sorted already.)
+        guard varying != 0 else { return }
+        sort(keys, positions, 0..<keys.count, shift: (63 - varying.leadingZeroBitCount) / 8 * 8)
+    }
+
+    /// The key's bits in the order of the signed keys (the sign bit flipped).
+    @inline(__always) private static func digits(_ key: Int64) -> UInt64 { UInt64(bitPattern: key) ^ (1 << 63) }
+
+    /// Sorts `range`, whose keys agree above the byte at `shift`.
+    private static func sort(_ keys: UnsafeMutableBufferPointer<Int64>, _ positions: UnsafeMutableBufferPointer<UInt32>,
+                             _ range: Range<Int>, shift: Int) {
+        if range.count <= 32 {
+            insertionSort(keys, positions, range)
+            return
+        }
+        @inline(__always) func digit(_ index: Int) -> Int { Int(truncatingIfNeeded: (digits(keys[index]) >> UInt64(shift)) & 0xFF) }
+        var counts = [Int](repeating: 0, count: 256)
+        for index in range { counts[digit(index)] += 1 }
+        var starts = [Int](repeating: 0, count: 256)
+        var total = range.lowerBound
+        for bucket in 0..<256 {
+            starts[bucket] = total
+            total += counts[bucket]
+        }
+        // Each entry swapped straight into the next free place of its bucket.
+        var next = starts
+        for bucket in 0..<256 {
+            let end = starts[bucket] + counts[bucket]
+            while next[bucket] < end {
+                let index = next[bucket]
+                let target = digit(index)
+                if target == bucket {
+                    next[bucket] += 1
+                } else {
+                    keys.swapAt(index, next[target])
+                    positions.swapAt(index, next[target])
+                    next[target] += 1
+                }
+            }
+        }
+        for bucket in 0..<256 where counts[bucket] > 1 {
+            let bucketRange = starts[bucket]..<(starts[bucket] + counts[bucket])
+            if shift == 0 {
+                // Equal keys: their positions in order.
+                var equal = UnsafeMutableBufferPointer(rebasing: positions[bucketRange])
+                equal.sort()
+            } else {
+                sort(keys, positions, bucketRange, shift: shift - 8)
+            }
+        }
+    }
+
+    private static func insertionSort(_ keys: UnsafeMutableBufferPointer<Int64>, _ positions: UnsafeMutableBufferPointer<UInt32>,
+                                      _ range: Range<Int>) {
+        guard range.count > 1 else { return }
+        for index in (range.lowerBound + 1)..<range.upperBound {
+            let key = keys[index], position = positions[index]
+            var hole = index
+            while hole > range.lowerBound, keys[hole - 1] > key || (keys[hole - 1] == key && positions[hole - 1] > position) {
+                keys[hole] = keys[hole - 1]
+                positions[hole] = positions[hole - 1]
+                hole -= 1
+            }
+            keys[hole] = key
+            positions[hole] = position
+        }
     }
 }

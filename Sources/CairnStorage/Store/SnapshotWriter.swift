@@ -55,8 +55,11 @@ struct SnapshotWriter {
         guard let entity = entities.last?.entity else { return }
         let count = entities[entities.count - 1].entries.count
         if count > 0, count <= Int(UInt32.max) {
-            for (slot, values) in zip(indexedSlots, indexedValues) {
-                attributeIndexes.append((entity, slot, values.sortedPositions()))
+            for (k, slot) in indexedSlots.enumerated() {
+                // (Taken out of the array first, so that its keys are sorted in place, not copied.)
+                var column = indexedValues[k]
+                indexedValues[k] = IndexColumn()
+                attributeIndexes.append((entity, slot, column.takeSortedPositions()))
             }
         }
         indexedSlots = []
@@ -214,18 +217,20 @@ struct IndexColumn {
         return result
     }
 
-    /// The record positions in index order (``IndexOrder``).
-    func sortedPositions() -> IndexPositions {
-        if let values { return .listed(IndexOrder.sortedPositions(values)) }
+    /// The record positions in index order (``IndexOrder``). The integers are sorted in
+    /// place: the column is left empty.
+    mutating func takeSortedPositions() -> IndexPositions {
+        defer { self = IndexColumn() }
+        if let values { return .listed(IndexOrder.sortedPositions(values).map { UInt32(truncatingIfNeeded: $0) }) }
         if rising != nil { return .nullsFirst(nullPositions, count: count) }
-        return .listed(IndexOrder.sortedPositions(integerKeys: keys, nullPositions: nullPositions, count: count))
+        return .listed(IndexOrder.sortedPositions(integerKeys: &keys, nullPositions: nullPositions, count: count))
     }
 }
 
 /// An attribute index's record positions in index order: listed, or (for values that
 /// did not descend) the nils' positions, then every other position in order.
 enum IndexPositions: Equatable {
-    case listed([Int])
+    case listed([UInt32])
     case nullsFirst([Int], count: Int)
 
     var count: Int {
@@ -238,7 +243,7 @@ enum IndexPositions: Equatable {
     func forEach(_ body: (Int) throws -> Void) rethrows {
         switch self {
         case .listed(let positions):
-            for position in positions { try body(position) }
+            for position in positions { try body(Int(position)) }
         case .nullsFirst(let nulls, let count):
             for position in nulls { try body(position) }
             var nextNull = 0

@@ -231,7 +231,26 @@ import CairnTesting
         }
         var column = IndexColumn()
         for value in values { column.append(value) }
-        #expect(column.sortedPositions().listed == IndexOrder.sortedPositions(values))
+        #expect(column.takeSortedPositions().listed == IndexOrder.sortedPositions(values))
+    }
+}
+
+/// The in-place radix sort of a compaction's integer column orders by key, then
+/// position, as a comparison sort does: keys wide and narrow, negative, repeated.
+@Suite struct InPlaceRadixTests {
+    @Test(arguments: [(3, 100_000), (1_000, 100_000), (UInt64.max, 100_000), (5, 40), (UInt64.max, 1)] as [(UInt64, Int)])
+    func sortsLikeAComparisonSort(distinctKeys: UInt64, count: Int) {
+        var random = SplitMix64(seed: distinctKeys &+ UInt64(count))
+        var keys: [Int64] = (0..<count).map { _ in
+            distinctKeys == .max ? Int64(bitPattern: random.next()) : Int64(bitPattern: random.next() % distinctKeys) - Int64(distinctKeys / 2)
+        }
+        var positions = (0..<count).map { UInt32($0) }
+        let expected = zip(keys, positions).sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
+        keys.withUnsafeMutableBufferPointer { keys in
+            positions.withUnsafeMutableBufferPointer { InPlaceRadix.sort(keys: keys, positions: $0) }
+        }
+        #expect(keys == expected.map(\.0))
+        #expect(positions == expected.map(\.1))
     }
 }
 
