@@ -87,7 +87,7 @@ package enum IndexOrder {
     /// `nullPositions` (ascending) and, elsewhere in order, the integers `keys`: nils first,
     /// then by key, equal keys in position order. Keys already ascending need no sort;
     /// others are sorted in place (`keys` is left in key order), with no more memory than
-    /// the positions returned.
+    /// the positions returned. `count` is at most `UInt32.max`.
     package static func sortedPositions(integerKeys keys: inout [Int64], nullPositions: [Int], count: Int) -> [UInt32] {
         var positions: [UInt32] = []
         positions.reserveCapacity(count)
@@ -114,6 +114,8 @@ package enum IndexOrder {
     /// same order without comparing `Value`s. Nil unless every value is nil or an integer
     /// of one width.
     private static func sortedIntegerPositions(_ values: [Value]) -> [Int]? {
+        // (Positions are sorted as `UInt32`s: more values take the general path.)
+        guard values.count <= Int(UInt32.max) else { return nil }
         var nulls: [Int] = []
         var keys: [Int64] = []
         keys.reserveCapacity(values.count)
