@@ -167,16 +167,38 @@ enum InPlaceRadix {
             return
         }
         @inline(__always) func digit(_ index: Int) -> Int { Int(truncatingIfNeeded: (digits(keys[index]) >> UInt64(shift)) & 0xFF) }
-        var counts = [Int](repeating: 0, count: 256)
-        for index in range { counts[digit(index)] += 1 }
-        var starts = [Int](repeating: 0, count: 256)
-        var total = range.lowerBound
-        for bucket in 0..<256 {
-            starts[bucket] = total
-            total += counts[bucket]
+        // (On the stack: a sort of millions of keys makes hundreds of thousands of calls.)
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * 256) { table in
+            let counts = UnsafeMutableBufferPointer(rebasing: table[0..<256])
+            let starts = UnsafeMutableBufferPointer(rebasing: table[256..<512])
+            let next = UnsafeMutableBufferPointer(rebasing: table[512..<768])
+            counts.initialize(repeating: 0)
+            for index in range { counts[digit(index)] += 1 }
+            var total = range.lowerBound
+            for bucket in 0..<256 {
+                starts[bucket] = total
+                next[bucket] = total
+                total += counts[bucket]
+            }
+            // Each entry swapped straight into the next free place of its bucket.
+            permute(keys, positions, counts: counts, starts: starts, next: next, digit: digit)
+            for bucket in 0..<256 where counts[bucket] > 1 {
+                let bucketRange = starts[bucket]..<(starts[bucket] + counts[bucket])
+                if shift == 0 {
+                    // Equal keys: their positions in order.
+                    var equal = UnsafeMutableBufferPointer(rebasing: positions[bucketRange])
+                    equal.sort()
+                } else {
+                    sort(keys, positions, bucketRange, shift: shift - 8)
+                }
+            }
         }
-        // Each entry swapped straight into the next free place of its bucket.
-        var next = starts
+    }
+
+    @inline(__always)
+    private static func permute(_ keys: UnsafeMutableBufferPointer<Int64>, _ positions: UnsafeMutableBufferPointer<UInt32>,
+                                counts: UnsafeMutableBufferPointer<Int>, starts: UnsafeMutableBufferPointer<Int>,
+                                next: UnsafeMutableBufferPointer<Int>, digit: (Int) -> Int) {
         for bucket in 0..<256 {
             let end = starts[bucket] + counts[bucket]
             while next[bucket] < end {
@@ -189,16 +211,6 @@ enum InPlaceRadix {
                     positions.swapAt(index, next[target])
                     next[target] += 1
                 }
-            }
-        }
-        for bucket in 0..<256 where counts[bucket] > 1 {
-            let bucketRange = starts[bucket]..<(starts[bucket] + counts[bucket])
-            if shift == 0 {
-                // Equal keys: their positions in order.
-                var equal = UnsafeMutableBufferPointer(rebasing: positions[bucketRange])
-                equal.sort()
-            } else {
-                sort(keys, positions, bucketRange, shift: shift - 8)
             }
         }
     }
