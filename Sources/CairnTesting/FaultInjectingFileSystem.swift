@@ -75,6 +75,7 @@ final class FaultInjectingFile: StorageFile {
     func map(following length: Int) throws -> FileMapping {
         try owner.tick("mmap", path); return try base.map(following: length)
     }
+    func mapCopyOnWrite() throws -> FileMapping { try owner.tick("mmap", path); return try base.mapCopyOnWrite() }
     /// Not a point of failure: a failed seek answers "data" (see ``POSIXFile``), which
     /// only costs a read.
     func dataExtent(from offset: Int64) -> Range<Int64>? { base.dataExtent(from: offset) }

@@ -66,7 +66,9 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     }
 
     /// The input becomes the files of a store directory: `MANIFEST`, a snapshot and a
-    /// log, split at two offsets taken from the first bytes; then open, read, verify.
+    /// log, split at two offsets taken from the first bytes, and the log's checkpoint:
+    /// the log's bytes from the first checkpoint magic (`CAIRNCKP`) on, if any; then open,
+    /// read, verify.
     static func storeOpen(_ bytes: [UInt8]) {
         guard bytes.count >= 4 else { return }
         let body = Array(bytes.dropFirst(4))
@@ -76,7 +78,11 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         try? fs.createDirectory("/s")
         try? fs.setContents(of: "/s/MANIFEST", to: Array(body[0..<first]))
         try? fs.setContents(of: "/s/000001.snapshot", to: Array(body[first..<second]))
-        try? fs.setContents(of: "/s/000002.log", to: Array(body[second...]))
+        let log = body[second...]
+        let magic = Array(FileHeader.Kind.checkpoint.rawValue.utf8)
+        let checkpoint = log.indices.first { at in at + magic.count <= log.endIndex && log[at..<(at + magic.count)].elementsEqual(magic) }
+        try? fs.setContents(of: "/s/000002.log", to: Array(log[..<(checkpoint ?? log.endIndex)]))
+        if let checkpoint { try? fs.setContents(of: "/s/000002.checkpoint", to: Array(log[checkpoint...])) }
         var options = StoreOptions(fileSystem: fs, compaction: .manual, preallocationBytes: 4096)
         options.createIfMissing = false
         guard let store = try? Store.open(at: "/s", options: options) else { return }

@@ -10,6 +10,7 @@ package struct FileHeader: Equatable, Sendable {
         case log = "CAIRNLOG"
         case snapshot = "CAIRNSNP"
         case manifest = "CAIRNMAN"
+        case checkpoint = "CAIRNCKP"
 
         var magic: [UInt8] { Array(rawValue.utf8) }
     }

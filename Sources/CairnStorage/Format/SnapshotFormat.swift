@@ -279,6 +279,8 @@ package enum StoreFileName {
 
     package static func snapshot(_ number: UInt64) -> String { padded(number) + ".snapshot" }
     package static func log(_ number: UInt64) -> String { padded(number) + ".log" }
+    /// The checkpoint of log `number` (FORMAT.md §12).
+    package static func checkpoint(_ number: UInt64) -> String { padded(number) + ".checkpoint" }
 
     static func padded(_ number: UInt64) -> String {
         let digits = String(number)

@@ -52,6 +52,11 @@ package protocol StorageFile: AnyObject, Sendable {
     /// to leave room for appends; bytes past the end must not be read (a real mapping
     /// faults there) until a write or size change puts them inside the file.
     func map(following length: Int) throws -> FileMapping
+    /// The whole file as bytes this process may also write, privately: writes change
+    /// only its own copy of the pages they touch, never the file (`mmap(2)` with
+    /// `MAP_PRIVATE`). Pages never written are read from the file when first touched.
+    /// (A checkpoint's tables are used in place so, and changed by later commits.)
+    func mapCopyOnWrite() throws -> FileMapping
     /// The first stretch at or after `offset` that may hold data (`lseek(2)` with
     /// `SEEK_DATA`, then `SEEK_HOLE`), or nil when none does: from `offset` on, the file
     /// reads as zeros. An answer may call a hole data (a file system that does not track
@@ -106,6 +111,18 @@ package final class FileMapping: Sendable {
     /// again when read, but no longer count in the process's resident set. For a reader
     /// that has passed over a large part of a file (the log at open, a compaction's inputs).
     package func dropResidentPages() { evict?(bytes) }
+
+    /// ``dropResidentPages()`` for the pages that lie wholly inside `range` of the bytes.
+    /// On a copy-on-write mapping (``StorageFile/mapCopyOnWrite()``) a page written to
+    /// would lose what was written: only for pages nothing has written yet.
+    package func dropResidentPages(in range: Range<Int>) {
+        guard let evict, let base = bytes.baseAddress, range.lowerBound >= 0, range.upperBound <= bytes.count else { return }
+        let page = 1 << 16
+        let start = (Int(bitPattern: base) + range.lowerBound + page - 1) & ~(page - 1)
+        let end = (Int(bitPattern: base) + range.upperBound) & ~(page - 1)
+        guard end > start, let pointer = UnsafeRawPointer(bitPattern: start) else { return }
+        evict(UnsafeRawBufferPointer(start: pointer, count: end - start))
+    }
 
     /// A mapping that owns a copy of `contents`.
     package convenience init(copying contents: [UInt8]) {

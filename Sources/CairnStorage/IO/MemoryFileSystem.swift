@@ -432,6 +432,8 @@ final class MemoryFile: StorageFile {
         return FileMapping(copying: fileSystem.withInode(inode) { inode, _ in inode.current })
     }
 
+    func mapCopyOnWrite() throws -> FileMapping { try map() }
+
     func map(following length: Int) throws -> FileMapping {
         try checkOpen()
         return try fileSystem.withInode(inode) { inode, _ in

@@ -207,6 +207,17 @@ final class POSIXFile: StorageFile {
         }
     }
 
+    func mapCopyOnWrite() throws -> FileMapping {
+        let length = Int(try size())
+        guard length > 0 else { return FileMapping(copying: []) }
+        guard let address = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0), address != MAP_FAILED else {
+            throw ioError("mmap", path)
+        }
+        return FileMapping(bytes: UnsafeRawBufferPointer(start: address, count: length), evict: evictPages) { region in
+            _ = munmap(UnsafeMutableRawPointer(mutating: region.baseAddress), region.count)
+        }
+    }
+
     /// (Read-only shared pages are dropped without loss: they are read again from the file.)
     private let evictPages: @Sendable (UnsafeRawBufferPointer) -> Void = { region in
         _ = madvise(UnsafeMutableRawPointer(mutating: region.baseAddress), region.count, MADV_DONTNEED)

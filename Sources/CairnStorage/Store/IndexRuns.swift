@@ -50,9 +50,19 @@ struct StringPrefixes {
 /// the nils' IDs in ID order, then (integer, ID) pairs by integer, then ID. 16 bytes an
 /// entry, where a run of `Value`s takes 32.
 struct IntegerRun {
-    var nulls: [UInt64]
-    var keyed: [(key: Int64, id: UInt64)]
+    var nulls: RunElements<UInt64>
+    var keyed: RunElements<(key: Int64, id: UInt64)>
     var width: AttributeType
+
+    init(nulls: [UInt64], keyed: [(key: Int64, id: UInt64)], width: AttributeType) {
+        self.init(nulls: .array(nulls), keyed: .array(keyed), width: width)
+    }
+
+    init(nulls: RunElements<UInt64>, keyed: RunElements<(key: Int64, id: UInt64)>, width: AttributeType) {
+        self.nulls = nulls
+        self.keyed = keyed
+        self.width = width
+    }
 
     var count: Int { nulls.count + keyed.count }
 
@@ -66,11 +76,43 @@ struct IntegerRun {
     var values: SecondaryIndex.Run {
         var run: SecondaryIndex.Run = []
         run.reserveCapacity(count)
-        for id in nulls { run.append((.null, id)) }
-        for (key, id) in keyed { run.append((Value(integer: key, width: width), id)) }
+        nulls.withUnsafeBufferPointer { for id in $0 { run.append((.null, id)) } }
+        keyed.withUnsafeBufferPointer { for (key, id) in $0 { run.append((Value(integer: key, width: width), id)) } }
         return run
     }
 }
+
+/// The elements of an ``IntegerRun``: an array, or a checkpoint's section read in place
+/// (FORMAT.md §12.4), which the mapping keeps alive.
+enum RunElements<Element> {
+    case array([Element])
+    case mapped(UnsafeBufferPointer<Element>, FileMapping)
+
+    var count: Int {
+        switch self {
+        case .array(let elements): return elements.count
+        case .mapped(let elements, _): return elements.count
+        }
+    }
+
+    subscript(position: Int) -> Element {
+        switch self {
+        case .array(let elements): return elements[position]
+        case .mapped(let elements, _): return elements[position]
+        }
+    }
+
+    /// Calls `body` with the elements' memory.
+    func withUnsafeBufferPointer<T>(_ body: (UnsafeBufferPointer<Element>) throws -> T) rethrows -> T {
+        switch self {
+        case .array(let elements): return try elements.withUnsafeBufferPointer(body)
+        case .mapped(let elements, let mapping): return try withExtendedLifetime(mapping) { try body(elements) }
+        }
+    }
+}
+
+// A mapped run's memory is only read, and its mapping is `Sendable`.
+extension RunElements: @unchecked Sendable where Element: Sendable {}
 
 /// An index's large sorted run (``SecondaryIndex``): of `Value`s, or of integers.
 enum SortedRun {

@@ -154,6 +154,7 @@ extension Store {
         // Failing to remove an old file loses nothing: open removes files the manifest does not name.
         try? fileSystem.remove(joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber)))
         try? fileSystem.remove(joinPath(path, StoreFileName.log(manifest.logNumber)))
+        try? fileSystem.remove(joinPath(path, StoreFileName.checkpoint(manifest.logNumber)))
         return CompactionResult(bytesBefore: bytesBefore, bytesAfter: reader.fileSize + newLog.appendOffset, records: records)
     }
 

@@ -108,6 +108,22 @@ package final class SecondaryIndex: @unchecked Sendable {
         }
     }
 
+    /// The index `snapshot` stores in `block`, with `run` (a checkpoint's) as the run of
+    /// the log's changes to the entity.
+    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, run: IntegerRun) {
+        slot = block.attribute
+        stored = (snapshot, block)
+        sorted = .integers(run)
+    }
+
+    /// The run of the log's changes when it is the whole of them, as a checkpoint keeps it:
+    /// caught up with `changes`, nothing changed since it was made, integers.
+    func wholeIntegerRun(changes: EntityOverlay) -> IntegerRun? {
+        catchUp(with: changes)
+        guard stale.isEmpty, recent.isEmpty, delta.isEmpty, case .integers(let run) = sorted else { return nil }
+        return run
+    }
+
     /// Overlays with at least this many entries have their index values read in parts.
     static let partsMinimum = 1 << 16
 
@@ -550,6 +566,7 @@ extension StoreState {
     /// records in the log's overlay; the others are attached on first use.
     mutating func attachStoredIndexes(tailLimit: Int) {
         for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
+            guard indexes[IndexKey(entity: block.entity, slot: block.attribute)] == nil else { continue }
             let changes = overlay(of: block.entity)
             guard changes.count <= tailLimit else { continue }
             indexes[IndexKey(entity: block.entity, slot: block.attribute)] = SecondaryIndex(snapshot: snapshot, block: block, changes: changes)

@@ -141,10 +141,13 @@ extension Store {
         var state = StoreState(snapshot: snapshot)
         state.recentVersionsLimit = options.recentVersionsLimit
         var report = RecoveryReport()
+        let checkpoint = loadCheckpoint(in: path, manifest: manifest, snapshot: snapshot, options: options,
+                                        ignored: &report.ignoredCheckpoint)
         let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
         let logFile = try fs.open(logPath, create: false, truncate: false)
         do {
-            let writer = try recoverLog(logFile, manifest: manifest, into: &state, report: &report, options: options)
+            let writer = try recoverLog(logFile, manifest: manifest, checkpoint: checkpoint, into: &state, report: &report,
+                                        options: options)
             state.attachStoredIndexes(tailLimit: options.openIndexTailLimit)
             // The replay read the whole log; the pages it mapped are the kernel's to keep,
             // not this process's (bodies are mapped again as they are read). A short log's
@@ -154,6 +157,8 @@ extension Store {
             // checked (its checksums and structure, checked while the log was replayed).
             try snapshot.awaitIndexChecksum()
             if options.openMode == .normal {
+                // (A checkpoint the open could not use would be checked again at every open.)
+                if report.ignoredCheckpoint != nil { try? fs.remove(joinPath(path, StoreFileName.checkpoint(manifest.logNumber))) }
                 report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
             }
             return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
@@ -182,8 +187,8 @@ extension Store {
 
     /// Replays the log into `state` (FORMAT.md §9 "Recovery"), cuts a torn tail, and
     /// returns a writer positioned after the last good frame.
-    private static func recoverLog(_ file: any StorageFile, manifest: Manifest, into state: inout StoreState,
-                                   report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
+    private static func recoverLog(_ file: any StorageFile, manifest: Manifest, checkpoint: LoadedCheckpoint?,
+                                   into state: inout StoreState, report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
         // Mapped, not read: most of a log is often its preallocated tail of zeros, which
         // recovery only scans; reading it first would fill and copy a buffer of that size.
         // The mapping follows the log's appends and stays: the overlay's entries point into
@@ -208,6 +213,17 @@ extension Store {
                 }
                 guard header.baseSequence == base else {
                     throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
+                }
+                // A checkpoint of this log stands for its frames up to an offset: the replay
+                // goes on from there.
+                if let checkpoint {
+                    if let reason = state.applyCheckpoint(checkpoint, log: buffer) {
+                        report.ignoredCheckpoint = reason
+                    } else {
+                        report.usedCheckpoint = true
+                        offset = checkpoint.directory.logOffset
+                        expected = checkpoint.directory.lastSequence + 1
+                    }
                 }
                 var ids: [RecordID] = [], entries: [OverlayEntry] = []
                 // Every `evictionInterval` of log replayed, the pages read so far are let go
@@ -357,9 +373,11 @@ extension Store {
     /// Removes snapshot, log and temporary files the manifest does not name.
     private static func removeUnnamedFiles(in path: String, manifest: Manifest, fileSystem fs: any FileSystem) throws -> [String] {
         let keep: Set<String> = [StoreFileName.manifest, StoreFileName.lock,
-                                 StoreFileName.snapshot(manifest.snapshotNumber), StoreFileName.log(manifest.logNumber)]
+                                 StoreFileName.snapshot(manifest.snapshotNumber), StoreFileName.log(manifest.logNumber),
+                                 StoreFileName.checkpoint(manifest.logNumber)]
         let stale = try fs.listDirectory(path).filter { name in
-            !keep.contains(name) && (name.hasSuffix(StoreFileName.temporarySuffix) || name.hasSuffix(".snapshot") || name.hasSuffix(".log"))
+            !keep.contains(name) && (name.hasSuffix(StoreFileName.temporarySuffix) || name.hasSuffix(".snapshot") || name.hasSuffix(".log")
+                || name.hasSuffix(".checkpoint"))
         }.sorted()
         // Best effort: a file left behind is harmless (the manifest does not name it) and is
         // tried again at the next open, so failing to remove it must not keep the store shut.

@@ -272,6 +272,9 @@ public final class Store: Sendable {
                 } catch {
                     failure = error
                 }
+                // The next open maps the log's state instead of replaying it. Best effort:
+                // every commit is durable already, and without a checkpoint the open replays.
+                if failure == nil, options.openMode == .normal { _ = try? writeCheckpoint(writer) }
             }
             writer.file.close()
         }
@@ -341,6 +344,9 @@ struct StoreState: Sendable {
     /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
     /// and those built since on first use.
     var indexes: [IndexKey: SecondaryIndex] = [:]
+    /// The log offset the checkpoint on disk covers (FORMAT.md §12), if there is one of
+    /// this log: a clean close with nothing committed since need not write another.
+    var checkpointOffset: Int?
 
     init(snapshot: SnapshotReader) {
         self.snapshot = snapshot

@@ -47,6 +47,10 @@ public struct StoreOptions: Sendable {
     /// over a longer tail, on first use (sorting the tail's values is most of such an
     /// open, which may never look a value up). Tests set it to 0 to exercise the latter.
     var openIndexTailLimit = 1 << 16
+    /// A clean close writes a checkpoint (FORMAT.md §12) when the log holds changes to at
+    /// least this many records; a shorter log replays about as fast as a checkpoint is
+    /// checked. Tests lower it.
+    package var checkpointMinimumRecords = 1 << 13
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 
@@ -125,6 +129,12 @@ public struct RecoveryReport: Sendable, Equatable {
     public var droppedTransactions: [UInt64] = []
     /// Files no manifest names (left by an interrupted compaction) that were removed.
     public var removedFiles: [String] = []
+    /// Whether the open started from the log's checkpoint (FORMAT.md §12), replaying
+    /// only the transactions after it.
+    public var usedCheckpoint = false
+    /// Why a checkpoint of the log was not used, if there was one: damaged, or not of
+    /// this log. The open replayed the whole log instead, as if there were none.
+    public var ignoredCheckpoint: String?
 }
 
 /// Sizes and counts, for `cairn stats` and for compaction decisions.

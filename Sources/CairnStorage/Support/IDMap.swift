@@ -23,12 +23,27 @@ private let idMapSeeds = Protected<UInt64>(0)
     @_spi(Storage) public let capacity: Int
     @_spi(Storage) public let keys: UnsafeMutablePointer<UInt64>
     @_spi(Storage) public let values: UnsafeMutablePointer<Value>
+    /// What keeps `keys` and `values` alive when this object did not allocate them (a
+    /// checkpoint's mapped tables, ``init(capacity:keys:values:owner:)``); nil otherwise.
+    @_spi(Storage) public let owner: AnyObject?
 
     @inlinable @_spi(Storage) public init(capacity: Int) {
         self.capacity = capacity
         keys = .allocate(capacity: capacity)
         keys.initialize(repeating: 0, count: capacity)
         values = .allocate(capacity: capacity)
+        owner = nil
+    }
+
+    /// Buckets in memory `owner` keeps alive and this object may write (a copy-on-write
+    /// mapping of a file): `capacity` keys, and a value of a trivial type for each
+    /// bucket whose key is not 0. Nothing is freed when the buckets are.
+    @_spi(Storage) public init(capacity: Int, keys: UnsafeMutablePointer<UInt64>, values: UnsafeMutablePointer<Value>, owner: AnyObject) {
+        precondition(_isPOD(Value.self), "only buckets of trivial values live in borrowed memory")
+        self.capacity = capacity
+        self.keys = keys
+        self.values = values
+        self.owner = owner
     }
 
     /// A copy with the same capacity and layout (for a write to a shared map).
@@ -40,6 +55,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     deinit {
+        guard owner == nil else { return }
         // (Values of a trivial type need no walk over the buckets.)
         if !_isPOD(Value.self) {
             for index in 0..<capacity where keys[index] != 0 { (values + index).deinitialize(count: 1) }
@@ -98,6 +114,24 @@ private let idMapSeeds = Protected<UInt64>(0)
         buckets = IDMapBuckets(capacity: 8)
         shift = 61
     }
+
+    /// A table over `buckets` as ``buckets`` left them: `count` keys placed by the seed
+    /// ``mixedSeed`` (a checkpoint's table, read back). The bucket count must be a power
+    /// of two, at least 8, with at least one key 0.
+    @_spi(Storage) public init(buckets: IDMapBuckets<Value>, mixedSeed: UInt64, count: Int) {
+        precondition(buckets.capacity >= 8 && buckets.capacity & (buckets.capacity - 1) == 0 && count < buckets.capacity)
+        self.buckets = buckets
+        seed = mixedSeed
+        shift = UInt64(64 - buckets.capacity.trailingZeroBitCount)
+        storedCount = count
+    }
+
+    /// The seed keys are placed by (for ``init(buckets:mixedSeed:count:)``).
+    @_spi(Storage) public var mixedSeed: UInt64 { seed }
+    /// The value of key 0, which the buckets do not hold.
+    @_spi(Storage) public var zeroValue: Value? { zero }
+    /// The buckets as they are, for writing them out.
+    @_spi(Storage) public var currentBuckets: IDMapBuckets<Value> { buckets }
 
     /// Room for `minimumCapacity` entries without growing.
     @inlinable @_spi(Storage) public init(minimumCapacity: Int) {
@@ -327,7 +361,9 @@ private let idMapSeeds = Protected<UInt64>(0)
             fresh.keys[target] = old.keys[index]
             if moving {
                 (fresh.values + target).moveInitialize(from: old.values + index, count: 1)
-                old.keys[index] = 0
+                // (Marks the value moved, for the old buckets' deinit; trivial values need no
+                // mark, and the keys of borrowed buckets are not written for nothing.)
+                if !_isPOD(Value.self) { old.keys[index] = 0 }
             } else {
                 (fresh.values + target).initialize(to: old.values[index])
             }

@@ -23,25 +23,9 @@ import Testing
         let indexed = try CanonicalStore(StoredIndexTests.transactions(6), compactAfter: 4, schema: StoredIndexTests.schema)
         seeds[.snapshot] = [compacted.fs.contents(of: compacted.snapshotPath)!, indexed.fs.contents(of: indexed.snapshotPath)!]
         seeds[.storeOpen] = try [canonical, compacted, indexed].map { store in
-            let manifest = store.fs.contents(of: store.manifestPath)!
-            // The fuzz entry names the files 1 and 2; rewrite the manifest to say so.
-            var decoded = try manifest.withUnsafeBytes { try Manifest.decode($0) }
-            decoded.snapshotNumber = 1
-            decoded.logNumber = 2
-            decoded.nextFileNumber = 3
-            var snapshot = store.fs.contents(of: store.snapshotPath)!
-            var log = store.logBytes
-            // Make the file numbers in their headers match too.
-            for (bytes, number) in [(0, UInt64(1)), (1, UInt64(2))] {
-                var header = try (bytes == 0 ? snapshot : log).withUnsafeBytes { try FileHeader.decode($0, expected: bytes == 0 ? .snapshot : .log) }
-                header.fileNumber = number
-                if bytes == 0 { snapshot.replaceSubrange(0..<64, with: header.encoded()) } else { log.replaceSubrange(0..<64, with: header.encoded()) }
-            }
-            let encoded = decoded.encoded()
-            let lengths: [UInt8] = [UInt8(encoded.count & 0xFF), UInt8(encoded.count >> 8),
-                                    UInt8(snapshot.count & 0xFF), UInt8(snapshot.count >> 8)]
-            return lengths + encoded + snapshot + log
-        }
+            try storeOpenInput(manifest: store.fs.contents(of: store.manifestPath)!, snapshot: store.fs.contents(of: store.snapshotPath)!,
+                               log: store.logBytes)
+        } + [try checkpointedStoreOpenInput()]
         seeds[.predicate] = ["age >= 18 AND name BEGINSWITH[c] 'a'", "ANY dvds.title LIKE[cd] '*x?' OR dvds.@count > 2",
                              "%K IN {1, 2, 3} AND NOT (x BETWEEN {1, 5})", "TRUEPREDICATE", "a MATCHES '[a-z]+' && b == nil"]
             .map { Array($0.utf8) }
@@ -66,6 +50,49 @@ import Testing
         return seeds
     }
 
+    /// A `store_open` input: the manifest, snapshot and log (and a checkpoint, which the
+    /// entry splits off the log at its magic), renumbered as the entry names them (1, 2).
+    static func storeOpenInput(manifest: [UInt8], snapshot: [UInt8], log: [UInt8], checkpoint: [UInt8] = []) throws -> [UInt8] {
+        var decoded = try manifest.withUnsafeBytes { try Manifest.decode($0) }
+        decoded.snapshotNumber = 1
+        decoded.logNumber = 2
+        decoded.nextFileNumber = 3
+        var files = [snapshot, log, checkpoint]
+        for (index, (kind, number)) in [(FileHeader.Kind.snapshot, UInt64(1)), (.log, 2), (.checkpoint, 2)].enumerated() where !files[index].isEmpty {
+            var header = try files[index].withUnsafeBytes { try FileHeader.decode($0, expected: kind) }
+            header.fileNumber = number
+            files[index].replaceSubrange(0..<64, with: header.encoded())
+        }
+        let encoded = decoded.encoded()
+        let lengths: [UInt8] = [UInt8(encoded.count & 0xFF), UInt8(encoded.count >> 8),
+                                UInt8(files[0].count & 0xFF), UInt8(files[0].count >> 8)]
+        return lengths + encoded + files[0] + files[1] + files[2]
+    }
+
+    /// A store whose log has a checkpoint (FORMAT.md §12) with a table and two index runs:
+    /// 20 records compacted, then five commits of puts and deletes, then a clean close.
+    static func checkpointedStoreOpenInput() throws -> [UInt8] {
+        let fs = try StoredIndexTests.compactedStore(20)
+        var options = memoryOptions(fs)
+        options.checkpointMinimumRecords = 1
+        let store = try Store.open(at: "/db", options: options)
+        var random = SplitMix64(seed: 5)
+        for commit in 0..<5 {
+            var changes: [Change] = (0..<3).map { n in
+                .put(RecordID(entity: 1, serial: UInt64(100 + commit * 3 + n)),
+                     StoredIndexTests.values(&random, serial: UInt64(500 + commit * 3 + n)))
+            }
+            changes.append(.delete(RecordID(entity: 1, serial: UInt64(1 + commit))))
+            try store.commit(changes)
+        }
+        try store.close()
+        let manifest = try Store.readManifest(in: "/db", fileSystem: fs)
+        return try storeOpenInput(manifest: fs.contents(of: "/db/MANIFEST")!,
+                                  snapshot: fs.contents(of: "/db/" + StoreFileName.snapshot(manifest.snapshotNumber))!,
+                                  log: fs.contents(of: "/db/" + StoreFileName.log(manifest.logNumber))!,
+                                  checkpoint: fs.contents(of: "/db/" + StoreFileName.checkpoint(manifest.logNumber))!)
+    }
+
     @Test func seedsOpenAsStores() throws {
         // The store seeds must be real stores, or the fuzzer starts from nothing useful.
         for input in try Self.seeds()[.storeOpen]! {
@@ -76,9 +103,13 @@ import Testing
             try fs.createDirectory("/s")
             try fs.setContents(of: "/s/MANIFEST", to: Array(body[0..<first]))
             try fs.setContents(of: "/s/000001.snapshot", to: Array(body[first..<second]))
-            try fs.setContents(of: "/s/000002.log", to: Array(body[second...]))
+            let log = Array(body[second...]), magic = Array("CAIRNCKP".utf8)
+            let checkpoint = log.indices.first { log[$0...].starts(with: magic) }
+            try fs.setContents(of: "/s/000002.log", to: Array(log[..<(checkpoint ?? log.count)]))
+            if let checkpoint { try fs.setContents(of: "/s/000002.checkpoint", to: Array(log[checkpoint...])) }
             let store = try Store.open(at: "/s", options: memoryOptions(fs))
             #expect(store.lastSequence == 6)
+            #expect(store.recovery.usedCheckpoint == (checkpoint != nil), "\(store.recovery)")
             try store.close()
         }
     }

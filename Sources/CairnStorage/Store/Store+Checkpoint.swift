@@ -1,0 +1,369 @@
+import Dispatch
+import Foundation
+
+/// A checkpoint read back and checked (FORMAT.md §12): its directory, and the file
+/// mapped copy-on-write, whose tables become the overlay's and the indexes' in place.
+struct LoadedCheckpoint {
+    let directory: CheckpointDirectory
+    let mapping: FileMapping
+}
+
+extension Store {
+    // MARK: Writing
+
+    /// Writes the checkpoint of the log `writer` holds, all of it synced (FORMAT.md §12):
+    /// the overlay's tables and the integer runs of the snapshot's stored indexes over the
+    /// log's records, so the next open maps them instead of replaying the log. Written to
+    /// a temporary file and renamed over the last one; not synced: a checkpoint a crash
+    /// tore fails its checksums and is ignored, and the open replays the log instead.
+    /// Called by a clean close, with commits shut out. Returns whether it wrote one.
+    @discardableResult
+    func writeCheckpoint(_ writer: LogWriter) throws -> Bool {
+        #if _endian(little)
+        let manifest = writer.manifest
+        // (Commits are shut out: the state stays as copied.)
+        let taken = state.withLock { state -> (StoreState, [(IndexKey, IntegerRun?)]) in
+            var runs: [(IndexKey, IntegerRun?)] = []
+            for block in state.snapshot.index.attributeIndexes where state.snapshot.storedOrderHolds(block) {
+                let key = IndexKey(entity: block.entity, slot: block.attribute)
+                guard let changes = state.overlay[block.entity], !changes.isEmpty else { continue }
+                runs.append((key, state.indexes[key]?.wholeIntegerRun(changes: state.overlay(of: block.entity))))
+            }
+            return (state, runs)
+        }
+        let state = taken.0
+        let tail = state.overlay.reduce(0) { $0 + $1.value.count }
+        guard tail >= options.checkpointMinimumRecords, tail > 0, state.checkpointOffset != writer.appendOffset,
+              state.bodies.held.isEmpty, state.lastSequence > state.snapshot.footer.lastSequence,
+              !state.overlay.contains(where: { $0.value.zeroValue != nil }) else { return false }
+        // The runs not already whole are made from the overlay (commits are shut out).
+        var runs: [IndexKey: IntegerRun] = [:]
+        for (key, run) in taken.1 {
+            if let run { runs[key] = run; continue }
+            guard let block = state.storedBlock(key) else { continue }
+            let index = SecondaryIndex(snapshot: state.snapshot, block: block, changes: state.overlay(of: key.entity))
+            if case .integers(let built) = index.sorted { runs[key] = built }
+        }
+        let window = CheckpointDirectory.logWindow(before: writer.appendOffset)
+        let windowBytes = try writer.file.readExactly(at: Int64(window.lowerBound), count: window.count)
+        // The directory's size is known before the sections are placed; their checksums are
+        // taken as they are written, and the directory written last.
+        var directory = CheckpointDirectory(logOffset: writer.appendOffset, lastSequence: state.lastSequence,
+                                            logWindowChecksum: CRC32C.masked(windowBytes),
+                                            lastCommitMilliseconds: state.lastCommitMilliseconds ?? 0,
+                                            nextSerial: state.nextSerial, logPuts: state.logPuts, entities: [])
+        let placeholder = CheckpointDirectory.Section(offset: 0, length: 0, checksum: 0)
+        for (number, table) in state.overlay.sorted(by: { $0.key < $1.key }) where !table.isEmpty {
+            let entityRuns = runs.filter { $0.key.entity == number }.sorted { $0.key.slot < $1.key.slot }.map { key, run in
+                CheckpointDirectory.Run(attribute: key.slot, type: run.width, nulls: placeholder, keyed: placeholder)
+            }
+            directory.entities.append(CheckpointDirectory.Entity(
+                number: number, recordCount: state.counts[number] ?? 0, lastChange: state.lastChanges[number] ?? 0,
+                seed: table.mixedSeed, bucketCount: table.bucketCount, entryCount: table.count,
+                keys: placeholder, values: placeholder, runs: entityRuns))
+        }
+        let directorySize = directory.encoded().count
+        let temporary = joinPath(path, StoreFileName.checkpoint(manifest.logNumber) + StoreFileName.temporarySuffix)
+        let file = try fileSystem.open(temporary, create: true, truncate: true)
+        do {
+            defer { file.close() }
+            var end = FileHeader.size + directorySize
+            func place(_ length: Int, _ write: (inout CheckpointSectionWriter) throws -> Void) throws -> CheckpointDirectory.Section {
+                let offset = CheckpointDirectory.placement(after: end, length: length)
+                var sectionWriter = CheckpointSectionWriter(file: file, offset: offset)
+                try write(&sectionWriter)
+                precondition(sectionWriter.written == length, "a checkpoint section is the length its directory says")
+                end = offset + length
+                return CheckpointDirectory.Section(offset: length == 0 ? 0 : offset, length: length,
+                                                   checksum: CRC32C.mask(sectionWriter.crc))
+            }
+            for index in directory.entities.indices {
+                let number = directory.entities[index].number
+                guard let table = state.overlay[number] else { continue }
+                let buckets = table.currentBuckets
+                try withExtendedLifetime(buckets) {
+                    directory.entities[index].keys = try place(buckets.capacity * 8) { section in
+                        try section.append(UnsafeRawBufferPointer(start: buckets.keys, count: buckets.capacity * 8))
+                    }
+                    // (An empty bucket's value was never written in memory: it is written as 0.)
+                    directory.entities[index].values = try place(buckets.capacity * 8) { section in
+                        let chunk = 1 << 17
+                        var values = [UInt64](repeating: 0, count: chunk)
+                        for start in stride(from: 0, to: buckets.capacity, by: chunk) {
+                            let count = min(chunk, buckets.capacity - start)
+                            for i in 0..<count {
+                                values[i] = buckets.keys[start + i] == 0 ? 0 : buckets.values[start + i].bits
+                            }
+                            try values.withUnsafeBytes { try section.append(UnsafeRawBufferPointer(rebasing: $0[..<(count * 8)])) }
+                        }
+                    }
+                }
+                for runIndex in directory.entities[index].runs.indices {
+                    let key = IndexKey(entity: number, slot: directory.entities[index].runs[runIndex].attribute)
+                    guard let run = runs[key] else { continue }
+                    directory.entities[index].runs[runIndex].nulls = try place(run.nulls.count * 8) { section in
+                        try run.nulls.withUnsafeBufferPointer { try section.append(UnsafeRawBufferPointer($0)) }
+                    }
+                    directory.entities[index].runs[runIndex].keyed = try place(run.keyed.count * 16) { section in
+                        try run.keyed.withUnsafeBufferPointer { try section.append(UnsafeRawBufferPointer($0)) }
+                    }
+                }
+            }
+            let header = FileHeader(kind: .checkpoint, storeID: manifest.header.storeID, fileNumber: manifest.logNumber,
+                                    baseSequence: state.snapshot.footer.lastSequence, createdMilliseconds: nowMilliseconds())
+            let encoded = directory.encoded()
+            precondition(encoded.count == directorySize, "a checkpoint directory's size depends only on its counts")
+            try file.write(header.encoded() + encoded, at: 0)
+            // (The file ends with its last section, or where one would start.)
+            try file.truncate(to: Int64(max(end, FileHeader.size + directorySize)))
+        } catch {
+            try? fileSystem.remove(temporary)
+            throw error
+        }
+        try fileSystem.rename(temporary, joinPath(path, StoreFileName.checkpoint(manifest.logNumber)))
+        return true
+        #else
+        return false  // (The tables are used in place: little-endian platforms only.)
+        #endif
+    }
+
+    // MARK: Reading
+
+    /// The checkpoint of the manifest's log, read and checked (FORMAT.md §12.5), or nil
+    /// when there is none, or none this open may use; `ignored` says why one was not used.
+    /// Nothing here trusts the log: ``StoreState/applyCheckpoint(_:log:)`` checks the
+    /// checkpoint belongs to it.
+    static func loadCheckpoint(in path: String, manifest: Manifest, snapshot: SnapshotReader, options: StoreOptions,
+                               ignored: inout String?) -> LoadedCheckpoint? {
+        let fs = options.fileSystem
+        let checkpointPath = joinPath(path, StoreFileName.checkpoint(manifest.logNumber))
+        guard options.openMode != .salvage, fs.exists(checkpointPath) else { return nil }
+        #if _endian(little)
+        do {
+            let file = try fs.open(checkpointPath, create: false, truncate: false)
+            defer { file.close() }
+            let mapping = try file.mapCopyOnWrite()
+            let directory = try checkCheckpoint(mapping.bytes, manifest: manifest, snapshot: snapshot)
+            try checkSections(of: directory, in: mapping)
+            // (Nothing has written to the mapping: its pages are the file's, read again when needed.)
+            mapping.dropResidentPages()
+            return LoadedCheckpoint(directory: directory, mapping: mapping)
+        } catch let error as CairnError {
+            ignored = error.located(in: checkpointPath).description
+            return nil
+        } catch {
+            ignored = "\(checkpointPath): \(error)"
+            return nil
+        }
+        #else
+        ignored = "checkpoints are read on little-endian platforms only"
+        return nil
+        #endif
+    }
+
+    /// Checks a checkpoint's header and directory against the store: its store, log and
+    /// snapshot; entities and stored indexes the schema and snapshot have.
+    private static func checkCheckpoint(_ bytes: UnsafeRawBufferPointer, manifest: Manifest,
+                                        snapshot: SnapshotReader) throws -> CheckpointDirectory {
+        let header = try FileHeader.decode(bytes, expected: .checkpoint)
+        guard header.storeID == manifest.header.storeID, header.fileNumber == manifest.logNumber else {
+            throw CairnError.corrupt("checkpoint belongs to another store or log (\(header.storeID), file \(header.fileNumber))", offset: 16)
+        }
+        guard header.baseSequence == snapshot.footer.lastSequence else {
+            throw CairnError.corrupt("checkpoint is of a log after sequence \(header.baseSequence), but the snapshot covers \(snapshot.footer.lastSequence)",
+                                     offset: 40)
+        }
+        let directory = try CheckpointDirectory.decode(UnsafeRawBufferPointer(rebasing: bytes[FileHeader.size...]),
+                                                       base: FileHeader.size, fileSize: bytes.count)
+        guard directory.lastSequence > header.baseSequence else {
+            throw CairnError.corrupt("checkpoint covers no transaction of its log", offset: Int(FileHeader.size))
+        }
+        let schema = snapshot.schema
+        for entity in directory.entities {
+            guard let description = schema.entity(number: entity.number) else {
+                throw CairnError.corrupt("checkpoint names entity \(entity.number), which the schema does not have")
+            }
+            for run in entity.runs {
+                guard snapshot.index.attributeIndexes.contains(where: {
+                    $0.entity == entity.number && $0.attribute == run.attribute && snapshot.storedOrderHolds($0)
+                }), run.attribute < description.attributes.count else {
+                    throw CairnError.corrupt("checkpoint has a run of attribute \(run.attribute) of entity \(entity.number), which the snapshot stores no index of")
+                }
+                guard run.keyed.length == 0 || description.attributes[run.attribute].type == run.type else {
+                    throw CairnError.corrupt("checkpoint's run of attribute \(run.attribute) of entity \(entity.number) holds \(run.type) values, not \(description.attributes[run.attribute].type)")
+                }
+            }
+        }
+        return directory
+    }
+
+    /// Checks every section's checksum, and what each entry may be: keys of the entity
+    /// and serials handed out, as many as the directory says; entries deletes or bodies
+    /// inside the covered log; run IDs of the entity. In parts, on every core; each part's
+    /// pages are let go of once checked (nothing has written to them).
+    private static func checkSections(of directory: CheckpointDirectory, in mapping: FileMapping) throws {
+        struct Part: Sendable {
+            var entity: UInt16
+            /// A table part: its keys' section, and `second` its values'; a run part: the
+            /// run's nulls (`size` 8) or pairs (`size` 16).
+            var first: CheckpointDirectory.Section
+            var second: CheckpointDirectory.Section?
+            var size: Int
+            /// The part's elements (buckets, IDs or pairs).
+            var range: Range<Int>
+            var bytes: Range<Int> { (range.lowerBound * size)..<(range.upperBound * size) }
+        }
+        let step = 1 << 19  // elements a part
+        var parts: [Part] = []
+        func split(_ entity: UInt16, _ first: CheckpointDirectory.Section, _ second: CheckpointDirectory.Section?, size: Int) {
+            let count = first.length / size
+            for start in stride(from: 0, to: count, by: step) {
+                parts.append(Part(entity: entity, first: first, second: second, size: size, range: start..<min(count, start + step)))
+            }
+        }
+        for entity in directory.entities {
+            split(entity.number, entity.keys, entity.values, size: 8)
+            for run in entity.runs {
+                split(entity.number, run.nulls, nil, size: 8)
+                split(entity.number, run.keyed, nil, size: 16)
+            }
+        }
+        // Per part: the CRCs of its bytes of each section, and the table keys it found (-1: a bad entry).
+        let results = PerRun<(UInt32, UInt32, Int)>(count: parts.count, initial: (0, 0, 0))
+        let allParts = parts
+        let nextSerial = directory.nextSerial, logOffset = UInt64(directory.logOffset)
+        let check: @Sendable (Int) -> Void = { index in
+            let part = allParts[index]
+            let base = mapping.bytes.baseAddress!
+            let first = UnsafeRawBufferPointer(rebasing: mapping.bytes[(part.first.offset + part.bytes.lowerBound)..<(part.first.offset + part.bytes.upperBound)])
+            let entityBits = UInt64(part.entity) << 48
+            var found = 0, bad = false
+            if let second = part.second {
+                let values = UnsafeRawBufferPointer(start: base + second.offset + part.bytes.lowerBound, count: part.bytes.count)
+                for i in 0..<part.range.count {
+                    let key = first.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)
+                    guard key != 0 else { continue }
+                    found += 1
+                    let value = values.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)
+                    let serial = key & RecordID.maxSerial
+                    // A delete, or a body that lies after the log's header and ends inside what is covered.
+                    let bodyFits = value >> 63 == 0 && value >> 24 >= UInt64(FileHeader.size)
+                        && (value >> 24) + (value & 0xFF_FFFF) <= logOffset
+                    if key & ~RecordID.maxSerial != entityBits || serial == 0 || serial >= nextSerial || (value != .max && !bodyFits) {
+                        bad = true
+                    }
+                }
+                results[index] = (CRC32C.checksum(first), CRC32C.checksum(values), bad ? -1 : found)
+                mapping.dropResidentPages(in: (second.offset + part.bytes.lowerBound)..<(second.offset + part.bytes.upperBound))
+            } else {
+                // A run's IDs: each null, and the second half of each pair.
+                var offset = part.size - 8
+                while offset < first.count {
+                    let id = first.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                    let serial = id & RecordID.maxSerial
+                    if id & ~RecordID.maxSerial != entityBits || serial == 0 || serial >= nextSerial { bad = true }
+                    offset += part.size
+                }
+                results[index] = (CRC32C.checksum(first), 0, bad ? -1 : 0)
+            }
+            mapping.dropResidentPages(in: (part.first.offset + part.bytes.lowerBound)..<(part.first.offset + part.bytes.upperBound))
+        }
+        DispatchQueue.concurrentPerform(iterations: parts.count, execute: check)
+        // Each section's checksum, from its parts' in order.
+        var crcs: [Int: UInt32] = [:], keys: [UInt16: Int] = [:]
+        for (index, part) in parts.enumerated() {
+            let (a, b, found) = results[index]
+            guard found >= 0 else {
+                throw CairnError.corrupt("checkpoint of entity \(part.entity) holds an entry of another entity, an unknown serial, or a body outside the log",
+                                         offset: part.first.offset + part.bytes.lowerBound)
+            }
+            let length = part.bytes.count
+            crcs[part.first.offset] = crcs[part.first.offset].map { CRC32C.combine($0, a, secondLength: length) } ?? a
+            if let second = part.second {
+                crcs[second.offset] = crcs[second.offset].map { CRC32C.combine($0, b, secondLength: length) } ?? b
+                keys[part.entity, default: 0] += found
+            }
+        }
+        for entity in directory.entities {
+            guard keys[entity.number, default: 0] == entity.entryCount else {
+                throw CairnError.corrupt("checkpoint table of entity \(entity.number) holds \(keys[entity.number, default: 0]) keys, not \(entity.entryCount)",
+                                         offset: entity.keys.offset)
+            }
+            for section in [entity.keys, entity.values] + entity.runs.flatMap({ [$0.nulls, $0.keyed] }) {
+                let crc = section.length == 0 ? 0 : crcs[section.offset] ?? 0
+                guard CRC32C.mask(crc) == section.checksum else {
+                    throw CairnError.corrupt("checkpoint section checksum mismatch", offset: section.offset)
+                }
+            }
+        }
+    }
+}
+
+/// Writes one section of a checkpoint in order, taking its CRC as it goes.
+struct CheckpointSectionWriter {
+    let file: any StorageFile
+    let offset: Int
+    private(set) var written = 0
+    private(set) var crc: UInt32 = 0
+
+    init(file: any StorageFile, offset: Int) {
+        self.file = file
+        self.offset = offset
+    }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) throws {
+        let chunk = 1 << 20
+        var start = 0
+        while start < bytes.count {
+            let piece = UnsafeRawBufferPointer(rebasing: bytes[start..<min(bytes.count, start + chunk)])
+            try file.write(piece, at: Int64(offset + written))
+            crc = CRC32C.update(crc, piece)
+            written += piece.count
+            start += piece.count
+        }
+    }
+}
+
+extension StoreState {
+    /// Makes `checkpoint`'s state this one's, if it belongs to `log` (the log's mapped
+    /// bytes, `size` of them valid): the log reaches its offset and the bytes before it
+    /// are those it was made after. Returns why not otherwise, changing nothing.
+    mutating func applyCheckpoint(_ checkpoint: LoadedCheckpoint, log: UnsafeRawBufferPointer) -> String? {
+        let directory = checkpoint.directory
+        guard directory.logOffset <= log.count else {
+            return "the checkpoint covers the log up to offset \(directory.logOffset), but the log is \(log.count) bytes"
+        }
+        let window = CheckpointDirectory.logWindow(before: directory.logOffset)
+        guard CRC32C.masked(UnsafeRawBufferPointer(rebasing: log[window])) == directory.logWindowChecksum else {
+            return "the log's bytes before offset \(directory.logOffset) are not those the checkpoint was made after"
+        }
+        let mapping = checkpoint.mapping
+        // (The file is mapped copy-on-write: later commits write the tables in place, in this process only.)
+        let base = UnsafeMutableRawPointer(mutating: mapping.bytes.baseAddress!)
+        for entity in directory.entities {
+            let keys = (base + entity.keys.offset).bindMemory(to: UInt64.self, capacity: entity.bucketCount)
+            let values = (base + entity.values.offset).bindMemory(to: OverlayEntry.self, capacity: entity.bucketCount)
+            let buckets = IDMapBuckets(capacity: entity.bucketCount, keys: keys, values: values, owner: mapping)
+            overlay[entity.number] = IDMap(buckets: buckets, mixedSeed: entity.seed, count: entity.entryCount)
+            counts[entity.number] = entity.recordCount
+            if entity.lastChange > 0 { lastChanges[entity.number] = entity.lastChange }
+            for run in entity.runs {
+                let key = IndexKey(entity: entity.number, slot: run.attribute)
+                guard let block = storedBlock(key) else { continue }
+                let nulls = UnsafeBufferPointer(start: (base + run.nulls.offset).bindMemory(to: UInt64.self, capacity: run.nulls.length / 8),
+                                                count: run.nulls.length / 8)
+                let keyed = UnsafeBufferPointer(start: (base + run.keyed.offset).bindMemory(to: (key: Int64, id: UInt64).self,
+                                                                                              capacity: run.keyed.length / 16),
+                                                count: run.keyed.length / 16)
+                indexes[key] = SecondaryIndex(snapshot: snapshot, block: block,
+                                              run: IntegerRun(nulls: .mapped(nulls, mapping), keyed: .mapped(keyed, mapping), width: run.type))
+            }
+        }
+        lastSequence = directory.lastSequence
+        if directory.lastCommitMilliseconds > 0 { lastCommitMilliseconds = directory.lastCommitMilliseconds }
+        nextSerial = max(nextSerial, directory.nextSerial)
+        logPuts = directory.logPuts
+        checkpointOffset = directory.logOffset
+        return nil
+    }
+}

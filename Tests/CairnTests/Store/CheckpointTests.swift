@@ -1,0 +1,200 @@
+import Foundation
+import Testing
+@_spi(Storage) @testable import CairnStorage
+
+/// Checkpoints (FORMAT.md §12): written by a clean close, mapped by the next open in place
+/// of replaying the log, and ignored (the log replayed) whenever they do not hold.
+@Suite struct CheckpointTests {
+    static let checkpointPath = "/db/" + StoreFileName.checkpoint(4)
+
+    static func options(_ fs: MemoryFileSystem) -> StoreOptions {
+        var options = memoryOptions(fs)
+        options.checkpointMinimumRecords = 1
+        options.openIndexTailLimit = 0
+        return options
+    }
+
+    /// Everything an open gives a reader: records, counts, lookups through every index,
+    /// the next serial (allocated, so it moves on), statistics.
+    struct Seen: Equatable {
+        var contents: Contents
+        var counts: [Int]
+        var lookups: [[RecordID]]
+        var lastSequence: UInt64
+        var logRecordVersions: Int
+        var shadowed: Int
+    }
+
+    static func seen(_ store: Store) throws -> Seen {
+        var random = SplitMix64(seed: 3)
+        var lookups: [[RecordID]] = []
+        for slot in [0, 1, 3] {
+            for _ in 0..<4 {
+                for condition in StoredIndexTests.conditions(&random, slot: slot) {
+                    let wanted: IndexCondition
+                    if slot == 3, case .equal(let values) = condition {
+                        wanted = .equal(values.map { value -> Value in if case .int64(let n) = value { return .int32(Int32(n)) }; return value })
+                    } else {
+                        wanted = condition
+                    }
+                    lookups.append(try store.indexedIDs(entity: 1, slot: slot, matching: wanted).sorted())
+                }
+            }
+        }
+        let statistics = store.statistics
+        return Seen(contents: try contents(of: store), counts: [store.count(entity: 1), store.count(entity: 2)], lookups: lookups,
+                    lastSequence: store.lastSequence, logRecordVersions: statistics.logRecordVersions,
+                    shadowed: statistics.shadowedSnapshotRecords)
+    }
+
+    /// Puts new records, updates and deletes snapshot and log records, in `commits` commits.
+    static func churn(_ store: Store, _ random: inout SplitMix64, model: inout Contents, commits: Int, serialBase: UInt64) throws {
+        for commit in 0..<commits {
+            var changes: [Change] = []
+            for n in 0..<40 {
+                let id = try store.allocateID(entity: 1)
+                var values = StoredIndexTests.values(&random, serial: serialBase + UInt64(commit * 100 + n))
+                if n % 7 == 0 { values[0] = .int64(Int64(n)) }
+                changes.append(.put(id, values))
+            }
+            let existing = model.keys.sorted()
+            var touched = Set<RecordID>()
+            for _ in 0..<10 {
+                let id = existing[Int(random.next() % UInt64(existing.count))]
+                guard touched.insert(id).inserted else { continue }
+                if random.next() % 3 == 0 {
+                    changes.append(.delete(id))
+                } else {
+                    var values = StoredIndexTests.values(&random, serial: 0)
+                    values[3] = model[id]?[3] ?? values[3]  // (codes stay unique)
+                    changes.append(.put(id, values))
+                }
+            }
+            apply(changes, to: &model)
+            try store.commit(changes)
+        }
+    }
+
+    /// An open from the checkpoint sees what an open that replays the whole log sees, and
+    /// so do later commits over the mapped tables (updates in place, growth, deletes),
+    /// across further closes and checkpoints.
+    @Test func anOpenFromTheCheckpointIsTheReplayedOne() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: 47)
+        var store = try Store.open(at: "/db", options: Self.options(fs))
+        var model = try contents(of: store)
+        try Self.churn(store, &random, model: &model, commits: 5, serialBase: 1_000)
+        try store.close()
+        #expect(fs.exists(Self.checkpointPath))
+
+        for round in 0..<3 {
+            store = try Store.open(at: "/db", options: Self.options(fs))
+            #expect(store.recovery.usedCheckpoint, "round \(round)")
+            #expect(store.recovery.ignoredCheckpoint == nil)
+            #expect(store.recovery.replayedTransactions == 0)
+            let fromCheckpoint = try Self.seen(store)
+            #expect(fromCheckpoint.contents == model)
+            let nextFromCheckpoint = try store.allocateID(entity: 1)
+            try store.close()
+
+            let saved = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+            try fs.remove(Self.checkpointPath)
+            store = try Store.open(at: "/db", options: Self.options(fs))
+            #expect(!store.recovery.usedCheckpoint)
+            #expect(try Self.seen(store) == fromCheckpoint)
+            #expect(try store.allocateID(entity: 1) == nextFromCheckpoint)
+            try store.close()
+            #expect(fs.exists(Self.checkpointPath), "the replaying open's close wrote one")
+            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
+            try file.write(saved, at: 0)
+            file.close()
+
+            // Commits over the mapped tables, then a clean close writes the next checkpoint.
+            store = try Store.open(at: "/db", options: Self.options(fs))
+            #expect(store.recovery.usedCheckpoint)
+            try Self.churn(store, &random, model: &model, commits: 3 + round * 20, serialBase: UInt64(5_000 + round * 10_000))
+            #expect(try Self.seen(store).contents == model)
+            try store.close()
+        }
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(try contents(of: store) == model)
+        try store.compact()
+        #expect(!fs.exists(Self.checkpointPath), "a compaction retires the log's checkpoint")
+        try store.close()
+    }
+
+    /// A checkpoint of an earlier point of the same log (as a version of Cairn that does
+    /// not write checkpoints leaves one, appending after it) is used, and the frames after
+    /// it replayed.
+    @Test func anOlderCheckpointOfTheLogIsUsedAndTheRestReplayed() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: 48)
+        var store = try Store.open(at: "/db", options: Self.options(fs))
+        var model = try contents(of: store)
+        try Self.churn(store, &random, model: &model, commits: 3, serialBase: 1_000)
+        try store.close()
+        let older = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        try Self.churn(store, &random, model: &model, commits: 4, serialBase: 2_000)
+        try store.close()
+        let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
+        try file.write(older, at: 0)
+        file.close()
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        defer { try? store.close() }
+        #expect(store.recovery.usedCheckpoint)
+        #expect(store.recovery.replayedTransactions == 4)
+        #expect(try Self.seen(store).contents == model)
+    }
+
+    /// Damage anywhere in a checkpoint (header, directory, each table, each run), or a
+    /// checkpoint of other bytes of log, is found before anything is used: the open
+    /// replays the log instead, says why, and removes the file. Never a trap.
+    @Test func aDamagedOrForeignCheckpointIsIgnoredAndTheLogReplayed() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: 49)
+        var store = try Store.open(at: "/db", options: Self.options(fs))
+        var model = try contents(of: store)
+        try Self.churn(store, &random, model: &model, commits: 3, serialBase: 1_000)
+        try store.close()
+        let good = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+        let directory = try good.withUnsafeBytes {
+            try CheckpointDirectory.decode(UnsafeRawBufferPointer(rebasing: $0[FileHeader.size...]), base: FileHeader.size, fileSize: good.count)
+        }
+        #expect(directory.entities.count == 1)
+        #expect(directory.entities.first?.runs.map(\.attribute) == [0, 3], "the integer indexes' runs; the string one has none")
+        var places = [0, 20, 61, FileHeader.size + 2, FileHeader.size + 9, FileHeader.size + 40, FileHeader.size + 100]
+        for entity in directory.entities {
+            places += [entity.keys.offset + 8, entity.keys.offset + entity.keys.length - 1, entity.values.offset + 3]
+            for run in entity.runs { places += [run.nulls.offset + 1, run.keyed.offset + 5, run.keyed.offset + run.keyed.length - 2] }
+        }
+        var damaged: [[UInt8]] = places.filter { $0 < good.count }.map { place in
+            var bytes = good
+            bytes[place] ^= 0x20
+            return bytes
+        }
+        damaged.append(Array(good.prefix(good.count / 2)))  // cut short
+        damaged.append([])
+        for (number, bytes) in damaged.enumerated() {
+            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
+            try file.write(bytes, at: 0)
+            file.close()
+            store = try Store.open(at: "/db", options: Self.options(fs))
+            #expect(!store.recovery.usedCheckpoint, "damage \(number)")
+            #expect(store.recovery.ignoredCheckpoint != nil, "damage \(number)")
+            #expect(!fs.exists(Self.checkpointPath), "damage \(number): removed")
+            #expect(try contents(of: store) == model)
+            try store.close()
+        }
+        // A checkpoint made after other bytes of log than these (its window's checksum differs).
+        var foreign = directory
+        foreign.logWindowChecksum ^= 1
+        let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
+        try file.write(Array(good[..<FileHeader.size]) + foreign.encoded() + Array(good[(FileHeader.size + foreign.encoded().count)...]), at: 0)
+        file.close()
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(!store.recovery.usedCheckpoint)
+        #expect(store.recovery.ignoredCheckpoint?.contains("not those the checkpoint was made after") == true)
+        try store.close()
+    }
+}
