@@ -86,16 +86,20 @@ package struct CheckpointDirectory: Equatable, Sendable {
     package var nextSerial: UInt64
     /// Puts in the covered frames (``StoreStatistics/logRecordVersions``).
     package var logPuts: Int
+    /// Snapshot records the covered frames replaced or deleted
+    /// (``StoreStatistics/shadowedSnapshotRecords``).
+    package var shadowed: Int
     package var entities: [Entity]
 
     package init(logOffset: Int, lastSequence: UInt64, logWindowChecksum: UInt32, lastCommitMilliseconds: UInt64,
-                 nextSerial: UInt64, logPuts: Int, entities: [Entity]) {
+                 nextSerial: UInt64, logPuts: Int, shadowed: Int, entities: [Entity]) {
         self.logOffset = logOffset
         self.lastSequence = lastSequence
         self.logWindowChecksum = logWindowChecksum
         self.lastCommitMilliseconds = lastCommitMilliseconds
         self.nextSerial = nextSerial
         self.logPuts = logPuts
+        self.shadowed = shadowed
         self.entities = entities
     }
 
@@ -120,7 +124,7 @@ package struct CheckpointDirectory: Equatable, Sendable {
         body.u64(lastCommitMilliseconds)
         body.u64(nextSerial)
         body.u64(UInt64(logPuts))
-        body.u64(0)
+        body.u64(UInt64(shadowed))
         for entity in entities {
             body.u16(entity.number)
             body.u16(UInt16(entity.runs.count))
@@ -183,9 +187,10 @@ package struct CheckpointDirectory: Equatable, Sendable {
         let lastCommit = try reader.u64("last commit time")
         let nextSerial = try reader.u64("next serial")
         let logPuts = try reader.u64("log puts")
-        try reader.zeros(8, "reserved field")
+        let shadowed = try reader.u64("shadowed records")
         guard logOffset > UInt64(FileHeader.size), logOffset < 1 << 39,
-              lastSequence <= FormatLimits.maxSequence, nextSerial <= RecordID.maxSerial + 1, logPuts <= UInt64(Int.max) else {
+              lastSequence <= FormatLimits.maxSequence, nextSerial <= RecordID.maxSerial + 1, logPuts <= UInt64(Int.max),
+              shadowed <= UInt64(Int.max) else {
             throw CairnError.corrupt("checkpoint directory holds an impossible log offset, sequence, serial or count", offset: base + 16)
         }
         var sections: [Section] = []
@@ -245,7 +250,7 @@ package struct CheckpointDirectory: Equatable, Sendable {
         }
         return CheckpointDirectory(logOffset: Int(logOffset), lastSequence: lastSequence, logWindowChecksum: window,
                                    lastCommitMilliseconds: lastCommit, nextSerial: nextSerial, logPuts: Int(logPuts),
-                                   entities: entities)
+                                   shadowed: Int(shadowed), entities: entities)
     }
 
     /// A count read as a fixed-width number, checked against the bytes left for its items.

@@ -51,7 +51,8 @@ extension Store {
         var directory = CheckpointDirectory(logOffset: writer.appendOffset, lastSequence: state.lastSequence,
                                             logWindowChecksum: CRC32C.masked(windowBytes),
                                             lastCommitMilliseconds: state.lastCommitMilliseconds ?? 0,
-                                            nextSerial: state.nextSerial, logPuts: state.logPuts, entities: [])
+                                            nextSerial: state.nextSerial, logPuts: state.logPuts, shadowed: state.shadowed,
+                                            entities: [])
         let placeholder = CheckpointDirectory.Section(offset: 0, length: 0, checksum: 0)
         for (number, table) in state.overlay.sorted(by: { $0.key < $1.key }) where !table.isEmpty {
             let entityRuns = runs.filter { $0.key.entity == number }.sorted { $0.key.slot < $1.key.slot }.map { key, run in
@@ -363,6 +364,7 @@ extension StoreState {
         if directory.lastCommitMilliseconds > 0 { lastCommitMilliseconds = directory.lastCommitMilliseconds }
         nextSerial = max(nextSerial, directory.nextSerial)
         logPuts = directory.logPuts
+        shadowed = directory.shadowed
         checkpointOffset = directory.logOffset
         return nil
     }

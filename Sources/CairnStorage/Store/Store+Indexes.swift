@@ -593,6 +593,7 @@ extension StoreState {
         snapshot = reader
         overlay = [:]
         logPuts = 0
+        shadowed = 0
         bodies = LogBodies(log: log)
         indexes = kept.filter { storedBlock($0.key) == nil }
     }

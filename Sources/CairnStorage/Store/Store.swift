@@ -223,10 +223,7 @@ public final class Store: Sendable {
     /// Sizes and counts.
     public var statistics: StoreStatistics {
         let (snapshot, counts, sequence, shadowed, lastCommit, logPuts) = state.withLock { state in
-            (state.snapshot, state.counts, state.lastSequence,
-             state.overlay.values.reduce(0) { total, entries in
-                 total + entries.keys.filter { state.snapshot.contains(RecordID(rawValue: $0)) }.count
-             }, state.lastCommitMilliseconds, state.logPuts)
+            (state.snapshot, state.counts, state.lastSequence, state.shadowed, state.lastCommitMilliseconds, state.logPuts)
         }
         var named: [String: Int] = [:]
         for entity in snapshot.schema.entities { named[entity.name] = counts[entity.number] ?? 0 }
@@ -334,6 +331,8 @@ struct StoreState: Sendable {
     var lastCommitMilliseconds: UInt64?
     /// The puts of the log's transactions (replayed and committed since the snapshot).
     var logPuts = 0
+    /// The snapshot's records the overlay holds (replaced or deleted since the snapshot).
+    var shadowed = 0
     /// Sequence number of the last change to each record changed since the store was
     /// opened (raw ID → sequence; the log's transactions replayed at open are before it).
     /// Records absent have version 0. Kept across compaction.
@@ -394,11 +393,11 @@ struct StoreState: Sendable {
             var end = start + 1
             while end < ids.count, ids[end].entity == entity { end += 1 }
             let watching = indexes.isEmpty ? [] : indexes(of: entity)
-            var count = counts[entity] ?? 0
+            var count = (records: counts[entity] ?? 0, shadowed: shadowed)
             Self.apply(ids[start..<end], entries[start..<end], sequence: sequence, versioned: versioned, snapshot: snapshot,
                        watching: watching, changes: &overlay[entity, default: IDMap()], count: &count, versions: &versions,
                        nextSerial: &nextSerial)
-            counts[entity] = count
+            (counts[entity], shadowed) = count
             for entry in entries[start..<end] where entry.isLive { logPuts += 1 }
             lastChanges[entity] = sequence
             recentChanges[entity, default: RecentChanges()].note(ids[start..<end], sequence: sequence)
@@ -414,7 +413,8 @@ struct StoreState: Sendable {
     /// the overlay once for the run) and record `count`.
     private static func apply(_ ids: ArraySlice<RecordID>, _ entries: ArraySlice<OverlayEntry>, sequence: UInt64, versioned: Bool,
                               snapshot: SnapshotReader, watching: [SecondaryIndex], changes: inout IDMap<UInt64, OverlayEntry>,
-                              count: inout Int, versions: inout IDMap<UInt64, UInt64>, nextSerial: inout UInt64) {
+                              count: inout (records: Int, shadowed: Int), versions: inout IDMap<UInt64, UInt64>,
+                              nextSerial: inout UInt64) {
         // Room for the whole run first when it outnumbers what the tables hold: a large
         // transaction (a bulk save, or one replayed at open) would grow them by doubling,
         // rehashing every entry each time. (A smaller run may be mostly updates of IDs
@@ -427,29 +427,32 @@ struct StoreState: Sendable {
         }
     }
 
-    /// One record's change, into its entity's overlay `changes` and record `count`. The
-    /// snapshot is searched only if the overlay does not know the record.
+    /// One record's change, into its entity's overlay `changes`, its record count and the
+    /// count of snapshot records the overlay holds. The snapshot is searched only if the
+    /// overlay does not know the record.
     @inline(__always)
     private static func apply(_ id: RecordID, entry: OverlayEntry, snapshot: SnapshotReader, watching: [SecondaryIndex],
-                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout Int, nextSerial: inout UInt64) {
+                              changes: inout IDMap<UInt64, OverlayEntry>, count: inout (records: Int, shadowed: Int),
+                              nextSerial: inout UInt64) {
         let raw = id.rawValue
         // Every ID the log names was handed out, deleted ones too.
         if id.serial >= nextSerial { nextSerial = id.serial + 1 }
         for index in watching { index.noteChange(raw) }
         if entry.isLive {
             switch changes.updateValue(entry, forKey: raw) {
-            case let old?: if old.isDeleted { count += 1 }
-            case nil: if !snapshot.contains(id) { count += 1 }
+            case let old?: if old.isDeleted { count.records += 1 }
+            case nil: if snapshot.contains(id) { count.shadowed += 1 } else { count.records += 1 }
             }
         } else {
             switch changes[raw] {
             case let old?:
                 guard old.isLive else { break }
-                count -= 1
+                count.records -= 1
                 if snapshot.contains(id) { changes[raw] = .deleted } else { _ = changes.removeValue(forKey: raw) }
             case nil:
                 if snapshot.contains(id) {
-                    count -= 1
+                    count.records -= 1
+                    count.shadowed += 1
                     changes[raw] = .deleted
                 }
             }

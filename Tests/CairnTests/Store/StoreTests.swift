@@ -302,6 +302,45 @@ import Testing
         }
     }
 
+    /// The snapshot records the statistics call shadowed are those the overlay holds, as
+    /// a walk over it counts them: after puts and deletes of snapshot and log records,
+    /// after a replay, after a checkpoint's open, and none after a compaction.
+    @Test func shadowedSnapshotRecordsAreTheOverlaysSnapshotRecords() throws {
+        let fs = MemoryFileSystem()
+        var options = memoryOptions(fs)
+        options.checkpointMinimumRecords = 1
+        var store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: options)
+        defer { try? store.close() }
+        func walked() -> Int {
+            store.state.withLock { state in
+                state.overlay.reduce(0) { total, entity in
+                    total + entity.value.keys.filter { state.snapshot.contains(RecordID(rawValue: $0)) }.count
+                }
+            }
+        }
+        var workload = BlobWorkload(seed: 10)
+        for round in 0..<4 {
+            for _ in 0..<40 { try store.commit(workload.nextTransaction(maxBlob: 32)) }
+            #expect(store.statistics.shadowedSnapshotRecords == walked(), "round \(round)")
+            try store.close()
+            store = try Store.open(at: "/db", options: options)
+            #expect(store.recovery.usedCheckpoint)
+            #expect(store.statistics.shadowedSnapshotRecords == walked(), "round \(round), reopened")
+            if round == 0 {
+                try fs.remove("/db/" + StoreFileName.checkpoint(2))
+                try store.close()
+                store = try Store.open(at: "/db", options: options)
+                #expect(!store.recovery.usedCheckpoint)
+                #expect(store.statistics.shadowedSnapshotRecords == walked(), "round \(round), replayed")
+            }
+            if round == 1 {
+                try store.compact()
+                #expect(store.statistics.shadowedSnapshotRecords == 0)
+            }
+        }
+        #expect(walked() > 0)
+    }
+
     @Test func closedStoreRefusesWrites() throws {
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(MemoryFileSystem()))
         try store.close()
