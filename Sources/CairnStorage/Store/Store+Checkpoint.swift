@@ -369,3 +369,95 @@ extension StoreState {
         return nil
     }
 }
+
+extension Store {
+    /// For ``verify()``: when this open started from a checkpoint, the log's frames it
+    /// covers replayed again and compared with it: each entity's table entry by entry,
+    /// record counts, and each index run with the run the replayed entries give. The
+    /// checkpoint's checksums only say it is as written; this says it was written right.
+    package func verifyCheckpoint() -> [Problem] {
+        guard recovery.usedCheckpoint, let manifest = log.withLock({ $0?.manifest }) else { return [] }
+        let checkpointPath = joinPath(path, StoreFileName.checkpoint(manifest.logNumber))
+        let (snapshot, bodies) = state.withLock { ($0.snapshot, $0.bodies) }
+        var ignored: String?
+        guard let checkpoint = Self.loadCheckpoint(in: path, manifest: manifest, snapshot: snapshot, options: options, ignored: &ignored) else {
+            return [Problem(record: nil, message: "the checkpoint this open used no longer reads back: \(ignored ?? "gone")", path: checkpointPath)]
+        }
+        let directory = checkpoint.directory
+        var replayed = EntityMap<IDMap<UInt64, OverlayEntry>>()
+        var last: UInt64 = snapshot.footer.lastSequence
+        var problems: [Problem] = []
+        do {
+            try forEachLogTransaction { sequence, payload, base, file in
+                guard sequence <= directory.lastSequence else { return }
+                last = sequence
+                _ = try TransactionCoding.decode(payload, base: base) { id, body in
+                    let entry: OverlayEntry?
+                    if let body {
+                        let offset = Int(bitPattern: body.baseAddress) - Int(bitPattern: file.baseAddress)
+                        entry = OverlayEntry.logged(offset: offset, length: body.count) ?? .held(0)
+                    } else {
+                        entry = snapshot.contains(id) ? .deleted : nil
+                    }
+                    // (In place: a copy of the table taken out and put back would be copied whole.)
+                    if replayed[id.entity] == nil { replayed[id.entity] = IDMap() }
+                    replayed[id.entity]?[id.rawValue] = entry
+                }
+            }
+        } catch {
+            return [Problem(record: nil, message: "the log could not be replayed to compare with its checkpoint: \(error)", path: checkpointPath)]
+        }
+        guard last == directory.lastSequence else {
+            return [Problem(record: nil, message: "the checkpoint covers the log through transaction \(directory.lastSequence), but the log's frames end at \(last)",
+                            path: checkpointPath)]
+        }
+        let base = checkpoint.mapping.bytes.baseAddress!
+        let listed = Set(directory.entities.map(\.number))
+        for (number, table) in replayed where !table.isEmpty && !listed.contains(number) {
+            problems.append(Problem(record: nil, message: "the checkpoint has no table for entity \(number), whose records the log changed", path: checkpointPath))
+        }
+        for entity in directory.entities {
+            let expected = replayed[entity.number] ?? IDMap()
+            var found = 0
+            for bucket in 0..<entity.bucketCount {
+                let key = base.loadUnaligned(fromByteOffset: entity.keys.offset + bucket * 8, as: UInt64.self)
+                guard key != 0 else { continue }
+                found += 1
+                let value = base.loadUnaligned(fromByteOffset: entity.values.offset + bucket * 8, as: UInt64.self)
+                if expected[key]?.bits != value {
+                    problems.append(Problem(record: RecordID(rawValue: key), message: "the checkpoint's entry differs from the log's",
+                                            path: checkpointPath, offset: Int64(entity.values.offset + bucket * 8)))
+                }
+            }
+            if found != expected.count {
+                problems.append(Problem(record: nil, message: "the checkpoint's table of entity \(entity.number) holds \(found) records, the log changed \(expected.count)",
+                                        path: checkpointPath, offset: Int64(entity.keys.offset)))
+            }
+            var count = snapshot.count(of: entity.number)
+            for (raw, entry) in expected {
+                let inSnapshot = snapshot.contains(RecordID(rawValue: raw))
+                if entry.isDeleted { count -= 1 } else if !inSnapshot { count += 1 }
+            }
+            if count != entity.recordCount {
+                problems.append(Problem(record: nil, message: "the checkpoint counts \(entity.recordCount) records of entity \(entity.number), the log gives \(count)",
+                                        path: checkpointPath))
+            }
+            for run in entity.runs {
+                guard let block = snapshot.index.attributeIndexes.first(where: { $0.entity == entity.number && $0.attribute == run.attribute }) else { continue }
+                let rebuilt = SecondaryIndex(snapshot: snapshot, block: block, changes: EntityOverlay(expected, bodies: bodies))
+                let nulls = UnsafeRawBufferPointer(start: base + run.nulls.offset, count: run.nulls.length)
+                let keyed = UnsafeRawBufferPointer(start: base + run.keyed.offset, count: run.keyed.length)
+                var same = false
+                if case .integers(let built) = rebuilt.sorted, built.nulls.count * 8 == nulls.count, built.keyed.count * 16 == keyed.count {
+                    same = built.nulls.withUnsafeBufferPointer { UnsafeRawBufferPointer($0).elementsEqual(nulls) }
+                        && built.keyed.withUnsafeBufferPointer { UnsafeRawBufferPointer($0).elementsEqual(keyed) }
+                }
+                if !same {
+                    problems.append(Problem(record: nil, message: "the checkpoint's index run of attribute \(run.attribute) of entity \(entity.number) differs from the log's values",
+                                            path: checkpointPath, offset: Int64(run.keyed.offset)))
+                }
+            }
+        }
+        return problems
+    }
+}

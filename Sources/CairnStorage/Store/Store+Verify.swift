@@ -128,7 +128,7 @@ extension Store {
                 }
             }
         }
-        return problems + uniquenessProblems + verifyLogBodies()
+        return problems + uniquenessProblems + verifyLogBodies() + verifyCheckpoint()
     }
 
     /// Decodes and checks against the schema every record body in the log, those that

@@ -197,4 +197,68 @@ import Testing
         #expect(store.recovery.ignoredCheckpoint?.contains("not those the checkpoint was made after") == true)
         try store.close()
     }
+
+    /// `verify()` replays the log a checkpoint covers and compares: a checkpoint written
+    /// right passes; one whose checksums hold but whose entries or counts differ from the
+    /// log's (as a bug in its writer would leave) is reported, where the open trusted it.
+    @Test func verifyComparesTheCheckpointWithItsLog() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: 50)
+        var store = try Store.open(at: "/db", options: Self.options(fs))
+        var model = try contents(of: store)
+        try Self.churn(store, &random, model: &model, commits: 4, serialBase: 1_000)
+        try store.close()
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(store.recovery.usedCheckpoint)
+        #expect(store.verify().isEmpty, "\(store.verify())")
+        try store.close()
+
+        let good = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+        let directory = try good.withUnsafeBytes {
+            try CheckpointDirectory.decode(UnsafeRawBufferPointer(rebasing: $0[FileHeader.size...]), base: FileHeader.size, fileSize: good.count)
+        }
+        /// The file with `change` made to its bytes and directory, every checksum made to hold again.
+        func rewritten(_ change: (inout [UInt8], inout CheckpointDirectory) -> Void) throws {
+            var bytes = good, changed = directory
+            change(&bytes, &changed)
+            for index in changed.entities.indices {
+                for keyPath in [\CheckpointDirectory.Entity.keys, \CheckpointDirectory.Entity.values] {
+                    let section = changed.entities[index][keyPath: keyPath]
+                    changed.entities[index][keyPath: keyPath].checksum = CRC32C.masked(bytes[section.offset..<(section.offset + section.length)])
+                }
+            }
+            let encoded = changed.encoded()
+            bytes.replaceSubrange(FileHeader.size..<(FileHeader.size + encoded.count), with: encoded)
+            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
+            try file.write(bytes, at: 0)
+            file.close()
+        }
+        // Two records' entries swapped: each points at the other's body.
+        try rewritten { bytes, directory in
+            let entity = directory.entities[0]
+            let live = (0..<entity.bucketCount).filter { bucket in
+                let at = entity.values.offset + bucket * 8
+                let value = bytes[at..<(at + 8)].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                return value != 0 && value != .max
+            }
+            let a = entity.values.offset + live[0] * 8, b = entity.values.offset + live[1] * 8
+            let first = Array(bytes[a..<(a + 8)])
+            bytes.replaceSubrange(a..<(a + 8), with: bytes[b..<(b + 8)])
+            bytes.replaceSubrange(b..<(b + 8), with: first)
+        }
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(store.recovery.usedCheckpoint, "its checksums hold")
+        var problems = store.verify()
+        #expect(problems.filter { $0.message.contains("checkpoint's entry differs") }.count == 2, "\(problems)")
+        #expect(!problems.contains { $0.message.contains("index run") }, "the runs were made of the right values: \(problems)")
+        try store.close()
+        // A record count off by one.
+        try rewritten { _, directory in directory.entities[0].recordCount += 1 }
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(store.recovery.usedCheckpoint)
+        #expect(store.count(entity: 1) == model.count + 1, "the open trusted the checkpoint")
+        problems = store.verify()
+        #expect(problems.count == 1 && problems.first?.message.contains("counts") == true, "\(problems)")
+        try store.close()
+    }
 }
