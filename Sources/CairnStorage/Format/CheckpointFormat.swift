@@ -9,8 +9,6 @@ package struct CheckpointDirectory: Equatable, Sendable {
     /// starts at a multiple of it (a page size on every platform), so that its pages are
     /// its own.
     package static let pageAlignment = 1 << 16
-    /// At most this many bytes of log before ``logOffset`` are bound by ``logWindowChecksum``.
-    package static let logWindow = 4096
 
     /// A section of the file: where it starts, its length in bytes, and its masked CRC32C.
     package struct Section: Equatable, Sendable {
@@ -79,9 +77,9 @@ package struct CheckpointDirectory: Equatable, Sendable {
     package var logOffset: Int
     /// The sequence number of the last covered frame.
     package var lastSequence: UInt64
-    /// The masked CRC32C of the log's bytes in `[logOffset − w, logOffset)`, w the lesser
-    /// of ``logWindow`` and `logOffset − 64`: binds the checkpoint to the log it was made of.
-    package var logWindowChecksum: UInt32
+    /// Where the last covered frame starts: it ends at ``logOffset`` with sequence number
+    /// ``lastSequence`` and a checksum that holds, or the checkpoint is not of this log.
+    package var lastFrameOffset: Int
     package var lastCommitMilliseconds: UInt64
     package var nextSerial: UInt64
     /// Puts in the covered frames (``StoreStatistics/logRecordVersions``).
@@ -91,21 +89,16 @@ package struct CheckpointDirectory: Equatable, Sendable {
     package var shadowed: Int
     package var entities: [Entity]
 
-    package init(logOffset: Int, lastSequence: UInt64, logWindowChecksum: UInt32, lastCommitMilliseconds: UInt64,
+    package init(logOffset: Int, lastSequence: UInt64, lastFrameOffset: Int, lastCommitMilliseconds: UInt64,
                  nextSerial: UInt64, logPuts: Int, shadowed: Int, entities: [Entity]) {
         self.logOffset = logOffset
         self.lastSequence = lastSequence
-        self.logWindowChecksum = logWindowChecksum
+        self.lastFrameOffset = lastFrameOffset
         self.lastCommitMilliseconds = lastCommitMilliseconds
         self.nextSerial = nextSerial
         self.logPuts = logPuts
         self.shadowed = shadowed
         self.entities = entities
-    }
-
-    /// The range of the log ``logWindowChecksum`` covers.
-    package static func logWindow(before offset: Int) -> Range<Int> {
-        max(FileHeader.size, offset - logWindow)..<offset
     }
 
     private static let fixedSize = 64
@@ -119,8 +112,7 @@ package struct CheckpointDirectory: Equatable, Sendable {
         body.u32(UInt32(entities.count))
         body.u64(UInt64(logOffset))
         body.u64(lastSequence)
-        body.u32(logWindowChecksum)
-        body.u32(0)
+        body.u64(UInt64(lastFrameOffset))
         body.u64(lastCommitMilliseconds)
         body.u64(nextSerial)
         body.u64(UInt64(logPuts))
@@ -182,13 +174,13 @@ package struct CheckpointDirectory: Equatable, Sendable {
         let entityCount = try fixedCount(Int(try reader.u32("entity count")), "entities", itemSize: entitySize, reader: reader)
         let logOffset = try reader.u64("log offset")
         let lastSequence = try reader.u64("last sequence")
-        let window = try reader.u32("log window checksum")
-        try reader.zeros(4, "reserved field")
+        let lastFrameOffset = try reader.u64("last frame offset")
         let lastCommit = try reader.u64("last commit time")
         let nextSerial = try reader.u64("next serial")
         let logPuts = try reader.u64("log puts")
         let shadowed = try reader.u64("shadowed records")
-        guard logOffset > UInt64(FileHeader.size), logOffset < 1 << 39,
+        guard logOffset > UInt64(FileHeader.size), logOffset < 1 << 39, lastFrameOffset >= UInt64(FileHeader.size),
+              lastFrameOffset < logOffset,
               lastSequence <= FormatLimits.maxSequence, nextSerial <= RecordID.maxSerial + 1, logPuts <= UInt64(Int.max),
               shadowed <= UInt64(Int.max) else {
             throw CairnError.corrupt("checkpoint directory holds an impossible log offset, sequence, serial or count", offset: base + 16)
@@ -248,7 +240,7 @@ package struct CheckpointDirectory: Equatable, Sendable {
                                          offset: base)
             }
         }
-        return CheckpointDirectory(logOffset: Int(logOffset), lastSequence: lastSequence, logWindowChecksum: window,
+        return CheckpointDirectory(logOffset: Int(logOffset), lastSequence: lastSequence, lastFrameOffset: Int(lastFrameOffset),
                                    lastCommitMilliseconds: lastCommit, nextSerial: nextSerial, logPuts: Int(logPuts),
                                    shadowed: Int(shadowed), entities: entities)
     }

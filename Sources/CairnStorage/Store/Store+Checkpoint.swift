@@ -35,6 +35,7 @@ extension Store {
         let tail = state.overlay.reduce(0) { $0 + $1.value.count }
         guard tail >= options.checkpointMinimumRecords, tail > 0, state.checkpointOffset != writer.appendOffset,
               state.bodies.held.isEmpty, state.lastSequence > state.snapshot.footer.lastSequence,
+              state.lastFrameOffset >= FileHeader.size, state.lastFrameOffset < writer.appendOffset,
               !state.overlay.contains(where: { $0.value.zeroValue != nil }) else { return false }
         // The runs not already whole are made from the overlay (commits are shut out).
         var runs: [IndexKey: IntegerRun] = [:]
@@ -44,12 +45,10 @@ extension Store {
             let index = SecondaryIndex(snapshot: state.snapshot, block: block, changes: state.overlay(of: key.entity))
             if case .integers(let built) = index.sorted { runs[key] = built }
         }
-        let window = CheckpointDirectory.logWindow(before: writer.appendOffset)
-        let windowBytes = try writer.file.readExactly(at: Int64(window.lowerBound), count: window.count)
         // The directory's size is known before the sections are placed; their checksums are
         // taken as they are written, and the directory written last.
         var directory = CheckpointDirectory(logOffset: writer.appendOffset, lastSequence: state.lastSequence,
-                                            logWindowChecksum: CRC32C.masked(windowBytes),
+                                            lastFrameOffset: state.lastFrameOffset,
                                             lastCommitMilliseconds: state.lastCommitMilliseconds ?? 0,
                                             nextSerial: state.nextSerial, logPuts: state.logPuts, shadowed: state.shadowed,
                                             entities: [])
@@ -326,17 +325,16 @@ struct CheckpointSectionWriter {
 }
 
 extension StoreState {
-    /// Makes `checkpoint`'s state this one's, if it belongs to `log` (the log's mapped
-    /// bytes, `size` of them valid): the log reaches its offset and the bytes before it
-    /// are those it was made after. Returns why not otherwise, changing nothing.
+    /// Makes `checkpoint`'s state this one's, if it belongs to `log` (the log's valid
+    /// bytes): the frame it names as its last is there, whole, with its sequence number,
+    /// and ends where it says. Returns why not otherwise, changing nothing.
     mutating func applyCheckpoint(_ checkpoint: LoadedCheckpoint, log: UnsafeRawBufferPointer) -> String? {
         let directory = checkpoint.directory
         guard directory.logOffset <= log.count else {
             return "the checkpoint covers the log up to offset \(directory.logOffset), but the log is \(log.count) bytes"
         }
-        let window = CheckpointDirectory.logWindow(before: directory.logOffset)
-        guard CRC32C.masked(UnsafeRawBufferPointer(rebasing: log[window])) == directory.logWindowChecksum else {
-            return "the log's bytes before offset \(directory.logOffset) are not those the checkpoint was made after"
+        guard case .frame(directory.lastSequence, _, _, directory.logOffset) = LogFrame.parse(log, at: directory.lastFrameOffset) else {
+            return "the log has no frame of transaction \(directory.lastSequence) from offset \(directory.lastFrameOffset) to \(directory.logOffset), which the checkpoint was made after"
         }
         let mapping = checkpoint.mapping
         // (The file is mapped copy-on-write: later commits write the tables in place, in this process only.)
@@ -366,6 +364,7 @@ extension StoreState {
         logPuts = directory.logPuts
         shadowed = directory.shadowed
         checkpointOffset = directory.logOffset
+        lastFrameOffset = directory.lastFrameOffset
         return nil
     }
 }

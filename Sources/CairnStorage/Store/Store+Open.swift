@@ -138,16 +138,29 @@ extension Store {
             // is returned).
             snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, backgroundChecksumMinimum: options.backgroundChecksumMinimum)
         }
-        var state = StoreState(snapshot: snapshot)
-        state.recentVersionsLimit = options.recentVersionsLimit
+        func freshState() -> StoreState {
+            var state = StoreState(snapshot: snapshot)
+            state.recentVersionsLimit = options.recentVersionsLimit
+            return state
+        }
+        var state = freshState()
         var report = RecoveryReport()
         let checkpoint = loadCheckpoint(in: path, manifest: manifest, snapshot: snapshot, options: options,
                                         ignored: &report.ignoredCheckpoint)
         let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
         let logFile = try fs.open(logPath, create: false, truncate: false)
         do {
-            let writer = try recoverLog(logFile, manifest: manifest, checkpoint: checkpoint, into: &state, report: &report,
+            var writer: LogWriter
+            do {
+                writer = try recoverLog(logFile, manifest: manifest, checkpoint: checkpoint, into: &state, report: &report,
                                         options: options)
+            } catch let torn as TornAfterCheckpoint {
+                // Damage past a checkpoint is judged on the whole log's word, not the checkpoint's.
+                state = freshState()
+                report = RecoveryReport()
+                report.ignoredCheckpoint = torn.reason
+                writer = try recoverLog(logFile, manifest: manifest, checkpoint: nil, into: &state, report: &report, options: options)
+            }
             state.attachStoredIndexes(tailLimit: options.openIndexTailLimit)
             // The replay read the whole log; the pages it mapped are the kernel's to keep,
             // not this process's (bodies are mapped again as they are read). A short log's
@@ -266,6 +279,7 @@ extension Store {
                             break scan
                         }
                         state.apply(ids, entries, sequence: sequence, versioned: false)
+                        state.lastFrameOffset = offset
                         state.lastSequence = sequence
                         state.lastCommitMilliseconds = timestamp
                         report.replayedTransactions += 1
@@ -283,6 +297,9 @@ extension Store {
                 // reserved and never written) are zeros without being read, which would
                 // have made the kernel fill a page of zeros for each.
                 tailIsClean = isAllZero(buffer, from: offset, file: file)
+                if !tailIsClean, report.usedCheckpoint {
+                    throw TornAfterCheckpoint(reason: "the log past the checkpoint's offset \(checkpoint?.directory.logOffset ?? 0) is damaged or torn at offset \(offset)\(damage.map { " (\($0))" } ?? ""); the whole log was replayed to judge it")
+                }
                 if !tailIsClean {
                     if options.openMode == .salvage {
                         report.droppedTransactions = dropFrames(after: offset, in: buffer, expected: expected, into: &state,
@@ -312,6 +329,12 @@ extension Store {
         return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
                          allocatedEnd: tailIsClean ? size : offset, lastWritten: expected - 1,
                          syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+    }
+
+    /// The replay from a checkpoint found the log torn or damaged after it: the open
+    /// replays the whole log instead, so that nothing is cut on a checkpoint's word.
+    struct TornAfterCheckpoint: Error {
+        let reason: String
     }
 
     /// Checks a record ID a log transaction names (FORMAT.md §2.3): its entity is in the

@@ -346,6 +346,8 @@ struct StoreState: Sendable {
     /// The log offset the checkpoint on disk covers (FORMAT.md §12), if there is one of
     /// this log: a clean close with nothing committed since need not write another.
     var checkpointOffset: Int?
+    /// Where the log's last applied frame starts (0: none), which a checkpoint names.
+    var lastFrameOffset = 0
 
     init(snapshot: SnapshotReader) {
         self.snapshot = snapshot
@@ -371,6 +373,7 @@ struct StoreState: Sendable {
     /// Applies transaction `sequence` (already validated and logged), whose frame's
     /// payload starts at offset `payload` of the log: the overlay points at the bodies there.
     mutating func apply(_ operations: [RecordOperation], sequence: UInt64, payloadAt payload: Int) {
+        lastFrameOffset = payload - LogFrame.headerSize
         var entries: [OverlayEntry] = []
         entries.reserveCapacity(operations.count)
         TransactionCoding.forEachBody(of: operations, payloadAt: payload) { operation, offset in

@@ -186,16 +186,49 @@ import Testing
             #expect(try contents(of: store) == model)
             try store.close()
         }
-        // A checkpoint made after other bytes of log than these (its window's checksum differs).
-        var foreign = directory
-        foreign.logWindowChecksum ^= 1
-        let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
-        try file.write(Array(good[..<FileHeader.size]) + foreign.encoded() + Array(good[(FileHeader.size + foreign.encoded().count)...]), at: 0)
-        file.close()
-        store = try Store.open(at: "/db", options: Self.options(fs))
-        #expect(!store.recovery.usedCheckpoint)
-        #expect(store.recovery.ignoredCheckpoint?.contains("not those the checkpoint was made after") == true)
+        // A checkpoint whose last frame is not the log's: of another sequence, or elsewhere.
+        for change in [{ (directory: inout CheckpointDirectory) in directory.lastSequence += 1 },
+                       { (directory: inout CheckpointDirectory) in directory.lastFrameOffset += 8 }] {
+            var foreign = directory
+            change(&foreign)
+            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
+            try file.write(Array(good[..<FileHeader.size]) + foreign.encoded() + Array(good[(FileHeader.size + foreign.encoded().count)...]), at: 0)
+            file.close()
+            store = try Store.open(at: "/db", options: Self.options(fs))
+            #expect(!store.recovery.usedCheckpoint)
+            #expect(store.recovery.ignoredCheckpoint?.contains("which the checkpoint was made after") == true, "\(store.recovery)")
+            #expect(try contents(of: store) == model)
+            try store.close()
+        }
+    }
+
+    /// A log torn after the checkpoint's offset (a crash in the middle of a later commit)
+    /// is judged on the whole log's word: the open replays all of it, and cuts the torn
+    /// frame as it would without a checkpoint.
+    @Test func aTornTailPastTheCheckpointIsJudgedByTheWholeLog() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: 51)
+        var store = try Store.open(at: "/db", options: Self.options(fs))
+        var model = try contents(of: store)
+        try Self.churn(store, &random, model: &model, commits: 3, serialBase: 1_000)
         try store.close()
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(store.recovery.usedCheckpoint)
+        let kept = model
+        let before = store.log.withLock { $0!.appendOffset }
+        try Self.churn(store, &random, model: &model, commits: 1, serialBase: 2_000)
+        let after = store.log.withLock { $0!.appendOffset }
+        let crashed = fs.crashImage(.keepAll)  // (no clean close: the checkpoint stays the first one)
+        try store.close()
+        let log = try crashed.open("/db/" + StoreFileName.log(4), create: false, truncate: false)
+        try log.write([UInt8](repeating: 0xA5, count: 16), at: Int64((before + after) / 2))
+        log.close()
+        store = try Store.open(at: "/db", options: Self.options(crashed))
+        defer { try? store.close() }
+        #expect(!store.recovery.usedCheckpoint)
+        #expect(store.recovery.ignoredCheckpoint?.contains("torn") == true, "\(store.recovery)")
+        #expect(store.recovery.truncatedAt == Int64(before))
+        #expect(try contents(of: store) == kept)
     }
 
     /// `verify()` replays the log a checkpoint covers and compares: a checkpoint written
