@@ -75,16 +75,35 @@ import Testing
         }
     }
 
+    /// A compacted store whose log then took `commits` commits of churn, closed cleanly
+    /// (so with a checkpoint), and the records it holds.
+    static func checkpointedStore(seed: UInt64, commits: Int = 3) throws -> (MemoryFileSystem, Contents, SplitMix64) {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: seed)
+        let store = try Store.open(at: "/db", options: options(fs))
+        var model = try contents(of: store)
+        try churn(store, &random, model: &model, commits: commits, serialBase: 1_000)
+        try store.close()
+        return (fs, model, random)
+    }
+
+    static func read(_ fs: MemoryFileSystem, _ path: String = checkpointPath) throws -> [UInt8] {
+        try fs.open(path, create: false, truncate: false).read(at: 0, count: 1 << 30)
+    }
+
+    static func write(_ bytes: [UInt8], to fs: MemoryFileSystem, _ path: String = checkpointPath) throws {
+        let file = try fs.open(path, create: true, truncate: true)
+        defer { file.close() }
+        try file.write(bytes, at: 0)
+    }
+
     /// An open from the checkpoint sees what an open that replays the whole log sees, and
     /// so do later commits over the mapped tables (updates in place, growth, deletes),
     /// across further closes and checkpoints.
     @Test func anOpenFromTheCheckpointIsTheReplayedOne() throws {
-        let fs = try StoredIndexTests.compactedStore()
-        var random = SplitMix64(seed: 47)
-        var store = try Store.open(at: "/db", options: Self.options(fs))
-        var model = try contents(of: store)
-        try Self.churn(store, &random, model: &model, commits: 5, serialBase: 1_000)
-        try store.close()
+        let (fs, initial, seeded) = try Self.checkpointedStore(seed: 47, commits: 5)
+        var model = initial, random = seeded
+        var store: Store
         #expect(fs.exists(Self.checkpointPath))
 
         for round in 0..<3 {
@@ -97,7 +116,7 @@ import Testing
             let nextFromCheckpoint = try store.allocateID(entity: 1)
             try store.close()
 
-            let saved = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+            let saved = try Self.read(fs)
             try fs.remove(Self.checkpointPath)
             store = try Store.open(at: "/db", options: Self.options(fs))
             #expect(!store.recovery.usedCheckpoint)
@@ -105,9 +124,7 @@ import Testing
             #expect(try store.allocateID(entity: 1) == nextFromCheckpoint)
             try store.close()
             #expect(fs.exists(Self.checkpointPath), "the replaying open's close wrote one")
-            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
-            try file.write(saved, at: 0)
-            file.close()
+            try Self.write(saved, to: fs)
 
             // Commits over the mapped tables, then a clean close writes the next checkpoint.
             store = try Store.open(at: "/db", options: Self.options(fs))
@@ -127,19 +144,14 @@ import Testing
     /// not write checkpoints leaves one, appending after it) is used, and the frames after
     /// it replayed.
     @Test func anOlderCheckpointOfTheLogIsUsedAndTheRestReplayed() throws {
-        let fs = try StoredIndexTests.compactedStore()
-        var random = SplitMix64(seed: 48)
-        var store = try Store.open(at: "/db", options: Self.options(fs))
-        var model = try contents(of: store)
-        try Self.churn(store, &random, model: &model, commits: 3, serialBase: 1_000)
-        try store.close()
-        let older = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+        let (fs, initial, seeded) = try Self.checkpointedStore(seed: 48, commits: 3)
+        var model = initial, random = seeded
+        var store: Store
+        let older = try Self.read(fs)
         store = try Store.open(at: "/db", options: Self.options(fs))
         try Self.churn(store, &random, model: &model, commits: 4, serialBase: 2_000)
         try store.close()
-        let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
-        try file.write(older, at: 0)
-        file.close()
+        try Self.write(older, to: fs)
         store = try Store.open(at: "/db", options: Self.options(fs))
         defer { try? store.close() }
         #expect(store.recovery.usedCheckpoint)
@@ -151,13 +163,9 @@ import Testing
     /// checkpoint of other bytes of log, is found before anything is used: the open
     /// replays the log instead, says why, and removes the file. Never a trap.
     @Test func aDamagedOrForeignCheckpointIsIgnoredAndTheLogReplayed() throws {
-        let fs = try StoredIndexTests.compactedStore()
-        var random = SplitMix64(seed: 49)
-        var store = try Store.open(at: "/db", options: Self.options(fs))
-        var model = try contents(of: store)
-        try Self.churn(store, &random, model: &model, commits: 3, serialBase: 1_000)
-        try store.close()
-        let good = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+        let (fs, model, _) = try Self.checkpointedStore(seed: 49, commits: 3)
+        var store: Store
+        let good = try Self.read(fs)
         let directory = try good.withUnsafeBytes {
             try CheckpointDirectory.decode(UnsafeRawBufferPointer(rebasing: $0[FileHeader.size...]), base: FileHeader.size, fileSize: good.count)
         }
@@ -176,9 +184,7 @@ import Testing
         damaged.append(Array(good.prefix(good.count / 2)))  // cut short
         damaged.append([])
         for (number, bytes) in damaged.enumerated() {
-            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
-            try file.write(bytes, at: 0)
-            file.close()
+            try Self.write(bytes, to: fs)
             store = try Store.open(at: "/db", options: Self.options(fs))
             #expect(!store.recovery.usedCheckpoint, "damage \(number)")
             #expect(store.recovery.ignoredCheckpoint != nil, "damage \(number)")
@@ -191,9 +197,7 @@ import Testing
                        { (directory: inout CheckpointDirectory) in directory.lastFrameOffset += 8 }] {
             var foreign = directory
             change(&foreign)
-            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
-            try file.write(Array(good[..<FileHeader.size]) + foreign.encoded() + Array(good[(FileHeader.size + foreign.encoded().count)...]), at: 0)
-            file.close()
+            try Self.write(Array(good[..<FileHeader.size]) + foreign.encoded() + Array(good[(FileHeader.size + foreign.encoded().count)...]), to: fs)
             store = try Store.open(at: "/db", options: Self.options(fs))
             #expect(!store.recovery.usedCheckpoint)
             #expect(store.recovery.ignoredCheckpoint?.contains("which the checkpoint was made after") == true, "\(store.recovery)")
@@ -206,12 +210,9 @@ import Testing
     /// is judged on the whole log's word: the open replays all of it, and cuts the torn
     /// frame as it would without a checkpoint.
     @Test func aTornTailPastTheCheckpointIsJudgedByTheWholeLog() throws {
-        let fs = try StoredIndexTests.compactedStore()
-        var random = SplitMix64(seed: 51)
-        var store = try Store.open(at: "/db", options: Self.options(fs))
-        var model = try contents(of: store)
-        try Self.churn(store, &random, model: &model, commits: 3, serialBase: 1_000)
-        try store.close()
+        let (fs, initial, seeded) = try Self.checkpointedStore(seed: 51, commits: 3)
+        var model = initial, random = seeded
+        var store: Store
         store = try Store.open(at: "/db", options: Self.options(fs))
         #expect(store.recovery.usedCheckpoint)
         let kept = model
@@ -235,18 +236,14 @@ import Testing
     /// right passes; one whose checksums hold but whose entries or counts differ from the
     /// log's (as a bug in its writer would leave) is reported, where the open trusted it.
     @Test func verifyComparesTheCheckpointWithItsLog() throws {
-        let fs = try StoredIndexTests.compactedStore()
-        var random = SplitMix64(seed: 50)
-        var store = try Store.open(at: "/db", options: Self.options(fs))
-        var model = try contents(of: store)
-        try Self.churn(store, &random, model: &model, commits: 4, serialBase: 1_000)
-        try store.close()
+        let (fs, model, _) = try Self.checkpointedStore(seed: 50, commits: 4)
+        var store: Store
         store = try Store.open(at: "/db", options: Self.options(fs))
         #expect(store.recovery.usedCheckpoint)
         #expect(store.verify().isEmpty, "\(store.verify())")
         try store.close()
 
-        let good = try fs.open(Self.checkpointPath, create: false, truncate: false).read(at: 0, count: 1 << 30)
+        let good = try Self.read(fs)
         let directory = try good.withUnsafeBytes {
             try CheckpointDirectory.decode(UnsafeRawBufferPointer(rebasing: $0[FileHeader.size...]), base: FileHeader.size, fileSize: good.count)
         }
@@ -262,9 +259,7 @@ import Testing
             }
             let encoded = changed.encoded()
             bytes.replaceSubrange(FileHeader.size..<(FileHeader.size + encoded.count), with: encoded)
-            let file = try fs.open(Self.checkpointPath, create: true, truncate: true)
-            try file.write(bytes, at: 0)
-            file.close()
+            try Self.write(bytes, to: fs)
         }
         // Two records' entries swapped: each points at the other's body.
         try rewritten { bytes, directory in
