@@ -84,8 +84,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
     /// a committed prefix, from the checkpoint or from the whole log.
     @Test func everySyncPointWithCheckpointsReopensToACommittedPrefix() throws {
         let fs = MemoryFileSystem()
-        var options = memoryOptions(fs)
-        options.checkpointMinimumRecords = 1
+        let options = checkpointing(memoryOptions(fs))
         var store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: options)
         let tracker = Locked(CrashTracker())
         let used = Locked(0)
@@ -129,22 +128,29 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
     }
 }
 
+/// `options` with a checkpoint written at every clean close (FORMAT.md §12).
+func checkpointing(_ options: StoreOptions) -> StoreOptions {
+    var options = options
+    options.checkpointMinimumRecords = 1
+    return options
+}
+
 @Suite struct IOFaultTests {
-    /// For every N: call N of a workload (open, commits, compaction, more commits, close)
-    /// fails with EIO (odd N) or ENOSPC (even N). The failing operation throws; the
+    /// For every N: call N of a workload (open from a checkpoint, commits, compaction, more
+    /// commits, a close that writes a checkpoint) fails with EIO (odd N) or ENOSPC (even N). The failing operation throws; the
     /// store's visible state is the last committed one; later writes are refused; and
     /// the store reopens to a committed prefix holding every acknowledged transaction,
     /// both as left and after a power loss.
     /// (Streamed: each commit's frame written in pieces, so a call can fail between them.)
     @Test(arguments: [false, true]) func everyFailingCallLeavesACommittedPrefix(streamed: Bool) throws {
         var n = 1
-        var injected = 0
+        var injected = 0, fromCheckpoint = 0
         while true {
             let base = MemoryFileSystem()
             var workload = BlobWorkload(seed: 7)
             var tracker = CrashTracker()
             do {
-                let setup = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(base))
+                let setup = try Store.open(at: "/db", schema: TestSchemas.blobs, options: checkpointing(memoryOptions(base)))
                 for _ in 0..<3 {
                     let sequence = try setup.commit(workload.nextTransaction())
                     tracker.states.append(workload.model)
@@ -157,8 +163,9 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
             var failed = false
             var store: Store?
             do {
-                let opened = try Store.open(at: "/db", options: memoryOptions(faulty, streamed: streamed))
+                let opened = try Store.open(at: "/db", options: checkpointing(memoryOptions(faulty, streamed: streamed)))
                 store = opened
+                if opened.recovery.usedCheckpoint { fromCheckpoint += 1 }
                 for step in 0..<10 {
                     if step == 6 {
                         try opened.compact()
@@ -213,6 +220,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
             n += 1
         }
         #expect(injected > 40, "faults injected: \(injected)")
+        #expect(fromCheckpoint > 20, "workloads opened from a checkpoint: \(fromCheckpoint)")
         print("I/O faults\(streamed ? " (frames in pieces)" : ""): \(injected) failing calls injected, each state checked kept and dropped")
     }
 
