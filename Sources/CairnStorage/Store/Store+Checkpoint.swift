@@ -121,10 +121,37 @@ extension Store {
             throw error
         }
         try fileSystem.rename(temporary, joinPath(path, StoreFileName.checkpoint(manifest.logNumber)))
+        self.state.withLock { current in
+            current.checkpointOffset = directory.logOffset
+            current.checkpointRecords = tail
+        }
         return true
         #else
         return false  // (The tables are used in place: little-endian platforms only.)
         #endif
+    }
+
+    /// Writes a checkpoint between commits once the log's overlay holds at least
+    /// ``StoreOptions/periodicCheckpointMinimumRecords`` records and twice as many as the
+    /// last checkpoint of the log held: an open after a crash then replays at most about
+    /// half the log, and the checkpoints of a log cost about one write of its last one.
+    /// Commits wait while it is written (as for a compaction); the log is synced first, so
+    /// that the checkpoint covers only frames on disk. Best effort: a failure leaves the
+    /// last checkpoint in place, and the store as it was.
+    package func checkpointIfDue() {
+        guard options.openMode == .normal else { return }
+        let (tail, last, held) = state.withLock { state in
+            (state.overlay.reduce(0) { $0 + $1.value.count }, state.checkpointRecords, !state.bodies.held.isEmpty)
+        }
+        guard tail >= options.periodicCheckpointMinimumRecords, tail >= 2 * last, !held else { return }
+        log.withLock { writer in
+            guard let writer, poison.withLock({ $0 }) == nil else { return }
+            // (A failed sync is a failed commit's, and poisons; a failed checkpoint does not.)
+            guard (try? poisonOnFailure(discarding: writer, { try writer.sync(through: state.withLock { $0.lastSequence }) })) != nil else { return }
+            let written = try? writeCheckpoint(writer)
+            // (One that could not be written is not tried again until the log doubles again.)
+            if written != true { state.withLock { $0.checkpointRecords = tail } }
+        }
     }
 
     // MARK: Reading
@@ -364,6 +391,7 @@ extension StoreState {
         logPuts = directory.logPuts
         shadowed = directory.shadowed
         checkpointOffset = directory.logOffset
+        checkpointRecords = directory.entities.reduce(0) { $0 + $1.entryCount }
         lastFrameOffset = directory.lastFrameOffset
         return nil
     }

@@ -285,6 +285,7 @@ extension Store {
             if ticket !== own { ticket.semaphore.signal() }
         }
         compactIfNeeded()
+        checkpointIfDue()
         queue.withLock { queue in
             if let next = queue.pending.first {
                 next.outcome.withLock { $0 = .lead }

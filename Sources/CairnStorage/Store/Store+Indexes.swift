@@ -594,6 +594,7 @@ extension StoreState {
         overlay = [:]
         logPuts = 0
         shadowed = 0
+        (checkpointOffset, checkpointRecords) = (nil, 0)
         bodies = LogBodies(log: log)
         indexes = kept.filter { storedBlock($0.key) == nil }
     }

@@ -346,6 +346,8 @@ struct StoreState: Sendable {
     /// The log offset the checkpoint on disk covers (FORMAT.md §12), if there is one of
     /// this log: a clean close with nothing committed since need not write another.
     var checkpointOffset: Int?
+    /// The records the overlay held at that checkpoint (for ``Store/checkpointIfDue()``).
+    var checkpointRecords = 0
     /// Where the log's last applied frame starts (0: none), which a checkpoint names.
     var lastFrameOffset = 0
 

@@ -51,6 +51,10 @@ public struct StoreOptions: Sendable {
     /// least this many records; a shorter log replays about as fast as a checkpoint is
     /// checked. Tests lower it.
     package var checkpointMinimumRecords = 1 << 13
+    /// Between commits, a checkpoint is written once the log holds changes to at least
+    /// this many records, and twice as many as at its last checkpoint
+    /// (``Store/checkpointIfDue()``). Tests lower it.
+    package var periodicCheckpointMinimumRecords = 1 << 20
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 

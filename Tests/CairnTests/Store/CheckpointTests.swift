@@ -289,4 +289,33 @@ import Testing
         #expect(problems.count == 1 && problems.first?.message.contains("counts") == true, "\(problems)")
         try store.close()
     }
+
+    /// Between commits, a checkpoint is written each time the log's overlay doubles past
+    /// the periodic minimum, with no close: a crash after it opens from it and replays
+    /// only the commits since.
+    @Test func aCheckpointIsWrittenBetweenCommitsAsTheLogDoubles() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var options = Self.options(fs)
+        options.periodicCheckpointMinimumRecords = 100
+        var random = SplitMix64(seed: 52)
+        let store = try Store.open(at: "/db", options: options)
+        defer { try? store.close() }
+        var model = try contents(of: store)
+        var written: [Int] = []
+        for commit in 0..<12 {
+            try Self.churn(store, &random, model: &model, commits: 1, serialBase: UInt64(1_000 + commit * 100))
+            let records = store.state.withLock { $0.checkpointRecords }
+            if records != written.last ?? 0 { written.append(records) }
+        }
+        // (Each commit adds about 45 records: checkpoints at 100 or more, then at twice the last.)
+        #expect(written.count >= 2, "\(written)")
+        #expect(written.first.map { $0 >= 100 && $0 < 150 } == true, "\(written)")
+        for (before, after) in zip(written, written.dropFirst()) { #expect(after >= 2 * before, "\(written)") }
+        let crashed = fs.crashImage(.keepAll)
+        let reopened = try Store.open(at: "/db", options: Self.options(crashed))
+        defer { try? reopened.close() }
+        #expect(reopened.recovery.usedCheckpoint)
+        #expect(reopened.recovery.replayedTransactions > 0 && reopened.recovery.replayedTransactions < 12, "\(reopened.recovery)")
+        #expect(try Self.seen(reopened).contents == model)
+    }
 }

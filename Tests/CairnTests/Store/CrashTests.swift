@@ -78,13 +78,15 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
 
 @Suite struct CheckpointCrashTests {
     /// The crash workload with a clean close and reopen every 12 transactions, each close
-    /// writing a checkpoint (FORMAT.md §12) that later opens start from: every sync point
+    /// writing a checkpoint (FORMAT.md §12) that later opens start from, and more written
+    /// between commits as the log doubles: every sync point
     /// (commits, compactions, the opens' syncs of the log) crashed with the checkpoint's
     /// unsynced writes kept, dropped or garbled, and its rename kept or lost, reopens to
     /// a committed prefix, from the checkpoint or from the whole log.
     @Test func everySyncPointWithCheckpointsReopensToACommittedPrefix() throws {
         let fs = MemoryFileSystem()
-        let options = checkpointing(memoryOptions(fs))
+        var options = checkpointing(memoryOptions(fs))
+        options.periodicCheckpointMinimumRecords = 8
         var store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: options)
         let tracker = Locked(CrashTracker())
         let used = Locked(0)
