@@ -16,9 +16,11 @@ extension Store {
     /// log's records, so the next open maps them instead of replaying the log. Written to
     /// a temporary file and renamed over the last one; not synced: a checkpoint a crash
     /// tore fails its checksums and is ignored, and the open replays the log instead.
-    /// Called by a clean close, with commits shut out. Returns whether it wrote one.
+    /// Called with commits shut out, by a clean close (which sorts the runs no lookup has
+    /// made yet: `buildingRuns`) and between commits (which writes only those a lookup
+    /// made, leaving the rest to the first lookup after an open). Returns whether it wrote one.
     @discardableResult
-    func writeCheckpoint(_ writer: LogWriter) throws -> Bool {
+    func writeCheckpoint(_ writer: LogWriter, buildingRuns: Bool) throws -> Bool {
         #if _endian(little)
         let manifest = writer.manifest
         // (Commits are shut out: the state stays as copied.)
@@ -41,7 +43,7 @@ extension Store {
         var runs: [IndexKey: IntegerRun] = [:]
         for (key, run) in taken.1 {
             if let run { runs[key] = run; continue }
-            guard let block = state.storedBlock(key) else { continue }
+            guard buildingRuns, let block = state.storedBlock(key) else { continue }
             let index = SecondaryIndex(snapshot: state.snapshot, block: block, changes: state.overlay(of: key.entity))
             if case .integers(let built) = index.sorted { runs[key] = built }
         }
@@ -148,7 +150,7 @@ extension Store {
             guard let writer, poison.withLock({ $0 }) == nil else { return }
             // (A failed sync is a failed commit's, and poisons; a failed checkpoint does not.)
             guard (try? poisonOnFailure(discarding: writer, { try writer.sync(through: state.withLock { $0.lastSequence }) })) != nil else { return }
-            let written = try? writeCheckpoint(writer)
+            let written = try? writeCheckpoint(writer, buildingRuns: false)
             // (One that could not be written is not tried again until the log doubles again.)
             if written != true { state.withLock { $0.checkpointRecords = tail } }
         }

@@ -271,7 +271,7 @@ public final class Store: Sendable {
                 }
                 // The next open maps the log's state instead of replaying it. Best effort:
                 // every commit is durable already, and without a checkpoint the open replays.
-                if failure == nil, options.openMode == .normal { _ = try? writeCheckpoint(writer) }
+                if failure == nil, options.openMode == .normal { _ = try? writeCheckpoint(writer, buildingRuns: true) }
             }
             writer.file.close()
         }
