@@ -34,4 +34,30 @@ import Testing
         let history = try CLI.run(["history", dir + "/a"])
         #expect(history.status == 0 && history.out.split(separator: "\n").count == patched, "\(history.err)")
     }
+
+    /// `stats` says whether the open started from the log's checkpoint: after an import
+    /// whose close wrote one, it did; with the checkpoint damaged, it was ignored (the log
+    /// replayed, the same records counted, the file removed); the next close writes one
+    /// again.
+    @Test func statsSaysWhetherTheOpenUsedTheCheckpoint() throws {
+        let (dir, data) = try CLIFixture.workspace(people: 3_000)  // 9,000 records: a checkpoint at close
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try CLI.run(["create", dir + "/a", "--schema", dir + "/schema.json"]).status == 0)
+        #expect(try CLI.run(["import", dir + "/a", "--in", data]).status == 0)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir + "/a")
+        let checkpoint = try #require(names.first { $0.hasSuffix(".checkpoint") }, "\(names)")
+        var stats = try CLI.run(["stats", dir + "/a"])
+        #expect(stats.out.contains("checkpoint     opened from it; 0 transactions replayed after it"), "\(stats.out)")
+        let counts = stats.out.split(separator: "\n").filter { $0.contains(" records") }
+        #expect(counts == ["  DVD: 6000 records", "  Person: 3000 records"])
+
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/a/" + checkpoint)))
+        bytes[bytes.count / 2] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: dir + "/a/" + checkpoint))
+        stats = try CLI.run(["stats", dir + "/a", "--json"])
+        #expect(stats.status == 0 && stats.out.contains(#""checkpoint": "ignored""#), "\(stats.out) \(stats.err)")
+        #expect(stats.out.contains(#""entities": {"DVD": 6000, "Person": 3000}"#))
+        stats = try CLI.run(["stats", dir + "/a"])
+        #expect(stats.out.contains("checkpoint     opened from it"), "the replaying open's close wrote one again: \(stats.out)")
+    }
 }
