@@ -204,6 +204,9 @@ extension Store {
         }
         let directory = try CheckpointDirectory.decode(UnsafeRawBufferPointer(rebasing: bytes[FileHeader.size...]),
                                                        base: FileHeader.size, fileSize: bytes.count)
+        guard directory.shadowed <= directory.entities.reduce(0, { $0 + $1.entryCount }) else {
+            throw CairnError.corrupt("checkpoint counts \(directory.shadowed) snapshot records replaced, more than its entries", offset: Int(FileHeader.size))
+        }
         guard directory.lastSequence > header.baseSequence else {
             throw CairnError.corrupt("checkpoint covers no transaction of its log", offset: Int(FileHeader.size))
         }
@@ -211,6 +214,10 @@ extension Store {
         for entity in directory.entities {
             guard let description = schema.entity(number: entity.number) else {
                 throw CairnError.corrupt("checkpoint names entity \(entity.number), which the schema does not have")
+            }
+            // (The log adds at most a record for each entry to what the snapshot holds.)
+            guard entity.recordCount <= snapshot.count(of: entity.number) + entity.entryCount else {
+                throw CairnError.corrupt("checkpoint counts \(entity.recordCount) records of entity \(entity.number), more than the snapshot's \(snapshot.count(of: entity.number)) and its \(entity.entryCount) entries")
             }
             for run in entity.runs {
                 guard snapshot.index.attributeIndexes.contains(where: {
