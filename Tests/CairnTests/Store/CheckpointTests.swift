@@ -318,4 +318,31 @@ import Testing
         #expect(reopened.recovery.replayedTransactions > 0 && reopened.recovery.replayedTransactions < 12, "\(reopened.recovery)")
         #expect(try Self.seen(reopened).contents == model)
     }
+
+    /// A tail long enough to have its values read and sorted in parts on several threads,
+    /// then merged, at the close: the open from its checkpoint answers lookups as a
+    /// replaying open does, and verify finds the runs those of the log.
+    @Test func aLongTailsRunsAreMergedIntoTheCheckpointInOrder() throws {
+        let fs = try StoredIndexTests.compactedStore()
+        var random = SplitMix64(seed: 53)
+        var store = try Store.open(at: "/db", options: Self.options(fs))
+        var changes: [Change] = []
+        for serial in 0..<(SecondaryIndex.partsMinimum + 5_000) {
+            var values = StoredIndexTests.values(&random, serial: UInt64(serial) + 1_000)
+            if serial % 9 == 0 { values[0] = .null }
+            changes.append(.put(try store.allocateID(entity: 1), values))
+        }
+        try store.commit(changes)
+        try store.close()
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        #expect(store.recovery.usedCheckpoint)
+        #expect(store.verify().isEmpty)
+        let fromCheckpoint = try Self.seen(store)
+        try store.close()
+        try fs.remove(Self.checkpointPath)
+        store = try Store.open(at: "/db", options: Self.options(fs))
+        defer { try? store.close() }
+        #expect(!store.recovery.usedCheckpoint)
+        #expect(try Self.seen(store) == fromCheckpoint)
+    }
 }
