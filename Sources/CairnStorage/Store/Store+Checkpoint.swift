@@ -270,7 +270,7 @@ extension Store {
         let nextSerial = directory.nextSerial, logOffset = UInt64(directory.logOffset)
         let check: @Sendable (Int) -> Void = { index in
             let part = allParts[index]
-            let base = mapping.bytes.baseAddress!
+            guard let base = mapping.bytes.baseAddress else { return }  // (an empty file has no sections)
             let first = UnsafeRawBufferPointer(rebasing: mapping.bytes[(part.first.offset + part.bytes.lowerBound)..<(part.first.offset + part.bytes.upperBound)])
             let entityBits = UInt64(part.entity) << 48
             var found = 0, bad = false
@@ -374,7 +374,8 @@ extension StoreState {
         }
         let mapping = checkpoint.mapping
         // (The file is mapped copy-on-write: later commits write the tables in place, in this process only.)
-        let base = UnsafeMutableRawPointer(mutating: mapping.bytes.baseAddress!)
+        guard let address = mapping.bytes.baseAddress else { return "the checkpoint is empty" }
+        let base = UnsafeMutableRawPointer(mutating: address)
         for entity in directory.entities {
             let keys = (base + entity.keys.offset).bindMemory(to: UInt64.self, capacity: entity.bucketCount)
             let values = (base + entity.values.offset).bindMemory(to: OverlayEntry.self, capacity: entity.bucketCount)
@@ -447,7 +448,9 @@ extension Store {
             return [Problem(record: nil, message: "the checkpoint covers the log through transaction \(directory.lastSequence), but the log's frames end at \(last)",
                             path: checkpointPath)]
         }
-        let base = checkpoint.mapping.bytes.baseAddress!
+        guard let base = checkpoint.mapping.bytes.baseAddress else {
+            return [Problem(record: nil, message: "the checkpoint this open used reads back empty", path: checkpointPath)]
+        }
         let listed = Set(directory.entities.map(\.number))
         for (number, table) in replayed where !table.isEmpty && !listed.contains(number) {
             problems.append(Problem(record: nil, message: "the checkpoint has no table for entity \(number), whose records the log changed", path: checkpointPath))
