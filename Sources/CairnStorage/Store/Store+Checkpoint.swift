@@ -24,28 +24,28 @@ extension Store {
         #if _endian(little)
         let manifest = writer.manifest
         // (Commits are shut out: the state stays as copied.)
-        let taken = state.withLock { state -> (StoreState, [(IndexKey, IntegerRun?)]) in
-            var runs: [(IndexKey, IntegerRun?)] = []
-            for block in state.snapshot.index.attributeIndexes where state.snapshot.storedOrderHolds(block) {
-                let key = IndexKey(entity: block.entity, slot: block.attribute)
-                guard let changes = state.overlay[block.entity], !changes.isEmpty else { continue }
-                runs.append((key, state.indexes[key]?.wholeIntegerRun(changes: state.overlay(of: block.entity))))
-            }
-            return (state, runs)
-        }
-        let state = taken.0
-        let tail = state.overlay.reduce(0) { $0 + $1.value.count }
+        let state = self.state.withLock { $0 }
+        let tail = state.overlayRecords
         guard tail >= options.checkpointMinimumRecords, tail > 0, state.checkpointOffset != writer.appendOffset,
               state.bodies.held.isEmpty, state.lastSequence > state.snapshot.footer.lastSequence,
               state.lastFrameOffset >= FileHeader.size, state.lastFrameOffset < writer.appendOffset,
               !state.overlay.contains(where: { $0.value.zeroValue != nil }) else { return false }
-        // The runs not already whole are made from the overlay (commits are shut out).
+        // Each integer index the snapshot stores over a changed entity: the run a lookup made
+        // whole, else (`buildingRuns`) one sorted from the overlay. (Runs of other values are
+        // not kept: sorting them here would be thrown away.)
         var runs: [IndexKey: IntegerRun] = [:]
-        for (key, run) in taken.1 {
-            if let run { runs[key] = run; continue }
-            guard buildingRuns, let block = state.storedBlock(key) else { continue }
-            let index = SecondaryIndex(snapshot: state.snapshot, block: block, changes: state.overlay(of: key.entity))
-            if case .integers(let built) = index.sorted { runs[key] = built }
+        for block in state.snapshot.index.attributeIndexes where state.snapshot.storedOrderHolds(block) {
+            let key = IndexKey(entity: block.entity, slot: block.attribute)
+            guard let changes = state.overlay[block.entity], !changes.isEmpty,
+                  let type = state.snapshot.schema.entity(number: block.entity)?.attributes[block.attribute].type,
+                  [.int8, .int16, .int32, .int64].contains(type) else { continue }
+            let whole = self.state.withLock { current in current.indexes[key]?.wholeIntegerRun(changes: current.overlay(of: block.entity)) }
+            if let whole {
+                runs[key] = whole
+            } else if buildingRuns, case .integers(let built) = SecondaryIndex(snapshot: state.snapshot, block: block,
+                                                                                 changes: state.overlay(of: block.entity)).sorted {
+                runs[key] = built
+            }
         }
         // The directory's size is known before the sections are placed; their checksums are
         // taken as they are written, and the directory written last.
@@ -142,9 +142,7 @@ extension Store {
     /// last checkpoint in place, and the store as it was.
     package func checkpointIfDue() {
         guard options.openMode == .normal else { return }
-        let (tail, last, held) = state.withLock { state in
-            (state.overlay.reduce(0) { $0 + $1.value.count }, state.checkpointRecords, !state.bodies.held.isEmpty)
-        }
+        let (tail, last, held) = state.withLock { state in (state.overlayRecords, state.checkpointRecords, !state.bodies.held.isEmpty) }
         guard tail >= options.periodicCheckpointMinimumRecords, tail >= 2 * last, !held else { return }
         log.withLock { writer in
             guard let writer, poison.withLock({ $0 }) == nil else { return }

@@ -359,6 +359,9 @@ struct StoreState: Sendable {
         for range in snapshot.index.entities { counts[range.entity] = range.count }
     }
 
+    /// The records the log's overlay holds, of every entity.
+    var overlayRecords: Int { overlay.reduce(0) { $0 + $1.value.count } }
+
     func contains(_ id: RecordID) -> Bool {
         guard let entry = overlay.lookup(id.entity, { $0[id.rawValue] }) else { return snapshot.contains(id) }
         return entry.isLive
