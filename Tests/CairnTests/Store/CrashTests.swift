@@ -16,11 +16,14 @@ struct CrashTracker {
 }
 
 /// Opens a crash image and checks it holds a committed prefix that includes every
-/// acknowledged transaction. Returns a failure description, or nil.
-func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ label: String) -> String? {
+/// acknowledged transaction. Returns a failure description, or nil. `opened` is shown
+/// the store as opened, before anything is read.
+func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ label: String,
+                      opened: (Store) -> Void = { _ in }) -> String? {
     do {
         let store = try Store.open(at: "/db", options: memoryOptions(image))
         defer { try? store.close() }
+        opened(store)
         let sequence = store.lastSequence
         guard sequence >= tracker.acknowledged, sequence <= tracker.attempted else {
             return "\(label): reopened at sequence \(sequence), outside [\(tracker.acknowledged), \(tracker.attempted)]"
@@ -35,6 +38,21 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
     }
 }
 
+/// Checks, at every sync of `fs`, each of `modes`' crash images with ``verifyCrashImage``
+/// against what `tracker` says then, and adds the count and failures to it.
+func verifyCrashImagesAtEverySync(of fs: MemoryFileSystem, modes: [MemoryFileSystem.CrashMode], tracker: Locked<CrashTracker>,
+                                  opened: @escaping @Sendable (Store) -> Void = { _ in }) {
+    fs.onSync = { fs, point in
+        let snapshot = tracker.value
+        var failures: [String] = []
+        for (index, mode) in modes.enumerated() {
+            let label = "sync #\(fs.syncCount) (\(point)) mode \(index)"
+            if let failure = verifyCrashImage(fs.crashImage(mode), snapshot, label, opened: opened) { failures.append(failure) }
+        }
+        tracker.withLock { $0.checked += modes.count; $0.failures += failures }
+    }
+}
+
 @Suite struct CrashSimulationTests {
     /// A workload of 240 transactions (mostly durable, some deferred) with a compaction
     /// every 40, crashed at every sync point with every pending write kept, dropped, or
@@ -46,15 +64,7 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
         let tracker = Locked(CrashTracker())
         let modes: [MemoryFileSystem.CrashMode] = [.keepAll, .dropAll, .random(seed: 1), .random(seed: 2),
                                                    .random(seed: 3), .random(seed: 4)]
-        fs.onSync = { fs, point in
-            let snapshot = tracker.value
-            var failures: [String] = []
-            for (index, mode) in modes.enumerated() {
-                let label = "sync #\(fs.syncCount) (\(point)) mode \(index)"
-                if let failure = verifyCrashImage(fs.crashImage(mode), snapshot, label) { failures.append(failure) }
-            }
-            tracker.withLock { $0.checked += modes.count; $0.failures += failures }
-        }
+        verifyCrashImagesAtEverySync(of: fs, modes: modes, tracker: tracker)
         var workload = BlobWorkload(seed: 42)
         for index in 1...240 {
             let changes = workload.nextTransaction(maxBlob: 40)
@@ -91,19 +101,8 @@ func verifyCrashImage(_ image: MemoryFileSystem, _ tracker: CrashTracker, _ labe
         let tracker = Locked(CrashTracker())
         let used = Locked(0)
         let modes: [MemoryFileSystem.CrashMode] = [.keepAll, .dropAll, .random(seed: 5), .random(seed: 6), .random(seed: 7)]
-        fs.onSync = { fs, point in
-            let snapshot = tracker.value
-            var failures: [String] = []
-            for (index, mode) in modes.enumerated() {
-                let image = fs.crashImage(mode)
-                let label = "sync #\(fs.syncCount) (\(point)) mode \(index)"
-                if let failure = verifyCrashImage(image, snapshot, label) { failures.append(failure) }
-                if let store = try? Store.open(at: "/db", options: memoryOptions(image)) {
-                    if store.recovery.usedCheckpoint { used.withLock { $0 += 1 } }
-                    try? store.close()
-                }
-            }
-            tracker.withLock { $0.checked += modes.count; $0.failures += failures }
+        verifyCrashImagesAtEverySync(of: fs, modes: modes, tracker: tracker) { store in
+            if store.recovery.usedCheckpoint { used.withLock { $0 += 1 } }
         }
         var workload = BlobWorkload(seed: 43)
         for index in 1...100 {
