@@ -3,8 +3,9 @@
 /// Only the directory is decoded here; the sections are checked against their checksums
 /// and used in place by the store.
 package struct CheckpointDirectory: Equatable, Sendable {
-    /// FORMAT.md §12.2: the directory layout this build writes and reads.
-    package static let layout: UInt32 = 1
+    /// FORMAT.md §12.2: the directory layout this build writes and reads. (Layout 1 had
+    /// no frame groups: its checkpoints are ignored, and the log replayed.)
+    package static let layout: UInt32 = 2
     /// Sections start at multiples of 8 in the file; one of at least this many bytes
     /// starts at a multiple of it (a page size on every platform), so that its pages are
     /// its own.
@@ -87,10 +88,13 @@ package struct CheckpointDirectory: Equatable, Sendable {
     /// Snapshot records the covered frames replaced or deleted
     /// (``StoreStatistics/shadowedSnapshotRecords``).
     package var shadowed: Int
+    /// The covered frames' groups (``FrameGroup``), 16 bytes each: what proves the
+    /// checkpoint is of this log's bytes.
+    package var frameGroups: Section
     package var entities: [Entity]
 
     package init(logOffset: Int, lastSequence: UInt64, lastFrameOffset: Int, lastCommitMilliseconds: UInt64,
-                 nextSerial: UInt64, logPuts: Int, shadowed: Int, entities: [Entity]) {
+                 nextSerial: UInt64, logPuts: Int, shadowed: Int, frameGroups: Section, entities: [Entity]) {
         self.logOffset = logOffset
         self.lastSequence = lastSequence
         self.lastFrameOffset = lastFrameOffset
@@ -98,10 +102,11 @@ package struct CheckpointDirectory: Equatable, Sendable {
         self.nextSerial = nextSerial
         self.logPuts = logPuts
         self.shadowed = shadowed
+        self.frameGroups = frameGroups
         self.entities = entities
     }
 
-    private static let fixedSize = 64
+    private static let fixedSize = 88
     private static let entitySize = 96
     private static let runSize = 56
 
@@ -117,6 +122,7 @@ package struct CheckpointDirectory: Equatable, Sendable {
         body.u64(nextSerial)
         body.u64(UInt64(logPuts))
         body.u64(UInt64(shadowed))
+        Self.append(frameGroups, to: &body)
         for entity in entities {
             body.u16(entity.number)
             body.u16(UInt16(entity.runs.count))
@@ -185,7 +191,11 @@ package struct CheckpointDirectory: Equatable, Sendable {
               shadowed <= UInt64(Int.max) else {
             throw CairnError.corrupt("checkpoint directory holds an impossible log offset, sequence, serial or count", offset: base + 16)
         }
-        var sections: [Section] = []
+        let frameGroups = try section(&reader, "frame groups", length: nil, unit: FrameGroup.size, fileSize: fileSize)
+        guard frameGroups.length > 0 else {
+            throw CairnError.corrupt("checkpoint has no frame groups", offset: base + 8 + 64)
+        }
+        var sections: [Section] = [frameGroups]
         var entities: [Entity] = []
         var previous: UInt16 = 0
         for _ in 0..<entityCount {
@@ -242,7 +252,40 @@ package struct CheckpointDirectory: Equatable, Sendable {
         }
         return CheckpointDirectory(logOffset: Int(logOffset), lastSequence: lastSequence, lastFrameOffset: Int(lastFrameOffset),
                                    lastCommitMilliseconds: lastCommit, nextSerial: nextSerial, logPuts: Int(logPuts),
-                                   shadowed: Int(shadowed), entities: entities)
+                                   shadowed: Int(shadowed), frameGroups: frameGroups, entities: entities)
+    }
+
+    /// Decodes the frame groups section (`bytes`, at `offset` in the file; its checksum
+    /// checked) and checks it describes the covered frames: the first group starts after
+    /// the log's header, each later one further on, the last at or before the last frame;
+    /// every group holds a frame, room for its frames (``LogFrame/minimumSize`` each) lies
+    /// before the next, and the groups hold one frame for each covered transaction.
+    package func decodeFrameGroups(_ bytes: UnsafeRawBufferPointer, offset: Int, baseSequence: UInt64) throws -> [FrameGroup] {
+        var reader = ByteReader(bytes, base: offset)
+        var groups: [FrameGroup] = []
+        groups.reserveCapacity(bytes.count / FrameGroup.size)
+        var frames: UInt64 = 0
+        while !reader.isAtEnd {
+            let at = reader.base + reader.position
+            let start = try reader.u64("frame group offset")
+            let count = try reader.u32("frame group's frames")
+            let checksum = try reader.u32("frame group's checksum")
+            let floor = groups.last.map { UInt64($0.offset + $0.frames * LogFrame.minimumSize) } ?? UInt64(FileHeader.size)
+            guard groups.isEmpty ? start == UInt64(FileHeader.size) : start >= floor, start % UInt64(LogFrame.alignment) == 0,
+                  start <= UInt64(lastFrameOffset), count > 0 else {
+                throw CairnError.corrupt("checkpoint frame group at \(start) of \(count) frames does not follow the one before it inside the covered log",
+                                         offset: at)
+            }
+            frames += UInt64(count)
+            groups.append(FrameGroup(offset: Int(start), frames: Int(count), checksum: CRC32C.unmask(checksum)))
+        }
+        guard let last = groups.last, frames == lastSequence &- baseSequence, lastSequence > baseSequence,
+              UInt64(lastFrameOffset) >= UInt64(last.offset) + UInt64(last.frames - 1) * UInt64(LogFrame.minimumSize),
+              logOffset - lastFrameOffset >= LogFrame.minimumSize else {
+            throw CairnError.corrupt("checkpoint frame groups hold \(frames) frames, but it covers transactions \(baseSequence + 1) to \(lastSequence) up to offset \(logOffset)",
+                                     offset: offset)
+        }
+        return groups
     }
 
     /// A count read as a fixed-width number, checked against the bytes left for its items.
@@ -274,5 +317,39 @@ package struct CheckpointDirectory: Equatable, Sendable {
                                      offset: at)
         }
         return Section(offset: Int(offset), length: Int(length), checksum: checksum)
+    }
+}
+
+/// A run of consecutive log frames a checkpoint covers (FORMAT.md §12.6): where its first
+/// frame starts, how many frames it holds, and the CRC-32C of their stored checksum fields
+/// in order. Only the log the checkpoint was made of holds such frames there.
+package struct FrameGroup: Equatable, Sendable {
+    package static let size = 16
+
+    package var offset: Int
+    package var frames: Int
+    /// The CRC-32C (unmasked; the file holds it masked) of the frames' stored checksums.
+    package var checksum: UInt32
+
+    package init(offset: Int, frames: Int, checksum: UInt32) {
+        self.offset = offset
+        self.frames = frames
+        self.checksum = checksum
+    }
+
+    /// The group's bytes in a checkpoint.
+    package static func encoded(_ groups: [FrameGroup]) -> [UInt8] {
+        var writer = ByteWriter(capacity: groups.count * size)
+        for group in groups {
+            writer.u64(UInt64(group.offset))
+            writer.u32(UInt32(group.frames))
+            writer.u32(CRC32C.mask(group.checksum))
+        }
+        return writer.bytes
+    }
+
+    /// `checksum` extended with a frame's stored checksum field.
+    @inline(__always) package static func chain(_ checksum: UInt32, _ stored: UInt32) -> UInt32 {
+        withUnsafeBytes(of: stored.littleEndian) { CRC32C.update(checksum, $0) }
     }
 }

@@ -110,6 +110,20 @@ package enum LogFrame {
 }
 
 extension LogFrame {
+    /// The sequence number of the frame at `offset` and where the next starts, read from
+    /// its header alone (§4.1 checks 1–6 and 9: no checksum, no padding), or nil if the
+    /// header is not that of a whole frame.
+    static func header(in buffer: UnsafeRawBufferPointer, at offset: Int) -> (sequence: UInt64, next: Int)? {
+        guard offset >= 0, buffer.count - offset >= headerSize, buffer[offset + 24] == typeTransaction else { return nil }
+        for i in (offset + 25)..<(offset + headerSize) where buffer[i] != 0 { return nil }
+        let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)))
+        let size = frameSize(payloadLength: length)
+        let (sequence, synced) = sequenceFields(buffer, at: offset)
+        guard length <= FormatLimits.maxFramePayload, size <= buffer.count - offset, sequence <= FormatLimits.maxSequence,
+              synced < sequence else { return nil }
+        return (sequence, offset + size)
+    }
+
     /// The smallest frame: a header and a payload of a commit time and an operation count.
     static let minimumSize = frameSize(payloadLength: 9)
 

@@ -26,7 +26,7 @@ enum ChecksumInParts {
 
 /// Bytes read by several threads while their owner waits for them (the caller keeps the
 /// memory alive and unchanged for the call).
-private struct ReadOnlyBytes: @unchecked Sendable {
+struct ReadOnlyBytes: @unchecked Sendable {
     // @unchecked: the pointer is only read, by the threads of one `concurrentPerform`,
     // while the caller that owns the memory waits for them to finish.
     let bytes: UnsafeRawBufferPointer

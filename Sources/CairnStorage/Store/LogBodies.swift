@@ -41,16 +41,34 @@ struct LogBodies: Sendable {
     private(set) var log: FileMapping?
     /// Bodies held in memory, each in a buffer of its own (its address stays put).
     private(set) var held: [FileMapping] = []
+    /// The frames a checkpoint covered that are still to be read whole before a body in
+    /// them is (nil: every frame mapped was checked as it was replayed or written).
+    private(set) var covered: CoveredFrameCheck?
 
     init(log: FileMapping?) { self.log = log }
+
+    /// Checks the frames a checkpoint covered on first use (see ``covered``).
+    mutating func cover(_ check: CoveredFrameCheck) { covered = check }
+
+    /// Checks every frame a checkpoint covered that is not yet checked: for a reader of
+    /// every body (a scan, an index build), before it reads them with ``uncheckedBody(_:)``.
+    func checkAll() throws { try covered?.checkAll() }
 
     /// The bytes the log maps (empty if none).
     var mappedCount: Int { log?.bytes.count ?? 0 }
 
-    /// The body of a live entry; valid while this value (or a copy) is alive. An entry
-    /// outside what is mapped (which the store never makes) reads as an empty body, which
-    /// fails to decode as a record rather than reading out of bounds.
-    func body(_ entry: OverlayEntry) -> UnsafeRawBufferPointer {
+    /// The body of a live entry, its frame checked first if a checkpoint covered it and
+    /// no read has checked it yet; valid while this value (or a copy) is alive.
+    @inline(__always) func body(_ entry: OverlayEntry) throws -> UnsafeRawBufferPointer {
+        if let covered, let range = entry.logRange { try covered.check(offset: range.lowerBound) }
+        return uncheckedBody(entry)
+    }
+
+    /// ``body(_:)`` with no check of its frame: for a body of a frame this process replayed
+    /// or wrote, or after ``checkAll()``. An entry outside what is mapped (which the store
+    /// never makes) reads as an empty body, which fails to decode as a record rather than
+    /// reading out of bounds.
+    func uncheckedBody(_ entry: OverlayEntry) -> UnsafeRawBufferPointer {
         if let index = entry.heldIndex {
             return index < held.count ? held[index].bytes : UnsafeRawBufferPointer(start: nil, count: 0)
         }
@@ -90,7 +108,8 @@ struct LogBodies: Sendable {
             var entries = before
             var moved: [(UInt64, OverlayEntry)] = []
             for (raw, entry) in entries {
-                if let range = entry.logRange, range.upperBound > offset { moved.append((raw, hold(body(entry)))) }
+                // (Bodies past the last sync were written by this process.)
+                if let range = entry.logRange, range.upperBound > offset { moved.append((raw, hold(uncheckedBody(entry)))) }
             }
             guard !moved.isEmpty else { continue }
             for (raw, entry) in moved { entries[raw] = entry }
@@ -117,10 +136,16 @@ struct EntityOverlay: Sendable {
     subscript(raw: UInt64) -> OverlayEntry? { entries[raw] }
     func contains(_ raw: UInt64) -> Bool { entries.contains(raw) }
 
-    /// The body of the record `raw` if the overlay holds it live.
-    func liveBody(_ raw: UInt64) -> UnsafeRawBufferPointer? {
+    /// The body of the record `raw` if the overlay holds it live (``LogBodies/body(_:)``).
+    @inline(__always) func liveBody(_ raw: UInt64) throws -> UnsafeRawBufferPointer? {
         guard let entry = entries[raw], entry.isLive else { return nil }
-        return bodies.body(entry)
+        return try bodies.body(entry)
+    }
+
+    /// ``liveBody(_:)`` with no check of its frame (``LogBodies/uncheckedBody(_:)``).
+    func uncheckedLiveBody(_ raw: UInt64) -> UnsafeRawBufferPointer? {
+        guard let entry = entries[raw], entry.isLive else { return nil }
+        return bodies.uncheckedBody(entry)
     }
 }
 

@@ -80,8 +80,10 @@ final class LogWriter: @unchecked Sendable {
     /// first and the header, whose checksum covers them, last: until the header is
     /// written the frame reads as unused space, and a crash that keeps only some pieces
     /// leaves a frame whose checksum fails, a torn tail, as a torn single write would.
+    /// Returns the frame's stored (masked) checksum.
+    @discardableResult
     func appendFrame(sequence: UInt64, payloadLength: Int, piece: Int,
-                     encode: (inout ByteWriter, (inout ByteWriter) throws -> Void) throws -> Void) throws {
+                     encode: (inout ByteWriter, (inout ByteWriter) throws -> Void) throws -> Void) throws -> UInt32 {
         let start = appendOffset, end = start + LogFrame.frameSize(payloadLength: payloadLength)
         try reserve(through: end)
         buffer.removeAll()
@@ -113,6 +115,7 @@ final class LogWriter: @unchecked Sendable {
         writtenEnd = max(writtenEnd, end)
         try headerWithChecksum.bytes.withUnsafeBytes { try file.write($0, at: Int64(start)) }
         appendOffset = end
+        return CRC32C.mask(crc)
     }
 
     /// Syncs the file if anything up to `sequence` may not be durable yet.

@@ -5,6 +5,9 @@ import Foundation
 /// mapped copy-on-write, whose tables become the overlay's and the indexes' in place.
 struct LoadedCheckpoint {
     let directory: CheckpointDirectory
+    /// The covered frames' groups, read from the file and checked against the directory,
+    /// not yet against the log (``FrameGroups/check(_:mapping:layout:depth:)``).
+    let layout: GroupLayout
     let mapping: FileMapping
 }
 
@@ -26,9 +29,11 @@ extension Store {
         // (Commits are shut out: the state stays as copied.)
         let state = self.state.withLock { $0 }
         let tail = state.overlayRecords
+        // (The frame groups must hold every frame up to the log's end, each transaction's.)
+        let groups = state.frameGroups
         guard tail >= options.checkpointMinimumRecords, tail > 0, state.checkpointOffset != writer.appendOffset,
               state.bodies.held.isEmpty, state.lastSequence > state.snapshot.footer.lastSequence,
-              state.lastFrameOffset >= FileHeader.size, state.lastFrameOffset < writer.appendOffset,
+              groups.end == writer.appendOffset, UInt64(groups.frames) == state.lastSequence - state.snapshot.footer.lastSequence,
               !state.overlay.contains(where: { $0.value.zeroValue != nil }) else { return false }
         // Each integer index the snapshot stores over a changed entity: the run a lookup made
         // whole, else (`buildingRuns`) one sorted from the overlay. (Runs of other values are
@@ -42,19 +47,19 @@ extension Store {
             let whole = self.state.withLock { current in current.indexes[key]?.wholeIntegerRun(changes: current.overlay(of: block.entity)) }
             if let whole {
                 runs[key] = whole
-            } else if buildingRuns, case .integers(let built) = SecondaryIndex(snapshot: state.snapshot, block: block,
+            } else if buildingRuns, case .integers(let built) = try SecondaryIndex(snapshot: state.snapshot, block: block,
                                                                                  changes: state.overlay(of: block.entity)).sorted {
                 runs[key] = built
             }
         }
         // The directory's size is known before the sections are placed; their checksums are
         // taken as they are written, and the directory written last.
+        let placeholder = CheckpointDirectory.Section(offset: 0, length: 0, checksum: 0)
         var directory = CheckpointDirectory(logOffset: writer.appendOffset, lastSequence: state.lastSequence,
-                                            lastFrameOffset: state.lastFrameOffset,
+                                            lastFrameOffset: groups.lastFrame,
                                             lastCommitMilliseconds: state.lastCommitMilliseconds ?? 0,
                                             nextSerial: state.nextSerial, logPuts: state.logPuts, shadowed: state.shadowed,
-                                            entities: [])
-        let placeholder = CheckpointDirectory.Section(offset: 0, length: 0, checksum: 0)
+                                            frameGroups: placeholder, entities: [])
         for (number, table) in state.overlay.sorted(by: { $0.key < $1.key }) where !table.isEmpty {
             let entityRuns = runs.filter { $0.key.entity == number }.sorted { $0.key.slot < $1.key.slot }.map { key, run in
                 CheckpointDirectory.Run(attribute: key.slot, type: run.width, nulls: placeholder, keyed: placeholder)
@@ -78,6 +83,10 @@ extension Store {
                 end = offset + length
                 return CheckpointDirectory.Section(offset: length == 0 ? 0 : offset, length: length,
                                                    checksum: CRC32C.mask(sectionWriter.crc))
+            }
+            let groupBytes = FrameGroup.encoded(groups.groups)
+            directory.frameGroups = try place(groupBytes.count) { section in
+                try groupBytes.withUnsafeBytes { try section.append($0) }
             }
             for index in directory.entities.indices {
                 let number = directory.entities[index].number
@@ -164,17 +173,27 @@ extension Store {
                                ignored: inout String?) -> LoadedCheckpoint? {
         let fs = options.fileSystem
         let checkpointPath = joinPath(path, StoreFileName.checkpoint(manifest.logNumber))
-        guard options.openMode != .salvage, fs.exists(checkpointPath) else { return nil }
+        guard fs.exists(checkpointPath) else { return nil }
         #if _endian(little)
         do {
             let file = try fs.open(checkpointPath, create: false, truncate: false)
             defer { file.close() }
             let mapping = try file.mapCopyOnWrite()
             let directory = try checkCheckpoint(mapping.bytes, manifest: manifest, snapshot: snapshot)
+            let section = directory.frameGroups
+            let groupBytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[section.offset..<(section.offset + section.length)])
+            guard CRC32C.masked(groupBytes) == section.checksum else {
+                throw CairnError.corrupt("checkpoint section checksum mismatch", offset: section.offset)
+            }
+            let base = snapshot.footer.lastSequence
+            let groups = try directory.decodeFrameGroups(groupBytes, offset: section.offset, baseSequence: base)
             try checkSections(of: directory, in: mapping)
             // (Nothing has written to the mapping: its pages are the file's, read again when needed.)
             mapping.dropResidentPages()
-            return LoadedCheckpoint(directory: directory, mapping: mapping)
+            return LoadedCheckpoint(directory: directory,
+                                    layout: GroupLayout(groups: groups, baseSequence: base, lastFrame: directory.lastFrameOffset,
+                                                        end: directory.logOffset),
+                                    mapping: mapping)
         } catch let error as CairnError {
             ignored = error.located(in: checkpointPath).description
             return nil
@@ -359,17 +378,11 @@ struct CheckpointSectionWriter {
 }
 
 extension StoreState {
-    /// Makes `checkpoint`'s state this one's, if it belongs to `log` (the log's valid
-    /// bytes): the frame it names as its last is there, whole, with its sequence number,
-    /// and ends where it says. Returns why not otherwise, changing nothing.
-    mutating func applyCheckpoint(_ checkpoint: LoadedCheckpoint, log: UnsafeRawBufferPointer) -> String? {
+    /// Makes `checkpoint`'s state this one's: it was found to cover frames the log holds
+    /// (``FrameGroups/check(_:mapping:layout:depth:)``). Returns why not otherwise,
+    /// changing nothing.
+    mutating func applyCheckpoint(_ checkpoint: LoadedCheckpoint) -> String? {
         let directory = checkpoint.directory
-        guard directory.logOffset <= log.count else {
-            return "the checkpoint covers the log up to offset \(directory.logOffset), but the log is \(log.count) bytes"
-        }
-        guard case .frame(directory.lastSequence, _, _, directory.logOffset) = LogFrame.parse(log, at: directory.lastFrameOffset) else {
-            return "the log has no frame of transaction \(directory.lastSequence) from offset \(directory.lastFrameOffset) to \(directory.logOffset), which the checkpoint was made after"
-        }
         let mapping = checkpoint.mapping
         // (The file is mapped copy-on-write: later commits write the tables in place, in this process only.)
         guard let address = mapping.bytes.baseAddress else { return "the checkpoint is empty" }
@@ -400,7 +413,7 @@ extension StoreState {
         shadowed = directory.shadowed
         checkpointOffset = directory.logOffset
         checkpointRecords = directory.entities.reduce(0) { $0 + $1.entryCount }
-        lastFrameOffset = directory.lastFrameOffset
+        frameGroups = FrameGroups(checkpoint.layout.groups, lastFrame: directory.lastFrameOffset, end: directory.logOffset)
         return nil
     }
 }
@@ -481,7 +494,11 @@ extension Store {
             }
             for run in entity.runs {
                 guard let block = snapshot.index.attributeIndexes.first(where: { $0.entity == entity.number && $0.attribute == run.attribute }) else { continue }
-                let rebuilt = SecondaryIndex(snapshot: snapshot, block: block, changes: EntityOverlay(expected, bodies: bodies))
+                guard let rebuilt = try? SecondaryIndex(snapshot: snapshot, block: block, changes: EntityOverlay(expected, bodies: bodies)) else {
+                    problems.append(Problem(record: nil, message: "the checkpoint's index run of attribute \(run.attribute) of entity \(entity.number) could not be compared: a log frame it covers fails its check",
+                                            path: checkpointPath))
+                    continue
+                }
                 let nulls = UnsafeRawBufferPointer(start: base + run.nulls.offset, count: run.nulls.length)
                 let keyed = UnsafeRawBufferPointer(start: base + run.keyed.offset, count: run.keyed.length)
                 var same = false

@@ -379,17 +379,26 @@ extension Store {
                 // that fails leaves nothing written.
                 let remapped = try state.withLock({ $0.bodies.covers(frameStart) }) ? nil
                     : writer.file.map(following: LogBodies.mappingLength(through: frameStart))
+                // Each frame's stored checksum, which the log's frame groups record.
+                var checksums: [UInt32] = []
+                checksums.reserveCapacity(accepted.count)
                 try poisonOnFailure(discarding: writer) {
                     if streamed {
                         let piece = max(1, options.framePieceBytes)
                         for (ticket, sequence) in accepted {
-                            try writer.appendFrame(sequence: sequence, payloadLength: ticket.payloadLength,
-                                                   piece: piece) { payload, handOn in
+                            checksums.append(try writer.appendFrame(sequence: sequence, payloadLength: ticket.payloadLength,
+                                                                    piece: piece) { payload, handOn in
                                 try TransactionCoding.encode(ticket.operations, timestamp: now, into: &payload,
                                                              handingOnPast: piece, handOn)
-                            }
+                            })
                         }
                     } else {
+                        let start = writer.appendOffset
+                        writer.buffer.bytes.withUnsafeBytes { buffer in
+                            for payload in payloads {
+                                checksums.append(FrameGroups.storedChecksum(buffer, at: payload - LogFrame.headerSize - start))
+                            }
+                        }
                         try writer.appendBuffer()
                     }
                     writer.lastWritten = sequence
@@ -397,8 +406,10 @@ extension Store {
                 }
                 state.withLock { state in
                     if let remapped { state.bodies.useLog(remapped) }
-                    for ((ticket, sequence), payload) in zip(accepted, payloads) {
+                    for (index, ((ticket, sequence), payload)) in zip(accepted, payloads).enumerated() {
                         state.apply(ticket.operations, sequence: sequence, payloadAt: payload)
+                        state.frameGroups.note(frameAt: payload - LogFrame.headerSize, size: LogFrame.frameSize(payloadLength: ticket.payloadLength),
+                                               stored: checksums[index], groupBytes: options.frameGroupBytes)
                     }
                     state.lastSequence = sequence
                     state.lastCommitMilliseconds = now

@@ -67,6 +67,7 @@ extension Store {
         let temporaryPath = joinPath(path, snapshotName + StoreFileName.temporarySuffix)
         let now = nowMilliseconds()
         let bytesBefore = snapshot.fileSize + current.appendOffset
+        try Self.checkLogFrames(of: taken, through: current.appendOffset, path: joinPath(path, StoreFileName.log(manifest.logNumber)))
 
         let file = try fileSystem.open(temporaryPath, create: true, truncate: true)
         var records = 0
@@ -156,6 +157,26 @@ extension Store {
         try? fileSystem.remove(joinPath(path, StoreFileName.log(manifest.logNumber)))
         try? fileSystem.remove(joinPath(path, StoreFileName.checkpoint(manifest.logNumber)))
         return CompactionResult(bytesBefore: bytesBefore, bytesAfter: reader.fileSize + newLog.appendOffset, records: records)
+    }
+
+    /// Checks that the log still holds every frame of `state` as it was written (each
+    /// frame's checksum, and its group's, FORMAT.md §12.6) before a compaction copies its
+    /// bodies: damage found now is refused, never copied under new checksums. (Snapshot
+    /// frames are checked as they are copied.)
+    static func checkLogFrames(of state: StoreState, through end: Int, path: String) throws {
+        let groups = state.frameGroups
+        guard !groups.groups.isEmpty, let log = state.bodies.log, end <= log.bytes.count else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: log.bytes[..<end])
+        let found: (offset: Int?, reason: String)
+        let layout = GroupLayout(groups: groups.groups, baseSequence: state.snapshot.footer.lastSequence, lastFrame: groups.lastFrame,
+                                 end: end)
+        switch FrameGroups.check(bytes, mapping: log, layout: layout, depth: .whole) {
+        case .hold: return
+        case .differ(let reason): found = (nil, reason)
+        case .damaged(let offset, let reason): found = (offset, reason)
+        }
+        throw RewriteAbort(error: CairnError(.corrupt, "the log changed since its frames were written: \(found.reason); nothing was compacted",
+                                             path: path, offset: found.offset.map(Int64.init)))
     }
 
     /// How much a compaction writes between letting go of its inputs' pages.

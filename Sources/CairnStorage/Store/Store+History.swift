@@ -54,9 +54,19 @@ extension Store {
         try withExtendedLifetime(mapping) {
             let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])
             var offset = FileHeader.size
-            while case .frame(let sequence, _, let payload, let next) = LogFrame.parse(buffer, at: offset) {
-                try body(sequence, UnsafeRawBufferPointer(rebasing: buffer[payload]), payload.lowerBound, buffer)
-                offset = next
+            // Every frame up to the log's end was valid when replayed or written: one that
+            // is not now is damage, reported where it is.
+            while offset < buffer.count {
+                switch LogFrame.parse(buffer, at: offset) {
+                case .frame(let sequence, _, let payload, let next):
+                    try body(sequence, UnsafeRawBufferPointer(rebasing: buffer[payload]), payload.lowerBound, buffer)
+                    offset = next
+                case .unused:
+                    throw CairnError(.corrupt, "the log holds zero bytes at offset \(offset), before its last frame ends at \(buffer.count)",
+                                     path: file.path, offset: Int64(offset))
+                case .invalid(let reason):
+                    throw CairnError(.corrupt, "the log's frame at offset \(offset) is damaged (\(reason))", path: file.path, offset: Int64(offset))
+                }
             }
         }
     }

@@ -72,7 +72,9 @@ package final class SecondaryIndex: @unchecked Sendable {
 
     /// The index `snapshot` stores in `block`, brought up to date with the log's changes
     /// to the entity (`changes`, raw ID → body, nil for a delete) in one sorted run.
-    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: EntityOverlay) {
+    /// Throws if a frame a checkpoint covered fails its check (every body is read).
+    init(snapshot: SnapshotReader, block: SnapshotIndex.AttributeIndex, changes: EntityOverlay) throws {
+        try changes.bodies.checkAll()
         slot = block.attribute
         stored = (snapshot, block)
         // (The stored entries out of date are those of the IDs the overlay holds: see
@@ -91,7 +93,7 @@ package final class SecondaryIndex: @unchecked Sendable {
             var pairs = IntegerPairs()
             pairs.keyed.reserveCapacity(share)
             changes.entries.forEach(part: part, of: parts) { id, entry in
-                !entry.isLive || pairs.add(Self.value(at: slot, in: changes.bodies.body(entry)), id)
+                !entry.isLive || pairs.add(Self.value(at: slot, in: changes.bodies.uncheckedBody(entry)), id)
             }
             collected[part] = pairs
         }
@@ -101,7 +103,7 @@ package final class SecondaryIndex: @unchecked Sendable {
         } else {
             var entries: [(Value, UInt64)] = []
             for (id, entry) in changes.entries where entry.isLive {
-                entries.append((Self.value(at: slot, in: changes.bodies.body(entry)), id))
+                entries.append((Self.value(at: slot, in: changes.bodies.uncheckedBody(entry)), id))
             }
             let (run, prefixes) = Self.sortedRunAndPrefixes(unordered: entries)
             (sorted, sortedPrefixes) = (.values(run), prefixes)
@@ -170,7 +172,8 @@ package final class SecondaryIndex: @unchecked Sendable {
     func catchUp(with changes: EntityOverlay) {
         guard !pending.isEmpty else { return }
         for id in pending {
-            if let body = changes.liveBody(id) {
+            // (A noted change is a commit's or a replayed frame's, whose body was checked.)
+            if let body = changes.uncheckedLiveBody(id) {
                 update(id, to: Self.value(at: slot, in: body))
             } else {
                 update(id, to: nil)
@@ -532,7 +535,7 @@ extension Store {
         if let (snapshot, block, overlay) = state.withLock({ state in
             state.storedBlock(key).map { (state.snapshot, $0, state.overlay(of: key.entity)) }
         }) {
-            let index = SecondaryIndex(snapshot: snapshot, block: block, changes: overlay)
+            let index = try SecondaryIndex(snapshot: snapshot, block: block, changes: overlay)
             state.withLock { $0.indexes[key] = index }
             return
         }

@@ -148,6 +148,14 @@ extension Store {
         let checkpoint = loadCheckpoint(in: path, manifest: manifest, snapshot: snapshot, options: options,
                                         ignored: &report.ignoredCheckpoint)
         let logPath = joinPath(path, StoreFileName.log(manifest.logNumber))
+        guard fs.exists(logPath) else {
+            // The manifest names it: its absence is damage, whatever its checkpoint shows.
+            let shown = checkpoint.map { checkpoint in
+                "; its checkpoint \(StoreFileName.checkpoint(manifest.logNumber)) shows it held transactions \(snapshot.footer.lastSequence + 1) to \(checkpoint.directory.lastSequence) (\(checkpoint.directory.logOffset) bytes)"
+            } ?? ""
+            throw CairnError(.corrupt, "the log \(StoreFileName.log(manifest.logNumber)) that the manifest names is missing\(shown); nothing was changed: run `cairn repair`",
+                             path: logPath, offset: 0)
+        }
         let logFile = try fs.open(logPath, create: false, truncate: false)
         do {
             var writer: LogWriter
@@ -174,6 +182,7 @@ extension Store {
                 if report.ignoredCheckpoint != nil { try? fs.remove(joinPath(path, StoreFileName.checkpoint(manifest.logNumber))) }
                 report.removedFiles = try removeUnnamedFiles(in: path, manifest: manifest, fileSystem: fs)
             }
+            state.bodies.covered?.checkInBackground()
             return Store(path: path, options: options, state: state, log: writer, lock: lock, recovery: report)
         } catch {
             logFile.close()
@@ -214,6 +223,8 @@ extension Store {
         var offset = FileHeader.size
         var expected = base + 1
         var damage: String?
+        // For a repair: a checkpoint that shows the log held more than it now does.
+        var shownByCheckpoint: CheckpointDirectory?
         do {
             try withExtendedLifetime(mapping) {
                 let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(size, mapping.bytes.count)])
@@ -227,15 +238,36 @@ extension Store {
                 guard header.baseSequence == base else {
                     throw CairnError.corrupt("log starts after sequence \(header.baseSequence) but the snapshot covers \(base)", offset: 40)
                 }
-                // A checkpoint of this log stands for its frames up to an offset: the replay
-                // goes on from there.
+                // A checkpoint of this log stands for its frames up to an offset, once the
+                // log is found to hold every one of them: the replay goes on from there.
                 if let checkpoint {
-                    if let reason = state.applyCheckpoint(checkpoint, log: buffer) {
-                        report.ignoredCheckpoint = reason
-                    } else {
-                        report.usedCheckpoint = true
-                        offset = checkpoint.directory.logOffset
-                        expected = checkpoint.directory.lastSequence + 1
+                    let directory = checkpoint.directory
+                    // A long log's frames are read whole on first use (or by a thread of their
+                    // own); the open reads their headers, enough to know they are there and
+                    // the checkpoint's. A repair reads them all.
+                    let deferred = options.openMode != .salvage && directory.logOffset >= options.deferredFrameCheckMinimum
+                    switch FrameGroups.check(buffer, mapping: mapping, layout: checkpoint.layout, depth: deferred ? .headers : .whole) {
+                    case .hold where options.openMode == .salvage:
+                        shownByCheckpoint = directory  // (a repair judges the log frame by frame)
+                    case .hold:
+                        if let reason = state.applyCheckpoint(checkpoint) {
+                            report.ignoredCheckpoint = reason
+                        } else {
+                            report.usedCheckpoint = true
+                            offset = directory.logOffset
+                            expected = directory.lastSequence + 1
+                            if deferred { state.bodies.cover(CoveredFrameCheck(layout: checkpoint.layout, mapping: mapping, path: file.path)) }
+                        }
+                    case .differ(let reason):
+                        report.ignoredCheckpoint = "the checkpoint was not made of this log: \(reason)"
+                    case .damaged(let at, let reason):
+                        // Evidence of lost transactions: refused, every file left as it is.
+                        guard options.openMode == .salvage else {
+                            throw CairnError.corrupt(
+                                "\(reason), but its checkpoint \(StoreFileName.checkpoint(manifest.logNumber)) shows the log held transactions \(base + 1) to \(directory.lastSequence) whole (\(directory.logOffset) bytes); nothing was changed: run `cairn repair`",
+                                offset: at)
+                        }
+                        shownByCheckpoint = directory
                     }
                 }
                 var ids: [RecordID] = [], entries: [OverlayEntry] = []
@@ -279,7 +311,8 @@ extension Store {
                             break scan
                         }
                         state.apply(ids, entries, sequence: sequence, versioned: false)
-                        state.lastFrameOffset = offset
+                        state.frameGroups.note(frameAt: offset, size: next - offset, stored: FrameGroups.storedChecksum(buffer, at: offset),
+                                               groupBytes: options.frameGroupBytes)
                         state.lastSequence = sequence
                         state.lastCommitMilliseconds = timestamp
                         report.replayedTransactions += 1
@@ -307,6 +340,12 @@ extension Store {
                     } else {
                         try refuseDurableFrame(after: offset, in: buffer, expected: expected, damage: damage)
                     }
+                }
+                // Transactions the checkpoint shows were committed, and the serials they
+                // took, are lost: reported as dropped, and not handed out again.
+                if let shown = shownByCheckpoint, shown.lastSequence >= expected {
+                    report.droppedTransactions = Array(Set(report.droppedTransactions).union(expected...shown.lastSequence)).sorted()
+                    state.nextSerial = max(state.nextSerial, shown.nextSerial)
                 }
             }
         } catch let error as CairnError {

@@ -32,6 +32,7 @@ extension Store {
         let store: Store
         do {
             try repairSnapshot(at: path, fileSystem: fs, report: &report)
+            try recreateMissingLog(at: path, fileSystem: fs, report: &report)
             var options = StoreOptions(fileSystem: fs, compaction: .manual, createIfMissing: false)
             options.openMode = .salvage
             store = try openExisting(at: path, options: options, lock: lock)
@@ -43,11 +44,19 @@ extension Store {
             let recovery = store.recovery
             report.keptTransactions = recovery.replayedTransactions
             report.droppedTransactions = recovery.droppedTransactions
-            if let cut = recovery.truncatedAt {
-                let logPath = joinPath(path, StoreFileName.log(store.log.withLock { $0?.manifest.logNumber } ?? 0))
-                try keepCopy(of: logPath, in: path, fileSystem: fs, report: &report)
+            // A log cut short of what its checkpoint shows it held ends cleanly, yet lost
+            // transactions all the same: it is retired too.
+            if recovery.truncatedAt != nil || !recovery.droppedTransactions.isEmpty {
+                let logNumber = store.log.withLock { $0?.manifest.logNumber } ?? 0
+                try keepCopy(of: joinPath(path, StoreFileName.log(logNumber)), in: path, fileSystem: fs, report: &report)
+                let checkpointPath = joinPath(path, StoreFileName.checkpoint(logNumber))
+                if fs.exists(checkpointPath) { try keepCopy(of: checkpointPath, in: path, fileSystem: fs, report: &report) }
                 try store.compact()
-                report.notes.append("dropped the log from offset \(cut) (\(recovery.truncationReason ?? "damage")); the store goes on from a new snapshot")
+                if let cut = recovery.truncatedAt {
+                    report.notes.append("dropped the log from offset \(cut) (\(recovery.truncationReason ?? "damage")); the store goes on from a new snapshot")
+                } else {
+                    report.notes.append("the log ends before transactions its checkpoint shows it held; the store goes on from a new snapshot")
+                }
             }
         } catch {
             try? store.close()
@@ -55,6 +64,29 @@ extension Store {
         }
         try store.close()
         return report
+    }
+
+    /// Writes an empty log in place of the one the manifest names if it is missing (its
+    /// transactions are lost; its checkpoint, if any, tells the open which), after the
+    /// snapshot's last transaction.
+    private static func recreateMissingLog(at path: String, fileSystem fs: any FileSystem, report: inout RepairReport) throws {
+        let manifest = try readManifest(in: path, fileSystem: fs)
+        let logName = StoreFileName.log(manifest.logNumber)
+        guard !fs.exists(joinPath(path, logName)) else { return }
+        let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
+        let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
+        let footer: SnapshotFooter
+        do {
+            defer { snapshotFile.close() }
+            footer = try SnapshotReader(file: snapshotFile).footer
+        }
+        let header = FileHeader(kind: .log, storeID: manifest.header.storeID, fileNumber: manifest.logNumber,
+                                baseSequence: footer.lastSequence, createdMilliseconds: nowMilliseconds())
+        let log = try LogWriter.create(at: joinPath(path, logName), fileSystem: fs, header: header, manifest: manifest,
+                                       preallocationBytes: StoreOptions().preallocationBytes)
+        log.file.close()
+        try fs.syncDirectory(path)
+        report.notes.append("the log \(logName) was missing: wrote an empty one; its transactions are lost")
     }
 
     /// Keeps a copy of `file` beside it (`FILE.damaged`), synced, name included, before

@@ -99,7 +99,7 @@ extension Store {
                 kept[run] = Result {
                     var hits: [(RecordID, UnsafeRawBufferPointer)] = []
                     try Self.merge(snapshot: snapshot, overlay: overlay, changed: changed[cuts[run]..<cuts[run + 1]],
-                                   entity: entity, groups: runs[run].groups) { id, source in
+                                   entity: entity, groups: runs[run].groups, live: { try overlay.liveBody($0) }) { id, source in
                         switch source {
                         case .snapshot(let place):
                             let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) }
@@ -145,32 +145,35 @@ extension Store {
 
     /// Merges an entity's snapshot entries with the log's changes, in ID order.
     static func merge(snapshot: SnapshotReader, overlay: EntityOverlay, entity: UInt16,
-                      _ body: (RecordID, Source) throws -> Void) rethrows {
-        try merge(snapshot: snapshot, overlay: overlay, changed: RadixSort.sorted(overlay.keys)[...], entity: entity, groups: nil, body)
+                      _ body: (RecordID, Source) throws -> Void) throws {
+        try merge(snapshot: snapshot, overlay: overlay, changed: RadixSort.sorted(overlay.keys)[...], entity: entity, groups: nil,
+                  live: { try overlay.liveBody($0) }, body)
     }
 
     /// ``merge(snapshot:overlay:entity:_:)`` of the snapshot entries of `groups` (all with
     /// nil) and the log's changes `changed` (IDs sorted, all of the overlay's in that span).
     /// Inlined, with ``SnapshotReader/forEach(entity:groups:_:)``, into the scan's loop, so
     /// that the two closures between them and the caller's cost no call per record.
+    /// `live` gives an overlay record's body, or nil for a deleted one (``EntityOverlay/liveBody(_:)``).
     @inline(__always)
     static func merge(snapshot: SnapshotReader, overlay: EntityOverlay, changed: ArraySlice<UInt64>,
-                      entity: UInt16, groups: Range<Int>?, _ body: (RecordID, Source) throws -> Void) rethrows {
+                      entity: UInt16, groups: Range<Int>?, live: (UInt64) throws -> UnsafeRawBufferPointer?,
+                      _ body: (RecordID, Source) throws -> Void) rethrows {
         var next = changed.startIndex
         try snapshot.forEach(entity: entity, groups: groups) { id, place in
             while next < changed.endIndex && changed[next] < id.rawValue {
-                if let bytes = overlay.liveBody(changed[next]) { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+                if let bytes = try live(changed[next]) { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
                 next += 1
             }
             if next < changed.endIndex && changed[next] == id.rawValue {
-                if let bytes = overlay.liveBody(changed[next]) { try body(id, .overlay(bytes)) }
+                if let bytes = try live(changed[next]) { try body(id, .overlay(bytes)) }
                 next += 1
             } else {
                 try body(id, .snapshot(place))
             }
         }
         while next < changed.endIndex {
-            if let bytes = overlay.liveBody(changed[next]) { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
+            if let bytes = try live(changed[next]) { try body(RecordID(rawValue: changed[next]), .overlay(bytes)) }
             next += 1
         }
     }

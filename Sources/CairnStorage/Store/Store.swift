@@ -177,7 +177,9 @@ public final class Store: Sendable {
         withState({ ($0.overlay(of: entity), $0.snapshot) }) { overlay, snapshot in
             var result: [RecordID] = []
             result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
-            Self.merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, _ in result.append(id) }
+            // (Which records are live is the overlay's entries' word: no body is read.)
+            Self.merge(snapshot: snapshot, overlay: overlay, changed: RadixSort.sorted(overlay.keys)[...], entity: entity, groups: nil,
+                       live: overlay.uncheckedLiveBody) { id, _ in result.append(id) }
             return result
         }
     }
@@ -348,8 +350,8 @@ struct StoreState: Sendable {
     var checkpointOffset: Int?
     /// The records the overlay held at that checkpoint (for ``Store/checkpointIfDue()``).
     var checkpointRecords = 0
-    /// Where the log's last applied frame starts (0: none), which a checkpoint names.
-    var lastFrameOffset = 0
+    /// The log's frames replayed and committed, in the groups a checkpoint records.
+    var frameGroups = FrameGroups()
 
     init(snapshot: SnapshotReader) {
         self.snapshot = snapshot
@@ -378,7 +380,6 @@ struct StoreState: Sendable {
     /// Applies transaction `sequence` (already validated and logged), whose frame's
     /// payload starts at offset `payload` of the log: the overlay points at the bodies there.
     mutating func apply(_ operations: [RecordOperation], sequence: UInt64, payloadAt payload: Int) {
-        lastFrameOffset = payload - LogFrame.headerSize
         var entries: [OverlayEntry] = []
         entries.reserveCapacity(operations.count)
         TransactionCoding.forEachBody(of: operations, payloadAt: payload) { operation, offset in

@@ -39,6 +39,15 @@ public struct StoreOptions: Sendable {
     /// instead of through one buffer that holds it all. Tests lower both to exercise it.
     var streamedFramesMinimum = 4 << 20
     var framePieceBytes = 1 << 20
+    /// The log's frames are grouped for checkpoints (FORMAT.md §12.6): a group takes frames
+    /// until they span this many bytes, and an open checks a group a part, on every core.
+    /// Tests lower it.
+    package var frameGroupBytes = 1 << 20
+    /// A checkpoint that covers at least this many bytes of log has its frames' headers
+    /// checked by the open and their bytes on first read, or by a thread the open starts
+    /// (`CoveredFrameCheck`); a shorter one has every byte checked by the open, in about
+    /// a millisecond. Tests lower it to exercise the deferred check.
+    package var deferredFrameCheckMinimum = 8 << 20
     /// Record versions kept in a hash table before they move to runs (``VersionRuns``):
     /// 32 MB at most. Tests lower it to exercise the move.
     var recentVersionsLimit = 1 << 20

@@ -7,13 +7,14 @@ extension StoreState {
     }
 
     /// Attaches the indexes the snapshot stores over entities with at most `tailLimit`
-    /// records in the log's overlay; the others are attached on first use.
+    /// records in the log's overlay; the others are attached on first use, as is one
+    /// whose log bodies fail their check (the first use reports it).
     mutating func attachStoredIndexes(tailLimit: Int) {
         for block in snapshot.index.attributeIndexes where snapshot.storedOrderHolds(block) {
             guard indexes[IndexKey(entity: block.entity, slot: block.attribute)] == nil else { continue }
             let changes = overlay(of: block.entity)
-            guard changes.count <= tailLimit else { continue }
-            indexes[IndexKey(entity: block.entity, slot: block.attribute)] = SecondaryIndex(snapshot: snapshot, block: block, changes: changes)
+            guard changes.count <= tailLimit, let index = try? SecondaryIndex(snapshot: snapshot, block: block, changes: changes) else { continue }
+            indexes[IndexKey(entity: block.entity, slot: block.attribute)] = index
         }
     }
 
@@ -39,6 +40,7 @@ extension StoreState {
         logPuts = 0
         shadowed = 0
         (checkpointOffset, checkpointRecords) = (nil, 0)
+        frameGroups = FrameGroups()
         bodies = LogBodies(log: log)
         indexes = kept.filter { storedBlock($0.key) == nil }
     }

@@ -171,7 +171,8 @@ import Testing
         }
         #expect(directory.entities.count == 1)
         #expect(directory.entities.first?.runs.map(\.attribute) == [0, 3], "the integer indexes' runs; the string one has none")
-        var places = [0, 20, 61, FileHeader.size + 2, FileHeader.size + 9, FileHeader.size + 40, FileHeader.size + 100]
+        var places = [0, 20, 61, FileHeader.size + 2, FileHeader.size + 9, FileHeader.size + 40, FileHeader.size + 100,
+                      directory.frameGroups.offset + 4]
         for entity in directory.entities {
             places += [entity.keys.offset + 8, entity.keys.offset + entity.keys.length - 1, entity.values.offset + 3]
             for run in entity.runs { places += [run.nulls.offset + 1, run.keyed.offset + 5, run.keyed.offset + run.keyed.length - 2] }
@@ -192,15 +193,25 @@ import Testing
             #expect(try contents(of: store) == model)
             try store.close()
         }
-        // A checkpoint whose last frame is not the log's: of another sequence, or elsewhere.
-        for change in [{ (directory: inout CheckpointDirectory) in directory.lastSequence += 1 },
-                       { (directory: inout CheckpointDirectory) in directory.lastFrameOffset += 8 }] {
-            var foreign = directory
-            change(&foreign)
-            try Self.write(Array(good[..<FileHeader.size]) + foreign.encoded() + Array(good[(FileHeader.size + foreign.encoded().count)...]), to: fs)
+        // A checkpoint whose frames are not the log's, every checksum of its own made to
+        // hold: its last frame of another sequence, or elsewhere, or a group of frames
+        // whose checksums are not the log's.
+        let changes: [(String, (inout CheckpointDirectory, inout [UInt8]) -> Void)] = [
+            ("frame groups hold", { directory, _ in directory.lastSequence += 1 }),
+            ("not made of this log", { directory, _ in directory.lastFrameOffset += 8 }),
+            ("not made of this log", { directory, bytes in
+                let groups = directory.frameGroups
+                bytes[groups.offset + 12] ^= 1
+                directory.frameGroups.checksum = CRC32C.masked(bytes[groups.offset..<(groups.offset + groups.length)])
+            }),
+        ]
+        for (reason, change) in changes {
+            var foreign = directory, bytes = good
+            change(&foreign, &bytes)
+            try Self.write(Array(bytes[..<FileHeader.size]) + foreign.encoded() + Array(bytes[(FileHeader.size + foreign.encoded().count)...]), to: fs)
             store = try Store.open(at: "/db", options: Self.options(fs))
             #expect(!store.recovery.usedCheckpoint)
-            #expect(store.recovery.ignoredCheckpoint?.contains("which the checkpoint was made after") == true, "\(store.recovery)")
+            #expect(store.recovery.ignoredCheckpoint?.contains(reason) == true, "\(store.recovery)")
             #expect(try contents(of: store) == model)
             try store.close()
         }

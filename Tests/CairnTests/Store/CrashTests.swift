@@ -129,10 +129,12 @@ func verifyCrashImagesAtEverySync(of fs: MemoryFileSystem, modes: [MemoryFileSys
     }
 }
 
-/// `options` with a checkpoint written at every clean close (FORMAT.md §12).
+/// `options` with a checkpoint written at every clean close (FORMAT.md §12), its log's
+/// frames in groups of a few each (§12.6), so that an open checks several.
 func checkpointing(_ options: StoreOptions) -> StoreOptions {
     var options = options
     options.checkpointMinimumRecords = 1
+    options.frameGroupBytes = 300
     return options
 }
 
