@@ -183,7 +183,11 @@ struct Importer {
                 return false
             }
             if let label = parsed.id {
-                if let id = Self.idLabel(label), id.entity == parsed.entity.number, line.number <= IDLabels.maxLine {
+                if let id = Self.idLabel(label), id.entity == parsed.entity.number, id.serial > RecordID.maxImportedSerial {
+                    // (Kept, it would leave later inserts few serials or none.)
+                    (stop, stopLine) = (failure(line.number, "id \(label) has serial \(id.serial), past \(RecordID.maxImportedSerial), the highest a store takes with a record (FORMAT.md §2.3); give it another label to have a new ID made"), line.number)
+                    return false
+                } else if let id = Self.idLabel(label), id.entity == parsed.entity.number, line.number <= IDLabels.maxLine {
                     idLabels.append(id.rawValue, line: line.number)
                 } else if let other = textLabels[label] {
                     (stop, stopLine) = (failure(line.number, "id \(label) is also the id of line \(other.line)"), line.number)

@@ -27,7 +27,7 @@ package enum JSON: Equatable, Sendable {
         }
     }
 
-    /// Parses one JSON text from UTF-8 bytes (invalid UTF-8 in a string becomes U+FFFD).
+    /// Parses one JSON text from UTF-8 bytes; a string that is not valid UTF-8 is refused.
     package init(utf8 bytes: UnsafeRawBufferPointer) throws {
         var parser = JSONParser(bytes: bytes.assumingMemoryBound(to: UInt8.self))
         let value = try parser.value(depth: 0)
@@ -75,8 +75,17 @@ private struct JSONParser {
 
     init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-    func failure(_ message: String) -> CairnError {
-        CairnError(.invalidArgument, "invalid JSON at byte \(position): \(message)")
+    func failure(_ message: String, at offset: Int? = nil) -> CairnError {
+        CairnError(.invalidArgument, "invalid JSON at byte \(offset ?? position): \(message)")
+    }
+
+    /// The text of UTF-8 `bytes` of a string starting at `start`, refused unless valid:
+    /// nothing is stored in place of bytes that are not text.
+    func text(_ bytes: UnsafeRawBufferPointer, start: Int) throws -> String {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw failure("a string that is not valid UTF-8", at: start)
+        }
+        return text
     }
 
     /// Only whitespace may follow the value.
@@ -211,7 +220,7 @@ private struct JSONParser {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
                 position += 1
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)]), as: UTF8.self)
+                return try text(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)])), start: start - 1)
             }
             if byte < 0x20 { throw failure("control character in a string") }
             if byte == UInt8(ascii: "\\") { break }
@@ -230,7 +239,7 @@ private struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 flushRun()
                 position += 1
-                return String(decoding: text, as: UTF8.self)
+                return try text.withUnsafeBytes { try self.text($0, start: start - 1) }
             }
             if byte < 0x20 { throw failure("control character in a string") }
             if byte != UInt8(ascii: "\\") { position += 1; continue }

@@ -150,7 +150,8 @@ package enum RecordJSON {
     }
 
     /// A JSON value as a store value of `type`. Numbers convert from their text, exactly
-    /// (correctly rounded for floats); integers must be whole and in range.
+    /// (correctly rounded for floats); integers must be whole and in range, and floats
+    /// finite (the texts "NaN", "Infinity" and "-Infinity" give the others).
     package static func value(_ raw: JSON, type: AttributeType) throws -> Value {
         func bad(_ expected: String) -> CairnError {
             CairnError(.invalidArgument, "expected \(expected), found \(raw.summary)")
@@ -162,8 +163,8 @@ package enum RecordJSON {
             return .bool(flag)
         case .int8, .int16, .int32, .int64:
             guard case .number(let text) = raw else { throw bad("a whole number") }
-            // "42" directly; "4.2e1" or "42.0" through Double when that is exact.
-            guard let whole = Int64(text) ?? Double(text).flatMap({ Int64(exactly: $0) }) else {
+            // "42" directly; "4.2e1" or "42.0" digit by digit.
+            guard let whole = Int64(text) ?? JSONNumber.exactInteger(text) else {
                 throw bad("a whole number in Int64 range")
             }
             switch type {
@@ -179,8 +180,15 @@ package enum RecordJSON {
             case .string(let special) where ["NaN", "Infinity", "-Infinity"].contains(special): text = special == "NaN" ? "nan" : special
             default: throw bad("a number")
             }
-            if type == .float, let value = Float(text) { return .float(value) }
-            if type == .double, let value = Double(text) { return .double(value) }
+            let special = raw != .number(text)
+            if type == .float, let value = Float(text) {
+                guard value.isFinite || special else { throw bad("a number in Float range (or \"Infinity\")") }
+                return .float(value)
+            }
+            if type == .double, let value = Double(text) {
+                guard value.isFinite || special else { throw bad("a number in Double range (or \"Infinity\")") }
+                return .double(value)
+            }
             throw bad("a number")
         case .string:
             guard case .string(let text) = raw else { throw bad("a string") }
@@ -196,7 +204,7 @@ package enum RecordJSON {
                     return .date(Date(timeIntervalSince1970: seconds))
                 }
             case .number(let text):
-                if let seconds = Double(text) { return .date(Date(timeIntervalSince1970: seconds)) }
+                if let seconds = Double(text), seconds.isFinite { return .date(Date(timeIntervalSince1970: seconds)) }
             default: break
             }
             throw bad("an ISO 8601 date (or seconds since 1970)")
@@ -326,5 +334,51 @@ package enum JSONText {
         case .reference(let raw): return string(RecordID(rawValue: raw).description)
         case .references(let raws): return array(raws.map { string(RecordID(rawValue: $0).description) })
         }
+    }
+}
+
+/// Numbers of JSON text read exactly.
+package enum JSONNumber {
+    /// The integer a JSON number's text (RFC 8259: `-`, digits, a fraction, an exponent)
+    /// is exactly, if it is a whole number in Int64's range: `4.2e1` and `42.000` are 42,
+    /// `1.5` and `9223372036854775808` are nil. Digit by digit: through a Double, a number
+    /// past 2^53 (or below Int64.min) would be rounded to one that fits.
+    package static func exactInteger(_ text: String) -> Int64? {
+        var bytes = Array(text.utf8)[...]
+        let negative = bytes.first == UInt8(ascii: "-")
+        if negative { bytes = bytes.dropFirst() }
+        let exponentAt = bytes.firstIndex { $0 | 0x20 == UInt8(ascii: "e") }
+        var exponent = 0
+        if let exponentAt {
+            var digits = bytes[(exponentAt + 1)...]
+            let sign = digits.first == UInt8(ascii: "-") ? -1 : 1
+            if digits.first == UInt8(ascii: "-") || digits.first == UInt8(ascii: "+") { digits = digits.dropFirst() }
+            for digit in digits {
+                guard (0x30...0x39).contains(digit) else { return nil }
+                exponent = min(exponent * 10 + Int(digit - 0x30), 100_000)  // (past any digit count a line can hold)
+            }
+            exponent *= sign
+            bytes = bytes[..<exponentAt]
+        }
+        // The digits without the point; the point moves the exponent.
+        var digits: [UInt8] = []
+        for byte in bytes {
+            if byte == UInt8(ascii: ".") { continue }
+            guard (0x30...0x39).contains(byte) else { return nil }
+            digits.append(byte)
+        }
+        if let point = bytes.firstIndex(of: UInt8(ascii: ".")) { exponent -= bytes.endIndex - point - 1 }
+        guard let first = digits.firstIndex(where: { $0 != 0x30 }) else { return 0 }
+        digits.removeFirst(first)
+        if exponent < 0 {
+            // The digits past the point must all be zeros.
+            guard -exponent <= digits.count, digits.suffix(-exponent).allSatisfy({ $0 == 0x30 }) else { return nil }
+            digits.removeLast(-exponent)
+        } else {
+            guard digits.count + exponent <= 19 else { return nil }
+            digits += [UInt8](repeating: 0x30, count: exponent)
+        }
+        guard !digits.isEmpty else { return 0 }
+        return Int64((negative ? "-" : "") + String(decoding: digits, as: UTF8.self))
     }
 }

@@ -279,7 +279,7 @@ extension String {
     /// themselves, since what decoding gives is well-formed. The library's validating
     /// initializer is slower for a short string, and every string a record holds is read
     /// through here.
-    init?(validating raw: UnsafeRawBufferPointer, as encoding: UTF8.Type) {
+    package init?(validating raw: UnsafeRawBufferPointer, as encoding: UTF8.Type) {
         let bound = raw.assumingMemoryBound(to: UInt8.self)
         let text = String(decoding: bound, as: encoding)
         let same = text.utf8.withContiguousStorageIfAvailable { decoded in

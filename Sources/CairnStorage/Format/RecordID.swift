@@ -8,6 +8,10 @@ public struct RecordID: RawRepresentable, Hashable, Comparable, Sendable, Custom
 
     public static let serialBits = 48
     public static let maxSerial: UInt64 = (1 << 48) - 1
+    /// The highest serial a record brought in with its ID (`cairn import`) may keep
+    /// (FORMAT.md §2.3): 2^40, past what any store hands out, and 255/256 of the serials
+    /// above it left for later inserts.
+    public static let maxImportedSerial: UInt64 = 1 << 40
 
     /// Bits of `serial` above the low 48 are ignored; the store never hands out such serials.
     @inlinable public init(entity: UInt16, serial: UInt64) {

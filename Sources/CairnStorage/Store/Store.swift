@@ -215,9 +215,10 @@ public final class Store: Sendable {
     /// ``allocateID(entity:)`` hands out a serial up to it. Decided under the state's lock,
     /// so no allocation comes between. `cairn import` keeps an export's IDs so when it
     /// imports into a store that never used them.
+    /// Nothing past ``RecordID/maxImportedSerial`` is reserved.
     package func reserveSerials(_ decide: (UInt64) -> UInt64?) {
         state.withLock { state in
-            guard let highest = decide(state.nextSerial), highest >= state.nextSerial, highest <= RecordID.maxSerial else { return }
+            guard let highest = decide(state.nextSerial), highest >= state.nextSerial, highest <= RecordID.maxImportedSerial else { return }
             state.nextSerial = highest + 1
         }
     }

@@ -20,7 +20,8 @@ import Testing
 
     /// Strings of every kind of character come back from their JSON text as they went
     /// in (escapes anywhere, multi-byte text around them), from a `String` and from bytes;
-    /// bytes that are not UTF-8 read as U+FFFD, as `String(decoding:as:)` reads them.
+    /// a string whose bytes are not UTF-8 is refused, naming where it starts (storing it
+    /// with U+FFFD in their place would store what was not given).
     @Test func stringsComeBackFromTheirJSONText() throws {
         #expect(JSONText.string("a\"\\\n\r\t\u{01}\u{1F}é/") == #""a\"\\\n\r\t\u0001\u001fé/""#)
         var generator = SystemRandomNumberGenerator()
@@ -44,10 +45,18 @@ import Testing
             let escaped = Bool.random(using: &generator)
             let cut = Int.random(in: 0...raw.count, using: &generator)
             if escaped { raw.insert(contentsOf: Array(#"\n"#.utf8), at: cut) }
-            let expected = escaped ? String(decoding: raw[..<cut], as: UTF8.self) + "\n" + String(decoding: raw[(cut + 2)...], as: UTF8.self)
-                                   : String(decoding: raw, as: UTF8.self)
-            let bytes = [0x22] + raw + [0x22]
-            #expect(try bytes.withUnsafeBytes { try JSON(utf8: $0) } == .string(expected), "\(raw)")
+            let text = escaped ? Array(raw[..<cut]) + [0x0A] + Array(raw[(cut + 2)...]) : raw
+            let bytes = [0x20, 0x22] + raw + [0x22]
+            if let expected = text.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) {
+                #expect(try bytes.withUnsafeBytes { try JSON(utf8: $0) } == .string(expected), "\(raw)")
+            } else {
+                do {
+                    _ = try bytes.withUnsafeBytes { try JSON(utf8: $0) }
+                    Issue.record("not UTF-8, yet read: \(raw)")
+                } catch let error as CairnError {
+                    #expect(error.message == "invalid JSON at byte 1: a string that is not valid UTF-8", "\(raw)")
+                }
+            }
         }
     }
 
@@ -89,6 +98,47 @@ import Testing
         }
         for (text, type) in [("9223372036854775808", AttributeType.int64), ("1.5", .int32), ("128", .int8)] {
             #expect(throws: CairnError.self, "\(text)") { try RecordJSON.value(.number(text), type: type) }
+        }
+    }
+
+    /// A number is stored as exactly the number written, or refused: an integer past its
+    /// type's range (by one, or by far in an exponent), one with a fraction however small,
+    /// a real too large for its type. Integers are read digit by digit; "NaN" and
+    /// "Infinity" are the way to write those.
+    @Test func numbersOutOfRangeAreRefusedNotRounded() throws {
+        let exact: [(String, AttributeType, Value)] = [
+            ("-9223372036854775808", .int64, .int64(.min)),
+            ("-9.223372036854775808e18", .int64, .int64(.min)),
+            ("9223372036854775807.000", .int64, .int64(.max)),
+            ("92233720368547758.07e2", .int64, .int64(.max)),
+            ("42.000", .int64, .int64(42)), ("4200e-2", .int64, .int64(42)), ("-0", .int64, .int64(0)),
+            ("0.0e999999999999", .int64, .int64(0)), ("1E2", .int8, .int8(100)), ("127", .int8, .int8(127)),
+            ("-32768.0", .int16, .int16(.min)), ("2147483647e0", .int32, .int32(.max)),
+            ("1e308", .double, .double(1e308)), ("3.4028234e38", .float, .float(.greatestFiniteMagnitude)),
+        ]
+        for (text, type, expected) in exact {
+            #expect(try RecordJSON.value(.number(text), type: type) == expected, "\(text)")
+        }
+        let refused: [(String, AttributeType)] = [
+            ("-9223372036854775809", .int64), ("-9223372036854775810", .int64), ("9223372036854775808", .int64),
+            ("1e19", .int64), ("1e999999999999", .int64), ("-1e400", .int64), ("1.0000000000000000001", .int64),
+            ("9007199254740993.5", .int64), ("1e-400", .int64), ("127.00000000000000001", .int8), ("-129", .int8),
+            ("1e400", .double), ("-1e400", .double), ("1e39", .float), ("-3.5e38", .float), ("1e400", .date),
+        ]
+        for (text, type) in refused {
+            #expect(throws: CairnError.self, "\(text) as \(type)") { try RecordJSON.value(.number(text), type: type) }
+        }
+        #expect(try RecordJSON.value(.string("Infinity"), type: .double) == .double(.infinity))
+        #expect(try RecordJSON.value(.string("-Infinity"), type: .float) == .float(-.infinity))
+        // Whatever the digits, an integer reads as Int64 parses its plain form.
+        var random = SplitMix64(seed: 8)
+        for _ in 0..<2_000 {
+            let value = Int64(bitPattern: random.next()) >> Int64(random.next() % 64)
+            let digits = String(value.magnitude)
+            let shift = Int(random.next() % 4)
+            let text = (value < 0 ? "-" : "") + String(digits.dropLast(min(shift, digits.count - 1))) + "." + String(digits.suffix(min(shift, digits.count - 1)))
+                + "e\(min(shift, digits.count - 1))"
+            #expect(JSONNumber.exactInteger(text) == value, "\(text)")
         }
     }
 

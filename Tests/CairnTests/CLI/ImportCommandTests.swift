@@ -27,6 +27,37 @@ import Testing
         #expect(dvd.contains(#""title": "Té \"q\"""#), "\(dvd)")
     }
 
+    /// A line whose values the store cannot hold exactly as written is refused, naming
+    /// the line and why, never stored as something near it: an integer one past Int64's
+    /// range, a date past Double's, a string that is not UTF-8, an ID whose serial would
+    /// leave later inserts no serial. The lines before it are imported, and the store
+    /// takes new records after it.
+    @Test func linesThatCannotBeStoredExactlyAreRefused() throws {
+        let cases: [([UInt8], String)] = [
+            (Array(#"{"entity": "Person", "username": "z", "age": -9223372036854775809}"#.utf8), "Person.age: expected a whole number in Int64 range"),
+            (Array(#"{"entity": "DVD", "title": "t", "purchaseDate": 1e400}"#.utf8), "DVD.purchaseDate: expected an ISO 8601 date"),
+            (Array(#"{"entity": "Person", "username": "z"#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8), "a string that is not valid UTF-8"),
+            (Array(#"{"entity": "Person", "id": "E1-281474976710655", "username": "z"}"#.utf8), "id E1-281474976710655 has serial 281474976710655"),
+        ]
+        for (line, reason) in cases {
+            let (dir, store, file) = try CLIFixture.storeAndFile([])
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let text = Array(#"{"entity": "Person", "username": "first"}"#.utf8) + [0x0A] + line + [0x0A]
+                + Array(#"{"entity": "Person", "username": "never"}"#.utf8)
+            try Data(text).write(to: URL(fileURLWithPath: file))
+            let result = try CLI.run(["import", store, "--in", file, "--batch", "1"])
+            #expect(result.status == 1)
+            #expect(result.err.contains("line 2: ") && result.err.contains(reason), "\(result.err)")
+            #expect(try CLI.run(["query", store, "Person", "--count"]).out == "1\n")
+            #expect(try CLI.run(["export", store]).out.contains("\u{FFFD}") == false)
+            try #"{"entity": "Person", "username": "after"}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            #expect(try CLI.run(["compact", store]).status == 0)
+            let after = try CLI.run(["import", store, "--in", file])
+            #expect(after.status == 0, "\(after.err)")
+            #expect(try CLI.run(["query", store, "Person", "--count"]).out == "2\n")
+        }
+    }
+
     @Test func badLinesStopTheImportAfterEarlierBatches() throws {
         let (dir, data) = try CLIFixture.workspace()
         defer { try? FileManager.default.removeItem(atPath: dir) }
