@@ -165,15 +165,16 @@ struct Importer {
         // the import there: the lines before it are still imported.
         var stop: CairnError?
         var stopLine = Int.max
-        // The text read so far is let go of every 64 MiB (each pass reads it front to back).
+        // The text read so far is let go of every 64 MiB (each pass reads it front to back),
+        // after the line that reaches past the mark (one long line is let go of at once).
         var nextEviction = 64 << 20
         func evictPast(_ line: Line) {
-            guard let start = line.bytes.baseAddress, let base = text.baseAddress, start - base >= nextEviction else { return }
-            nextEviction = start - base + 64 << 20
+            guard let start = line.bytes.baseAddress, let base = text.baseAddress, start - base + line.bytes.count >= nextEviction else { return }
+            nextEviction = start - base + line.bytes.count + 64 << 20
             evict()
         }
         Self.forEachLine(text) { line in
-            evictPast(line)
+            defer { evictPast(line) }
             let parsed: RecordJSON.ParsedLine
             do { parsed = try RecordJSON.parse(utf8: line.bytes, schema: schema) } catch let error as CairnError {
                 (stop, stopLine) = (failure(line.number, error.message), line.number)

@@ -67,7 +67,9 @@ package enum LogFrame {
          UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)))
     }
 
-    package static func parse(_ buffer: UnsafeRawBufferPointer, at offset: Int) -> Parsed {
+    /// With `read`, a long payload's checksum is taken in pieces, and `read` is told of
+    /// each piece once it is read (a caller that lets go of the pages it has read).
+    package static func parse(_ buffer: UnsafeRawBufferPointer, at offset: Int, read: ((Range<Int>) -> Void)? = nil) -> Parsed {
         let left = buffer.count - offset
         guard left >= headerSize else {
             for i in offset..<buffer.count where buffer[i] != 0 {
@@ -95,8 +97,13 @@ package enum LogFrame {
             return .invalid(reason: "payload length \(length) runs past the end of the file (\(left) bytes left)")
         }
         let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
-        let actual = CRC32C.masked(UnsafeRawBufferPointer(rebasing: buffer[(offset + 4)..<(offset + headerSize + length)]))
-        guard stored == actual else { return .invalid(reason: "checksum mismatch") }
+        var crc: UInt32 = 0
+        for start in stride(from: offset + 4, to: offset + headerSize + length, by: read == nil ? Int.max : pieceBytes) {
+            let piece = start..<min(offset + headerSize + length, start + (read == nil ? Int.max - start : pieceBytes))
+            crc = CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: buffer[piece]))
+            read?(piece)
+        }
+        guard stored == CRC32C.mask(crc) else { return .invalid(reason: "checksum mismatch") }
         for i in (offset + headerSize + length)..<(offset + size) where buffer[i] != 0 {
             return .invalid(reason: "padding after the payload is not zero")
         }
@@ -123,6 +130,9 @@ extension LogFrame {
               synced < sequence else { return nil }
         return (sequence, offset + size)
     }
+
+    /// The pieces ``parse(_:at:read:)`` reads a payload in, when asked to.
+    static let pieceBytes = 8 << 20
 
     /// The smallest frame: a header and a payload of a commit time and an operation count.
     static let minimumSize = frameSize(payloadLength: 9)
@@ -224,6 +234,17 @@ package enum TransactionCoding {
         writer.varint(UInt64(operations.count))
         for operation in operations {
             switch operation {
+            case .put(let id, let body) where body.count >= piece:
+                // A body of a piece or more goes on in pieces of its own, not copied whole first.
+                writer.u8(put)
+                writer.u64(id.rawValue)
+                writer.varint(UInt64(body.count))
+                try body.withUnsafeBytes { bytes in
+                    for start in stride(from: 0, to: bytes.count, by: piece) {
+                        writer.append(UnsafeRawBufferPointer(rebasing: bytes[start..<min(bytes.count, start + piece)]))
+                        try handOn(&writer)
+                    }
+                }
             case .put(let id, let body):
                 writer.u8(put)
                 writer.u64(id.rawValue)

@@ -10,6 +10,19 @@ package enum SnapshotRecord {
     /// The smallest version-3 frame: checksum and three one-byte varints.
     package static let minimumCompactSize = 7
 
+    /// Appends a version-3 frame's header (its checksum, which covers `body` too, and its
+    /// varints) without the body, and returns the header's size: the body follows it.
+    package static func appendHeader(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {
+        let start = writer.count
+        writer.u32(0)
+        writer.varint(UInt64(body.count))
+        writer.varint(UInt64(id.entity))
+        writer.varint(id.serial)
+        let crc = writer.bytes.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[(start + 4)..<writer.count])) }
+        writer.patch(u32: CRC32C.mask(CRC32C.update(crc, body)), at: start)
+        return writer.count - start
+    }
+
     /// Appends a version-3 frame and returns its size in bytes.
     @discardableResult
     package static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {

@@ -381,20 +381,38 @@ final class RecordEncoder {
 
     /// The body of a record with `values` (FORMAT.md §2.2), as ``ValueCoding/encode(_:)``.
     func encode(_ values: [Value]) -> [UInt8] {
-        while true {
-            var sink = Sink(base: buffer, capacity: capacity)
+        var sink = Sink(base: buffer, capacity: capacity)
+        sink.varint(UInt64(values.count))
+        for value in values { sink.encode(value) }
+        if !sink.overflowed {
+            // (An array made from the raw buffer is one allocation and one copy: reserving
+            // and appending allocates twice, and `init(unsafeUninitializedCapacity:)` goes
+            // through the generic runtime.)
+            return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
+        }
+        // A body larger than the scratch buffer is measured, then encoded straight into an
+        // array of its size: a large value is copied once, and the scratch does not grow.
+        var counter = Counter()
+        counter.varint(UInt64(values.count))
+        for value in values { counter.encode(value) }
+        // (Room for a varint more than the count: the sink asks for ten bytes before any.)
+        return [UInt8](unsafeUninitializedCapacity: counter.count + 10) { memory, initialized in
+            guard let base = memory.baseAddress else { return }
+            var sink = Sink(base: UnsafeMutableRawPointer(base), capacity: counter.count + 10)
             sink.varint(UInt64(values.count))
             for value in values { sink.encode(value) }
-            if !sink.overflowed {
-                // (An array made from the raw buffer is one allocation and one copy: reserving
-                // and appending allocates twice, and `init(unsafeUninitializedCapacity:)` goes
-                // through the generic runtime.)
-                return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
-            }
-            buffer.deallocate()
-            capacity *= 2
-            buffer = .allocate(byteCount: capacity, alignment: 8)
+            initialized = sink.position
         }
+    }
+
+    /// Counts the bytes an encoding takes.
+    private struct Counter: ValueSink {
+        var count = 0
+        mutating func u8(_ value: UInt8) { count += 1 }
+        mutating func u32(_ value: UInt32) { count += 4 }
+        mutating func u64(_ value: UInt64) { count += 8 }
+        mutating func varint(_ value: UInt64) { count += ByteWriter.varintSize(value) }
+        mutating func append(_ bytes: UnsafeRawBufferPointer) { count += bytes.count }
     }
 
     /// Writes into the scratch buffer; a write that would not fit sets `overflowed` (the
@@ -722,13 +740,14 @@ package enum ValueCoding {
         try bytes.withUnsafeBytes { try decode($0) }
     }
 
-    /// The value at `slot` of a record body, decoding only the values before it; nil if
+    /// The value at `slot` of a record body, stepping over the values before it
+    /// (``ByteReader/skipValue()``: a long string before it is not made into one); nil if
     /// the body holds fewer values. (The rest of the body is not checked.)
     package static func value(at slot: Int, in bytes: UnsafeRawBufferPointer, base: Int = 0) throws -> Value? {
         var reader = ByteReader(bytes, base: base)
         let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
         guard slot >= 0, slot < count else { return nil }
-        for _ in 0..<slot { _ = try reader.nextValue() }
+        for _ in 0..<slot { try reader.skipValue() }
         return try reader.nextValue()
     }
 }

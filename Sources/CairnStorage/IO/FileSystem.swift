@@ -126,14 +126,23 @@ package final class FileMapping: Sendable {
 
     /// A mapping that owns a copy of `contents`.
     package convenience init(copying contents: [UInt8]) {
+        self.init(owning: contents.withUnsafeBytes { Self.copy($0) })
+    }
+
+    /// A mapping that owns a copy of `contents` (valid for the call).
+    package convenience init(copying contents: UnsafeRawBufferPointer) {
+        self.init(owning: Self.copy(contents))
+    }
+
+    private convenience init(owning copy: UnsafeRawBufferPointer) {
+        self.init(bytes: copy) { region in UnsafeMutableRawPointer(mutating: region.baseAddress)?.deallocate() }
+    }
+
+    /// A copy of `contents` in memory of its own (at least a byte, so it has an address).
+    private static func copy(_ contents: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(contents.count, 1), alignment: 16)
-        contents.withUnsafeBytes { source in
-            if let base = source.baseAddress { storage.baseAddress!.copyMemory(from: base, byteCount: source.count) }
-        }
-        let base = UnsafeRawPointer(storage.baseAddress!)
-        self.init(bytes: UnsafeRawBufferPointer(start: base, count: contents.count)) { region in
-            UnsafeMutableRawPointer(mutating: region.baseAddress)?.deallocate()
-        }
+        if let source = contents.baseAddress, let target = storage.baseAddress { target.copyMemory(from: source, byteCount: contents.count) }
+        return UnsafeRawBufferPointer(start: storage.baseAddress, count: contents.count)
     }
 
     deinit { release(bytes) }

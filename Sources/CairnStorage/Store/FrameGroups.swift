@@ -103,9 +103,9 @@ extension FrameGroups {
         let results = PerRun<CoveredFrames>(count: layout.groups.count, initial: .hold)
         let bytes = ReadOnlyBytes(log)
         let check: @Sendable (Int) -> Void = { index in
-            results[index] = checkGroup(bytes.bytes, layout: layout, index: index, depth: depth)
+            results[index] = checkGroup(bytes.bytes, layout: layout, index: index, depth: depth, mapping: mapping)
             if results[index] != .hold, depth == .headers {
-                results[index] = checkGroup(bytes.bytes, layout: layout, index: index, depth: .whole)
+                results[index] = checkGroup(bytes.bytes, layout: layout, index: index, depth: .whole, mapping: mapping)
             }
             let group = layout.groups[index], read = min(layout.end(of: index), bytes.bytes.count)
             if group.offset < read { mapping?.dropResidentPages(in: group.offset..<read) }
@@ -126,8 +126,10 @@ extension FrameGroups {
         return damage ?? .hold
     }
 
-    /// Checks group `index` of `layout` against `log`, as ``check(_:mapping:layout:depth:)`` says.
-    static func checkGroup(_ log: UnsafeRawBufferPointer, layout: GroupLayout, index: Int, depth: Depth) -> CoveredFrames {
+    /// Checks group `index` of `layout` against `log`, as ``check(_:mapping:layout:depth:)`` says;
+    /// the pages of a long frame are let go of piece by piece as they are read.
+    static func checkGroup(_ log: UnsafeRawBufferPointer, layout: GroupLayout, index: Int, depth: Depth,
+                           mapping: FileMapping?) -> CoveredFrames {
         let group = layout.groups[index], end = layout.end(of: index)
         var offset = group.offset
         var checksum: UInt32 = 0
@@ -139,7 +141,7 @@ extension FrameGroups {
             }
             let parsed: LogFrame.Parsed
             if depth == .whole {
-                parsed = LogFrame.parse(log, at: offset)
+                parsed = LogFrame.parse(log, at: offset, read: mapping.map { mapping in { mapping.dropResidentPages(in: $0) } })
             } else if let header = LogFrame.header(in: log, at: offset) {
                 parsed = .frame(sequence: header.sequence, syncedThrough: 0, payload: 0..<0, next: header.next)
             } else {
@@ -202,7 +204,7 @@ final class CoveredFrameCheck: Sendable {
         if checked.contains(index) { return }
         if let failure = failures.withLock({ $0[index] }) { throw failure }
         let bytes = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(layout.end, mapping.bytes.count)])
-        let result = FrameGroups.checkGroup(bytes, layout: layout, index: index, depth: .whole)
+        let result = FrameGroups.checkGroup(bytes, layout: layout, index: index, depth: .whole, mapping: mapping)
         let group = layout.groups[index]
         mapping.dropResidentPages(in: group.offset..<min(layout.end(of: index), bytes.count))
         let failure: CairnError

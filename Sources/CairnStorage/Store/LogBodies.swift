@@ -80,7 +80,7 @@ struct LogBodies: Sendable {
 
     /// Holds a copy of `body` and returns its entry.
     mutating func hold(_ body: UnsafeRawBufferPointer) -> OverlayEntry {
-        held.append(FileMapping(copying: [UInt8](body)))
+        held.append(FileMapping(copying: body))
         return .held(held.count - 1)
     }
 

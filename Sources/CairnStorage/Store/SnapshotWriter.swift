@@ -68,27 +68,42 @@ struct SnapshotWriter {
 
     /// Appends one record of the current entity; IDs must ascend.
     mutating func append(id: RecordID, body: UnsafeRawBufferPointer) throws {
-        try append(id: id, body: body) { SnapshotRecord.append(to: &$0, id: id, body: body) }
+        guard body.count >= SnapshotWriter.flushThreshold else {
+            return try append(id: id, body: body) { SnapshotRecord.append(to: &$0, id: id, body: body) }
+        }
+        // A large body goes to the file from where it lies, not through the buffer.
+        try append(id: id, body: body, then: body) { SnapshotRecord.appendHeader(to: &$0, id: id, body: body) }
     }
 
     /// Appends one record of the current entity as a whole frame, checked already, of a
     /// snapshot of the current format version (``SnapshotReader/currentFrame(at:id:)``):
     /// the same bytes ``append(id:body:)`` would write, without computing the checksum again.
     mutating func append(id: RecordID, frame: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) throws {
-        try append(id: id, body: body) { buffer in
-            buffer.append(frame)
-            return frame.count
+        guard frame.count >= SnapshotWriter.flushThreshold else {
+            return try append(id: id, body: body) { buffer in
+                buffer.append(frame)
+                return frame.count
+            }
         }
+        try append(id: id, body: body, then: frame) { _ in 0 }
     }
 
     /// One record: its index keys from `body`, its frame written by `write` (which
-    /// returns the frame's size), its index entry.
-    private mutating func append(id: RecordID, body: UnsafeRawBufferPointer, write: (inout ByteWriter) -> Int) throws {
+    /// returns the bytes it wrote) and then `direct`, written to the file from where it
+    /// lies, its index entry.
+    private mutating func append(id: RecordID, body: UnsafeRawBufferPointer, then direct: UnsafeRawBufferPointer? = nil,
+                                 write: (inout ByteWriter) -> Int) throws {
         for (k, slot) in indexedSlots.enumerated() {
             indexedValues[k].append(try ValueCoding.value(at: slot, in: body) ?? .null)
         }
         let offset = position
-        let size = write(&buffer)
+        var size = write(&buffer)
+        if let direct {
+            try flushIfNeeded(force: true)
+            try file.write(direct, at: Int64(flushed))
+            flushed += direct.count
+            size += direct.count
+        }
         try entities[entities.count - 1].entries.add(id: id.rawValue, offset: offset, size: size)
         recordCount += 1
         try flushIfNeeded()

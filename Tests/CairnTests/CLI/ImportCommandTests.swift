@@ -243,3 +243,60 @@ import Testing
         #expect(owners.contains(#""title": "U""#), "the DVD points at the file's E1-40, a new record: \(owners)")
     }
 }
+
+/// What one value costs `cairn import` in memory.
+@Suite struct ImportMemoryTests {
+    /// Runs `cairn` with `arguments` and returns its exit status and peak resident set in
+    /// bytes, its `VmHWM` read every millisecond until it exits (Linux). (Not `wait4`'s:
+    /// a child spawned by this process starts from this process's memory, whose high-water
+    /// mark the kernel counts as the child's.)
+    static func peakResidentSet(_ arguments: [String]) throws -> (status: Int32, bytes: Int)? {
+        #if os(Linux)
+        let argv = ([CLI.binary.path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        var actions: posix_spawn_file_actions_t = .init()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        guard posix_spawn(&pid, CLI.binary.path, &actions, nil, argv, environ) == 0 else {
+            throw CairnError(.io, "could not start \(CLI.binary.path)")
+        }
+        var status: Int32 = 0, peak = 0
+        while true {
+            if let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+               let kilobytes = Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces).dropLast(3)) {
+                peak = max(peak, kilobytes * 1024)
+            }
+            let done = waitpid(pid, &status, WNOHANG)
+            if done == pid || (done < 0 && errno != EINTR) { break }
+            usleep(1_000)
+        }
+        return ((status >> 8) & 0xFF, peak)
+        #else
+        return nil
+        #endif
+    }
+
+    /// One string of 64 MB: the import's peak resident set stays within four times the
+    /// value (the object's string, its encoded body, the copy the store holds; the input
+    /// file is let go of once read), where it was six. (A value of a uniqueness group
+    /// costs its size once more: the import keeps each line's key to find repeats.)
+    @Test func aLargeValueCostsASmallMultipleOfItsSize() throws {
+        let size = 64 << 20
+        let (dir, store, file) = try CLIFixture.storeAndFile([])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var line = Array(#"{"entity": "Person", "username": "ann", "name": ""#.utf8)
+        line += [UInt8](repeating: UInt8(ascii: "x"), count: size)
+        line += Array(#""}"#.utf8)
+        try Data(line).write(to: URL(fileURLWithPath: file))
+        guard let (status, peak) = try Self.peakResidentSet(["import", store, "--in", file]) else { return }
+        #expect(status == 0)
+        print("import of one value of \(size >> 20) MiB: peak resident set \(peak >> 20) MiB")
+        #expect(peak < 4 * size, "peak resident set \(peak >> 20) MiB for a value of \(size >> 20) MiB")
+        let stats = try CLI.run(["verify", store])
+        #expect(stats.status == 0, "\(stats.out)\(stats.err)")
+    }
+}
