@@ -2,19 +2,32 @@
 import Cairn
 import Foundation
 
-/// Collects output lines and writes them to a file or standard output in chunks.
+/// Collects output lines and writes them to standard output, or to a file, in chunks. A
+/// file is written under a temporary name beside it and renamed over it only by
+/// ``finish()``: an export that fails leaves the file as it was, never a part of the store.
 final class LineSink {
-    private let handle: FileHandle
+    private let handle: FileHandle?
+    /// For a file: the file being written, where it is written and its final name.
+    private var file: (handle: any StorageFile, temporary: String, path: String)?
+    private var written = 0
     private var buffer: [UInt8] = []
+    private let fileSystem = POSIXFileSystem()
 
     init(path: String?) throws {
-        if let path {
-            guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-                throw CairnError(.io, "cannot write \(path)")
-            }
-            self.handle = handle
-        } else {
+        guard let path else {
             handle = FileHandle.standardOutput
+            return
+        }
+        handle = nil
+        let temporary = path + ".partial-\(ProcessInfo.processInfo.processIdentifier)"
+        file = (try fileSystem.open(temporary, create: true, truncate: true), temporary, path)
+    }
+
+    deinit {
+        // Unfinished: the partial file goes, and the one at the path stays as it was.
+        if let file {
+            file.handle.close()
+            try? fileSystem.remove(file.temporary)
         }
     }
 
@@ -32,10 +45,28 @@ final class LineSink {
     /// Writes what is buffered; a failed write (a full disk, a closed pipe) is an `.io`
     /// error, not a trap.
     func flush() throws {
-        do { try handle.write(contentsOf: buffer) } catch {
-            throw CairnError(.io, "cannot write the output: \(error.localizedDescription)")
+        if let file {
+            try file.handle.write(buffer, at: Int64(written))
+        } else {
+            do { try handle?.write(contentsOf: buffer) } catch {
+                throw CairnError(.io, "cannot write the output: \(error.localizedDescription)")
+            }
         }
+        written += buffer.count
         buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes what is buffered and, for a file, syncs it and renames it into place (then
+    /// syncs its directory): the file at the path is the whole output from then on.
+    func finish() throws {
+        try flush()
+        guard let file else { return }
+        try file.handle.sync()
+        file.handle.close()
+        try fileSystem.rename(file.temporary, file.path)
+        self.file = nil
+        let directory = (file.path as NSString).deletingLastPathComponent
+        try fileSystem.syncDirectory(directory.isEmpty ? "." : directory)
     }
 }
 
@@ -71,7 +102,7 @@ enum ExportCommand: Command {
                 // Checked against the schema, as verify and query check what they read: a
                 // short record is an error naming it, not a line of nulls.
                 let values: [Value]
-                do { values = try Store.decodeRecord(body, id: id, entity: entity) } catch let error as CairnError {
+                do { values = try store.decodeLocated(body, id: id, entity: entity) } catch let error as CairnError {
                     throw CairnError(error.code, "\(entity.name) \(id): \(error.message)", path: error.path, offset: error.offset)
                 }
                 try sink.write { RecordJSON.appendLine(entity: entity, id: id, values: values, to: &$0) }
@@ -79,8 +110,8 @@ enum ExportCommand: Command {
                 if written % 10_000 == 0 { Console.progress("exported \(written) records", json: json) }
             }
         }
-        try sink.flush()
+        try sink.finish()
         Console.endProgress(json: json)
-        if args.options["--out"] != nil { Console.out("exported \(written) records to \(args.options["--out"]!)") }
+        if let out = args.options["--out"] { Console.out("exported \(written) records to \(out)") }
     }
 }

@@ -50,6 +50,6 @@ enum QueryCommand: Command {
             try sink.write(RecordJSON.line(entity: object.entity, id: object.objectID.recordID, values: object.entity.attributes.indices.map { object[object.entity.attributes[$0].name] }
                 + object.entity.relationships.map { object[$0.name] }))
         }
-        try sink.flush()
+        try sink.finish()
     }
 }

@@ -20,7 +20,9 @@ extension Store {
                 try state.indexes[key].map { (try $0.tiers(changes: state.overlay(of: entity)), state.snapshot, state.versionTable) }
             }) { taken -> Bool in
                 guard let (tiers, snapshot, versions) = taken else { return false }
-                try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending, body)
+                try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending) { id, version, value, bytes in
+                    try reading(id, bytes) { try body(id, version, value, $0) }
+                }
                 return true
             }
             if walked { return }

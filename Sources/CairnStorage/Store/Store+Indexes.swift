@@ -492,9 +492,12 @@ extension Store {
     /// against the condition again, and each read would take the state's lock and search
     /// the overlay.)
     package func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
-                     _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                     _ read: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)
         RadixSort.sort(&matches) { $0.id }
+        func body(_ id: RecordID, _ version: UInt64, _ bytes: UnsafeRawBufferPointer) throws {
+            try reading(id, bytes) { try read(id, version, $0) }
+        }
         try withExtendedLifetime((snapshot, versions, overlay)) {
             for match in matches {
                 let id = RecordID(rawValue: match.id)

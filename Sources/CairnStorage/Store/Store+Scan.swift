@@ -19,7 +19,11 @@ extension Store {
     /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
     package func scanVersioned(entity: UInt16, recheckingFrames: Bool,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        try withState({ Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
+        try withState({ Self.scanState(of: entity, in: $0) }) {
+            try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames) { id, version, bytes in
+                try reading(id, bytes) { try body(id, version, $0) }
+            }
+        }
     }
 
     /// What a scan of `entity` reads, taken in one state: the entity's overlay, the
@@ -68,8 +72,15 @@ extension Store {
     package func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
                        where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        // (Body errors of a test or of `body` are located, as in every read.)
+        var located: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?
+        if let test {
+            located = { [self] run, id, bytes in try reading(id, bytes) { try test(run, id, $0) } }
+        }
         try withState({ Self.scanState(of: entity, in: $0) }) { taken in
-            try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: test, body)
+            try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: located) { id, version, bytes in
+                try reading(id, bytes) { try body(id, version, $0) }
+            }
         }
     }
 

@@ -90,15 +90,25 @@ public final class Store: Sendable {
         return error.located(in: logPath(logNumber), base: Int64(found))
     }
 
+    /// Runs `read` on `body`, the body of record `id`: a body error it throws (corrupt,
+    /// naming no file) is located in the file the body lies in (FORMAT.md §1.2). Every
+    /// read that hands a caller a stored body goes through here.
+    @inline(__always)
+    package func reading<T>(_ id: RecordID, _ body: UnsafeRawBufferPointer, _ read: (UnsafeRawBufferPointer) throws -> T) throws -> T {
+        do { return try read(body) } catch let error as CairnError where error.code == .corrupt && error.path == nil {
+            throw locate(error, of: id, body: body)
+        }
+    }
+
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
     package func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
         let (entry, snapshot, bodies) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.bodies) }
         switch entry {
-        case let entry? where entry.isLive: return try withExtendedLifetime(bodies) { try body(bodies.body(entry)) }
+        case let entry? where entry.isLive: return try withExtendedLifetime(bodies) { try reading(id, try bodies.body(entry), body) }
         case .some: return nil
         case nil:
             guard let place = snapshot.place(of: id) else { return nil }
-            return try withExtendedLifetime(snapshot) { try body(try snapshot.body(at: place, id: id)) }
+            return try withExtendedLifetime(snapshot) { try reading(id, try snapshot.body(at: place, id: id), body) }
         }
     }
 
