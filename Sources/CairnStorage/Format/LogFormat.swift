@@ -67,8 +67,9 @@ package enum LogFrame {
          UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)))
     }
 
-    /// With `read`, a long payload's checksum is taken in pieces, and `read` is told of
-    /// each piece once it is read (a caller that lets go of the pages it has read).
+    /// With `read`, a payload longer than ``pieceBytes`` has its checksum taken in pieces,
+    /// and `read` is told of each piece once it is read (for a caller that lets go of the
+    /// pages it has read).
     package static func parse(_ buffer: UnsafeRawBufferPointer, at offset: Int, read: ((Range<Int>) -> Void)? = nil) -> Parsed {
         let left = buffer.count - offset
         guard left >= headerSize else {
@@ -97,11 +98,16 @@ package enum LogFrame {
             return .invalid(reason: "payload length \(length) runs past the end of the file (\(left) bytes left)")
         }
         let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        let covered = (offset + 4)..<(offset + headerSize + length)
         var crc: UInt32 = 0
-        for start in stride(from: offset + 4, to: offset + headerSize + length, by: read == nil ? Int.max : pieceBytes) {
-            let piece = start..<min(offset + headerSize + length, start + (read == nil ? Int.max - start : pieceBytes))
-            crc = CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: buffer[piece]))
-            read?(piece)
+        if let read, length > pieceBytes {
+            for start in stride(from: covered.lowerBound, to: covered.upperBound, by: pieceBytes) {
+                let piece = start..<min(covered.upperBound, start + pieceBytes)
+                crc = CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: buffer[piece]))
+                read(piece)
+            }
+        } else {
+            crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[covered]))
         }
         guard stored == CRC32C.mask(crc) else { return .invalid(reason: "checksum mismatch") }
         for i in (offset + headerSize + length)..<(offset + size) where buffer[i] != 0 {
