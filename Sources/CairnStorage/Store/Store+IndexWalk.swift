@@ -20,9 +20,7 @@ extension Store {
                 try state.indexes[key].map { (try $0.tiers(changes: state.overlay(of: entity)), state.snapshot, state.versionTable) }
             }) { taken -> Bool in
                 guard let (tiers, snapshot, versions) = taken else { return false }
-                try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending) { id, version, value, bytes in
-                    try reading(id, bytes) { try body(id, version, value, $0) }
-                }
+                try locating { try Self.walk(tiers, snapshot: snapshot, versions: versions, ascending: ascending, body) }
                 return true
             }
             if walked { return }
@@ -37,16 +35,19 @@ extension Store {
         try tiers.walk(ascending: ascending) { value, raw, place in
             let id = RecordID(rawValue: raw)
             let version = versions.version(of: id)
+            let bytes: UnsafeRawBufferPointer
             if let place, tiers.stored?.snapshot === snapshot {
-                return try body(id, version, value, try snapshot.body(at: place, id: id))
+                bytes = try snapshot.body(at: place, id: id)
+            } else {
+                switch tiers.changes[raw] {
+                case let entry? where entry.isLive: bytes = try tiers.changes.bodies.body(entry)
+                case .some: return true
+                case nil:
+                    guard let place = snapshot.place(of: id) else { return true }
+                    bytes = try snapshot.body(at: place, id: id)
+                }
             }
-            switch tiers.changes[raw] {
-            case let entry? where entry.isLive: return try body(id, version, value, tiers.changes.bodies.body(entry))
-            case .some: return true
-            case nil:
-                guard let place = snapshot.place(of: id) else { return true }
-                return try body(id, version, value, try snapshot.body(at: place, id: id))
-            }
+            return try marking(id, bytes) { try body(id, version, value, bytes) }
         }
     }
 }

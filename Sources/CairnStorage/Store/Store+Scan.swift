@@ -19,10 +19,8 @@ extension Store {
     /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
     package func scanVersioned(entity: UInt16, recheckingFrames: Bool,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        try withState({ Self.scanState(of: entity, in: $0) }) {
-            try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames) { id, version, bytes in
-                try reading(id, bytes) { try body(id, version, $0) }
-            }
+        try locating {
+            try withState({ Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
         }
     }
 
@@ -38,18 +36,23 @@ extension Store {
                              entity: UInt16, recheckingFrames: Bool,
                              _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         let (overlay, snapshot, versions) = state
+        // A scan reads every body of the entity's: the frames a checkpoint covered are
+        // checked at once, on every core, rather than a lookup per body.
+        if !overlay.isEmpty { try overlay.bodies.checkAll() }
         // Both are used through unretained references: they live to the end of this
         // block, and captured strongly they would be retained and released around every record.
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot), unretainedVersions = Unmanaged.passUnretained(versions)
         try withExtendedLifetime((snapshot, versions, overlay)) {
             try merge(snapshot: snapshot, overlay: overlay, entity: entity) { id, source in
                 let version = unretainedVersions._withUnsafeGuaranteedRef { $0.version(of: id) }
+                // (A body error is marked for the store to locate.)
                 switch source {
                 case .snapshot(let place):
-                    try body(id, version, try unretainedSnapshot._withUnsafeGuaranteedRef {
+                    let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef {
                         try recheckingFrames ? $0.checkedBody(at: place, id: id) : $0.body(at: place, id: id)
-                    })
-                case .overlay(let bytes): try body(id, version, bytes)
+                    }
+                    try marking(id, bytes) { try body(id, version, bytes) }
+                case .overlay(let bytes): try marking(id, bytes) { try body(id, version, bytes) }
                 }
             }
         }
@@ -72,14 +75,9 @@ extension Store {
     package func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
                        where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
                        _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        // (Body errors of a test or of `body` are located, as in every read.)
-        var located: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?
-        if let test {
-            located = { [self] run, id, bytes in try reading(id, bytes) { try test(run, id, $0) } }
-        }
-        try withState({ Self.scanState(of: entity, in: $0) }) { taken in
-            try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: located) { id, version, bytes in
-                try reading(id, bytes) { try body(id, version, $0) }
+        try locating {
+            try withState({ Self.scanState(of: entity, in: $0) }) { taken in
+                try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: test, body)
             }
         }
     }
@@ -90,11 +88,12 @@ extension Store {
                                       where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
                                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
         let (overlay, snapshot, versions) = taken
+        if !overlay.isEmpty { try overlay.bodies.checkAll() }
         guard let test else { return try Self.scan(taken, entity: entity, recheckingFrames: false, body) }
         let runs = snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)
         guard runs.count >= 2 else {
             return try Self.scan(taken, entity: entity, recheckingFrames: false) { id, version, bytes in
-                if try test(0, id, bytes) { try body(id, version, bytes) }
+                if try marking(id, bytes, { try test(0, id, bytes) }) { try body(id, version, bytes) }
             }
         }
         let changed = RadixSort.sorted(overlay.keys)
@@ -114,9 +113,9 @@ extension Store {
                         switch source {
                         case .snapshot(let place):
                             let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) }
-                            if try test(run, id, bytes) { hits.append((id, bytes)) }
+                            if try marking(id, bytes, { try test(run, id, bytes) }) { hits.append((id, bytes)) }
                         case .overlay(let bytes):
-                            if try test(run, id, bytes) { hits.append((id, bytes)) }
+                            if try marking(id, bytes, { try test(run, id, bytes) }) { hits.append((id, bytes)) }
                         }
                     }
                     return hits
@@ -125,7 +124,7 @@ extension Store {
             // Nothing is handed on unless every run succeeded.
             let hits = try (0..<runs.count).map { try kept[$0].get() }
             for run in hits {
-                for (id, bytes) in run { try body(id, versions.version(of: id), bytes) }
+                for (id, bytes) in run { try marking(id, bytes) { try body(id, versions.version(of: id), bytes) } }
             }
         }
     }

@@ -92,11 +92,39 @@ public final class Store: Sendable {
 
     /// Runs `read` on `body`, the body of record `id`: a body error it throws (corrupt,
     /// naming no file) is located in the file the body lies in (FORMAT.md §1.2). Every
-    /// read that hands a caller a stored body goes through here.
+    /// read that hands a caller a stored body goes through here, or through
+    /// ``marking(_:_:_:)`` and ``locating(_:)``.
     @inline(__always)
     package func reading<T>(_ id: RecordID, _ body: UnsafeRawBufferPointer, _ read: (UnsafeRawBufferPointer) throws -> T) throws -> T {
         do { return try read(body) } catch let error as CairnError where error.code == .corrupt && error.path == nil {
             throw locate(error, of: id, body: body)
+        }
+    }
+
+    /// A body error (corrupt, naming no file) that a static read loop met in record `id`'s
+    /// body at `address` (compared as an address only, never read), for the store that
+    /// ran it to locate (``locating(_:)``).
+    struct UnlocatedBodyError: Error {
+        let error: CairnError
+        let id: RecordID
+        let address: Int
+        let count: Int
+    }
+
+    /// Runs `read`, which reads record `id`'s body `bytes`, in a static loop: a body error
+    /// it throws is marked as ``UnlocatedBodyError``, with no call more per record.
+    @inline(__always)
+    static func marking<T>(_ id: RecordID, _ bytes: UnsafeRawBufferPointer, _ read: () throws -> T) throws -> T {
+        do { return try read() } catch let error as CairnError where error.code == .corrupt && error.path == nil {
+            throw UnlocatedBodyError(error: error, id: id, address: Int(bitPattern: bytes.baseAddress), count: bytes.count)
+        }
+    }
+
+    /// Runs `body`, locating an ``UnlocatedBodyError`` it throws.
+    @inline(__always)
+    func locating<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let marked as UnlocatedBodyError {
+            throw locate(marked.error, of: marked.id, body: UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: marked.address), count: marked.count))
         }
     }
 
