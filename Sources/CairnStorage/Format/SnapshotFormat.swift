@@ -13,11 +13,7 @@ package enum SnapshotRecord {
     /// Appends a version-3 frame's header (its checksum, which covers `body` too, and its
     /// varints) without the body, and returns the header's size: the body follows it.
     package static func appendHeader(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {
-        let start = writer.count
-        writer.u32(0)
-        writer.varint(UInt64(body.count))
-        writer.varint(UInt64(id.entity))
-        writer.varint(id.serial)
+        let start = appendFields(to: &writer, id: id, length: body.count)
         let crc = writer.bytes.withUnsafeBytes { CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[(start + 4)..<writer.count])) }
         writer.patch(u32: CRC32C.mask(CRC32C.update(crc, body)), at: start)
         return writer.count - start
@@ -26,17 +22,24 @@ package enum SnapshotRecord {
     /// Appends a version-3 frame and returns its size in bytes.
     @discardableResult
     package static func append(to writer: inout ByteWriter, id: RecordID, body: UnsafeRawBufferPointer) -> Int {
-        let start = writer.count
-        writer.u32(0)
-        writer.varint(UInt64(body.count))
-        writer.varint(UInt64(id.entity))
-        writer.varint(id.serial)
+        let start = appendFields(to: &writer, id: id, length: body.count)
         writer.append(body)
         let crc = writer.bytes.withUnsafeBytes {
             CRC32C.masked(UnsafeRawBufferPointer(rebasing: $0[(start + 4)..<writer.count]))
         }
         writer.patch(u32: crc, at: start)
         return writer.count - start
+    }
+
+    /// A frame's checksum field (zero until patched) and varints; returns where it starts.
+    @inline(__always)
+    private static func appendFields(to writer: inout ByteWriter, id: RecordID, length: Int) -> Int {
+        let start = writer.count
+        writer.u32(0)
+        writer.varint(UInt64(length))
+        writer.varint(UInt64(id.entity))
+        writer.varint(id.serial)
+        return start
     }
 
     /// A version-3 frame's header at `offset`, read but not checked against its checksum:
