@@ -34,6 +34,10 @@ open class ManagedObject: CustomStringConvertible {
     open class var uniqueKeyPaths: [[AnyKeyPath]] { [] }
     /// Compound indexes by key path, added to ``indexes``.
     open class var indexKeyPaths: [[AnyKeyPath]] { [] }
+    /// Stored Swift properties of the class that Cairn is not to store, by name, for those
+    /// ``Ignored`` cannot wrap (`let`, `weak`, `lazy`). A ``Model`` refuses any other stored
+    /// property that is not declared with one of Cairn's wrappers.
+    open class var ignoredProperties: Set<String> { [] }
 
     // An object's stored state is touched only on its context's isolation, by Cairn's own
     // code, so the dynamic exclusivity checks (a runtime call per access) are skipped on

@@ -1,7 +1,9 @@
 @_spi(Storage) import CairnStorage
 /// The entities an app works with: ``ManagedObject`` subclasses, and entities built at
-/// run time (the dynamic API). Entities are numbered in the order given; an existing
-/// store keeps its own numbers (matched by name).
+/// run time (the dynamic API). The classes a listed class reaches through its
+/// relationships join the model without being listed. Entities are numbered in the order
+/// given, reached classes after the listed ones; an existing store keeps its own numbers
+/// (matched by name).
 ///
 /// ```swift
 /// let model = try Model(Person.self, DVD.self)
@@ -17,16 +19,29 @@ public struct Model: Sendable {
     public init(types: [ManagedObject.Type], entities: [EntityDescription] = [], version: UInt32 = 1) throws {
         var descriptions: [EntityDescription] = []
         var classes: [String: ClassBox] = [:]
-        for type in types {
+        // The listed classes, then those their relationships reach, breadth first (the
+        // order numbers them for a new store, so listing them all or some gives one schema).
+        var all = types
+        var seen = Set(types.map(ObjectIdentifier.init))
+        let dynamic = Set(entities.map(\.name))
+        var next = 0
+        while next < all.count {
+            let type = all[next]
+            next += 1
             let layout = PropertyLayout.of(type)
             if let ambiguity = layout.ambiguity { throw CairnError(.invalidArgument, ambiguity) }
-            guard classes[layout.entity.name] == nil else {
-                throw CairnError(.invalidArgument, "entity \(layout.entity.name) is declared twice in the model")
+            if let unstored = layout.unstored { throw CairnError(.invalidArgument, unstored) }
+            if let other = classes[layout.entity.name] {
+                throw CairnError(.invalidArgument, other.type == type ? "entity \(layout.entity.name) is declared twice in the model"
+                                 : "entity \(layout.entity.name) is declared by two classes, \(other.type) and \(type)")
             }
             classes[layout.entity.name] = ClassBox(type: type)
             descriptions.append(layout.entity)
+            for target in layout.relationshipTargets where target != ManagedObject.self && !dynamic.contains(target.entityName) {
+                if seen.insert(ObjectIdentifier(target)).inserted { all.append(target) }
+            }
         }
-        for (index, type) in types.enumerated() { try Self.resolveKeyPaths(of: type, at: index, in: &descriptions) }
+        for (index, type) in all.enumerated() { try Self.resolveKeyPaths(of: type, at: index, in: &descriptions) }
         descriptions += entities
         for index in descriptions.indices { descriptions[index].number = UInt16(index + 1) }
         let schema = Schema(version: version, entities: descriptions)

@@ -102,16 +102,26 @@ final class PropertyLayout: Sendable {
     /// Why two of the class's properties cannot be told apart (they were declared at one
     /// ``DeclarationSite``), or nil; a ``Model`` refuses such a class.
     let ambiguity: String?
+    /// The class's stored properties that no Cairn wrapper declares and that are not
+    /// ignored (``Ignored``, ``ManagedObject/ignoredProperties``), said as a ``Model``
+    /// refuses them; nil if none.
+    let unstored: String?
+    /// The destination class of each relationship, in relationship order: a ``Model``
+    /// takes in the classes its listed ones reach.
+    let relationshipTargets: [ManagedObject.Type]
     /// Why the initial value of the attribute in a slot could not be stored (see
     /// ``PropertyDeclaration/initialValueProblem()``), by slot.
     let initialValueProblems: [Int: String]
     private let indexByName: [String: Int]
 
-    init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil,
+    init(entity: EntityDescription, slots: [DeclarationSite: Int] = [:], ambiguity: String? = nil, unstored: String? = nil,
          madeDefaults: [(slot: Int, maker: DefaultMaker)] = [], initialValueProblems: [Int: String] = [:],
          derivations: [(slot: Int, derivation: Derivation)] = [],
-         inverseKeyPaths: [(relationship: Int, keyPath: KeyPathNames.Key, target: ManagedObject.Type)] = []) {
+         inverseKeyPaths: [(relationship: Int, keyPath: KeyPathNames.Key, target: ManagedObject.Type)] = [],
+         relationshipTargets: [ManagedObject.Type] = []) {
         self.ambiguity = ambiguity
+        self.unstored = unstored
+        self.relationshipTargets = relationshipTargets
         self.derivations = derivations
         self.inverseKeyPaths = inverseKeyPaths
         self.initialValueProblems = initialValueProblems
@@ -182,6 +192,9 @@ final class PropertyLayout: Sendable {
         published.value(for: type) ?? cache.withLock { $0[ObjectIdentifier(type)] }
     }
 
+    /// How the storage of a `lazy var` is named in a mirror.
+    private static let lazyPrefix = "$__lazy_storage_$_"
+
     /// The layout of a class, derived once from a prototype instance's wrappers.
     static func of(_ type: ManagedObject.Type) -> PropertyLayout {
         if let known = cached(type) { return known }
@@ -197,9 +210,22 @@ final class PropertyLayout: Sendable {
         var initialValueProblems: [Int: String] = [:]
         var derivations: [(slot: Int, derivation: Derivation)] = []
         var inverseKeyPaths: [(relationship: Int, keyPath: KeyPathNames.Key, target: ManagedObject.Type)] = []
+        var relationshipTargets: [ManagedObject.Type] = []
+        var unstored: [String] = []
+        let ignored = type.ignoredProperties
         for current in mirrors {
             for child in current.children {
-                guard let label = child.label, let declaration = child.value as? PropertyDeclaration else { continue }
+                guard let label = child.label else { continue }
+                guard let declaration = child.value as? PropertyDeclaration else {
+                    // A stored property of the app's classes that no wrapper of Cairn's
+                    // declares would silently not be stored. (`ManagedObject`'s own are its.)
+                    let plain = label.hasPrefix(Self.lazyPrefix) ? String(label.dropFirst(Self.lazyPrefix.count)) : label
+                    if current.subjectType != ManagedObject.self, !(child.value is UnstoredDeclaration), !ignored.contains(plain) {
+                        let declared = current.subjectType == type ? "" : ", declared in \(current.subjectType)"
+                        unstored.append("\(type.entityName).\(plain) (\(Swift.type(of: child.value))\(declared))")
+                    }
+                    continue
+                }
                 let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
                 var note = notes[declaration.site] ?? PropertyNote()
                 // An initial value that comes out different when evaluated again (up to eight
@@ -218,6 +244,7 @@ final class PropertyLayout: Sendable {
                     if let keyPath = note.inverseKeyPath, let target = declaration.targetType {
                         inverseKeyPaths.append((relationships.count, keyPath, target))
                     }
+                    relationshipTargets.append(declaration.targetType ?? ManagedObject.self)
                     relationships.append((relationship, declaration.site))
                 }
             }
@@ -237,9 +264,15 @@ final class PropertyLayout: Sendable {
                 slots[site] = index
             }
         }
-        let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, madeDefaults: madeDefaults,
-                                    initialValueProblems: initialValueProblems, derivations: derivations,
-                                    inverseKeyPaths: inverseKeyPaths)
+        var refusal: String?
+        if !unstored.isEmpty {
+            refusal = (unstored.count == 1 ? "\(unstored[0]) is a stored property" : "\(unstored.joined(separator: ", ")) are stored properties")
+                + " that Cairn would not store: declare it @Attribute to store it, @Transient to track it unsaved, or @Ignored "
+                + "to keep it a plain Swift property (a let, weak or lazy one: name it in ignoredProperties)"
+        }
+        let layout = PropertyLayout(entity: entity, slots: slots, ambiguity: ambiguity, unstored: refusal,
+                                    madeDefaults: madeDefaults, initialValueProblems: initialValueProblems, derivations: derivations,
+                                    inverseKeyPaths: inverseKeyPaths, relationshipTargets: relationshipTargets)
         cache.withLock { $0[ObjectIdentifier(type)] = layout }
         published.insert(layout, for: type)
         return layout

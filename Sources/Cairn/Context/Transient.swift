@@ -52,6 +52,34 @@ public struct Transient<Value> {
     }
 }
 
+/// A stored Swift property of a ``ManagedObject`` subclass that Cairn neither stores nor
+/// tracks: a cache, a formatter, a handle the object keeps for the app alone.
+///
+/// ```swift
+/// final class Photo: ManagedObject {
+///     @Attribute var path: String = ""
+///     @Ignored var thumbnail: Image? = nil
+/// }
+/// ```
+///
+/// A ``Model`` refuses a stored property declared with none of Cairn's wrappers, naming
+/// it, since it would silently not be saved: declare it ``Attribute`` to store it,
+/// ``Transient`` to track it unsaved, or `@Ignored` to keep it a plain Swift property
+/// (``ManagedObject/ignoredProperties`` names one `@Ignored` cannot wrap: a `let`, a
+/// `weak` or a `lazy` property).
+@propertyWrapper
+public struct Ignored<Value> {
+    public var wrappedValue: Value
+    public init(wrappedValue: Value) { self.wrappedValue = wrappedValue }
+}
+
+extension Ignored: Sendable where Value: Sendable {}
+
+/// A wrapper whose property Cairn knows it is not to store.
+protocol UnstoredDeclaration {}
+extension Transient: UnstoredDeclaration {}
+extension Ignored: UnstoredDeclaration {}
+
 /// What undo puts back of one transient property: the value it held, nil for the initial one.
 final class TransientChange {
     let site: DeclarationSite
