@@ -58,12 +58,17 @@ public final class Container: Sendable {
     }
 
     /// The main context, confined to the main actor: the single source of truth for UI.
+    /// Every save of another context on the container (a background context, a batch, the
+    /// object queue) reaches it on the main actor as it happens, with no call: its objects
+    /// take the new values, its ``LiveResults`` deliver their changes, and observers hear
+    /// of the properties that changed.
     @MainActor public var mainContext: Context {
         if let main { return main }
         let context = Context(coordinator: coordinator, model: model)
         context.name = "main"
         context.undoManager.endEventsEachMainActorTurn()  // one undo step per main-actor turn
         context.observesObjects = true  // its objects drive views
+        context.mergeAutomatically(on: MainActor.shared)
         main = context
         return context
     }

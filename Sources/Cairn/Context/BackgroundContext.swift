@@ -10,13 +10,17 @@
 ///     return person.objectID
 /// }
 /// ```
-/// Objects stay inside `perform`; return IDs or plain values.
+/// Objects stay inside `perform`; return IDs or plain values. Other contexts' saves are
+/// merged on this actor as they happen, between `perform`s (see
+/// ``Context/automaticallyMergesChangesFromParent``).
 public actor BackgroundContext {
     private let context: Context
 
     public init(coordinator: Coordinator, model: Model, mergePolicy: MergePolicy = .error) {
-        context = Context(coordinator: coordinator, model: model)
+        let context = Context(coordinator: coordinator, model: model)
         context.mergePolicy = mergePolicy
+        self.context = context
+        context.mergeAutomatically(on: self)
     }
 
     /// Runs `body` with the context, on this actor. What it changes is one undo event.

@@ -1,6 +1,6 @@
 @_spi(Storage) import CairnStorage
 /// Saving: validation, one store transaction (or a push into the parent), conflict
-/// resolution by merge policy, and merging other contexts' saves.
+/// resolution by merge policy. (Merging other contexts' saves: Context+Merge.swift.)
 extension Context {
     /// Saves every change atomically: into the store for a root context (durably, as
     /// the store's durability option says), into the parent for a child. If it throws,
@@ -291,109 +291,6 @@ extension Context {
         undoManager.record(object, in: self)
         object.exists = false
         dirty[object.recordID] = object
-    }
-
-    // MARK: Merging other contexts' saves
-
-    /// Merges saves made by other contexts on the same coordinator (for a child, by its
-    /// parent and siblings, see ``automaticallyMergesChangesFromParent``) now, whether or
-    /// not the context merges automatically: objects without local changes are refreshed
-    /// (they re-read on next access) or, if deleted there, forgotten; objects with local
-    /// changes take in the attributes they did not change, and clashes are left for the
-    /// merge policy at save.
-    public func processExternalChanges() {
-        guard inbox.hasPending else { return }
-        defer { processPendingChanges() }
-        for changes in inbox.drain() {
-            var forgotten = Set<UInt64>()
-            for id in changes.deleted where forgetDeleted(id.recordID) { forgotten.insert(id.recordID.rawValue) }
-            dropReferences(to: forgotten)
-            for id in changes.updated.keys { refreshUpdated(id.recordID) }
-            onExternalChanges?(changes)
-        }
-    }
-
-    /// After record `id` was deleted in the store: its registered object drops the row a
-    /// fetch read for it and, if it has no unsaved changes, leaves this context. Returns
-    /// whether the record is gone here too (not kept for an unsaved change).
-    @discardableResult
-    func forgetDeleted(_ id: RecordID) -> Bool {
-        guard let object = registered[id] else { return true }
-        object.prefetched = nil
-        guard !object.hasUnsavedChanges else { return false }
-        registered[id] = nil
-        dirty[id] = nil
-        object.exists = false
-        object.inStore = false
-        object.context = nil
-        return true
-    }
-
-    /// Takes the records `raws`, deleted elsewhere and gone here, out of the relationships
-    /// of the objects with unsaved changes, as the delete took them out of the stored
-    /// records: the other objects re-read theirs, but a changed object keeps its values
-    /// until its save, and its save failed on a list still naming a deleted record.
-    func dropReferences(to raws: Set<UInt64>) {
-        guard !raws.isEmpty else { return }
-        for (_, object) in dirty where object.exists && !object.isFault && object.hasUnsavedChanges {
-            let attributes = object.entity.attributes.count
-            for slot in attributes..<max(attributes, min(object.values.count, attributes + object.entity.relationships.count)) {
-                let value = object.values[slot]
-                let targets = value.referencedIDs
-                guard targets.contains(where: raws.contains) else { continue }
-                let kept = targets.filter { !raws.contains($0) }
-                changeGeneration &+= 1
-                object.setValue(object.entity.relationships[slot - attributes].isToMany ? .references(kept) : .null, at: slot)
-            }
-        }
-    }
-
-    /// After another save changed the record of `object`, which has changes here: the
-    /// attributes it did not change take the new values, and its changes stay, as Core
-    /// Data's merge does. If nothing changed there clashes with a change here (the same
-    /// attribute, or any relationship, changed on both sides), the object now stands on
-    /// the new version, and its save is no conflict; otherwise it keeps its old version,
-    /// and its save conflicts for the merge policy to resolve.
-    private func mergeIntoChanged(_ object: ManagedObject) {
-        guard object.exists, object.inStore, let base = object.base,
-              let (stored, version) = try? sourceValues(for: object.recordID) else { return }
-        let attributes = object.entity.attributes.count
-        var values = object.values, newBase = base, clash = false, refreshed = false
-        for slot in values.indices where slot < base.count && slot < stored.count && !Value.same(stored[slot], base[slot]) {
-            if slot >= attributes || !Value.same(values[slot], base[slot]) {
-                clash = true
-                continue
-            }
-            values[slot] = stored[slot]
-            newBase[slot] = stored[slot]
-            refreshed = true
-        }
-        guard refreshed || !clash else { return }
-        changeGeneration &+= 1  // its values change without a write
-        if refreshed { object.values = values }
-        if clash {
-            object.base = newBase
-        } else {
-            object.base = stored
-            object.baseVersion = version
-        }
-    }
-
-    /// After record `id` changed in the store: its registered object drops the row a fetch
-    /// read for it and, if loaded and without unsaved changes, becomes a fault that reads
-    /// the new values.
-    func refreshUpdated(_ id: RecordID) {
-        guard let object = registered[id] else { return }
-        object.prefetched = nil
-        guard !object.isFault else { return }
-        if object.hasUnsavedChanges {
-            mergeIntoChanged(object)
-            return
-        }
-        changeGeneration &+= 1  // it may be in `dirty`, unchanged: its values change without a write
-        relatedListsChanged()  // a list read loads it again, and leaves it out if its record is gone
-        object.isFault = true
-        object.values = []
     }
 }
 

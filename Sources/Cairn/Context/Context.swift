@@ -95,11 +95,15 @@ public final class Context {
     /// store or the parent, with what it saved: the did-save notification (see
     /// ``saveChanges()`` and ``saves`` for the other forms).
     public var onDidSave: ((ChangeSet) -> Void)?
-    /// Whether the context takes in other saves at its next fetch, lookup or count (Core
-    /// Data's `automaticallyMergesChangesFromParent`): unchanged objects read the new
-    /// values, deleted ones leave, changed ones take in what does not clash. For a root
-    /// context, the saves of other contexts on the store; on by default. For a child, what
-    /// its parent saves and what its siblings save into the parent; off by default.
+    /// Whether the context takes in other saves by itself (Core Data's
+    /// `automaticallyMergesChangesFromParent`): unchanged objects take the new values,
+    /// deleted ones leave, changed ones take in what does not clash, and observers hear of
+    /// the properties that changed. The container's main context and a
+    /// ``BackgroundContext`` take them in as they happen, on their own executor (see
+    /// <doc:SavesReachTheUI>), as do their children; another context at its next fetch,
+    /// lookup or count. For a root context, the saves of other contexts on the store; on
+    /// by default. For a child, what its parent saves and what its siblings save into the
+    /// parent; off by default.
     ///
     /// Off, the context keeps a stable snapshot: its loaded objects keep the values they
     /// were read with, and its live results stay as they are, until it calls
@@ -126,6 +130,9 @@ public final class Context {
         }
         return false
     }
+    /// The executor the context takes in other saves on as they happen
+    /// (``mergeAutomatically(on:)``), or nil: at its next use.
+    var mergeExecutor: (any Actor)?
     /// Takes in other saves now if the context merges them automatically.
     func mergeExternalChangesIfAutomatic() {
         if automaticallyMergesChangesFromParent { processExternalChanges() }
@@ -165,6 +172,7 @@ public final class Context {
         mergePolicy = parent.mergePolicy
         parent.children.removeAll { $0.context == nil }
         parent.children.append(WeakContext(context: self))
+        if let executor = parent.mergeExecutor { mergeAutomatically(on: executor) }
     }
 
     // MARK: Inserting and finding objects

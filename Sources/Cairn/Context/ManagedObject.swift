@@ -350,6 +350,21 @@ open class ManagedObject: CustomStringConvertible {
         return true
     }
 
+    /// Takes `new`, a record's values as another save left them, as current and saved
+    /// ones, telling observers of the properties whose values differ only (a merge).
+    func reload(_ new: [Value]) {
+        guard let extras, extras.isObserved, new.count == storedValues.count else { return setLoaded(new) }
+        let changed = new.indices.filter { !Value.same(new[$0], storedValues[$0]) }
+        extras.changing(self, slots: changed) { setLoaded(new) }
+    }
+
+    /// Replaces the values with `new` (``values``), keeping the saved ones, telling
+    /// observers of the properties in `changed` only: the slots whose values differ.
+    func setValues(_ new: [Value], changed: [Int]) {
+        guard let extras, extras.isObserved else { return storeValues(new) }
+        extras.changing(self, slots: changed) { storeValues(new) }
+    }
+
     /// The values of a fault just read from the parent store, which are now also its saved ones.
     func setLoaded(_ values: [Value]) {
         madeDefaultsPending = false  // a stored record: nothing is left to make

@@ -31,8 +31,12 @@ final class ObjectExtras {
     /// Runs `change` of the value in `slot` of `object` (nil: of every value), telling the
     /// observers of the properties concerned before and after.
     func changing(_ object: ManagedObject, slot: Int?, _ change: () -> Void) {
+        changing(object, slots: slot.map { [$0] } ?? Array(0..<object.layout.names.count), change)
+    }
+
+    /// ``changing(_:slot:_:)`` for the values in `slots`.
+    func changing(_ object: ManagedObject, slots: [Int], _ change: () -> Void) {
         guard isObserved else { return change() }
-        let slots = slot.map { $0..<($0 + 1) } ?? 0..<object.layout.names.count
         for slot in slots { willChange(object, slot: slot) }
         change()
         for slot in slots { didChange(object, slot: slot) }

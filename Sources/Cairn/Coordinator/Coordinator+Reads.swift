@@ -54,9 +54,16 @@ extension Coordinator {
 /// The writes that do not come from a context's save.
 extension Coordinator {
     /// Commits an object queue's records (``ObjectQueue``): its own entity, which no
-    /// context holds objects of, so no context is told.
+    /// context holds objects of. The contexts and observers hear of it as of any save (a
+    /// put is a new element).
     func commitQueue(_ changes: [Change], durability: Durability) throws {
-        try store.commit(changes, durability: durability)
+        let sequence = try store.commit(changes, durability: durability)
+        _ = announce(sequence, except: nil, count: changes.count) { index in
+            switch changes[index] {
+            case .put(let id, _): (id, .insert, .names([]))
+            case .delete(let id): (id, .delete, .names([]))
+            }
+        }
     }
 
     /// Makes every commit so far durable (after saves with `.deferred` durability).

@@ -206,7 +206,7 @@ public final class Coordinator: Sendable {
     /// than `source` and to the observers. `change(i)` is the transaction's change `i` of
     /// `count`. When nobody listens, only the sequence number is filled in: the sets are
     /// built only for someone to give them to (most saves have nobody).
-    private func announce(_ sequence: UInt64, except source: Inbox?, count: Int,
+    func announce(_ sequence: UInt64, except source: Inbox?, count: Int,
                           _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
@@ -302,24 +302,53 @@ public final class Coordinator: Sendable {
     }
 }
 
-/// Change sets waiting for a context to merge them (on its own isolation, at its next use).
+/// Change sets waiting for a context to merge them, on its own isolation: at its next use,
+/// or, for a context that merges on an executor it knows (``Context/mergeAutomatically(on:)``),
+/// as soon as that executor runs the job a post schedules (one for a burst of posts).
 final class Inbox: Sendable {
-    private let pending = Protected<[ChangeSet]>([])
-    private let flag = Protected(false)
+    private struct State {
+        var pending: [ChangeSet] = []
+        /// Whether a merge job is scheduled and has not drained yet.
+        var scheduled = false
+        var wake: (@Sendable () -> Void)?
+    }
+    private let state = Protected(State())
 
     func post(_ changes: ChangeSet) {
-        pending.withLock { $0.append(changes) }
-        flag.withLock { $0 = true }
+        let wake = state.withLock { state -> (@Sendable () -> Void)? in
+            state.pending.append(changes)
+            guard let wake = state.wake, !state.scheduled else { return nil }
+            state.scheduled = true
+            return wake
+        }
+        wake?()  // (outside the lock: it schedules a job, which drains it)
     }
 
-    var hasPending: Bool { flag.withLock { $0 } }
+    var hasPending: Bool { state.withLock { !$0.pending.isEmpty } }
 
     func drain() -> [ChangeSet] {
-        flag.withLock { $0 = false }
-        return pending.withLock { list in
-            defer { list = [] }
-            return list
+        state.withLock { state in
+            state.scheduled = false
+            defer { state.pending = [] }
+            return state.pending
         }
+    }
+
+    /// The job a post scheduled has run, whether it drained or not (a context that keeps
+    /// a stable snapshot leaves the change sets waiting): the next post schedules another.
+    func jobRan() {
+        state.withLock { $0.scheduled = false }
+    }
+
+    /// Has every post from now on schedule a merge through `wake` (nil: none).
+    func setWake(_ wake: (@Sendable () -> Void)?) {
+        let now = state.withLock { state -> (@Sendable () -> Void)? in
+            state.wake = wake
+            guard let wake, !state.pending.isEmpty, !state.scheduled else { return nil }
+            state.scheduled = true
+            return wake
+        }
+        now?()
     }
 }
 

@@ -156,6 +156,31 @@ enum ConcurrencyExample {
     }
 }
 
+/// SavesReachTheUI.md
+enum SavesReachTheUIExample {
+    typealias Person = GettingStartedExample.Person
+    typealias DVD = GettingStartedExample.DVD
+
+    @MainActor static func run() async throws -> (String, Int) {
+        let container = try Container(name: "Live", entities: [Person.self, DVD.self], storage: .inMemory)
+        let main = container.mainContext
+        let ann = Person(context: main)
+        ann.username = "ann"
+        try main.save()
+        let list = try LiveResults(request: FetchQuery(Person.self), context: main)
+
+        let id = ann.objectID
+        try await container.newBackgroundContext().perform { context in
+            try context.existingObject(Person.self, with: id)?.name = "Ann"
+            Person(context: context).username = "bo"
+            try context.save()
+        }
+        // No fetch, no call: the main actor runs the merge as soon as it is free.
+        while list.objects.count < 2 { await Task.yield() }
+        return (ann.name ?? "", list.objects.count)
+    }
+}
+
 /// DataService.md
 enum DataServiceExample {
     typealias Person = GettingStartedExample.Person
@@ -249,6 +274,11 @@ enum ObjectQueueExample {
 
     @MainActor @Test func concurrency() async throws {
         #expect(try await ConcurrencyExample.run() == "bo")
+    }
+
+    @MainActor @Test func savesReachTheUI() async throws {
+        let (name, count) = try await SavesReachTheUIExample.run()
+        #expect(name == "Ann" && count == 2)
     }
 
     @MainActor @Test func dataService() async throws {
