@@ -51,10 +51,10 @@ struct ContextDifferential {
     }
 
     static func liveResults(on context: Context) throws -> [LiveResults<FuzzNode>] {
-        var firstFew = FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("key", ascending: false)])
+        var firstFew = FetchQuery(FuzzNode.self, fetchPredicate: nil, sortKeys: [SortKey("key", ascending: false)])
         firstFew.fetchLimit = 4
-        return [try LiveResults(request: FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("key")]), context: context),
-                try LiveResults(request: FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("parent.key"), SortKey("key")]),
+        return [try LiveResults(request: FetchQuery(FuzzNode.self, fetchPredicate: nil, sortKeys: [SortKey("key")]), context: context),
+                try LiveResults(request: FetchQuery(FuzzNode.self, fetchPredicate: nil, sortKeys: [SortKey("parent.key"), SortKey("key")]),
                                    context: context),
                 try LiveResults(request: firstFew, context: context)]
     }
@@ -78,7 +78,7 @@ struct ContextDifferential {
     }
 
     func node(_ key: Int64) -> FuzzNode {
-        guard let found = try? context.fetch(FuzzNode.self, where: { $0.key == key }).first else {
+        guard let found = try? context.fetch(FuzzNode.self, filter: { $0.key == key }).first else {
             fail("object \(key) is in the model but not in the context")
         }
         return found
@@ -206,7 +206,7 @@ struct ContextDifferential {
         // Sorted fetches are the model sorted: by value, highest first, then key; whole, and
         // a window of it (the first rows kept as the scan reads them, ``TopRows``).
         let sorted = working.sorted { a, b in a.value.value != b.value.value ? a.value.value > b.value.value : a.key < b.key }.map(\.key)
-        var bySort = FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("value", ascending: false), SortKey("key")])
+        var bySort = FetchQuery(FuzzNode.self, fetchPredicate: nil, sortKeys: [SortKey("value", ascending: false), SortKey("key")])
         do {
             let whole = try context.fetch(bySort).map(\.key)
             guard whole == sorted else { fail("a fetch sorted by value and key gives \(whole), the model \(sorted)") }
@@ -218,7 +218,7 @@ struct ContextDifferential {
                 fail("a window of \(bySort.fetchOffset)+\(bySort.fetchLimit ?? 0) sorted by value and key gives \(window), the model \(expected)")
             }
             // By the indexed key alone: a walk of its index in reverse.
-            var byKey = FetchQuery(FuzzNode.self, sortDescriptors: [SortKey("key", ascending: false)])
+            var byKey = FetchQuery(FuzzNode.self, fetchPredicate: nil, sortKeys: [SortKey("key", ascending: false)])
             byKey.fetchOffset = log.count % 3
             byKey.fetchLimit = 1 + log.count % 5
             let keys = try context.fetch(byKey).map(\.key)
@@ -233,7 +233,7 @@ struct ContextDifferential {
             let fresh: [FuzzNode]
             do { fresh = try context.fetch(live.request) } catch { fail("fetch failed: \(error)") }
             guard live.objects.map(\.key) == fresh.map(\.key), live.objects.allSatisfy({ $0.context === context }) else {
-                fail("live results by \(live.request.sortDescriptors.map { $0.keyPath.joined(separator: ".") }) are "
+                fail("live results by \(live.request.sortKeys.map { $0.keyPath.joined(separator: ".") }) are "
                      + "\(live.objects.map(\.key)), a fetch gives \(fresh.map(\.key))")
             }
         }

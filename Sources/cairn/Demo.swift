@@ -55,7 +55,7 @@ enum Demo {
         }
         let main = data.mainContext
         print("   saved \(try Person.count(in: main)) people and \(try DVD.count(in: main)) DVDs")
-        let ann = try Person.first(where: try FetchPredicate(format: "username == %@", .string("ann")), in: main)
+        let ann = try Person.first(format: "username == %@", "ann", in: main)
         print("   fetched by username 'ann': \(ann?.name ?? "?") owns \(ann?.dvds.map(\.title).joined(separator: ", ") ?? "")")
 
         if let ann {
@@ -92,14 +92,14 @@ enum Demo {
             }).writeAsync({ context in
                 let dvd = DVD.create(in: context)
                 dvd.title = "Dune"
-                dvd.owner = try Person.first(where: try FetchPredicate(format: "username == 'cy'"), in: context)
+                dvd.owner = try Person.first(format: "username == 'cy'", in: context)
             }, completion: { error in
                 print("   second write: \(error.map { "failed: \($0)" } ?? "saved")")
                 done += 1
                 continuation.resume(returning: done)
             })
         }
-        let names = try Person.all(where: nil, sortedBy: [SortKey("username")], in: data.mainContext)
+        let names = try Person.all(sortBy: [SortDescriptor(\Person.username)], in: data.mainContext)
             .map { "\($0.username) (\($0.dvds.map(\.title).joined(separator: ", ")))" }
         print("   \(finished) writes done; people now: \(names.joined(separator: "; "))")
         try await data.close()

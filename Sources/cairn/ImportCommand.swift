@@ -409,7 +409,7 @@ struct Importer {
         if upsert, current.record == nil {
             for key in keys {
                 let format = key.names.map { "\($0) == %@" }.joined(separator: " AND ")
-                let request = FetchQuery<ManagedObject>(entityName: entity.name, predicate: try FetchPredicate(format: format, arguments: key.values))
+                let request = FetchQuery<ManagedObject>(entityName: entity.name, fetchPredicate: try FetchPredicate(format: format, arguments: key.values))
                 if let existing = try context.fetch(request).first {
                     current.record = existing.objectID.recordID
                     if label != nil { records[line] = existing.objectID.recordID }

@@ -33,11 +33,11 @@ enum QueryCommand: Command {
         let context = Context(coordinator: coordinator, model: model)
         var request = FetchQuery<ManagedObject>(entityName: entityName)
         if let format {
-            do { request.predicate = try FetchPredicate(format: format) } catch let error as CairnError {
+            do { request.fetchPredicate = try FetchPredicate(format: format) } catch let error as CairnError {
                 throw UsageError(message: error.message, command: "query")
             }
         }
-        request.sortDescriptors = (args.options["--sort"] ?? "").split(separator: ",").map { SortKey(parsing: String($0)) }
+        request.sortKeys = (args.options["--sort"] ?? "").split(separator: ",").map { SortKey(parsing: String($0)) }
         request.fetchLimit = try args.integer("--limit")
         request.fetchOffset = try args.integer("--offset") ?? 0
         if args.flags.contains("--explain") { Console.error("plan: \(try context.explain(request))") }

@@ -102,7 +102,7 @@ func runPhases(_ n: Int) throws {
 /// Written by `phaseMark` only, on the main thread (phases run there one at a time).
 nonisolated(unsafe) var phaseMarks = 0
 @inline(never) func fetchHalf(_ context: Context, _ n: Int) throws -> [Row] {
-    try context.fetch(FetchQuery(Row.self, format: "a0 < %@", .int64(Int64(n / 2))))
+    try context.fetch(FetchQuery(Row.self, format: "a0 < %@", Int64(Int64(n / 2))))
 }
 @inline(never) func createRows(_ n: Int, in context: Context, into rows: inout [Row]) {
     for _ in 0..<n { rows.append(Row.create(in: context)) }

@@ -67,7 +67,7 @@ func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -
         let start = startTimedPart()
         let coordinator = try openCoordinator(directory, model)
         let context = Context(coordinator: coordinator, model: model)
-        var query = try FetchQuery(Item.self, format: "key == %@", .int64(Int64(count / 2)))
+        var query = try FetchQuery(Item.self, format: "key == %@", Int64(Int64(count / 2)))
         query.fetchLimit = 1
         let found = try context.fetch(query).first?.score
         let time = seconds(since: start)

@@ -136,7 +136,7 @@ func fillRow(_ i: Int, in context: Context) {
 func rangeQueries(_ context: Context, column: String) throws -> Int {
     var matched = 0
     for round in 0..<10 {
-        let rows = try context.fetch(FetchQuery(Row.self, format: "\(column) >= %@ AND \(column) < %@", .int64(Int64(round * 10)), .int64(Int64(round * 10 + 100))))
+        let rows = try context.fetch(FetchQuery(Row.self, format: "\(column) >= %@ AND \(column) < %@", Int64(Int64(round * 10)), Int64(Int64(round * 10 + 100))))
         for row in rows { matched += row.a0 >= 0 ? 1 : 0 }
     }
     return matched
@@ -638,7 +638,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let sum = try timedRegion {
             var sum: Int64 = 0
             for round in 0..<10 {
-                var request = FetchQuery(Row.self, sortDescriptors: [SortKey(column, ascending: false)])
+                var request = FetchQuery(Row.self, fetchPredicate: nil, sortKeys: [SortKey(column, ascending: false)])
                 request.fetchOffset = round * 1_000 / scale
                 request.fetchLimit = 20
                 for row in try context.fetch(request) { sum &+= row.a0 }

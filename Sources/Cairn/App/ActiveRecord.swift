@@ -1,12 +1,15 @@
 @_spi(Storage) import CairnStorage
 import Foundation
 
-/// Active-record helpers, always explicit about the context.
+/// Active-record helpers, always explicit about the context, with the labels of every
+/// fetch: `where:` a `#Predicate`, `format:` a format string with plain Swift arguments,
+/// `sortBy:` Foundation's sort descriptors.
 ///
 /// ```swift
 /// let ann = Person.create(in: context)
-/// let adults = try Person.all(where: #Predicate { $0.age >= 18 }, sortedBy: [SortDescriptor(\Person.name)], in: context)
-/// let first = try Person.first(where: try FetchPredicate(format: "username == %@", "ann"), in: context)
+/// let adults = try Person.all(where: #Predicate { $0.age >= 18 }, sortBy: [SortDescriptor(\Person.name)], in: context)
+/// let named = try Person.first(format: "username == %@", "ann", in: context)
+/// let everyone = try Person.all(sortBy: [SortDescriptor(\Person.name)], in: context)
 /// let kids = try Person.count(where: #Predicate { $0.age < 18 }, in: context)
 /// try Person.deleteAll(in: context)
 /// ```
@@ -22,67 +25,60 @@ extension ActiveRecord {
         return object
     }
 
-    /// Every object of this class in `context`, in ID order.
-    public static func all(in context: Context) throws -> [Self] {
-        try context.fetch(FetchQuery(Self.self))
-    }
-
-    /// The objects matching a string predicate, sorted.
-    public static func all(where predicate: FetchPredicate?, sortedBy sort: [SortKey] = [], in context: Context) throws -> [Self] {
-        try context.fetch(FetchQuery(Self.self, predicate: predicate, sortDescriptors: sort))
-    }
-
-    /// The objects matching a typed predicate, sorted.
-    public static func all(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortKey] = [], in context: Context) throws -> [Self] {
-        try context.fetch(FetchQuery(Self.self, where: predicate, sortDescriptors: sort))
-    }
-
-    /// The first object matching a string predicate (in `sort` order, else ID order).
-    public static func first(where predicate: FetchPredicate?, sortedBy sort: [SortKey] = [], in context: Context) throws -> Self? {
-        var request = FetchQuery(Self.self, predicate: predicate, sortDescriptors: sort)
-        request.fetchLimit = 1
-        return try context.fetch(request).first
-    }
-
-    /// The first object matching a typed predicate.
-    public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [SortKey] = [], in context: Context) throws -> Self? {
-        // (With a limit of one, a predicate Cairn understands stops at the first match, as
-        // the string form does; without one, every match would be made an object.)
-        var request = FetchQuery(Self.self, where: predicate, sortDescriptors: sort)
-        request.fetchLimit = 1
-        return try context.fetch(request).first
-    }
-
-    /// The objects matching a typed predicate, sorted by Foundation's typed descriptors.
-    public static func all(where predicate: Foundation.Predicate<Self>, sortedBy sort: [Foundation.SortDescriptor<Self>],
+    /// The objects of this class in `context` matching `predicate` (all, if nil), in the
+    /// order of `sortBy` (ID order, if empty).
+    public static func all(where predicate: Foundation.Predicate<Self>? = nil, sortBy: [Foundation.SortDescriptor<Self>] = [],
                            in context: Context) throws -> [Self] {
-        try all(where: predicate, sortedBy: try sort.map(SortKey.init), in: context)
+        try context.fetch(FetchQuery(Self.self, predicate: predicate, sortBy: sortBy))
     }
 
-    /// The first object matching a typed predicate in the order of Foundation's typed descriptors.
-    public static func first(where predicate: Foundation.Predicate<Self>, sortedBy sort: [Foundation.SortDescriptor<Self>],
+    /// The objects matching a format predicate, whose `%@` take plain Swift values.
+    public static func all(format: String, _ arguments: any PredicateArgument..., sortBy: [Foundation.SortDescriptor<Self>] = [],
+                           in context: Context) throws -> [Self] {
+        try context.fetch(FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments))
+            .sorted(by: sortBy))
+    }
+
+    /// The objects `query` finds in `context`.
+    public static func all(_ query: FetchQuery<Self>, in context: Context) throws -> [Self] {
+        try context.fetch(query)
+    }
+
+    /// The first object matching `predicate` (any, if nil) in the order of `sortBy` (ID
+    /// order, if empty); nil if there is none. With a predicate Cairn understands, the
+    /// fetch stops at the first match.
+    public static func first(where predicate: Foundation.Predicate<Self>? = nil, sortBy: [Foundation.SortDescriptor<Self>] = [],
                              in context: Context) throws -> Self? {
-        try first(where: predicate, sortedBy: try sort.map(SortKey.init), in: context)
+        try context.fetch(FetchQuery(Self.self, predicate: predicate, sortBy: sortBy, fetchLimit: 1)).first
     }
 
-    /// How many objects of this class `context` holds (optionally matching a predicate).
-    public static func count(where predicate: FetchPredicate? = nil, in context: Context) throws -> Int {
+    /// The first object matching a format predicate.
+    public static func first(format: String, _ arguments: any PredicateArgument..., sortBy: [Foundation.SortDescriptor<Self>] = [],
+                             in context: Context) throws -> Self? {
+        var query = FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments)).sorted(by: sortBy)
+        query.fetchLimit = 1
+        return try context.fetch(query).first
+    }
+
+    /// How many objects of this class `context` holds matching `predicate` (all, if nil).
+    public static func count(where predicate: Foundation.Predicate<Self>? = nil, in context: Context) throws -> Int {
         try context.count(for: FetchQuery(Self.self, predicate: predicate))
     }
 
-    /// How many objects of this class matching a typed predicate `context` holds.
-    public static func count(where predicate: Foundation.Predicate<Self>, in context: Context) throws -> Int {
-        try context.count(for: FetchQuery(Self.self, where: predicate))
+    /// How many objects match a format predicate.
+    public static func count(format: String, _ arguments: any PredicateArgument..., in context: Context) throws -> Int {
+        try context.count(for: FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments)))
     }
 
-    /// Deletes every object of this class (matching `predicate`, if given) in `context`.
-    public static func deleteAll(where predicate: FetchPredicate? = nil, in context: Context) throws {
+    /// Deletes every object of this class matching `predicate` (all, if nil) in `context`.
+    public static func deleteAll(where predicate: Foundation.Predicate<Self>? = nil, in context: Context) throws {
         for object in try all(where: predicate, in: context) { context.delete(object) }
     }
 
-    /// Deletes every object of this class matching a typed predicate in `context`.
-    public static func deleteAll(where predicate: Foundation.Predicate<Self>, in context: Context) throws {
-        for object in try all(where: predicate, in: context) { context.delete(object) }
+    /// Deletes every object matching a format predicate.
+    public static func deleteAll(format: String, _ arguments: any PredicateArgument..., in context: Context) throws {
+        let query = FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments))
+        for object in try context.fetch(query) { context.delete(object) }
     }
 
     /// Deletes this object from `context` (it must belong to it).

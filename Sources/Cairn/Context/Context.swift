@@ -451,18 +451,26 @@ public final class Context {
         return result
     }
 
-    // MARK: Fetching (simple; predicates and sorting in FetchQuery)
+    // MARK: Fetching (simple; the whole query in FetchQuery)
+
+    /// The objects of a class in this context matching `predicate` (all, if nil), in the
+    /// order of `sortBy` (ID order, if empty): ``fetch(_:)`` of a ``FetchQuery`` with them.
+    public func fetch<T: ManagedObject>(_ type: T.Type, where predicate: Foundation.Predicate<T>? = nil,
+                                        sortBy: [Foundation.SortDescriptor<T>] = []) throws -> [T] {
+        guard predicate == nil, sortBy.isEmpty else { return try fetch(FetchQuery(type, predicate: predicate, sortBy: sortBy)) }
+        return try fetch(type, filter: { _ in true })
+    }
 
     /// Every object of a class in this context (unsaved inserts included, deletes
-    /// excluded), in ID order, optionally filtered.
-    public func fetch<T: ManagedObject>(_ type: T.Type, where predicate: ((T) throws -> Bool)? = nil) throws -> [T] {
+    /// excluded), in ID order, that `isIncluded` keeps: each object is made and tested
+    /// (prefer a `#Predicate`, which runs on stored records).
+    public func fetch<T: ManagedObject>(_ type: T.Type, filter isIncluded: (T) throws -> Bool) throws -> [T] {
         guard let entity = coordinator.entity(named: type.entityName) else {
             throw CairnError(.invalidArgument, "entity \(type.entityName) is not in the model")
         }
         return try fetchObjects(entity: entity).compactMap { object -> T? in
             guard let typed = object as? T else { return nil }
-            if let predicate { return try predicate(typed) ? typed : nil }
-            return typed
+            return try isIncluded(typed) ? typed : nil
         }
     }
 
@@ -479,8 +487,9 @@ public final class Context {
         return currentIDs(entity: entity.number).compactMap { object(for: $0) }
     }
 
-    /// The number of an entity's objects in this context.
-    public func count<T: ManagedObject>(_ type: T.Type) throws -> Int {
+    /// The number of a class's objects in this context matching `predicate` (all, if nil).
+    public func count<T: ManagedObject>(_ type: T.Type, where predicate: Foundation.Predicate<T>? = nil) throws -> Int {
+        if let predicate { return try count(for: FetchQuery(type, predicate: predicate)) }
         guard let entity = coordinator.entity(named: type.entityName) else {
             throw CairnError(.invalidArgument, "entity \(type.entityName) is not in the model")
         }

@@ -7,7 +7,7 @@
 ///     @Attribute var name: String = ""
 ///     @Derived({ (person: Person) in person.name.lowercased() }, indexed: true) var searchName: String
 /// }
-/// let found = try context.fetch(FetchQuery(Person.self, where: #Predicate { $0.searchName == "ann" }))
+/// let found = try context.fetch(Person.self, where: #Predicate { $0.searchName == "ann" })
 /// ```
 ///
 /// The value is computed again whenever an attribute of the object is set in a context,

@@ -358,14 +358,14 @@ extension Context {
     /// stored bodies in place where it can.
     private func forEachStoredMatch<T>(of request: FetchQuery<T>, entity: EntityDescription,
                                        _ body: (RecordID, UInt64, StoredMatch) throws -> Void) throws {
-        let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
+        let compiled = try request.storedPredicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         // The entity has no relationships (see `batchNeedsNoObjects`): nothing to follow.
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: { _ in nil }) ?? true }
         let store = coordinator
         // As a fetch reads: a predicate that reads only the record's own values is tested on
         // stored bodies in place (on several threads, for a scan); any other on each record decoded.
         let filter = compiled.flatMap(RecordFilter.init)
-        if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
+        if case .index(let attribute, let condition) = plan(request.storedPredicate, entity: entity).access,
            let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
             try store.scanIndexed(entity: entity.number, slot: slot, matching: condition) { id, version, bytes in
                 if let filter {

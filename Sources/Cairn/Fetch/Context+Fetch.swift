@@ -5,7 +5,11 @@ import Foundation
 /// records without materialising objects, add the context's pending changes, sort,
 /// window, and hand back objects (faults), IDs, counts or aggregates.
 extension Context {
+    /// The objects `request` finds: a predicate tested on stored records where it can be
+    /// (an index used where one serves), this context's unsaved changes counted, sorted
+    /// and windowed. Throws for a sort descriptor Cairn cannot sort by, naming it.
     public func fetch<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [T] {
+        let request = try request.resolved()
         if let objects = try fetchInOnePass(request) { return batched(objects, request) }
         var rows = try executeRows(request, values: .forUnloadedObjects)
         let entity = try entityDescription(request.entityName)
@@ -85,12 +89,12 @@ extension Context {
     /// fetch of every record keeps the two passes: its objects then lie together, apart
     /// from their values, which makes a save's walks over them faster.
     private func fetchInOnePass<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [T]? {
-        guard parent == nil, request.sortDescriptors.isEmpty, request.objectFilter == nil,
+        guard parent == nil, request.sortKeys.isEmpty, request.objectFilter == nil,
               request.fetchLimit == nil, request.fetchOffset == 0 else { return nil }
         mergeExternalChangesIfAutomatic()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
-        guard let predicate = request.predicate, case .fullScan = plan(predicate, entity: entity).access,
+        guard let predicate = request.storedPredicate, case .fullScan = plan(predicate, entity: entity).access,
               let filter = RecordFilter(try CompiledPredicate(predicate, entity: entity, schema: coordinator.schema)),
               !(request.includesPendingChanges && dirty.contains(where: { $0.key.entity == entity.number })) else { return nil }
         let type = model.objectClass(for: entity.name)
@@ -127,13 +131,15 @@ extension Context {
     }
 
     public func fetchObjectIDs<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [ObjectID] {
+        let request = try request.resolved()
         if request.objectFilter != nil { return try fetch(request).map(\.objectID) }
         return try execute(request).compactMap { coordinator.objectID(for: $0) }
     }
 
     public func count<T: ManagedObject>(for request: FetchQuery<T>) throws -> Int {
         var unwindowed = request
-        unwindowed.sortDescriptors = []
+        unwindowed.sortBy = []
+        unwindowed.sortKeys = []
         if request.objectFilter != nil { return try fetch(request).count }
         return try execute(unwindowed).count
     }
@@ -141,7 +147,7 @@ extension Context {
     /// Which plan a request would run: an index lookup or a full scan.
     public func explain<T: ManagedObject>(_ request: FetchQuery<T>) throws -> QueryPlan {
         let entity = try entityDescription(request.entityName)
-        var result = plan(request.predicate, entity: entity)
+        var result = plan(request.storedPredicate, entity: entity)
         if request.objectFilter != nil { result.inMemoryFilter = request.inMemoryReason ?? "an object filter" }
         return result
     }
@@ -157,7 +163,8 @@ extension Context {
         }
         let path = try CompiledPredicate.resolve(key.split(separator: ".").map(String.init), entity: entity, schema: coordinator.schema)
         var unwindowed = request
-        unwindowed.sortDescriptors = []
+        unwindowed.sortBy = []
+        unwindowed.sortKeys = []
         // The rows carry each match's values as this context sees them: not read again by
         // ID (which would read and decode every match a second time).
         let resolver = memoizedViewValues()
@@ -380,7 +387,7 @@ extension Context {
         mergeExternalChangesIfAutomatic()
         try throwDeferredError()
         let entity = try entityDescription(request.entityName)
-        let compiled = try request.predicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
+        let compiled = try request.storedPredicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         let resolver = given ?? memoizedViewValues()
         // The changed objects whose values replace the stored ones (a copy of the table, not
         // of its entries, so a find-or-create loop does not build a table of the entity's
@@ -395,7 +402,7 @@ extension Context {
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
         let store = coordinator
         let enough = storedMatchesFillingWindow(request), limited = enough != .max
-        let order = request.sortDescriptors.isEmpty ? nil : try RowOrder(request.sortDescriptors, entity: entity, schema: coordinator.schema)
+        let order = request.sortKeys.isEmpty ? nil : try RowOrder(request.sortKeys, entity: entity, schema: coordinator.schema)
         // A sorted request with a window wants only the first rows in order: the stored
         // matches are offered to `top` as they are read, which decodes only those among
         // the first so far (the changed objects are offered at the end).
@@ -436,7 +443,7 @@ extension Context {
                 return true
             }
         } else if parent == nil {
-            switch plan(request.predicate, entity: entity).access {
+            switch plan(request.storedPredicate, entity: entity).access {
             case .index(let attribute, let condition):
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
                 noteIndex(slot, condition)
@@ -467,7 +474,7 @@ extension Context {
                 // reused buffer, and only a match keeps a copy of it.
                 let filter = compiled.flatMap(RecordFilter.init)
                 let takesAll = compiled == nil
-                let wanted = request.sortDescriptors.isEmpty ? wanted : .all
+                let wanted = request.sortKeys.isEmpty ? wanted : .all
                 // Every record matches: room for them all at once (a hint, the count read
                 // apart from the scan), where doubling would copy the rows several times.
                 // (Not when only a sorted window's first rows are kept, by `top`.)
@@ -527,7 +534,7 @@ extension Context {
             // the parent sees through it would make a lookup by an indexed value in a child
             // context, as DataService.write's scratch child makes, read the whole entity.)
             var candidates: [RecordID]
-            if case .index(let attribute, let condition) = plan(request.predicate, entity: entity).access,
+            if case .index(let attribute, let condition) = plan(request.storedPredicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
                 noteIndex(slot, condition)
                 var found = Set(try store.indexedIDs(entity: entity.number, slot: slot, matching: condition))
@@ -622,7 +629,7 @@ extension Context {
     /// pending ones (added and sorted in afterwards), so a later stored match cannot be in
     /// it. Otherwise every match is needed (`Int.max`).
     private func storedMatchesFillingWindow<T>(_ request: FetchQuery<T>) -> Int {
-        guard request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
+        guard request.sortKeys.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? .max : sum
     }
@@ -633,18 +640,18 @@ extension Context {
     /// both from format version 4, ``ValueOrder/nanOrder(_:_:)``), with no index answering
     /// its predicate (which a walk would test record by record, in an order of no use to it).
     private func indexWalk<T>(_ request: FetchQuery<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
-        guard request.sortDescriptors.count == 1, let descriptor = request.sortDescriptors.first, !descriptor.localizedCaseInsensitive,
+        guard request.sortKeys.count == 1, let descriptor = request.sortKeys.first, !descriptor.localizedCaseInsensitive,
               let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,
               [.int8, .int16, .int32, .int64, .string, .float, .double, .decimal, .date].contains(entity.attributes[slot].type),
               isIndexed(entity, slot),
-              case .fullScan = plan(request.predicate, entity: entity).access else { return nil }
+              case .fullScan = plan(request.storedPredicate, entity: entity).access else { return nil }
         return (slot, descriptor.ascending)
     }
 
     /// Where a sorted request's window ends (its offset plus its limit), when it has a
     /// limit and no object filter; else nil (every match is wanted in order).
     private func sortedWindowEnd<T>(_ request: FetchQuery<T>) -> Int? {
-        guard !request.sortDescriptors.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return nil }
+        guard !request.sortKeys.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return nil }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? nil : sum
     }

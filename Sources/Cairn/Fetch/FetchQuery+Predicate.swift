@@ -1,30 +1,6 @@
 @_spi(Storage) import CairnStorage
 import Foundation
 
-extension FetchQuery {
-    /// A request with a typed Foundation predicate:
-    ///
-    /// ```swift
-    /// let adults = FetchQuery(Person.self, where: #Predicate { $0.age >= 18 && $0.name != nil })
-    /// ```
-    /// The predicate's expression tree is turned into a ``FetchPredicate`` when every
-    /// part of it is understood (comparisons, `&&`, `||`, `!`, `contains`, `starts(with:)`,
-    /// nil checks, to-one key paths), so it runs on stored
-    /// records and can use indexes. Otherwise it is evaluated on each object, every
-    /// object of the entity made to be tested: ``inMemoryReason`` then names the part not
-    /// understood, and ``Context/explain(_:)`` says `FILTER IN MEMORY`.
-    public init(_ type: Result.Type = Result.self, where predicate: Foundation.Predicate<Result>,
-                sortDescriptors: [SortKey] = []) {
-        self.init(type, predicate: nil, sortDescriptors: sortDescriptors)
-        do {
-            self.predicate = try convertBool(predicate.expression)
-        } catch {
-            inMemoryReason = (error as? UnsupportedPredicate)?.description ?? "\(error)"
-            objectFilter = { try predicate.evaluate($0) }
-        }
-    }
-}
-
 /// A Foundation predicate expression with a Boolean value that has a ``FetchPredicate`` form.
 protocol FetchPredicateConvertible {
     func fetchPredicate() throws -> FetchPredicate
@@ -47,7 +23,7 @@ private func convert(_ expression: Any) throws -> PredicateExpression {
     return try convertible.fetchExpression()
 }
 
-private func convertBool(_ expression: Any) throws -> FetchPredicate {
+func convertBool(_ expression: Any) throws -> FetchPredicate {
     if let convertible = expression as? any FetchPredicateConvertible { return try convertible.fetchPredicate() }
     // A Boolean key path (`$0.flag`) is `flag == YES`.
     return .comparison(try convert(expression), .equal, .constant(.bool(true)), [], .direct)
@@ -183,16 +159,8 @@ enum KeyPathNames {
             let marker: Value?
             let target = targetType.map { $0.init() } ?? ManagedObject(dynamic: EntityDescription(name: "probe", number: 0))
             if slot < entity.attributes.count {
-                if entity.attributes[slot].type == .bool {
-                    // Two values cannot mark one slot among many: clear every Bool, set this one.
-                    for other in entity.attributes.indices where entity.attributes[other].type == .bool {
-                        probe.values[other] = .bool(false)
-                    }
-                    marker = .bool(true)
-                } else {
-                    marker = markerValue(for: entity.attributes[slot].type)
-                }
-                if let marker { probe.values[slot] = marker }
+                // (Two values cannot mark one slot among many: a Bool is marked alone.)
+                marker = mark(probe, slot: slot, of: entity)
             } else {
                 marker = nil
                 probe.detachedRelations[slot] = [target]
@@ -200,8 +168,7 @@ enum KeyPathNames {
             guard let read = probe[keyPath: keyPath] else { continue }
             let found: Bool
             if let marker {
-                found = (read as? any AttributeValue)?.cairnValue == marker
-                    || ((read as? (any AttributeValue)?) ?? nil)?.cairnValue == marker
+                found = reads(read, marker)
             } else if let object = read as? ManagedObject {
                 found = object === target
             } else if let objects = read as? [ManagedObject] {
@@ -216,6 +183,67 @@ enum KeyPathNames {
             }
         }
         return nil
+    }
+
+    private static let paths = Protected<[Key: [String]]>([:])
+
+    /// The attribute `keyPath` reads, as a key path of names: an attribute of `type`
+    /// (`["name"]`), or of the class a to-one relationship of `type` holds
+    /// (`["owner", "username"]`, for `\DVD.owner?.username`); nil for anything else.
+    static func path(of keyPath: AnyKeyPath, in type: ManagedObject.Type) -> [String]? {
+        if let known = paths.withLock({ $0[Key(keyPath: keyPath)] }) { return known }
+        let layout = PropertyLayout.of(type)
+        let entity = layout.entity
+        var found: [String]?
+        if let name = name(of: keyPath, in: type, target: nil), entity.attributes.contains(where: { $0.name == name }) {
+            found = [name]
+        }
+        // Through each to-one relationship: its destination's attributes marked one at a time.
+        search: for (index, relationship) in entity.relationships.enumerated() where found == nil && !relationship.isToMany {
+            guard index < layout.relationshipTargets.count, layout.relationshipTargets[index] != ManagedObject.self else { continue }
+            let targetType = layout.relationshipTargets[index]
+            let targetEntity = PropertyLayout.of(targetType).entity
+            for slot in targetEntity.attributes.indices {
+                let target = targetType.init()
+                guard let marker = mark(target, slot: slot, of: targetEntity) else { continue }
+                let probe = type.init()
+                probe.detachedRelations[entity.attributes.count + index] = [target]
+                if let read = probe[keyPath: keyPath], reads(read, marker) {
+                    found = [relationship.name, targetEntity.attributes[slot].name]
+                    break search
+                }
+            }
+        }
+        if let found { paths.withLock { $0[Key(keyPath: keyPath)] = found } }
+        return found
+    }
+
+    /// `keyPath` as a person reads it, where the runtime can spell it (names are lost for
+    /// the computed properties Cairn's wrappers make, on some platforms): else its type.
+    static func spelled(_ keyPath: AnyKeyPath) -> String {
+        let text = keyPath.debugDescription
+        return text.contains("<computed") ? "a \(Swift.type(of: keyPath))" : text
+    }
+
+    /// Sets attribute `slot` of `object` to a marker value and returns it (nil for a type
+    /// that has none); a Bool is marked by setting it and clearing the entity's others.
+    private static func mark(_ object: ManagedObject, slot: Int, of entity: EntityDescription) -> Value? {
+        let marker: Value?
+        if entity.attributes[slot].type == .bool {
+            for other in entity.attributes.indices where entity.attributes[other].type == .bool {
+                object.values[other] = .bool(false)
+            }
+            marker = .bool(true)
+        } else {
+            marker = markerValue(for: entity.attributes[slot].type)
+        }
+        if let marker { object.values[slot] = marker }
+        return marker
+    }
+
+    /// Whether `read`, what a key path gave, is `marker` (optional or not).
+    private static func reads(_ read: Any, _ marker: Value) -> Bool {
+        (read as? any AttributeValue)?.cairnValue == marker || ((read as? (any AttributeValue)?) ?? nil)?.cairnValue == marker
     }
 
     private static func markerValue(for type: AttributeType) -> Value? {

@@ -1,48 +1,127 @@
 @_spi(Storage) import CairnStorage
 import Foundation
 
-/// What to fetch: an entity, a predicate, an order, and a window.
+/// What to fetch: an entity, a predicate, an order, and a window, in SwiftData's
+/// `FetchDescriptor` shape.
 ///
 /// ```swift
-/// var request = FetchQuery(Person.self, format: "age >= %@ AND name BEGINSWITH[c] %@", .int64(18), .string("a"))
-/// request.sortDescriptors = [SortKey("name"), SortKey("age", ascending: false)]
-/// request.fetchLimit = 20
-/// let people = try context.fetch(request)
+/// var query = FetchQuery(Person.self, predicate: #Predicate { $0.age >= 18 },
+///                        sortBy: [SortDescriptor(\Person.name), SortDescriptor(\Person.age, order: .reverse)])
+/// query.fetchLimit = 20
+/// let adults = try context.fetch(query)
+/// let named = try context.fetch(FetchQuery(Person.self, format: "username IN %@", ["ann", "bo"]))
 /// ```
-/// For a run-time entity use `FetchQuery<ManagedObject>(entityName:)`.
+/// The same labels serve everywhere a fetch is asked for: ``Context/fetch(_:where:sortBy:)``,
+/// ``Context/count(_:where:)``, ``LiveResults``, the ``ActiveRecord`` helpers. For a
+/// run-time entity use `FetchQuery<ManagedObject>(entityName:)`, with a
+/// ``FetchPredicate`` and ``SortKey``s by name.
 public struct FetchQuery<Result: ManagedObject> {
     public var entityName: String
-    public var predicate: FetchPredicate?
-    /// A typed predicate, evaluated on objects when it cannot be turned into a
-    /// ``FetchPredicate`` (see ``FetchQuery/init(_:where:)``).
-    var objectFilter: ((Result) throws -> Bool)?
-    /// Why the typed predicate is evaluated on objects rather than on stored records (nil
-    /// if it is not: no typed predicate, or one that converted).
-    public internal(set) var inMemoryReason: String?
-    public var sortDescriptors: [SortKey] = []
+    /// The typed predicate. It runs on stored records, and can use indexes, when every
+    /// part of it is understood (comparisons, `&&`, `||`, `!`, `contains`,
+    /// `starts(with:)`, nil checks, to-one key paths); otherwise it is evaluated on each
+    /// object, every object of the entity made to be tested: ``inMemoryReason`` names the
+    /// part not understood, and ``Context/explain(_:)`` says `FILTER IN MEMORY`.
+    public var predicate: Foundation.Predicate<Result>? {
+        didSet { compile() }
+    }
+    /// A predicate in NSPredicate format syntax (``FetchPredicate``): what
+    /// ``init(_:format:_:sortBy:)`` parses, and the form for run-time entities. With
+    /// ``predicate`` as well, a result matches both.
+    public var fetchPredicate: FetchPredicate?
+    /// The order, by Foundation's typed sort descriptors: each must read an attribute of
+    /// the entity, or of one a to-one relationship reaches (`\DVD.owner?.name`); one that
+    /// does not is refused by the fetch, naming it.
+    public var sortBy: [Foundation.SortDescriptor<Result>]
+    /// More of the order, by key path names (for run-time entities and the command
+    /// line), after ``sortBy``.
+    public var sortKeys: [SortKey] = []
     public var fetchLimit: Int?
     public var fetchOffset: Int = 0
     /// Results load their values this many at a time, when the first of each batch is touched.
     public var fetchBatchSize: Int?
     /// Whether the context's unsaved inserts, updates and deletes count (default true).
     public var includesPendingChanges = true
+    /// Why ``predicate`` is evaluated on objects rather than on stored records (nil if it
+    /// is not: no typed predicate, or one that converted).
+    public private(set) var inMemoryReason: String?
+    /// ``predicate`` as a ``FetchPredicate``, when it converted.
+    private(set) var converted: FetchPredicate?
+    /// ``predicate``, evaluated on objects, when it did not convert.
+    private(set) var objectFilter: ((Result) throws -> Bool)?
 
-    public init(_ type: Result.Type = Result.self, predicate: FetchPredicate? = nil, sortDescriptors: [SortKey] = []) {
+    /// A query for the objects of `type` matching `predicate` (all, if nil), in the order
+    /// of `sortBy` (ID order, if empty), at most `fetchLimit` of them.
+    public init(_ type: Result.Type = Result.self, predicate: Foundation.Predicate<Result>? = nil,
+                sortBy: [Foundation.SortDescriptor<Result>] = [], fetchLimit: Int? = nil) {
         entityName = type.entityName
+        self.sortBy = sortBy
+        self.fetchLimit = fetchLimit
         self.predicate = predicate
-        self.sortDescriptors = sortDescriptors
+        compile()
     }
 
-    /// A request for an entity by name (the dynamic API).
-    public init(entityName: String, predicate: FetchPredicate? = nil, sortDescriptors: [SortKey] = []) {
+    /// A query with a predicate in NSPredicate format syntax, whose `%@` take plain Swift
+    /// values (a string, a number, a date, an object or its ID, nil, an array of those for
+    /// `IN`) and `%K` key path strings. Throws for a format that does not parse, naming
+    /// the column.
+    public init(_ type: Result.Type = Result.self, format: String, _ arguments: any PredicateArgument...,
+                sortBy: [Foundation.SortDescriptor<Result>] = [], fetchLimit: Int? = nil) throws {
+        self.init(type, sortBy: sortBy, fetchLimit: fetchLimit)
+        fetchPredicate = try FetchPredicate(format: format, plain: arguments)
+    }
+
+    /// A query with a ``FetchPredicate`` and ``SortKey``s built by name.
+    public init(_ type: Result.Type = Result.self, fetchPredicate: FetchPredicate?, sortKeys: [SortKey] = []) {
+        self.init(type)
+        self.fetchPredicate = fetchPredicate
+        self.sortKeys = sortKeys
+    }
+
+    /// A query for an entity by name (the dynamic API).
+    public init(entityName: String, fetchPredicate: FetchPredicate? = nil, sortKeys: [SortKey] = []) {
         self.entityName = entityName
-        self.predicate = predicate
-        self.sortDescriptors = sortDescriptors
+        sortBy = []
+        self.fetchPredicate = fetchPredicate
+        self.sortKeys = sortKeys
     }
 
-    /// A request with a string predicate in NSPredicate format syntax.
-    public init(_ type: Result.Type = Result.self, format: String, _ arguments: Value...) throws {
-        self.init(type, predicate: try FetchPredicate(format: format, arguments: arguments))
+    /// The query in the order of `descriptors`, before its ``sortKeys``.
+    public func sorted(by descriptors: [Foundation.SortDescriptor<Result>]) -> FetchQuery {
+        var query = self
+        query.sortBy = descriptors
+        return query
+    }
+
+    /// Converts ``predicate`` for the store, or keeps it for objects.
+    private mutating func compile() {
+        (converted, objectFilter, inMemoryReason) = (nil, nil, nil)
+        guard let predicate else { return }
+        do {
+            converted = try convertBool(predicate.expression)
+        } catch {
+            inMemoryReason = (error as? UnsupportedPredicate)?.description ?? "\(error)"
+            objectFilter = { try predicate.evaluate($0) }
+        }
+    }
+
+    /// What the store tests: ``fetchPredicate`` and the converted ``predicate``.
+    var storedPredicate: FetchPredicate? {
+        switch (fetchPredicate, converted) {
+        case (nil, nil): nil
+        case (let one?, nil), (nil, let one?): one
+        case (let first?, let second?): .and([first, second])
+        }
+    }
+
+    /// The query with ``sortBy`` resolved into ``sortKeys`` (what a fetch runs): throws
+    /// for a descriptor that reads no attribute Cairn can sort by, naming it.
+    func resolved() throws -> FetchQuery {
+        guard !sortBy.isEmpty else { return self }
+        var query = self
+        query.sortKeys = try sortBy.enumerated().map { try SortKey($1, index: $0) } + sortKeys
+        query.sortBy = []
+        return query
     }
 }
 

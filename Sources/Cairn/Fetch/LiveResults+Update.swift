@@ -14,8 +14,8 @@ extension LiveResults {
                         window: (limit: Int, end: ResultsUpdate.WindowEnd)?, context: Context) throws -> Updated? {
         guard let outcome = try ResultsUpdate(names: sections.map(\.name), objects: untyped, ids: placed, snapshot: snapshot,
                                               touched: touched,
-                                              entityName: request.entityName, predicate: request.predicate,
-                                              sortDescriptors: request.sortDescriptors, sectionKeyPath: sectionKeyPath,
+                                              entityName: request.entityName, predicate: request.storedPredicate,
+                                              sortDescriptors: request.sortKeys, sectionKeyPath: sectionKeyPath,
                                               window: window, context: context, isResult: { $0 is T }) else { return nil }
         // Runs of results copied from the old sections in bulk.
         var result: [Section] = [], resultUntyped: [[ManagedObject]] = [], resultPlaced: [[RecordID]] = []

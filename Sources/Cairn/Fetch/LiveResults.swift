@@ -132,12 +132,13 @@ public final class LiveResults<T: ManagedObject> {
     }
 
     private init(request: FetchQuery<T>, context: Context, sectionKeyPath: String?, sectionName: ((T) -> String)?) throws {
+        let request = try request.resolved()
         self.request = request
         self.context = context
         self.sectionKeyPath = sectionKeyPath
         self.sectionName = sectionName
         (changes, continuation) = AsyncStream.makeStream(of: ResultsChange.self)
-        var keyPaths = request.sortDescriptors.map(\.keyPath) + (request.predicate?.keyPaths ?? [])
+        var keyPaths = request.sortKeys.map(\.keyPath) + (request.storedPredicate?.keyPaths ?? [])
         if let sectionKeyPath { keyPaths.append(sectionKeyPath.split(separator: ".").map(String.init)) }
         dependencies = request.objectFilter != nil || sectionName != nil ? nil
             : ResultsDependencies(keyPaths: keyPaths, entity: try context.entityDescription(request.entityName),
@@ -295,7 +296,7 @@ public final class LiveResults<T: ManagedObject> {
     private func fetchedWindowEnd() throws -> ResultsUpdate.WindowEnd? {
         guard let limit = request.fetchLimit, let context, let entities = dependencies?.entities else { return nil }
         let entity = try context.entityDescription(request.entityName)
-        let order = try ResultsUpdate.order(request.sortDescriptors, sectionKeyPath: sectionKeyPath, entity: entity,
+        let order = try ResultsUpdate.order(request.sortKeys, sectionKeyPath: sectionKeyPath, entity: entity,
                                             schema: context.coordinator.schema)
         let count = sections.reduce(0) { $0 + $1.objects.count }
         let end = try ResultsUpdate.windowEnd(limit: limit, count: count, last: sections.last?.objects.last?.recordID, order: order,
@@ -350,7 +351,7 @@ public final class LiveResults<T: ManagedObject> {
             return result
         }
         var request = self.request
-        if let sectionKeyPath { request.sortDescriptors.insert(SortKey(sectionKeyPath), at: 0) }
+        if let sectionKeyPath { request.sortKeys.insert(SortKey(sectionKeyPath), at: 0) }
         guard let sectionKeyPath else {
             let objects = try context.fetch(request)
             return objects.isEmpty ? [] : [Section(name: "", objects: objects)]

@@ -33,7 +33,12 @@ public indirect enum FetchPredicate: Sendable, Hashable, CustomStringConvertible
     /// try FetchPredicate(format: "username IN %@ AND age >= %@", ["ann", "bo"], 18)
     /// ```
     public init(format: String, _ first: any PredicateArgument, _ rest: any PredicateArgument...) throws {
-        var parser = PredicateParser(format, arguments: ([first] + rest).map(\.predicateExpression))
+        try self.init(format: format, plain: [first] + rest)
+    }
+
+    /// ``init(format:_:_:)`` with the arguments in a list.
+    init(format: String, plain arguments: [any PredicateArgument]) throws {
+        var parser = PredicateParser(format, arguments: arguments.map(\.predicateExpression))
         self = try parser.parse()
     }
 

@@ -30,7 +30,7 @@ import Testing
         let context = fixture.context
         let groups = try context.fetch(FetchQuery(Group.self))
         let group = try #require(groups.first), elsewhere = try #require(groups.last)
-        let items = try context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == nil")))
+        let items = try context.fetch(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "group == nil")))
         #expect(items.count >= 2)
         let (parentAdds, childAdds) = (items[0], items[1])
         let child = Context(parent: context)
@@ -52,7 +52,7 @@ import Testing
         let stored = try #require(try reader.existingObject(Group.self, with: group.objectID))
         #expect(Set(stored.items.map(\.objectID)) == expected)
         for item in stored.items { #expect(item.group === stored) }
-        let owners = try reader.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == %@", arguments: [.reference(group.objectID.recordID.rawValue)])))
+        let owners = try reader.fetch(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "group == %@", arguments: [.reference(group.objectID.recordID.rawValue)])))
         #expect(Set(owners.map(\.objectID)) == expected)
     }
 
@@ -102,7 +102,7 @@ import Testing
         let fixture = try FetchFixture(seed: 10, count: 30)
         let context = fixture.context
         let group = try #require(try context.fetch(FetchQuery(Group.self)).first { $0.items.count >= 2 })
-        let loose = try #require(try context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
+        let loose = try #require(try context.fetch(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "group == nil"))).first)
         let child = Context(parent: context)
         let childGroup = try #require(try child.existingObject(Group.self, with: group.objectID))
         let taken = try #require(childGroup.items.first)
@@ -144,7 +144,7 @@ import Testing
         let fixture = try FetchFixture(seed: 14, count: 30)
         let context = fixture.context
         let group = try #require(try context.fetch(FetchQuery(Group.self)).first)
-        let loose = try #require(try context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "group == nil"))).first)
+        let loose = try #require(try context.fetch(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "group == nil"))).first)
         let child = Context(parent: context)
         _ = try #require(try child.existingObject(Group.self, with: group.objectID)).items
         loose.group = group

@@ -242,7 +242,7 @@ final class AnnotatedOwner: ManagedObject {
         #expect(!people[0].isFault && people[1].isFault, "only the touched object loaded")
         #expect(reader.object(with: people[1].objectID) === people[1])
         #expect(try reader.fetch(Person.self)[2] === people[2])
-        #expect(try reader.fetch(Person.self, where: { $0.username == "b" }).map(\.username) == ["b"])
+        #expect(try reader.fetch(Person.self, filter: { $0.username == "b" }).map(\.username) == ["b"])
     }
 
     @Test func inversesStayInStep() throws {
@@ -591,7 +591,7 @@ final class AnnotatedOwner: ManagedObject {
         try context.save()
         stack = try stack.reopened()
         let reader = stack.context()
-        let ben = try #require(try reader.fetch(Person.self, where: { $0.username == "ben" }).first)
+        let ben = try #require(try reader.fetch(Person.self, filter: { $0.username == "ben" }).first)
         #expect(ben.dvds.map(\.title) == ["ben-0", "ben-1", "ben-2"])
         reader.delete(ben)
         try reader.save()

@@ -35,14 +35,14 @@ final class Contact: ManagedObject {
         let context = stack.context()
         _ = contact(context, "Ann", "Zeta")
         _ = contact(context, "Bo", "alpha")
-        let pending = try context.fetch(FetchQuery(Contact.self, where: #Predicate { $0.searchKey == "zeta" }))
+        let pending = try context.fetch(FetchQuery(Contact.self, predicate: #Predicate { $0.searchKey == "zeta" }))
         #expect(pending.map(\.first) == ["Ann"], "an unsaved object is found by its derived value")
         try context.save()
 
         let other = stack.context()
         let sorted = try other.fetch(FetchQuery(Contact.self, sortBy: [SortDescriptor(\Contact.searchKey)]))
         #expect(sorted.map(\.fullName) == ["Bo alpha", "Ann Zeta"])
-        let found = try other.fetch(FetchQuery(Contact.self, predicate: FetchPredicate(format: "searchKey == %@", "alpha")))
+        let found = try other.fetch(FetchQuery(Contact.self, fetchPredicate: FetchPredicate(format: "searchKey == %@", "alpha")))
         #expect(found.map(\.first) == ["Bo"])
     }
 
@@ -52,7 +52,7 @@ final class Contact: ManagedObject {
         try context.save()
         ann.last = "Young"
         #expect(ann.searchKey == "young" && ann.fullName == "Ann Young")
-        #expect(try context.fetch(FetchQuery(Contact.self, where: #Predicate { $0.searchKey == "young" })).count == 1)
+        #expect(try context.fetch(FetchQuery(Contact.self, predicate: #Predicate { $0.searchKey == "young" })).count == 1)
         context.undo()
         #expect(ann.searchKey == "zeta" && ann.fullName == "Ann Zeta")
         #expect(!context.hasChanges)
@@ -65,7 +65,7 @@ final class Contact: ManagedObject {
             contact.first = name.0
             contact.last = name.1
         }
-        try context.batchUpdate(FetchQuery(Contact.self, where: #Predicate { $0.first == "Cy" })) { $0.last = "Pond" }
+        try context.batchUpdate(FetchQuery(Contact.self, predicate: #Predicate { $0.first == "Cy" })) { $0.last = "Pond" }
         let all = try stack.context().fetch(FetchQuery(Contact.self, sortBy: [SortDescriptor(\Contact.searchKey)]))
         #expect(all.map(\.searchKey) == ["lake", "pond"])
         #expect(all.map(\.fullName) == ["Di Lake", "Cy Pond"])

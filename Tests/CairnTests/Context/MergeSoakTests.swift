@@ -29,7 +29,7 @@ import Testing
             dvd.owner = people[index % people.count]
         }
         try main.save()
-        let request = FetchQuery(DVD.self, sortDescriptors: [SortKey("title")])
+        let request = FetchQuery(DVD.self, fetchPredicate: nil, sortKeys: [SortKey("title")])
         let results = try LiveResults(request: request, context: main, sectionKeyPath: "owner.username")
         var shown = Self.rows(of: results)
         var malformed: [String] = []

@@ -33,7 +33,7 @@ enum GettingStartedExample {
         alien.owner = ann                       // ann.dvds follows
         try context.save()
 
-        let found = try context.fetch(FetchQuery(Person.self, where: #Predicate { $0.username == "ann" }))
+        let found = try context.fetch(FetchQuery(Person.self, predicate: #Predicate { $0.username == "ann" }))
         return found.first?.dvds.map(\.title) ?? []
     }
 }
@@ -120,15 +120,14 @@ enum FetchingExample {
         for name in ["bo", "ann", "cy"] { Person(context: context).username = name }
         try context.save()
 
-        var query = try FetchQuery(Person.self, where: #Predicate { $0.username != "cy" },
-                                   sortBy: [SortDescriptor(\Person.username)])
+        var query = FetchQuery(Person.self, predicate: #Predicate { $0.username != "cy" },
+                               sortBy: [SortDescriptor(\Person.username)])
         query.fetchLimit = 10
         let adults = try context.fetch(query).map(\.username)
 
-        let byFormat = try context.count(for: FetchQuery(Person.self,
-            predicate: try FetchPredicate(format: "username IN %@", ["ann", "bo"])))
+        let byFormat = try context.count(for: FetchQuery(Person.self, format: "username IN %@", ["ann", "bo"]))
 
-        let results = try LiveResults(request: FetchQuery(Person.self, sortDescriptors: [SortKey("username")]),
+        let results = try LiveResults(request: FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.username)]),
                                       context: context) { String($0.username.prefix(1)) }
         var changes = 0
         results.onChange = { _ in changes += 1 }

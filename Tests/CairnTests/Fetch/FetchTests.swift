@@ -75,7 +75,7 @@ struct FetchFixture {
 
     func actual(_ format: String, _ arguments: [Value], in context: Context? = nil) throws -> [ObjectID] {
         var request = FetchQuery(Item.self)
-        request.predicate = try FetchPredicate(format: format, arguments: arguments)
+        request.fetchPredicate = try FetchPredicate(format: format, arguments: arguments)
         return try (context ?? self.context).fetchObjectIDs(request).sorted()
     }
 }
@@ -180,7 +180,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             ("items.@count == %@", { _ in false }),
         ]
         for (format, test) in cases {
-            request.predicate = try FetchPredicate(format: format, arguments: format.contains("%@") ? [.int64(-1)] : [])
+            request.fetchPredicate = try FetchPredicate(format: format, arguments: format.contains("%@") ? [.int64(-1)] : [])
             #expect(try fixture.context.fetch(request).map(\.title).sorted() == expected(test), "\(format)")
         }
     }
@@ -188,7 +188,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func plansUseIndexesForEqualityInAndRanges() throws {
         let fixture = try FetchFixture(seed: 3, count: 20)
         func access(_ format: String) throws -> QueryPlan.Access {
-            try fixture.context.explain(FetchQuery(Item.self, predicate: try FetchPredicate(format: format))).access
+            try fixture.context.explain(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: format))).access
         }
         #expect(try access("rank == 3") == .index(attribute: "rank", condition: .equal([.int64(3)])))
         #expect(try access("label IN {'a', 'b'}") == .index(attribute: "label", condition: .equal([.string("a"), .string("b")])))
@@ -201,7 +201,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         #expect(try access("rankPlain == 3") == .fullScan)
         #expect(try access("label ==[c] 'x'") == .fullScan, "folded comparisons cannot use the index")
         #expect(try access("rank == 3 OR flag == YES") == .fullScan)
-        #expect(try fixture.context.explain(FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank == 3"))).description.hasPrefix("INDEX Item.rank"))
+        #expect(try fixture.context.explain(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank == 3"))).description.hasPrefix("INDEX Item.rank"))
     }
 
     @Test func parseErrorsNameTheColumn() {
@@ -227,7 +227,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func unknownKeysAreClearErrors() throws {
         let fixture = try FetchFixture(seed: 1, count: 3)
         #expect {
-            try fixture.context.fetch(FetchQuery(Item.self, predicate: try FetchPredicate(format: "nmae == 'x'")))
+            try fixture.context.fetch(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "nmae == 'x'")))
         } throws: { ($0 as? CairnError)?.message.contains("Item has no key 'nmae'") == true }
     }
 }
@@ -235,22 +235,22 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
 @Suite struct FetchRequestTests {
     @Test func sortLimitOffsetAndLocalizedOrder() throws {
         let fixture = try FetchFixture(seed: 21, count: 60)
-        var request = FetchQuery(Item.self, sortDescriptors: [SortKey("rank", ascending: false), SortKey("score")])
+        var request = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank", ascending: false), SortKey("score")])
         let sorted = fixture.items.sorted { a, b in a.rank != b.rank ? a.rank > b.rank : (a.score != b.score ? a.score < b.score : a.id < b.id) }
         #expect(try fixture.context.fetchObjectIDs(request) == sorted.map(\.id))
         request.fetchOffset = 10
         request.fetchLimit = 5
         #expect(try fixture.context.fetchObjectIDs(request) == Array(sorted.map(\.id)[10..<15]))
         #expect(try fixture.context.count(for: request) == 5, "a count is of what the fetch would return")
-        let labels = FetchQuery(Item.self, predicate: try FetchPredicate(format: "label IN {'apple', 'Apple', 'banana', 'Bänana'}"),
-                                  sortDescriptors: [SortKey("label", localizedCaseInsensitive: true)])
+        let labels = FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "label IN {'apple', 'Apple', 'banana', 'Bänana'}"),
+                                  sortKeys: [SortKey("label", localizedCaseInsensitive: true)])
         let names = try fixture.context.fetch(labels).compactMap(\.label)
         #expect(names.count > 3)
         for (a, b) in zip(names, names.dropFirst()) {
             #expect(a.compare(b, options: [.caseInsensitive], range: nil, locale: Locale.current) != .orderedDescending, "\(a) before \(b)")
         }
         // Through a to-one relationship, nils first.
-        let byGroup = try fixture.context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("group.title")]))
+        let byGroup = try fixture.context.fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("group.title")]))
         let titles = byGroup.map { $0.group?.title ?? "" }
         #expect(titles == titles.sorted())
     }
@@ -288,10 +288,10 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         for place in [context, child] {
             for descriptors in sorts {
                 for predicate in predicates {
-                    let whole = try place.fetchObjectIDs(FetchQuery(Item.self, predicate: predicate, sortDescriptors: descriptors))
+                    let whole = try place.fetchObjectIDs(FetchQuery(Item.self, fetchPredicate: predicate, sortKeys: descriptors))
                     #expect(whole.count > 20)
                     for (offset, limit) in [(0, 1), (0, 10), (3, 7), (50, 20), (0, 0), (whole.count - 2, 5), (whole.count + 1, 3), (0, whole.count)] {
-                        var request = FetchQuery(Item.self, predicate: predicate, sortDescriptors: descriptors)
+                        var request = FetchQuery(Item.self, fetchPredicate: predicate, sortKeys: descriptors)
                         request.fetchOffset = offset
                         request.fetchLimit = limit
                         let start = min(offset, whole.count), end = min(whole.count, offset + limit)
@@ -349,10 +349,10 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             for ascending in [true, false] {
                 for predicate in [nil, try FetchPredicate(format: "serial >= 100")] {
                     let descriptors = [SortKey(key, ascending: ascending)]
-                    let whole = try context.fetchObjectIDs(FetchQuery(Reading.self, predicate: predicate, sortDescriptors: descriptors))
+                    let whole = try context.fetchObjectIDs(FetchQuery(Reading.self, fetchPredicate: predicate, sortKeys: descriptors))
                     #expect(whole.count >= 300)
                     for (offset, limit) in [(0, 1), (0, 10), (3, 7), (30, 40), (100, 20), (whole.count - 2, 5), (0, whole.count)] {
-                        var request = FetchQuery(Reading.self, predicate: predicate, sortDescriptors: descriptors)
+                        var request = FetchQuery(Reading.self, fetchPredicate: predicate, sortKeys: descriptors)
                         request.fetchOffset = offset
                         request.fetchLimit = limit
                         let start = min(offset, whole.count), end = min(whole.count, offset + limit)
@@ -392,7 +392,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         for (format, values) in bounds {
             func ids(_ key: String) throws -> [Int64] {
                 let predicate = try FetchPredicate(format: format, arguments: [.string(key), values[0], .string(key), values[1]])
-                return try context.fetch(FetchQuery(Big.self, predicate: predicate)).map(\.plain).sorted()
+                return try context.fetch(FetchQuery(Big.self, fetchPredicate: predicate)).map(\.plain).sorted()
             }
             let scanned = try ids("plain")
             #expect(try ids("n") == scanned, "\(format) \(values)")
@@ -417,7 +417,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         let fixture = try FetchFixture(seed: 17, count: 200)
         let context = fixture.context
         try context.save()
-        let groups = try context.fetch(FetchQuery(Group.self, sortDescriptors: [SortKey("title")]))
+        let groups = try context.fetch(FetchQuery(Group.self, fetchPredicate: nil, sortKeys: [SortKey("title")]))
         groups[0].title = "zz"                                  // blue, renamed, now last
         let extra = Group(context: context)
         extra.title = "aa"
@@ -427,10 +427,10 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         for reader in [context, Context(parent: context)] {
             let all = try reader.fetch(FetchQuery(Item.self))
             let expected = all.sorted { ($0.group?.title ?? "", $0.objectID.recordID) < ($1.group?.title ?? "", $1.objectID.recordID) }
-            let sorted = try reader.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("group.title")]))
+            let sorted = try reader.fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("group.title")]))
             #expect(sorted.map(\.objectID) == expected.map(\.objectID))
             for title in ["zz", "aa", "green", "red"] {
-                let matching = try reader.fetch(try FetchQuery(Item.self, format: "group.title == %@", .string(title)))
+                let matching = try reader.fetch(try FetchQuery(Item.self, format: "group.title == %@", String(title)))
                 #expect(Set(matching.map(\.objectID)) == Set(all.filter { $0.group?.title == title }.map(\.objectID)), "\(title)")
             }
         }
@@ -582,7 +582,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         all[3].score = 12_345
         let byID = Dictionary(uniqueKeysWithValues: all.map { ($0.objectID, $0) })
         var loaded = 20
-        for request in [FetchQuery(Item.self), try FetchQuery(Item.self, format: "rankPlain >= %@", .int64(-100))] {
+        for request in [FetchQuery(Item.self), try FetchQuery(Item.self, format: "rankPlain >= %@", Int64(-100))] {
             let again = try reader.fetch(request)
             #expect(again.count == 40)
             #expect(again.allSatisfy { byID[$0.objectID] === $0 })
@@ -626,17 +626,17 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
         }
         let predicate = try FetchPredicate(format: "rankPlain >= 0")
         let typed = try context.fetch(FetchQuery(Item.self, format: "rankPlain >= 0"))
-        let dynamic = try context.fetch(FetchQuery<ManagedObject>(entityName: "Item", predicate: predicate))
+        let dynamic = try context.fetch(FetchQuery<ManagedObject>(entityName: "Item", fetchPredicate: predicate))
         #expect(dynamic.count == typed.count && zip(dynamic, typed).allSatisfy { $0 === $1 })
-        #expect(try context.fetch(FetchQuery<Group>(entityName: "Item", predicate: predicate)).isEmpty)
+        #expect(try context.fetch(FetchQuery<Group>(entityName: "Item", fetchPredicate: predicate)).isEmpty)
         // An unknown key is an error on this path too.
         #expect(throws: CairnError.self) { try context.fetch(FetchQuery(Item.self, format: "nothing == 1")) }
     }
 
     @Test func dynamicRequests() throws {
         let fixture = try FetchFixture(seed: 6, count: 20)
-        let request = FetchQuery<ManagedObject>(entityName: "Item", predicate: try FetchPredicate(format: "rank > 0"),
-                                                  sortDescriptors: [SortKey("rank")])
+        let request = FetchQuery<ManagedObject>(entityName: "Item", fetchPredicate: try FetchPredicate(format: "rank > 0"),
+                                                  sortKeys: [SortKey("rank")])
         let objects = try fixture.context.fetch(request)
         #expect(objects.map { $0["rank"] } == fixture.items.filter { $0.rank > 0 }.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map { .int64(Int64($0.rank)) })
     }
@@ -684,20 +684,20 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
             (#Predicate { $0.group?.title == "red" }, "group.title == 'red'"),
         ]
         for (typed, format) in pairs {
-            let request = FetchQuery(Item.self, where: typed)
+            let request = FetchQuery(Item.self, predicate: typed)
             if !format.contains("BEGINSWITH") {
                 #expect(request.predicate != nil, "\(format) runs on stored records")
             } else {
-                #expect(request.predicate == nil, "\(format) falls back to evaluating objects")
+                #expect(request.storedPredicate == nil, "\(format) falls back to evaluating objects")
             }
-            let expected = try context.fetchObjectIDs(FetchQuery(Item.self, predicate: try FetchPredicate(format: format)))
+            let expected = try context.fetchObjectIDs(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: format)))
             #expect(try context.fetchObjectIDs(request) == expected, "\(format)")
         }
-        let converted = FetchQuery(Item.self, where: #Predicate { $0.rank == 5 })
-        #expect(converted.predicate == (try FetchPredicate(format: "rank == 5")))
+        let converted = FetchQuery(Item.self, predicate: #Predicate { $0.rank == 5 })
+        #expect(converted.storedPredicate == (try FetchPredicate(format: "rank == 5")))
         #expect(try context.explain(converted).access == .index(attribute: "rank", condition: .equal([.int64(5)])))
-        let nested = FetchQuery(Item.self, where: #Predicate { $0.group?.title == "red" })
-        #expect(nested.predicate != nil, "to-one key paths convert")
+        let nested = FetchQuery(Item.self, predicate: #Predicate { $0.group?.title == "red" })
+        #expect(nested.storedPredicate != nil, "to-one key paths convert")
     }
 
     /// Objects fetched in a context that is then released (a function fetching in a
@@ -706,7 +706,7 @@ func folded(_ text: String?, _ options: String.CompareOptions) -> String? {
     @Test func objectsOutlivingTheirContextReadWhatWasFetched() throws {
         let fixture = try FetchFixture(seed: 13, count: 25)
         func fetchAlone() throws -> [Item] {
-            try fixture.stack.context().fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")]))
+            try fixture.stack.context().fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rankPlain")]))
         }
         let items = try fetchAlone()
         #expect(items.allSatisfy { $0.context == nil }, "the context is gone")

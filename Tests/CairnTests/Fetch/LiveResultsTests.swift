@@ -27,7 +27,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
     func diffsReplayToAFreshFetch(seed: UInt64) throws {
         let fixture = try FetchFixture(seed: seed, count: 40)
         let context = fixture.context
-        let request = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortKey("score")])
+        let request = FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank >= 0"), sortKeys: [SortKey("score")])
         let results = try LiveResults(request: request, context: context, sectionKeyPath: "group.title")
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
@@ -47,8 +47,8 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
             default: target.flag.toggle(); expectUpdate = target.rank >= 0    // an update in place
             }
             if step % 3 == 0 { try context.save() } else { context.processPendingChanges() }
-            let fresh = try context.fetch(FetchQuery(Item.self, predicate: request.predicate,
-                                                       sortDescriptors: [SortKey("group.title")] + request.sortDescriptors))
+            let fresh = try context.fetch(FetchQuery(Item.self, fetchPredicate: request.fetchPredicate,
+                                                       sortKeys: [SortKey("group.title")] + request.sortKeys))
             #expect(results.objects.map(\.objectID) == fresh.map(\.objectID), "seed \(seed) step \(step)")
             let after = results.sections.map { $0.objects.map(\.objectID) }
             if before.map(\.1) == after && !expectUpdate { continue }
@@ -72,9 +72,9 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let context = fixture.context
         context.mergePolicy = .objectTrumps  // another context changes the same objects
         try context.save()
-        let own = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"), sortDescriptors: [SortKey("score")])
-        let related = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
-                                   sortDescriptors: [SortKey("group.title"), SortKey("score")])
+        let own = FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank >= 0"), sortKeys: [SortKey("score")])
+        let related = FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank >= 0"),
+                                   sortKeys: [SortKey("group.title"), SortKey("score")])
         let ownResults = try LiveResults(request: own, context: context)
         let relatedResults = try LiveResults(request: related, context: context)
         let other = fixture.stack.context()
@@ -129,7 +129,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let root = fixture.context
         try root.save()
         let middle = Context(parent: root), grandchild = Context(parent: middle)
-        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("score")])
+        let request = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")])
         let results = try LiveResults(request: request, context: grandchild)
         let first = try #require(results.objects.first)
         let held = try #require(try middle.existingObject(Item.self, with: first.objectID))
@@ -149,7 +149,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 8, count: 6)
         let context = fixture.context
         try context.save()
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]), context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         let before = results.objects
@@ -167,7 +167,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 9, count: 6)
         let context = fixture.context
         try context.save()
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]), context: context)
         let first = try #require(results.objects.first)
         context.undoGroup { first.score = 1_000 }
         context.processPendingChanges()
@@ -210,7 +210,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 8, count: 20)
         let context = fixture.context
         try context.save()
-        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("rank"), SortKey("score")])
+        let request = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank"), SortKey("score")])
         let results = try LiveResults(request: request, context: context)
         let other = fixture.stack.context()
         var delivered = 0
@@ -242,7 +242,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let fixture = try FetchFixture(seed: 9, count: 200)
         let context = fixture.context
         try context.save()
-        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")])
+        let request = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rankPlain")])
         let results = try LiveResults(request: request, context: context, sectionKeyPath: "rankPlain")
         let coordinator = fixture.stack.coordinator, model = fixture.stack.model
         let done = Locked(false)
@@ -280,7 +280,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         let parent = fixture.context
         try parent.save()
         let child = Context(parent: parent)
-        let request = FetchQuery(Item.self, sortDescriptors: [SortKey("score")])
+        let request = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")])
         let results = try LiveResults(request: request, context: child)
         let item = try #require(try parent.fetch(request).first)
         item.score = 1_000
@@ -293,7 +293,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
 
     @Test func changesArriveAsAnAsyncSequence() async throws {
         let fixture = try FetchFixture(seed: 2, count: 5)
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]), context: fixture.context)
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank")]), context: fixture.context)
         let item = Item(context: fixture.context)
         item.rank = -100
         try fixture.context.save()
@@ -324,7 +324,7 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
             person.username = name
         }
         try context.save()
-        let request = FetchQuery(Person.self, sortDescriptors: [SortKey("username")])
+        let request = FetchQuery(Person.self, fetchPredicate: nil, sortKeys: [SortKey("username")])
         let results = try LiveResults(request: request, context: context) { String($0.username.prefix(1)).uppercased() }
         func rows() -> [(String, [ObjectID])] { results.sections.map { ($0.name, $0.objects.map(\.objectID)) } }
         #expect(results.sections.map(\.name) == ["A", "B", "C"])

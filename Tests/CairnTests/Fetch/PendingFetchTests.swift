@@ -37,8 +37,8 @@ import CairnTesting
         try mess(grandchild)
         for rank in -10..<30 {
             for (limit, offset) in [(nil, 0), (3, 0), (2, 1)] as [(Int?, Int)] {
-                var indexed = try FetchQuery(Item.self, format: "rank == %@", .int64(Int64(rank)))
-                var scanned = try FetchQuery(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))
+                var indexed = try FetchQuery(Item.self, format: "rank == %@", Int64(Int64(rank)))
+                var scanned = try FetchQuery(Item.self, format: "rankPlain == %@", Int64(Int64(rank)))
                 indexed.fetchLimit = limit; scanned.fetchLimit = limit
                 indexed.fetchOffset = offset; scanned.fetchOffset = offset
                 #expect(try grandchild.fetch(indexed).map(\.objectID) == grandchild.fetch(scanned).map(\.objectID), "rank \(rank) limit \(String(describing: limit)) offset \(offset)")
@@ -87,7 +87,7 @@ extension ChildFetchTests {
             case 11: context.refresh(item, mergeChanges: random.next() % 2 == 0)
             case 12 where step % 4 == 0:
                 let rank = newRank()
-                _ = try context.batchUpdate(FetchQuery(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))) {
+                _ = try context.batchUpdate(FetchQuery(Item.self, format: "rankPlain == %@", Int64(Int64(rank)))) {
                     $0.rank = rank + 1; $0.rankPlain = rank + 1
                 }
             case 13:
@@ -124,8 +124,8 @@ extension ChildFetchTests {
                 ]
                 if step % 10 == 0 { pairs.append(("label == %@", "labelPlain == %@", [pick(labels).map { .string($0) } ?? .null])) }
                 for (indexed, plain, arguments) in pairs {
-                    let found = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: indexed, arguments: arguments)))
-                    let scanned = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: plain, arguments: arguments)))
+                    let found = try context.fetch(FetchQuery(Item.self, fetchPredicate: FetchPredicate(format: indexed, arguments: arguments)))
+                    let scanned = try context.fetch(FetchQuery(Item.self, fetchPredicate: FetchPredicate(format: plain, arguments: arguments)))
                     #expect(found.map(\.objectID) == scanned.map(\.objectID), "seed \(seed) step \(step): \(indexed) \(arguments)")
                 }
             }
@@ -163,8 +163,8 @@ extension ChildFetchTests {
             }
             for _ in 0..<3 {
                 let rank = newRank()
-                let found = try child.fetch(FetchQuery(Item.self, format: "rank == %@", .int64(Int64(rank)))).map(\.objectID)
-                let scanned = try child.fetch(FetchQuery(Item.self, format: "rankPlain == %@", .int64(Int64(rank)))).map(\.objectID)
+                let found = try child.fetch(FetchQuery(Item.self, format: "rank == %@", Int64(Int64(rank)))).map(\.objectID)
+                let scanned = try child.fetch(FetchQuery(Item.self, format: "rankPlain == %@", Int64(Int64(rank)))).map(\.objectID)
                 #expect(found == scanned, "seed \(seed) step \(step): rank \(rank)")
             }
         }
@@ -178,7 +178,7 @@ extension ChildFetchTests {
         let fixture = try FetchFixture(seed: 61, count: 100)
         let context = fixture.context
         try context.save()
-        let items = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")]))
+        let items = try context.fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rankPlain")]))
         for (index, item) in items.enumerated() { item.rank = 1_000 + index; item.rankPlain = item.rank }
         try context.save()
         for item in items.dropFirst() { item.rank += 1_000; item.rankPlain = item.rank }  // 99 changed objects
@@ -203,7 +203,7 @@ extension ChildFetchTests {
     @Test func aRecordDeletedElsewhereButChangedHereIsFoundInAChild() throws {
         let fixture = try FetchFixture(seed: 12, count: 20)
         let context = fixture.context
-        let items = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("rankPlain")]))
+        let items = try context.fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rankPlain")]))
         let target = items[0]
         target.label = "changed here"
         let other = fixture.stack.context()
@@ -214,7 +214,7 @@ extension ChildFetchTests {
         let here = try context.fetch(FetchQuery(Item.self)).map(\.objectID)
         #expect(here.contains(target.objectID), "the root's own fetch keeps it")
         #expect(try child.fetch(FetchQuery(Item.self)).map(\.objectID) == here, "a full scan in the child")
-        #expect(try child.fetch(FetchQuery(Item.self, format: "rank == %@", .int64(Int64(target.rank)))).map(\.objectID)
+        #expect(try child.fetch(FetchQuery(Item.self, format: "rank == %@", Int64(Int64(target.rank)))).map(\.objectID)
                 == [target.objectID], "by index in the child")
         #expect(try child.count(for: FetchQuery(Item.self)) == here.count)
     }
@@ -307,12 +307,12 @@ extension ChildFetchTests {
             }
             for rank in -10..<30 {
                 let expected = known.values.filter { $0.context === context && $0.exists && $0.rank == rank }.map(\.objectID)
-                let found = try context.fetch(FetchQuery(Item.self, format: "rank == %@", .int64(Int64(rank)))).map(\.objectID)
+                let found = try context.fetch(FetchQuery(Item.self, format: "rank == %@", Int64(Int64(rank)))).map(\.objectID)
                 #expect(found == expected.sorted { $0.recordID < $1.recordID }, "round \(round): rank == \(rank)")
             }
             for (indexed, plain, arguments) in pairs {
-                let found = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: indexed, arguments: arguments))).map(\.objectID)
-                let scanned = try context.fetch(FetchQuery(Item.self, predicate: FetchPredicate(format: plain, arguments: arguments))).map(\.objectID)
+                let found = try context.fetch(FetchQuery(Item.self, fetchPredicate: FetchPredicate(format: indexed, arguments: arguments))).map(\.objectID)
+                let scanned = try context.fetch(FetchQuery(Item.self, fetchPredicate: FetchPredicate(format: plain, arguments: arguments))).map(\.objectID)
                 #expect(found == scanned, "round \(round): \(indexed) \(arguments)")
             }
             if round == 2 { try context.save() }

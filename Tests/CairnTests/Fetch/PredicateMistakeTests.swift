@@ -14,7 +14,7 @@ import Testing
         d.title = "x"
         p.dvds = [d]
         try context.save()
-        return try context.fetch(FetchQuery(Person.self, predicate: try FetchPredicate(format: format)))
+        return try context.fetch(FetchQuery(Person.self, fetchPredicate: try FetchPredicate(format: format)))
     }
 
     @Test func aStringAttributeComparedWithANumberIsAnError() throws {
@@ -51,12 +51,12 @@ import Testing
             person.age = index
         }
         try context.save()
-        let even = FetchQuery(Person.self, where: #Predicate { $0.age % 2 == 0 })
+        let even = FetchQuery(Person.self, predicate: #Predicate { $0.age % 2 == 0 })
         #expect(even.inMemoryReason != nil)
         let plan = try context.explain(even)
         #expect(plan.description.contains("FILTER IN MEMORY"), "\(plan)")
         #expect(try context.fetch(even).map(\.username).sorted() == ["a", "c"])
-        let converted = FetchQuery(Person.self, where: #Predicate { $0.age >= 2 })
+        let converted = FetchQuery(Person.self, predicate: #Predicate { $0.age >= 2 })
         #expect(converted.inMemoryReason == nil)
         #expect(try !context.explain(converted).description.contains("IN MEMORY"))
     }

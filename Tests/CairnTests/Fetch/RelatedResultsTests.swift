@@ -66,15 +66,15 @@ final class Node: ManagedObject {
         }
         try context.save()
 
-        let bothPaths = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [
+        let bothPaths = try LiveResults(request: FetchQuery(Chore.self, fetchPredicate: nil, sortKeys: [
             SortKey("assignee.name"), SortKey("rank"),
         ]), context: context, sectionKeyPath: "reviewer.name")
-        let twoHops = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [
+        let twoHops = try LiveResults(request: FetchQuery(Chore.self, fetchPredicate: nil, sortKeys: [
             SortKey("assignee.team.name", ascending: false), SortKey("title"),
         ]), context: context)
-        let filtered = try LiveResults(request: FetchQuery(Chore.self, predicate: try FetchPredicate(format: "reviewer.team.name != 'b'"),
-                                                                sortDescriptors: [SortKey("rank")]), context: context)
-        let tree = try LiveResults(request: FetchQuery(Node.self, sortDescriptors: [SortKey("parent.name"), SortKey("name")]),
+        let filtered = try LiveResults(request: FetchQuery(Chore.self, fetchPredicate: try FetchPredicate(format: "reviewer.team.name != 'b'"),
+                                                                sortKeys: [SortKey("rank")]), context: context)
+        let tree = try LiveResults(request: FetchQuery(Node.self, fetchPredicate: nil, sortKeys: [SortKey("parent.name"), SortKey("name")]),
                                       context: context, sectionKeyPath: "parent.parent.name")
         let all: [(AnyObject, () -> [(String, [ObjectID])], () throws -> [(String, [ObjectID])])] = [
             (bothPaths, { bothPaths.sections.map { ($0.name, $0.objects.map(\.objectID)) } }, { try ResultsUpdateTests.fresh(bothPaths, in: context) }),
@@ -178,7 +178,7 @@ final class Node: ManagedObject {
         member.team = team
         for i in 0..<3 { let chore = Chore(context: context); chore.rank = i; chore.assignee = member }
         try context.save()
-        let results = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [SortKey("rank")]),
+        let results = try LiveResults(request: FetchQuery(Chore.self, fetchPredicate: nil, sortKeys: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "assignee.team.name")
         member.name = "x"
         context.processPendingChanges()
@@ -206,7 +206,7 @@ final class Node: ManagedObject {
         let team = Team(context: context)
         try context.save()
         let child = Context(parent: context)
-        let results = try LiveResults(request: FetchQuery(Chore.self, sortDescriptors: [SortKey("title")]),
+        let results = try LiveResults(request: FetchQuery(Chore.self, fetchPredicate: nil, sortKeys: [SortKey("title")]),
                                          context: child, sectionKeyPath: "assignee.name")
         member.team = team                                            // unsaved in the parent
         let other = stack.context()

@@ -34,26 +34,26 @@ import Testing
         context.mergePolicy = .objectTrumps
         let child = Context(parent: context)
         let other = fixture.stack.context()
-        let ranked = try LiveResults(request: FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
-                                                              sortDescriptors: [SortKey("score")]), context: context)
-        let sectioned = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [
+        let ranked = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank >= 0"),
+                                                              sortKeys: [SortKey("score")]), context: context)
+        let sectioned = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [
             SortKey("label", localizedCaseInsensitive: true), SortKey("when", ascending: false),
         ]), context: context, sectionKeyPath: "flag")
         let plain = try LiveResults(request: FetchQuery(Item.self), context: context)
-        let inChild = try LiveResults(request: FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank < 5"),
-                                                               sortDescriptors: [SortKey("rank", ascending: false)]),
+        let inChild = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank < 5"),
+                                                               sortKeys: [SortKey("rank", ascending: false)]),
                                          context: child)
-        var topRequest = FetchQuery(Item.self, predicate: try FetchPredicate(format: "rank >= 0"),
-                                      sortDescriptors: [SortKey("score", ascending: false)])
+        var topRequest = FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "rank >= 0"),
+                                      sortKeys: [SortKey("score", ascending: false)])
         topRequest.fetchLimit = 15
         let top = try LiveResults(request: topRequest, context: context)
-        var roomyRequest = FetchQuery(Item.self, sortDescriptors: [SortKey("rank")])
+        var roomyRequest = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank")])
         roomyRequest.fetchLimit = 400
         let roomy = try LiveResults(request: roomyRequest, context: context, sectionKeyPath: "flag")
-        let byGroup = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
+        let byGroup = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]),
                                          context: context, sectionKeyPath: "group.title")
-        let throughGroup = try LiveResults(request: FetchQuery(Item.self, predicate: try FetchPredicate(format: "group.title != 'red'"),
-                                                                    sortDescriptors: [SortKey("group.title", ascending: false),
+        let throughGroup = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "group.title != 'red'"),
+                                                                    sortKeys: [SortKey("group.title", ascending: false),
                                                                                       SortKey("rank")]),
                                               context: context)
         var delivered: [ObjectIdentifier: [ResultsChange]] = [:]
@@ -102,7 +102,7 @@ import Testing
                 context.processExternalChanges()
             case 10:
                 let cut = Double(random.next() % 100) - 50
-                _ = try context.batchUpdate(FetchQuery(Item.self, predicate: try FetchPredicate(format: "score < %@", arguments: [.double(cut)]))) {
+                _ = try context.batchUpdate(FetchQuery(Item.self, fetchPredicate: try FetchPredicate(format: "score < %@", arguments: [.double(cut)]))) {
                     $0.rank += 1
                 }
             case 11:
@@ -178,7 +178,7 @@ import Testing
     @Test func aChangeInPlaceIsAnUpdate() throws {
         let fixture = try FetchFixture(seed: 7, count: 50)
         let context = fixture.context
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]), context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         let fetches = results.fetchCount
@@ -206,9 +206,9 @@ import Testing
         stored.username = "ann"
         stored.age = 5
         try context.save()
-        let older = try LiveResults(request: FetchQuery(Person.self, predicate: try FetchPredicate(format: "age > 10"),
-                                                             sortDescriptors: [SortKey("age")]), context: context)
-        let all = try LiveResults(request: FetchQuery(Person.self, sortDescriptors: [SortKey("age")]), context: context)
+        let older = try LiveResults(request: FetchQuery(Person.self, fetchPredicate: try FetchPredicate(format: "age > 10"),
+                                                             sortKeys: [SortKey("age")]), context: context)
+        let all = try LiveResults(request: FetchQuery(Person.self, fetchPredicate: nil, sortKeys: [SortKey("age")]), context: context)
         var delivered: [ResultsChange] = []
         all.onChange = { delivered.append($0) }
         let twin = Person(context: context)
@@ -239,7 +239,7 @@ import Testing
             return box
         }
         try context.save()
-        let results = try LiveResults(request: FetchQuery(Box.self, sortDescriptors: [SortKey("size")]), context: context)
+        let results = try LiveResults(request: FetchQuery(Box.self, fetchPredicate: nil, sortKeys: [SortKey("size")]), context: context)
         var delivered: [ResultsChange] = []
         results.onChange = { delivered.append($0) }
         boxes[0].size = -1
@@ -259,7 +259,7 @@ import Testing
         let fixture = try FetchFixture(seed: 9, count: 30)
         let context = fixture.context
         let child = Context(parent: context)
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]),
                                          context: child, sectionKeyPath: "flag")
         let mine = try #require(results.objects.first)
         let flag = mine.flag                                          // loaded in the child
@@ -280,7 +280,7 @@ import Testing
     @Test func aWindowThatFetchesAgainReportsUpdates() throws {
         let fixture = try FetchFixture(seed: 10, count: 10)
         let context = fixture.context
-        var request = FetchQuery(Item.self, sortDescriptors: [SortKey("score")])
+        var request = FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")])
         request.fetchLimit = 3
         let results = try LiveResults(request: request, context: context)
         var delivered: [ResultsChange] = []
@@ -310,7 +310,7 @@ import Testing
             item.rank = index
         }
         try context.save()
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "score")
         #expect(results.sections.map(\.name) == ["0.0", "1.0"])
         #expect(results.sections.map(\.objects.count) == [4, 1])
@@ -328,14 +328,14 @@ import Testing
             item.rank = index
         }
         try context.save()
-        let sorted = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("score")])).map(\.score)
+        let sorted = try context.fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")])).map(\.score)
         #expect(sorted.prefix(6) == [-.infinity, -1, 0, 2, 3, .infinity])
         #expect(sorted.suffix(3).allSatisfy { $0.isNaN })
-        let descending = try context.fetch(FetchQuery(Item.self, sortDescriptors: [SortKey("score", ascending: false)]))
+        let descending = try context.fetch(FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score", ascending: false)]))
             .map(\.score)
         #expect(descending.prefix(3).allSatisfy { $0.isNaN })
         #expect(descending.last == -.infinity)
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "score")
         #expect(results.sections.count == 7 && results.sections.last?.objects.count == 3)
     }
@@ -370,7 +370,7 @@ import Testing
         let fixture = try FetchFixture(seed: 7, count: 60)
         let context = fixture.context
         let child = Context(parent: context)
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]),
                                          context: context, sectionKeyPath: "group.title")
         let group = try #require(try child.fetch(FetchQuery(Group.self)).first { $0.title == "blue" })
         group.title = "aaa"
@@ -386,7 +386,7 @@ import Testing
     @Test func aRenamedGroupMovesItsItemsWithoutAFetch() throws {
         let fixture = try FetchFixture(seed: 8, count: 80)
         let context = fixture.context
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "group.title")
         var changes: [ResultsChange] = []
         results.onChange = { changes.append($0) }
@@ -417,7 +417,7 @@ import Testing
         let fixture = try FetchFixture(seed: seed, count: 40)
         let context = fixture.context
         context.mergePolicy = .objectTrumps
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("rank")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("rank")]),
                                          context: context, sectionKeyPath: "group.title")
         return (fixture, results, try context.fetch(FetchQuery(Group.self)))
     }
@@ -446,7 +446,7 @@ import Testing
     @Test func aGroupsListChangingMovesNoneOfItsItems() throws {
         let fixture = try FetchFixture(seed: 12, count: 120)
         let context = fixture.context
-        let results = try LiveResults(request: FetchQuery(Item.self, sortDescriptors: [SortKey("score")]),
+        let results = try LiveResults(request: FetchQuery(Item.self, fetchPredicate: nil, sortKeys: [SortKey("score")]),
                                          context: context, sectionKeyPath: "group.title")
         let group = try #require(try context.fetch(FetchQuery(Group.self)).max { $0.items.count < $1.items.count })
         #expect(group.items.count > 20)

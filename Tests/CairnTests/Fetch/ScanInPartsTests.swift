@@ -156,7 +156,7 @@ import Testing
         var all = FetchQuery(Sample.self)
         #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
         #expect(try writer.fetch(all).count == whole.fetch(all).count + 10 - 1)  // its unsaved inserts and deletion
-        all.sortDescriptors = [SortKey("big", ascending: false), SortKey("small")]
+        all.sortKeys = [SortKey("big", ascending: false), SortKey("small")]
         #expect(try split.fetch(all).map(\.objectID) == whole.fetch(all).map(\.objectID))
         all.fetchLimit = 7
         all.fetchOffset = 3
@@ -164,7 +164,7 @@ import Testing
         var compared = 0
         for _ in 0..<60 {
             let (format, arguments) = RecordFilterTests.randomPredicate(&random)
-            let request = FetchQuery(Sample.self, predicate: try FetchPredicate(format: format, arguments: arguments))
+            let request = FetchQuery(Sample.self, fetchPredicate: try FetchPredicate(format: format, arguments: arguments))
             let expected = try whole.fetch(request).map(\.objectID)
             #expect(try split.fetch(request).map(\.objectID) == expected, "\(format) \(arguments)")
             #expect(try split.count(for: request) == expected.count, "\(format) \(arguments)")
