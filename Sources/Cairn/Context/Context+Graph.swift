@@ -514,9 +514,15 @@ extension Context {
     /// moved on since (in a root context). The saves that moved it may not be merged yet
     /// (a fault fired since reads them; a save is announced only after it commits): an
     /// inverse taken out of the older copy was left in the record, and nothing wrote it.
+    /// A fault that holds the row a fetch read, older than the store's record, lets it go,
+    /// so that it fires from the store: loaded from that row, it was such an older copy.
     func refreshIfStale(_ object: ManagedObject) {
-        guard parent == nil, !object.isFault, object.inStore, !object.hasUnsavedChanges,
-              coordinator.version(of: object.recordID) != object.baseVersion else { return }
+        guard parent == nil, object.inStore else { return }
+        if object.isFault {
+            if let row = object.prefetched, row.version != coordinator.version(of: object.recordID) { object.prefetched = nil }
+            return
+        }
+        guard !object.hasUnsavedChanges, coordinator.version(of: object.recordID) != object.baseVersion else { return }
         refreshUpdated(object.recordID)
     }
 

@@ -7,14 +7,16 @@ import Testing
 /// their DVDs at once under one merge policy, while a sectioned live result on this
 /// thread follows them. Every policy must leave the store whole (verify clean), every
 /// delivered change must turn the previous rows into the new ones, and the result must
-/// end equal to a fresh fetch. (CI runs this under the thread sanitizer too.)
+/// end equal to a fresh fetch. The workers find their objects through the context's list
+/// of a class, or through fetch queries, whose rows a fault may load from after the store
+/// moved on. (CI runs this under the thread sanitizer too.)
 @Suite struct MergeSoakTests {
     static let workers = 4
     /// Rounds per worker (`CAIRN_SOAK_ROUNDS` raises it for a longer local run).
     static let rounds = ProcessInfo.processInfo.environment["CAIRN_SOAK_ROUNDS"].flatMap(Int.init) ?? 120
 
-    @Test(arguments: [MergePolicy.error, .storeTrumps, .objectTrumps, .overwrite, .rollback])
-    func concurrentContextsKeepTheGraphWhole(policy: MergePolicy) throws {
+    @Test(arguments: [MergePolicy.error, .storeTrumps, .objectTrumps, .overwrite, .rollback], [false, true])
+    func concurrentContextsKeepTheGraphWhole(policy: MergePolicy, throughQueries: Bool) throws {
         let stack = try Stack()
         let main = stack.context()
         var people: [Person] = []
@@ -56,7 +58,7 @@ import Testing
                 for _ in 0..<Self.rounds {
                     let outcome: String
                     do {
-                        for _ in 0...(random.next() % 3) { try Self.randomEdit(in: context, &random) }
+                        for _ in 0...(random.next() % 3) { try Self.randomEdit(in: context, &random, throughQueries: throughQueries) }
                         try context.save()
                         outcome = "saved"
                     } catch let error as CairnError where error.code == .conflict || error.code == .validation {
@@ -81,22 +83,22 @@ import Testing
         try results.refresh()
 
         let tally = outcomes.value
-        #expect(tally.keys.allSatisfy { !$0.hasPrefix("unexpected") }, "\(policy): \(tally)")
-        #expect((tally["saved"] ?? 0) > Self.workers * Self.rounds / 4, "\(policy): too few saves to test anything: \(tally)")
+        #expect(tally.keys.allSatisfy { !$0.hasPrefix("unexpected") }, "\(policy) \(throughQueries ? "queries" : "lists"): \(tally)")
+        #expect((tally["saved"] ?? 0) > Self.workers * Self.rounds / 4, "\(policy) \(throughQueries ? "queries" : "lists"): too few saves to test anything: \(tally)")
         let problems = stack.coordinator.store.verify()
-        #expect(problems.isEmpty, "\(policy): \(problems.prefix(5))")
-        #expect(malformed.isEmpty, "\(policy): \(malformed.count) delivered changes did not replay: \(malformed.prefix(2))")
+        #expect(problems.isEmpty, "\(policy) \(throughQueries ? "queries" : "lists"): \(problems.prefix(5))")
+        #expect(malformed.isEmpty, "\(policy) \(throughQueries ? "queries" : "lists"): \(malformed.count) delivered changes did not replay: \(malformed.prefix(2))")
         let reader = stack.context()
         let fresh = try LiveResults(request: request, context: reader, sectionKeyPath: "owner.username")
-        #expect(Self.rows(of: results).map(\.0) == Self.rows(of: fresh).map(\.0), "\(policy): sections differ from a fresh fetch")
-        #expect(Self.rows(of: results).map(\.1) == Self.rows(of: fresh).map(\.1), "\(policy): rows differ from a fresh fetch")
+        #expect(Self.rows(of: results).map(\.0) == Self.rows(of: fresh).map(\.0), "\(policy) \(throughQueries ? "queries" : "lists"): sections differ from a fresh fetch")
+        #expect(Self.rows(of: results).map(\.1) == Self.rows(of: fresh).map(\.1), "\(policy) \(throughQueries ? "queries" : "lists"): rows differ from a fresh fetch")
     }
 
     /// One random edit: a new person (with a username others may pick too), a new DVD,
     /// a move, a rename, a birthday, or a delete of either.
-    static func randomEdit(in context: Context, _ random: inout SplitMix64) throws {
-        let people = try context.fetch(Person.self)
-        let dvds = try context.fetch(DVD.self)
+    static func randomEdit(in context: Context, _ random: inout SplitMix64, throughQueries: Bool) throws {
+        let people = throughQueries ? try context.fetch(FetchQuery(Person.self)) : try context.fetch(Person.self)
+        let dvds = throughQueries ? try context.fetch(FetchQuery(DVD.self)) : try context.fetch(DVD.self)
         func pick<T>(_ list: [T]) -> T? { list.isEmpty ? nil : list[Int(random.next() % UInt64(list.count))] }
         switch random.next() % 8 {
         case 0:

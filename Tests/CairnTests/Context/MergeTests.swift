@@ -249,3 +249,37 @@ import Testing
         #expect(try reader.existingObject(Person.self, with: counterID)?.age == 80)
     }
 }
+
+/// Inverses kept whole against saves a context has not taken in yet.
+@Suite struct StaleRowTests {
+    /// A fault holds the row a fetch read for it; another context then links a new DVD to
+    /// that person. Deleting the DVD here takes it out of the person's list: the person is
+    /// read from the store, not from the older row (whose list lacked the DVD, so that the
+    /// delete changed nothing and left the person naming a deleted DVD).
+    @Test func aDeleteUnlinksFromTheStoresRecordNotAnOlderFetchedRow() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let pat = Person(context: setup)
+        pat.username = "pat"
+        try setup.save()
+
+        let here = stack.context()
+        here.automaticallyMergesChangesFromParent = false  // (the other save lands after the fetch, as in a race)
+        let people = try here.fetch(FetchQuery(Person.self))
+        #expect(people.first?.isFault == true)
+
+        let other = stack.context()
+        let dvd = DVD(context: other)
+        dvd.title = "Alien"
+        dvd.owner = try other.existingObject(Person.self, with: pat.objectID)
+        try other.save()
+
+        let found = try here.fetch(FetchQuery(DVD.self))
+        #expect(found.count == 1)
+        here.delete(found[0])
+        try here.save()
+        #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify())")
+        let reader = stack.context()
+        #expect(try reader.existingObject(Person.self, with: pat.objectID)?.dvds.isEmpty == true)
+    }
+}
