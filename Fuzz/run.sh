@@ -19,9 +19,9 @@ build() {
   # Several runs may start at once (one per core): one builds, the others wait for it.
   exec 9>"$OUT/.build.lock"
   if command -v flock >/dev/null; then flock 9; fi
-  # The package's three library modules, each built once, in dependency order.
+  # The package's five library modules, each built once, in dependency order.
   local deps=""
-  for module in CairnStorage Cairn CairnTesting; do
+  for module in CairnCollections CairnStorage Cairn CairnInterchange CairnTesting; do
     if [ ! -f "$OUT/$module.o" ] || [ -n "$(find "$ROOT/Sources/$module" -name '*.swift' -newer "$OUT/$module.o")" ] \
        || { [ -n "$deps" ] && [ -n "$(find $deps -newer "$OUT/$module.o")" ]; }; then
       echo "== building $module with -sanitize=fuzzer,address"

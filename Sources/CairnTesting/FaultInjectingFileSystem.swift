@@ -1,5 +1,6 @@
+import CairnCollections
 import Cairn
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Synchronization
 
 /// Wraps a file system and fails chosen calls, to test that every I/O error is handled:

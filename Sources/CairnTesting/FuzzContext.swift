@@ -1,6 +1,6 @@
 import Foundation
 import Cairn
-@_spi(Storage) import CairnStorage
+import CairnStorage
 
 /// The object the differential target works on: a tree (or graph: cycles are allowed)
 /// whose deletes cascade to children.

@@ -1,6 +1,7 @@
+import CairnInterchange
 import Foundation
 import Cairn
-@_spi(Storage) import CairnStorage
+import CairnStorage
 
 /// The entry points of the fuzz targets (`Fuzz/`), kept in the library so the ordinary
 /// test suite replays every kept input through exactly the same code without libFuzzer.

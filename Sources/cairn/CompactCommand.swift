@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnInterchange
+import CairnStorage
 import Cairn
 import Foundation
 

@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 
 /// The labels of an import written as record IDs of their line's entity (an export's):
 /// each one's line, whether its ID is kept for the line's record, and whether that record

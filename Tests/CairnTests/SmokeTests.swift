@@ -1,7 +1,7 @@
 import Testing
 import Foundation
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 @Suite struct SmokeTests {
     @Test func commitReopen() throws {

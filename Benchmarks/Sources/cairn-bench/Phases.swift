@@ -74,7 +74,7 @@ func runPhases(_ n: Int) throws {
     phases.lap("update a5", n)
     try saveUpdates(context)
     phases.lap("save updates", n)
-    try coordinator.store.compact()
+    try coordinator.compact()
     phases.lap("compact", n)
 
     try coordinator.close()
@@ -111,4 +111,4 @@ nonisolated(unsafe) var phaseMarks = 0
 @inline(never) func saveInserts(_ context: Context) throws { phaseMark(1); try context.save() }
 @inline(never) func saveUpdates(_ context: Context) throws { phaseMark(2); try context.save() }
 @inline(never) func saveDeletes(_ context: Context) throws { phaseMark(3); try context.save() }
-@inline(never) func compactAfterDelete(_ coordinator: Coordinator) throws { try coordinator.store.compact() }
+@inline(never) func compactAfterDelete(_ coordinator: Coordinator) throws { try coordinator.compact() }

@@ -58,7 +58,7 @@ func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -
             guard ids.count == batch else { throw BenchError("import inserted \(ids.count) of \(batch)") }
             done += batch
         }
-        let statistics = coordinator.store.statistics
+        let statistics = coordinator.statistics
         if step == .importKilled { kill(getpid(), SIGKILL) }
         try coordinator.close()
         return Measurement(seconds: seconds(since: start), operations: count,
@@ -72,7 +72,7 @@ func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -
         let found = try context.fetch(query).first?.score
         let time = seconds(since: start)
         guard found != nil else { throw BenchError("open: no record with key \(count / 2)") }
-        let statistics = coordinator.store.statistics
+        let statistics = coordinator.statistics
         try coordinator.close()
         return Measurement(seconds: time, operations: 1,
                            extra: ["logBytes": Double(statistics.logBytes), "snapshotBytes": Double(statistics.snapshotBytes)])
@@ -88,7 +88,7 @@ func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -
     case .compact:
         let coordinator = try openCoordinator(directory, model)
         let start = startTimedPart()
-        try coordinator.store.compact()
+        try coordinator.compact()
         let time = seconds(since: start)
         try coordinator.close()
         return Measurement(seconds: time, operations: count)

@@ -392,7 +392,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         do {
             let side = try CairnSide(path: path)
             try side.insertRows(n)
-            try side.coordinator.store.compact()
+            try side.coordinator.compact()
             let context = side.context()  // a log tail: 1 % of the rows changed
             for row in try context.fetch(FetchQuery(Row.self, format: "a1 < 10")) { row.a9 = -1 }
             try context.save()
@@ -427,16 +427,16 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 
     case ("point_lookup", .cairn):
         let n = 1_000_000 / scale, lookups = 100_000 / scale
-        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.compact(); side.close() }
         let side = try CairnSide(path: path)
         let context = side.context()
-        let ids = side.coordinator.store.ids(entity: side.coordinator.entity(named: "Row")!.number)
+        let ids = try side.context().fetchObjectIDs(FetchQuery(Row.self))  // (a context of its own: no rows cached)
         var random = SplitMix64(seed: 7)
         let picks = (0..<lookups).map { _ in ids[Int(random.next() % UInt64(ids.count))] }
         let start = startTimedPart()
         var sum: Int64 = 0
         for id in picks {
-            if let row = try context.existingObject(Row.self, with: ObjectID(recordID: id, entityName: "Row")) { sum &+= row.a3 }
+            if let row = try context.existingObject(Row.self, with: id) { sum &+= row.a3 }
         }
         let time = seconds(since: start)
         side.close()
@@ -455,7 +455,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 
     case ("query_unindexed", .cairn), ("query_indexed", .cairn):
         let n = 200_000 / scale
-        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.compact(); side.close() }
         let side = try CairnSide(path: path)
         let column = name == "query_indexed" ? "a1" : "a3"
         let context = side.context()
@@ -504,7 +504,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     case ("delete_compact", .cairn), ("delete_compact_batch", .cairn):
         // delete_compact_batch: the same deletion as a batch delete (Context.batchDelete).
         let n = 1_000_000 / scale
-        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.compact(); side.close() }
         let before = directoryBytes(path)
         let side = try CairnSide(path: path)
         let context = side.context()
@@ -516,7 +516,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
             for row in try context.fetch(request) { context.delete(row) }
             try context.save()
         }
-        try side.coordinator.store.compact()
+        try side.coordinator.compact()
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n / 2, extra: ["bytesBefore": Double(before), "bytesAfter": Double(directoryBytes(path))])
@@ -631,7 +631,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         // query_sorted_indexed by the indexed a1.
         let column = name == "query_sorted" ? "a3" : "a1"
         let n = 200_000 / scale
-        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.store.compact(); side.close() }
+        do { let side = try CairnSide(path: path); try side.insertRows(n); try side.coordinator.compact(); side.close() }
         let side = try CairnSide(path: path)
         let context = side.context()
         let start = startTimedPart()

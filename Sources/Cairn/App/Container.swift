@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// The whole stack in one line: store, coordinator, model, a main context on the main
@@ -19,7 +20,7 @@ public final class Container: Sendable {
 
     public let name: String
     public let model: Model
-    public let coordinator: Coordinator
+    package let coordinator: Coordinator
     /// The store directory (a path in memory for `.inMemory`).
     public let path: String
     private let queues = Protected<[String: ObjectQueueStorage]>([:])
@@ -35,8 +36,19 @@ public final class Container: Sendable {
     /// Opens (or creates) the store and sets up the stack.
     ///
     /// - Parameters:
-    ///   - entities: the model's classes; `dynamicEntities` adds run-time ones.
+    ///   - name: names the container: the in-memory store's path (two `.inMemory`
+    ///     containers of one name in a process are two stores all the same) and the
+    ///     main context's name in messages. It does not choose a file: `storage` does.
+    ///   - entities: the model's classes. Classes they reach through relationships join
+    ///     the model without being listed.
+    ///   - dynamicEntities: entities built at run time, read and written by key.
+    ///   - storage: `.onDisk(url)`, a directory the store keeps its files in (created if
+    ///     missing), or `.inMemory`: the same engine on an in-memory file system,
+    ///     gone when the container is.
     ///   - durability: `.durable` (the default) syncs every save to disk.
+    ///   - compaction: when the store folds its log into a new snapshot by itself.
+    ///   - modelVersion: the model's version, stored with the store: a model older than
+    ///     the store's, with another layout, is refused rather than migrated back.
     ///   - migration: what to do when the model differs from the store's (lightweight
     ///     migration by default; see ``MigrationPolicy``).
     public init(name: String = "Cairn", entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],
@@ -98,8 +110,48 @@ public final class Container: Sendable {
 
     /// Makes every save durable and releases the store (its lock too). Unsaved changes in
     /// contexts are not saved; ``DataService/close()`` saves the main context first.
-    /// A failed sync is thrown (the store is closed all the same; see ``Store/close()``).
+    /// A failed sync is thrown (the store is closed all the same; see ``Coordinator/close()``).
     public func close() throws {
         try coordinator.close()
+    }
+}
+
+// MARK: - Maintenance
+
+extension Container {
+    /// What opening the store found and did: see ``Coordinator/recoveryReport``.
+    public var recoveryReport: RecoveryReport { coordinator.recoveryReport }
+
+    /// Record counts, file sizes and the last commit: see ``Coordinator/statistics``.
+    public var statistics: StoreStatistics { coordinator.statistics }
+
+    /// Checks every byte and record of the store, changing nothing: see ``Coordinator/verify()``.
+    public func verify() -> [StoreProblem] { coordinator.verify() }
+
+    /// Makes every save so far durable: see ``Coordinator/sync()``.
+    public func sync() throws { try coordinator.sync() }
+
+    /// Folds the log into a new snapshot now: see ``Coordinator/compact()``.
+    @discardableResult
+    public func compact() throws -> CompactionResult { try coordinator.compact() }
+
+    /// The transactions since the last compaction: see ``Coordinator/history()``.
+    public func history() throws -> [CommittedTransaction] { try coordinator.history() }
+
+    /// What opening the store at `url` with this model would migrate, and the data each
+    /// step would drop, without changing the store: the same steps
+    /// ``init(name:entities:dynamicEntities:storage:durability:compaction:modelVersion:migration:)``
+    /// would take with `migration` (`.stages` forecasts the stages given; any other policy,
+    /// a lightweight migration). A store already at the model forecasts no steps.
+    public static func migrationForecast(at url: URL, entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],
+                                         modelVersion: UInt32 = 1, migration: MigrationPolicy = .lightweight) throws -> MigrationForecast {
+        let model = try Model(types: entities, entities: dynamicEntities + [Container.queueEntity], version: modelVersion)
+        let stages: [MigrationStage]
+        switch migration {
+        case .stages(let given): stages = given
+        case .lightweightAllowingDataLoss: stages = [MigrationStage(model.schema, allowingDataLoss: true)]
+        default: stages = [MigrationStage(model.schema)]
+        }
+        return try Store.forecast(at: url.path, to: stages)
     }
 }

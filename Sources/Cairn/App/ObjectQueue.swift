@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// A persistent first-in, first-out queue of `Codable` values — the offline-request queue

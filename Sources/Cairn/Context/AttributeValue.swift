@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// A Swift type that can be a managed object's attribute: it knows its stored type and

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// A context with its own serial executor: work on it through `perform`.
 ///
 /// ```swift

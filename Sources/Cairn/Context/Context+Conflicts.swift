@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// Resolving a save's conflicts by the merge policy (what each keeps: ``MergePolicy``):
 /// each conflicting object is merged with what the store now holds, then the graph is
 /// made whole again around it, against related records read as the store has them now.

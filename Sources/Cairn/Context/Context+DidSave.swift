@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Observation
 
 /// A context's saves, observable through Observation (`withObservationTracking`, or a

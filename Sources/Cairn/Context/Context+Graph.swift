@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// Changing values and relationships (keeping inverses in step), and deleting with
 /// delete rules. Every change is recorded for undo.
 extension Context {

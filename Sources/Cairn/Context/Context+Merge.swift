@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Observation
 
 /// Merging other contexts' saves: at a context's next use, or as soon as they happen on

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 // Long to-many lists, kept as objects between in-place edits.

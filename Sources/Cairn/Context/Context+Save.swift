@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 /// Saving: validation, one store transaction (or a push into the parent), conflict
 /// resolution by merge policy. (Merging other contexts' saves: Context+Merge.swift.)
 extension Context {
@@ -10,7 +11,7 @@ extension Context {
     }
 
     /// Saves with a durability other than the store's: `.deferred` returns without
-    /// waiting for the disk (call ``Store/sync()`` later to make it durable).
+    /// waiting for the disk (``Container/sync()`` or a later durable save makes it durable).
     public func save(durability: Durability?) throws {
         undoManager.endEvent()  // a save ends the undo event
         processExternalChanges()

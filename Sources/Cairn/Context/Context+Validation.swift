@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// Validating an object for a save: required values and their types, relationships that
 /// must not be empty or point at deleted objects, `deny` rules, and the object's own
 /// hooks. Every failure is reported, each naming its object and property.
@@ -43,20 +43,13 @@ extension Context {
 
     private func valueFailures(_ object: ManagedObject, _ label: () -> String) -> [CairnError] {
         let entity = object.entity
-        let required = entity.requiredKinds, values = object.values
-        // Kinds compared as bits with the values borrowed in place (no value is copied).
-        let firstInvalid = values.withUnsafeBufferPointer { values -> Int? in
-            required.withUnsafeBufferPointer { required in
-                for index in 0..<min(required.count, values.count) where values[index].kindBit & required[index] == 0 {
-                    return index
-                }
-                return nil
-            }
-        }
+        let values = object.values
         var failures: [CairnError] = []
-        if let first = firstInvalid {
+        var invalid = entity.firstValueOfWrongKind(in: values)
+        if invalid != nil {
             let attributes = entity.attributes
-            for index in first..<min(required.count, values.count) where values[index].kindBit & required[index] == 0 {
+            while let index = invalid {
+                defer { invalid = entity.firstValueOfWrongKind(in: values, from: index + 1) }
                 let value = values[index], name = attributes[index].name
                 if value.isNull {
                     let why = object.layout.initialValueProblems[index].map { " (\($0))" } ?? ""

@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 import Synchronization
 

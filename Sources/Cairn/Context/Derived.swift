@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// A stored attribute computed from the object's other properties (Core Data's derived
 /// attribute): a fetch can filter and sort on it, and index it, like any attribute.
 ///

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Synchronization
 
 /// Why a managed object is invalidated (see ``ManagedObject/isInvalidated``).

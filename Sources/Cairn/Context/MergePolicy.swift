@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// How a save resolves objects changed here that were also changed (and saved)
 /// elsewhere since this context read them.
 ///

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// The entities an app works with: ``ManagedObject`` subclasses, and entities built at
 /// run time (the dynamic API). The classes a listed class reaches through its
 /// relationships join the model without being listed. Entities are numbered in the order

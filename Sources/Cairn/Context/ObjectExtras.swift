@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Observation
 
 /// What few objects need, kept apart so that the others pay one nil reference: the values

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// A transient property of a ``ManagedObject`` subclass: tracked and undoable like an
 /// attribute, never stored (Core Data's transient attribute).
 ///

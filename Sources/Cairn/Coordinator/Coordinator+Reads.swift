@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// The store's reads, for the layers above: contexts, fetches, live results and the app
 /// conveniences reach the store through the coordinator only (one door), which hands each
 /// call on as it is.
@@ -66,6 +66,4 @@ extension Coordinator {
         }
     }
 
-    /// Makes every commit so far durable (after saves with `.deferred` durability).
-    func sync() throws { try store.sync() }
 }

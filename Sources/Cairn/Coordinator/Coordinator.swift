@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// Sits between contexts and the store: opens the store with the model's schema,
@@ -6,7 +7,7 @@ import Foundation
 /// record versions and referential checks), and broadcasts each committed change set to
 /// the other contexts. Safe to use from many contexts on many threads at once.
 public final class Coordinator: Sendable {
-    public let store: Store
+    package let store: Store
     /// The schema in force, with entity numbers as stored.
     public let schema: Schema
     let entitiesByName: [String: EntityDescription]
@@ -80,8 +81,15 @@ public final class Coordinator: Sendable {
         return "store at \(path) was made with a different model (entities \(differences.joined(separator: ", "))); migrate the store or open it with its own model"
     }
 
-    /// Closes the store: see ``Store/close()``.
+    /// Makes every save durable, closes the store's files and releases its lock; later
+    /// saves throw `.closed`. Safe to call more than once. A failed sync is thrown: the
+    /// store is closed all the same, and saves made with `.deferred` durability since
+    /// the last sync may be lost (every durable one is kept).
     public func close() throws { try store.close() }
+
+    /// Makes every save so far durable (one sync of the log): for saves made with
+    /// ``Durability/deferred``.
+    public func sync() throws { try store.sync() }
 
     public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
     public func entity(number: UInt16) -> EntityDescription? { entitiesByNumber[number] }

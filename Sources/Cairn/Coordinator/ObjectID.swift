@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// A managed object's permanent identity: Sendable, Hashable, stable across launches.
 /// Objects stay in their context; IDs cross isolations (`context.object(with: id)`).
 public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible {

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// Batch operations: change or delete every stored object a request matches in one store
 /// transaction, as Core Data's batch update and delete requests do, without making an
 /// object for each record or holding them all in memory at once.
@@ -365,9 +365,9 @@ extension Context {
         // As a fetch reads: a predicate that reads only the record's own values is tested on
         // stored bodies in place (on several threads, for a scan); any other on each record decoded.
         let filter = compiled.flatMap(RecordFilter.init)
-        if case .index(let attribute, let condition) = plan(request.storedPredicate, entity: entity).access,
+        if case .index(let attribute, let lookup) = plan(request.storedPredicate, entity: entity).access,
            let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
-            try store.scanIndexed(entity: entity.number, slot: slot, matching: condition) { id, version, bytes in
+            try store.scanIndexed(entity: entity.number, slot: slot, matching: lookup.condition) { id, version, bytes in
                 if let filter {
                     if try filter.matches(bytes, id: id) { try body(id, version, .body(bytes)) }
                     return

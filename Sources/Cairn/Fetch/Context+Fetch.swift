@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// Running fetch requests: plan (index or scan), evaluate the predicate on stored
@@ -322,7 +323,7 @@ extension Context {
                                           upper: range.upper, upperInclusive: range.upperInclusive), rank)
             }
         }
-        if let best { result.access = .index(attribute: best.attribute, condition: best.condition) }
+        if let best { result.access = .index(attribute: best.attribute, condition: QueryPlan.IndexLookup(best.condition)) }
         return result
     }
 
@@ -444,7 +445,8 @@ extension Context {
             }
         } else if parent == nil {
             switch plan(request.storedPredicate, entity: entity).access {
-            case .index(let attribute, let condition):
+            case .index(let attribute, let lookup):
+                let condition = lookup.condition
                 guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
                 noteIndex(slot, condition)
                 // The rest of the predicate is tested on each match's stored body in place
@@ -534,8 +536,9 @@ extension Context {
             // the parent sees through it would make a lookup by an indexed value in a child
             // context, as DataService.write's scratch child makes, read the whole entity.)
             var candidates: [RecordID]
-            if case .index(let attribute, let condition) = plan(request.storedPredicate, entity: entity).access,
+            if case .index(let attribute, let lookup) = plan(request.storedPredicate, entity: entity).access,
                let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
+                let condition = lookup.condition
                 noteIndex(slot, condition)
                 var found = Set(try store.indexedIDs(entity: entity.number, slot: slot, matching: condition))
                 var ancestor: Context? = parent

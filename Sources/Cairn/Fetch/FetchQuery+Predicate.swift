@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// A Foundation predicate expression with a Boolean value that has a ``FetchPredicate`` form.

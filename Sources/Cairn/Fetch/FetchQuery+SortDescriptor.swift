@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// Foundation's typed `SortDescriptor` for fetches: `SortDescriptor(\Person.name)`.

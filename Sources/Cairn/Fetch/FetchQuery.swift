@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// What to fetch: an entity, a predicate, an order, and a window, in SwiftData's
@@ -26,7 +26,7 @@ public struct FetchQuery<Result: ManagedObject> {
         didSet { compile() }
     }
     /// A predicate in NSPredicate format syntax (``FetchPredicate``): what
-    /// ``init(_:format:_:sortBy:)`` parses, and the form for run-time entities. With
+    /// ``init(_:format:_:sortBy:fetchLimit:)`` parses, and the form for run-time entities. With
     /// ``predicate`` as well, a result matches both.
     public var fetchPredicate: FetchPredicate?
     /// The order, by Foundation's typed sort descriptors: each must read an attribute of
@@ -131,7 +131,42 @@ public struct QueryPlan: Sendable, Equatable, CustomStringConvertible {
         /// Every record of the entity was read.
         case fullScan
         /// Records came from the index on `attribute`.
-        case index(attribute: String, condition: IndexCondition)
+        case index(attribute: String, condition: IndexLookup)
+    }
+
+    /// What an index lookup asked the index for.
+    public enum IndexLookup: Sendable, Hashable, CustomStringConvertible {
+        /// Values equal to any of these (`==`, `IN`).
+        case equal([Value])
+        /// Values in a range; a nil bound is open.
+        case range(lower: Value?, lowerInclusive: Bool, upper: Value?, upperInclusive: Bool)
+
+        package init(_ condition: IndexCondition) {
+            switch condition {
+            case .equal(let values): self = .equal(values)
+            case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
+                self = .range(lower: lower, lowerInclusive: lowerInclusive, upper: upper, upperInclusive: upperInclusive)
+            }
+        }
+
+        /// The condition the store's index runs.
+        package var condition: IndexCondition {
+            switch self {
+            case .equal(let values): .equal(values)
+            case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
+                .range(lower: lower, lowerInclusive: lowerInclusive, upper: upper, upperInclusive: upperInclusive)
+            }
+        }
+
+        /// `= values` or the range in interval notation.
+        public var description: String {
+            switch self {
+            case .equal(let values): return "= " + values.map { "\($0)" }.joined(separator: ", ")
+            case .range(let lower, let lowerInclusive, let upper, let upperInclusive):
+                return (lowerInclusive ? "[" : "(") + (lower.map { "\($0)" } ?? "-∞") + ", "
+                    + (upper.map { "\($0)" } ?? "∞") + (upperInclusive ? "]" : ")")
+            }
+        }
     }
 
     public var entity: String

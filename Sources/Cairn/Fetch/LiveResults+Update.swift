@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// Live results brought up to date by placing again only the records a change touched,

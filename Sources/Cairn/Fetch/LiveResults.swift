@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Observation
 import Foundation
 
@@ -43,11 +44,11 @@ public struct ResultsChange: Sendable, Equatable {
 /// they were fetched from may have changed, and the difference is delivered to
 /// ``onChange`` and to the ``changes`` sequence. A change to a few of the entity's
 /// records, or to records their key paths reach through relationships (`owner.name`),
-/// places the records it touched again without a fetch (``ResultsUpdate``), under a
+/// places the records it touched again without a fetch, under a
 /// fetch limit too unless rows from past it must come in; a larger one, a reset, or
 /// results with a fetch offset fetch again. What they were fetched from: the stored
 /// records of the request's entity and of the entities its key paths reach, and the
-/// unsaved changes to them in the context and its ancestors (``ResultsDependencies``);
+/// unsaved changes to them in the context and its ancestors;
 /// every entity's when the request filters objects with a closure, or a key path follows
 /// a relationship without an inverse. So a save of other entities costs the results
 /// nothing.

@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 /// The changed objects of one entity by their value of one attribute, for the fetches by
 /// an indexed value that a context makes before a save, so that a find-or-create loop
 /// (fetch by key, insert if missing) does not test every changed object at every fetch,

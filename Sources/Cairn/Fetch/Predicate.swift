@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// A fetch predicate: the tree that string predicates (NSPredicate format syntax) and

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// A predicate resolved against an entity: key names are slots, relationships know

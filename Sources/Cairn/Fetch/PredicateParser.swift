@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// Parses NSPredicate format syntax into a ``FetchPredicate``.

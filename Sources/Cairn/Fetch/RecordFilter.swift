@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// A predicate compiled for a scan: it tests a stored record body in place, decoding only

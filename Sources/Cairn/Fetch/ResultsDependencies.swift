@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 /// The records live results depend on: their entity's, and the records their predicate,
 /// sorts and sections reach through relationships (`owner.name`, `group.title`,
 /// `ANY tags.name`), with the way back from a changed related record to the results'

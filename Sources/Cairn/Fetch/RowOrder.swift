@@ -1,4 +1,5 @@
-@_spi(Storage) import CairnStorage
+import CairnCollections
+import CairnStorage
 import Foundation
 
 /// The order of a fetch's results: by each sort descriptor's key path in turn, and by

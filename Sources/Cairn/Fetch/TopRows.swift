@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 /// The first rows of a fetch in its sort's order, kept while a scan offers the matches
 /// one by one: a fetch with a limit (`fetchLimit` 20 of records sorted by date) whose sort
 /// keys are attributes of the records themselves. A stored match's keys are read from its

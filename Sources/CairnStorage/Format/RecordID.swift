@@ -1,3 +1,5 @@
+import CairnCollections
+
 /// A record's permanent identity (FORMAT.md §2.3 "Record IDs"): 64 bits, the entity
 /// number in the top 16 and a store-wide serial number in the low 48. Serials are
 /// never reused, so an ID names one record for the life of the store.
@@ -36,3 +38,6 @@ public struct RecordID: RawRepresentable, Hashable, Comparable, Sendable, Custom
         rawValue = UInt64(entity) << 48 | serial
     }
 }
+
+// Record IDs key the tables every object and record passes through (`rawValue` is the key).
+extension RecordID: IDMapKey {}

@@ -27,7 +27,7 @@ public enum Value: Hashable, Sendable {
     case references([UInt64])
 
     /// The one-byte type tag written before the value (FORMAT.md §2).
-    public enum Tag: UInt8, Sendable, CaseIterable {
+    package enum Tag: UInt8, Sendable, CaseIterable {
         case null = 0, boolFalse = 1, boolTrue = 2, int8 = 3, int16 = 4, int32 = 5, int64 = 6
         case float = 7, double = 8, string = 9, bytes = 10, date = 11, uuid = 12, url = 13
         case decimal = 14, archived = 15, reference = 16, references = 17
@@ -36,7 +36,7 @@ public enum Value: Hashable, Sendable {
     @inlinable public var isNull: Bool { if case .null = self { return true } else { return false } }
 
     /// The value of an integer of any width (not a boolean, real or decimal); nil for others.
-    @inline(__always) @inlinable @_spi(Storage) public var integer: Int64? {
+    @inline(__always) @inlinable public var integer: Int64? {
         switch self {
         case .int64(let v): return v
         case .int32(let v): return Int64(v)
@@ -72,7 +72,7 @@ public enum Value: Hashable, Sendable {
     /// One bit for the value's kind (`1 << tag`, both booleans as `boolFalse`), read
     /// without copying the payload: schema checks compare it with
     /// ``AttributeType/acceptedKinds``.
-    @inline(__always) @inlinable @_spi(Storage) public var kindBit: UInt32 {
+    @inline(__always) package var kindBit: UInt32 {
         let tag: Tag
         switch self {
         case .null: tag = .null
@@ -107,20 +107,19 @@ public enum Value: Hashable, Sendable {
 
     /// The kinds whose payload holds no reference (plain bits: copying one is copying
     /// its bytes).
-    @_spi(Storage) public static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]
+    package static let trivialKinds: UInt32 = [Tag.null, .boolFalse, .int8, .int16, .int32, .int64, .float, .double, .date, .reference]
         .reduce(0) { $0 | 1 << UInt32($1.rawValue) }
 
     /// Whether no value of `values` holds a reference (numbers, booleans, dates, nil,
     /// to-one IDs): copying or dropping such values is copying or dropping their bytes.
-    @inline(__always) @inlinable @_spi(Storage)
-    public static func areTrivial(_ values: UnsafeBufferPointer<Value>) -> Bool {
+    @inline(__always) package static func areTrivial(_ values: UnsafeBufferPointer<Value>) -> Bool {
         values.indices.allSatisfy { values[$0].kindBit & Value.trivialKinds != 0 }
     }
 
     /// A copy of `values` in storage of its own (the loop copies each value with code
     /// specialized for `Value`; copying a shared array on write goes through the generic
     /// value witnesses, several times slower).
-    @inlinable @_spi(Storage) public static func uniqueCopy(of values: [Value]) -> [Value] {
+    package static func uniqueCopy(of values: [Value]) -> [Value] {
         let count = values.count
         let trivial = values.withUnsafeBufferPointer(areTrivial)
         if trivial && count > 0 {
@@ -146,8 +145,9 @@ public enum Value: Hashable, Sendable {
         return copy
     }
 
-    /// Whether a value replaced by another is unchanged: the check on every write and
-    /// every changed-key test at save. `==`, except that reals and dates are compared by
+    /// Whether writing `b` over `a` would leave what is stored unchanged: the check Cairn
+    /// makes on every write and every changed-key test at save. `==`, except that reals
+    /// and dates are compared by
     /// their bits (a NaN is the same as itself; -0.0 is not 0.0) and strings by their
     /// UTF-8 (a decomposed "é" is not a composed one): with `==` alone, a write of -0.0
     /// over 0.0 or of another spelling of a string was taken for no change and dropped.
@@ -156,7 +156,7 @@ public enum Value: Hashable, Sendable {
     /// normalized, and a URL as its absolute string.)
     /// Integers, booleans and references are compared without copying either value
     /// first (the synthesized `==` copies both through outlined value witnesses).
-    @inline(__always) @inlinable @_spi(Storage) public static func same(_ a: Value, _ b: Value) -> Bool {
+    @inline(__always) @inlinable public static func same(_ a: Value, _ b: Value) -> Bool {
         switch a {
         case .int64(let x): if case .int64(let y) = b { return x == y } else { return false }
         case .double(let x): if case .double(let y) = b { return x.bitPattern == y.bitPattern } else { return false }
@@ -177,7 +177,7 @@ public enum Value: Hashable, Sendable {
 
     /// Whether two strings hold the same UTF-8 bytes (`==` takes canonically equivalent
     /// spellings for equal).
-    @usableFromInline package static func sameUTF8(_ x: String, _ y: String) -> Bool {
+    @usableFromInline static func sameUTF8(_ x: String, _ y: String) -> Bool {
         let (p, q) = (x.utf8, y.utf8)
         guard p.count == q.count else { return false }
         return p.withContiguousStorageIfAvailable { p in
@@ -223,7 +223,7 @@ public enum Value: Hashable, Sendable {
 
     /// Throws `.tooLarge` if the value exceeds what a reader accepts (``FormatLimits``), so
     /// that writers never produce a file their own reader refuses.
-    public func checkLimits(_ what: @autoclosure () -> String = "value") throws {
+    package func checkLimits(_ what: @autoclosure () -> String = "value") throws {
         let size: Int, limit: Int
         switch self {
         case .string(let text): (size, limit) = (text.utf8.count, FormatLimits.maxValueBytes)

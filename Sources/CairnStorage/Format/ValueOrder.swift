@@ -324,11 +324,11 @@ package struct LocalizedOrder {
 /// is equality of keys: integers and booleans by value, strings folded as the options say,
 /// references, UUIDs and nil. Sets and dictionaries of them find equal values without
 /// comparing with each. The other kinds (reals, decimals, dates, …) have none.
-@_spi(Storage) public enum ValueKey: Hashable {
+package enum ValueKey: Hashable {
     case null, integer(Int64), string(String), reference(UInt64), uuid(UUID)
 
-    /// Nil for a kind without a key. (Inlined: predicates key every record they test.)
-    @inlinable public init?(_ value: Value, _ options: ComparisonOptions) {
+    /// Nil for a kind without a key.
+    package init?(_ value: Value, _ options: ComparisonOptions) {
         switch value {
         case .null: self = .null
         case .bool(let v): self = .integer(v ? 1 : 0)

@@ -1,3 +1,4 @@
+import CairnCollections
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -18,7 +18,7 @@ public struct Schema: Hashable, Sendable {
 
     /// Entities Cairn keeps for itself in a store (the object queues' elements): an app's
     /// model need not name them, and a migration to a model without them keeps them.
-    public static let internalEntityNames: Set<String> = ["CairnQueueElement"]
+    package static let internalEntityNames: Set<String> = ["CairnQueueElement"]
 
     /// A 64-bit hash of everything that shapes stored records and their rules (not the
     /// app's version number nor renaming identifiers). Equal hashes: the same layout.
@@ -234,13 +234,26 @@ public struct EntityDescription: Hashable, Sendable {
 
     package var kinds: Kinds { box.kinds }
 
-    /// Per attribute, the kinds a save accepts (``Kinds/required``), read in place.
-    @inlinable @_spi(Storage) public var requiredKinds: [UInt32] { box.kinds.required }
+    /// The first attribute at or after `start` whose value in `values` is of a kind the
+    /// attribute does not take (nil for a required one included); nil when all fit. The
+    /// values are compared as kind bits in place, none copied: the check on every object
+    /// a save validates.
+    package func firstValueOfWrongKind(in values: [Value], from start: Int = 0) -> Int? {
+        let required = box.kinds.required
+        return values.withUnsafeBufferPointer { values -> Int? in
+            required.withUnsafeBufferPointer { required in
+                for index in start..<max(start, min(required.count, values.count)) where values[index].kindBit & required[index] == 0 {
+                    return index
+                }
+                return nil
+            }
+        }
+    }
 
     /// The positions of the attributes a snapshot stores an index for (FORMAT.md §6.6),
     /// ascending: those marked indexed, and the first attribute of each compound index and
     /// uniqueness group (the ones lookups go through).
-    public var storedIndexSlots: [Int] {
+    package var storedIndexSlots: [Int] {
         var slots = Set(attributes.indices.filter { attributes[$0].isIndexed })
         for group in indexes + uniqueness {
             if let first = group.first, let slot = attributes.firstIndex(where: { $0.name == first }) { slots.insert(slot) }

@@ -1,3 +1,4 @@
+import CairnCollections
 /// How records of one schema become records of another, inferred with no code
 /// (lightweight migration): entities, attributes and relationships are matched by name
 /// or by the new side's renaming identifier; entity numbers (and so record IDs) are kept.

@@ -1,3 +1,4 @@
+import CairnCollections
 import Dispatch
 
 /// The first bytes of the strings of an index run (``SecondaryIndex``) that holds only

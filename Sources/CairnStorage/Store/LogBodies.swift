@@ -1,3 +1,4 @@
+import CairnCollections
 /// One record's state in the log overlay, in 8 bytes: where the log holds its body, the
 /// body held in memory (``LogBodies/held``), or deleted. The overlay keeps no record body
 /// of its own, so its memory per record in the log tail is this entry and its key.

@@ -1,3 +1,4 @@
+import CairnCollections
 /// The records of one entity that its latest transactions changed, oldest first: what
 /// live results ask to take in a save by updating the rows it touched, not by fetching
 /// every record again. Bounded: past ``capacity`` IDs the oldest transactions' are

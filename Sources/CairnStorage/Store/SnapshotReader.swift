@@ -1,3 +1,4 @@
+import CairnCollections
 /// An open snapshot file: validated header, footer, schema and index; records are found
 /// by binary search in the index and checked (CRC) when read, never all decoded at open.
 package final class SnapshotReader: Sendable {

@@ -1,3 +1,4 @@
+import CairnCollections
 import Dispatch
 import Foundation
 
@@ -34,7 +35,7 @@ extension Store {
         guard tail >= options.checkpointMinimumRecords, tail > 0, state.checkpointOffset != writer.appendOffset,
               state.bodies.held.isEmpty, state.lastSequence > state.snapshot.footer.lastSequence,
               groups.end == writer.appendOffset, UInt64(groups.frames) == state.lastSequence - state.snapshot.footer.lastSequence,
-              !state.overlay.contains(where: { $0.value.zeroValue != nil }) else { return false }
+              !state.overlay.contains(where: { $0.value.contains(0) }) else { return false }
         // Each integer index the snapshot stores over a changed entity: the run a lookup made
         // whole, else (`buildingRuns`) one sorted from the overlay. (Runs of other values are
         // not kept: sorting them here would be thrown away.)
@@ -91,19 +92,18 @@ extension Store {
             for index in directory.entities.indices {
                 let number = directory.entities[index].number
                 guard let table = state.overlay[number] else { continue }
-                let buckets = table.currentBuckets
-                try withExtendedLifetime(buckets) {
-                    directory.entities[index].keys = try place(buckets.capacity * 8) { section in
-                        try section.append(UnsafeRawBufferPointer(start: buckets.keys, count: buckets.capacity * 8))
+                try table.withUnsafeBuckets { keys, entries in
+                    directory.entities[index].keys = try place(keys.count * 8) { section in
+                        try section.append(UnsafeRawBufferPointer(keys))
                     }
                     // (An empty bucket's value was never written in memory: it is written as 0.)
-                    directory.entities[index].values = try place(buckets.capacity * 8) { section in
+                    directory.entities[index].values = try place(keys.count * 8) { section in
                         let chunk = 1 << 17
                         var values = [UInt64](repeating: 0, count: chunk)
-                        for start in stride(from: 0, to: buckets.capacity, by: chunk) {
-                            let count = min(chunk, buckets.capacity - start)
+                        for start in stride(from: 0, to: keys.count, by: chunk) {
+                            let count = min(chunk, keys.count - start)
                             for i in 0..<count {
-                                values[i] = buckets.keys[start + i] == 0 ? 0 : buckets.values[start + i].bits
+                                values[i] = keys[start + i] == 0 ? 0 : entries[start + i].bits
                             }
                             try values.withUnsafeBytes { try section.append(UnsafeRawBufferPointer(rebasing: $0[..<(count * 8)])) }
                         }
@@ -390,8 +390,8 @@ extension StoreState {
         for entity in directory.entities {
             let keys = (base + entity.keys.offset).bindMemory(to: UInt64.self, capacity: entity.bucketCount)
             let values = (base + entity.values.offset).bindMemory(to: OverlayEntry.self, capacity: entity.bucketCount)
-            let buckets = IDMapBuckets(capacity: entity.bucketCount, keys: keys, values: values, owner: mapping)
-            overlay[entity.number] = IDMap(buckets: buckets, mixedSeed: entity.seed, count: entity.entryCount)
+            overlay[entity.number] = IDMap(borrowingKeys: keys, values: values, bucketCount: entity.bucketCount,
+                                           mixedSeed: entity.seed, count: entity.entryCount, owner: mapping)
             counts[entity.number] = entity.recordCount
             if entity.lastChange > 0 { lastChanges[entity.number] = entity.lastChange }
             for run in entity.runs {

@@ -1,3 +1,4 @@
+import CairnCollections
 import Dispatch
 import Synchronization
 

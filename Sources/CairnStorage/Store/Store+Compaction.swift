@@ -1,10 +1,14 @@
+/// What a compaction did (``Container/compact()``).
+public struct CompactionResult: Sendable, Equatable {
+    /// The store's files before, in bytes.
+    public var bytesBefore: Int
+    /// The store's files after, in bytes.
+    public var bytesAfter: Int
+    /// The records the new snapshot holds.
+    public var records: Int
+}
+
 extension Store {
-    /// What a compaction did.
-    public struct CompactionResult: Sendable, Equatable {
-        public var bytesBefore: Int
-        public var bytesAfter: Int
-        public var records: Int
-    }
 
     /// Folds the log into a new snapshot (FORMAT.md §10 "Compaction"):
     ///
@@ -18,7 +22,7 @@ extension Store {
     /// open); after it, the new ones. Either way the store holds the same records.
     /// Commits wait while a compaction runs; readers do not.
     @discardableResult
-    public func compact() throws -> CompactionResult {
+    package func compact() throws -> CompactionResult {
         try checkWritable()
         return try log.withLock { writer in
             guard let current = writer else { throw closedError() }

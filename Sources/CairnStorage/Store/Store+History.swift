@@ -1,13 +1,13 @@
 /// The transactions still in the log (since the last compaction), for `cairn history`.
 extension Store {
-    public struct Transaction: Sendable, Equatable {
-        public var sequence: UInt64
+    package struct Transaction: Sendable, Equatable {
+        package var sequence: UInt64
         /// Milliseconds since 1970.
-        public var time: UInt64
+        package var time: UInt64
         /// Per entity number: (puts of new records, puts of existing records, deletes).
-        public var changes: [UInt16: (inserts: Int, updates: Int, deletes: Int)]
+        package var changes: [UInt16: (inserts: Int, updates: Int, deletes: Int)]
 
-        public static func == (a: Transaction, b: Transaction) -> Bool {
+        package static func == (a: Transaction, b: Transaction) -> Bool {
             a.sequence == b.sequence && a.time == b.time && a.changes.keys == b.changes.keys
                 && a.changes.allSatisfy { key, value in b.changes[key].map { $0 == value } ?? false }
         }
@@ -16,7 +16,7 @@ extension Store {
     /// Reads the current log from its start: each transaction with its counts. A put is
     /// an insert if the record did not exist before it (in the snapshot or earlier in
     /// the log), else an update.
-    public func history() throws -> [Transaction] {
+    package func history() throws -> [Transaction] {
         let snapshot = state.withLock { $0.snapshot }
         var seen = Set<UInt64>()
         var deleted = Set<UInt64>()

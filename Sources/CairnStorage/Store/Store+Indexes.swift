@@ -1,7 +1,8 @@
+import CairnCollections
 import Foundation
 
 /// What an index lookup asks for.
-public enum IndexCondition: Sendable, Hashable {
+package enum IndexCondition: Sendable, Hashable {
     /// Values equal to any of these (`==`, `IN`).
     case equal([Value])
     /// Values in a range; a nil bound is open.

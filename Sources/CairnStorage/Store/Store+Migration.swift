@@ -99,10 +99,11 @@ extension Store {
     }
 
     /// What migrating the store at `path` through `stages` would do, without changing anything.
-    public static func forecast(at path: String, to stages: [MigrationStage], options: StoreOptions = StoreOptions()) throws -> MigrationForecast {
+    package static func forecast(at path: String, to stages: [MigrationStage], options: StoreOptions = StoreOptions()) throws -> MigrationForecast {
         var options = options
         options.createIfMissing = false
         options.compaction = .manual
+        options.readOnly = true  // a forecast changes nothing, not even a torn tail
         let store = try Store.open(at: path, options: options)
         defer { try? store.close() }
         return try store.forecast(stages)
@@ -188,7 +189,7 @@ extension Store {
     /// manifest switched only when it is complete, so a crash or an error at any point
     /// leaves the old store, openable with the old model, or the whole new one.
     @discardableResult
-    public static func migrate(at path: String, to stages: [MigrationStage], options: StoreOptions = StoreOptions(),
+    package static func migrate(at path: String, to stages: [MigrationStage], options: StoreOptions = StoreOptions(),
                                progress: ((Int, Int) -> Void)? = nil) throws -> MigrationForecast {
         var options = options
         options.createIfMissing = false
@@ -203,7 +204,7 @@ extension Store {
     /// manifest switched to it (the compaction protocol), so a crash leaves the old store
     /// or the new empty one, never a directory without a store. Serial numbers go on from
     /// where the old store left off.
-    public static func recreate(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws {
+    package static func recreate(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws {
         var options = options
         options.createIfMissing = false
         options.compaction = .manual

@@ -11,7 +11,7 @@ extension Store {
     ///
     /// - Parameter schema: required to create; when given for an existing store, its
     ///   ``Schema/versionHash`` must equal the stored one, or `.schemaMismatch` is thrown.
-    public static func open(at path: String, schema: Schema? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
+    package static func open(at path: String, schema: Schema? = nil, options: StoreOptions = StoreOptions()) throws -> Store {
         try open(at: path, schema: schema, options: options, creating: false)
     }
 
@@ -19,7 +19,7 @@ extension Store {
     /// `.invalidArgument` if the directory already holds a store, decided under the
     /// directory's lock: of several processes creating one store at once, exactly one
     /// succeeds (the others are refused as `.locked` while it creates, or as existing after).
-    public static func create(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
+    package static func create(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
         var options = options
         options.createIfMissing = true
         return try open(at: path, schema: schema, options: options, creating: true)

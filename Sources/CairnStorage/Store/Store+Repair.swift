@@ -2,16 +2,16 @@ import Foundation
 
 /// Salvage for a store that refuses to open because of damage (`cairn repair`).
 extension Store {
-    public struct RepairReport: Sendable, Equatable {
+    package struct RepairReport: Sendable, Equatable {
         /// Copies kept of the damaged files (beside them, `*.damaged`).
-        public var keptCopies: [String] = []
+        package var keptCopies: [String] = []
         /// Log transactions kept, and the sequence numbers of valid ones after the damage that were dropped.
-        public var keptTransactions = 0
-        public var droppedTransactions: [UInt64] = []
+        package var keptTransactions = 0
+        package var droppedTransactions: [UInt64] = []
         /// Snapshot records salvaged, and damaged regions skipped.
-        public var salvagedRecords = 0
-        public var damagedSnapshotRegions = 0
-        public var notes: [String] = []
+        package var salvagedRecords = 0
+        package var damagedSnapshotRegions = 0
+        package var notes: [String] = []
     }
 
     /// Repairs the store in `path`: keeps a copy of each damaged file, rebuilds a damaged
@@ -21,7 +21,7 @@ extension Store {
     /// A damaged log is then retired by a compaction (a new snapshot and log, put in
     /// force by the manifest at once), so a crash during the repair leaves either the
     /// damaged store or the repaired one.
-    public static func repair(at path: String) throws -> RepairReport {
+    package static func repair(at path: String) throws -> RepairReport {
         try repair(at: path, fileSystem: POSIXFileSystem())
     }
 

@@ -1,3 +1,4 @@
+import CairnCollections
 import Dispatch
 
 /// Scans: an entity's records in ID order, the snapshot's merged with the log's changes,

@@ -1,20 +1,30 @@
 /// Consistency checks over every record: what `cairn verify` reports.
-extension Store {
-    /// One problem found by ``verify()``.
-    public struct Problem: Sendable, Equatable, CustomStringConvertible {
-        public var record: RecordID?
-        public var message: String
-        /// File and offset, when the problem is damaged bytes.
-        public var path: String?
-        public var offset: Int64?
+/// One problem a verification found (``Container/verify()``, `cairn verify`).
+public struct StoreProblem: Sendable, Equatable, CustomStringConvertible {
+    /// The record the problem is in, when it is in one.
+    public var record: RecordID?
+    /// What is wrong, in words.
+    public var message: String
+    /// The file, when the problem is damaged bytes.
+    public var path: String?
+    /// Where in ``path`` the damaged bytes start.
+    public var offset: Int64?
 
-        public var description: String {
-            var text = record.map { "\($0): " } ?? ""
-            text += message
-            if let path { text += " (\(path)\(offset.map { " at offset \($0)" } ?? ""))" }
-            return text
-        }
+    package init(record: RecordID? = nil, message: String, path: String? = nil, offset: Int64? = nil) {
+        (self.record, self.message, self.path, self.offset) = (record, message, path, offset)
     }
+
+    /// The record, the message, and the file and offset when there are any.
+    public var description: String {
+        var text = record.map { "\($0): " } ?? ""
+        text += message
+        if let path { text += " (\(path)\(offset.map { " at offset \($0)" } ?? ""))" }
+        return text
+    }
+}
+
+extension Store {
+    package typealias Problem = StoreProblem
 
     /// Decodes every record (checking each checksum on the way), and checks values
     /// against the schema, that references point at existing records of the right
@@ -27,7 +37,7 @@ extension Store {
     /// entities some relationship points at, the relationship values of entities that
     /// have relationships, and one key per record of a uniqueness group. (Keeping every
     /// record's values would take memory in proportion to the whole store.)
-    public func verify() -> [Problem] {
+    package func verify() -> [Problem] {
         var problems: [Problem] = []
         let schema = self.schema
         let (snapshot, nextSerial) = state.withLock { ($0.snapshot, $0.nextSerial) }

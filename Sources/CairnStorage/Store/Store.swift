@@ -1,3 +1,4 @@
+import CairnCollections
 import Dispatch
 import Synchronization
 
@@ -11,9 +12,9 @@ import Synchronization
 /// 3. Readers see the latest committed state, never half a transaction, and are never
 ///    blocked for the length of a write or sync (they take a short lock on the in-memory state).
 /// 4. A failed write or sync poisons the store: later writes throw `.poisoned` until it is reopened.
-public final class Store: Sendable {
-    public let path: String
-    public let options: StoreOptions
+package final class Store: Sendable {
+    package let path: String
+    package let options: StoreOptions
     package let fileSystem: any FileSystem
 
     /// The in-memory view: snapshot plus the log's changes. Short critical sections only.
@@ -25,7 +26,7 @@ public final class Store: Sendable {
     package let poison = Protected<CairnError?>(nil)
     package let lockHandle: Protected<(any FileLock)?>
     /// The last recovery's findings.
-    public let recovery: RecoveryReport
+    package let recovery: RecoveryReport
 
     init(path: String, options: StoreOptions, state: StoreState, log: LogWriter, lock: any FileLock,
          recovery: RecoveryReport) {
@@ -45,18 +46,18 @@ public final class Store: Sendable {
     }
 
     /// The schema stored in the files.
-    public var schema: Schema { state.withLock { $0.snapshot.schema } }
+    package var schema: Schema { state.withLock { $0.snapshot.schema } }
 
     /// The store's identity, fixed at creation.
-    public var storeID: String { state.withLock { $0.snapshot.header.storeID.uuidString } }
+    package var storeID: String { state.withLock { $0.snapshot.header.storeID.uuidString } }
 
     /// The sequence number of the last committed transaction.
-    public var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
+    package var lastSequence: UInt64 { state.withLock { $0.lastSequence } }
 
     // MARK: Reads
 
     /// The record with `id`, or nil.
-    public func get(_ id: RecordID) throws -> Record? {
+    package func get(_ id: RecordID) throws -> Record? {
         let entity = schema.entity(number: id.entity)
         return try withBody(of: id) { body in Record(id: id, values: try decodeLocated(body, id: id, entity: entity)) }
     }
@@ -162,12 +163,12 @@ public final class Store: Sendable {
 
     /// The version of a record (existing or deleted): the sequence number of the
     /// transaction that last changed it since the store was opened, or 0.
-    public func version(of id: RecordID) -> UInt64 {
+    package func version(of id: RecordID) -> UInt64 {
         state.withLock { $0.version(of: id) }
     }
 
     /// Whether a record with `id` exists.
-    public func contains(_ id: RecordID) -> Bool {
+    package func contains(_ id: RecordID) -> Bool {
         state.withLock { $0.contains(id) }
     }
 
@@ -177,7 +178,7 @@ public final class Store: Sendable {
     }
 
     /// The number of records of an entity.
-    public func count(entity: UInt16) -> Int {
+    package func count(entity: UInt16) -> Int {
         state.withLock { $0.counts[entity] ?? 0 }
     }
 
@@ -203,7 +204,7 @@ public final class Store: Sendable {
     }
 
     /// Every record of an entity, in ID order, from one consistent state.
-    public func records(entity: UInt16) throws -> [Record] {
+    package func records(entity: UInt16) throws -> [Record] {
         var result: [Record] = []
         let description = schema.entity(number: entity)
         try scan(entity: entity) { id, body in result.append(Record(id: id, values: try decodeLocated(body, id: id, entity: description))) }
@@ -211,7 +212,7 @@ public final class Store: Sendable {
     }
 
     /// Every record ID of an entity, in ID order.
-    public func ids(entity: UInt16) -> [RecordID] {
+    package func ids(entity: UInt16) -> [RecordID] {
         withState({ ($0.overlay(of: entity), $0.snapshot) }) { overlay, snapshot in
             var result: [RecordID] = []
             result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
@@ -262,7 +263,7 @@ public final class Store: Sendable {
     }
 
     /// Sizes and counts.
-    public var statistics: StoreStatistics {
+    package var statistics: StoreStatistics {
         let (snapshot, counts, sequence, shadowed, lastCommit, logPuts) = state.withLock { state in
             (state.snapshot, state.counts, state.lastSequence, state.shadowed, state.lastCommitMilliseconds, state.logPuts)
         }
@@ -281,7 +282,7 @@ public final class Store: Sendable {
     // MARK: Closing
 
     /// Makes every commit so far durable (one sync), e.g. after deferred commits.
-    public func sync() throws {
+    package func sync() throws {
         try checkWritable()
         try log.withLock { writer in
             guard let writer else { throw closedError() }
@@ -296,7 +297,7 @@ public final class Store: Sendable {
     /// synced, the store is poisoned, and the error is thrown (the files are closed and
     /// the lock released all the same). Commits made with `.deferred` durability since
     /// the last sync may then be lost; every durable commit is kept.
-    public func close() throws {
+    package func close() throws {
         let readOnly = options.openMode == .readOnly
         let writer = log.withLock { writer -> LogWriter? in
             defer { writer = nil }
@@ -323,7 +324,7 @@ public final class Store: Sendable {
         if let failure { throw failure }
     }
 
-    public var isClosed: Bool { log.withLock { $0 == nil } }
+    package var isClosed: Bool { log.withLock { $0 == nil } }
 
     package func closedError() -> CairnError { CairnError(.closed, "store at \(path) is closed") }
 

@@ -1,16 +1,16 @@
 /// When a commit is made durable.
 public enum Durability: Sendable, Hashable {
-    /// The commit is synced to disk before `commit` returns (the default).
+    /// The commit is synced to disk before the save returns (the default).
     case durable
     /// No sync per commit. After a crash the store still opens to a committed prefix,
-    /// but the newest commits may be missing. ``Store/sync()`` or a later durable
-    /// commit makes them durable.
+    /// but the newest commits may be missing. ``Container/sync()``, a later durable
+    /// commit or closing the container makes them durable.
     case deferred
 }
 
 /// When the store folds its log into a new snapshot by itself.
 public enum CompactionPolicy: Sendable, Hashable {
-    /// Only when ``Store/compact()`` is called.
+    /// Only when ``Container/compact()`` is called (or `cairn compact` is run).
     case manual
     /// After a commit, when the log holds more than `minimumLogBytes` and more than
     /// `ratio` times the snapshot's size.
@@ -109,18 +109,18 @@ enum OpenMode: Sendable, Equatable {
 }
 
 /// A record as the store keeps it: its ID and its values in schema order.
-public struct Record: Sendable, Hashable {
-    public var id: RecordID
-    public var values: [Value]
+package struct Record: Sendable, Hashable {
+    package var id: RecordID
+    package var values: [Value]
 
-    public init(id: RecordID, values: [Value]) {
+    package init(id: RecordID, values: [Value]) {
         self.id = id
         self.values = values
     }
 }
 
 /// One change in a transaction given to ``Store/commit(_:durability:)``.
-public enum Change: Sendable, Hashable {
+package enum Change: Sendable, Hashable {
     /// Insert the record, or replace all its values.
     case put(RecordID, [Value])
     /// Delete the record (no effect if it does not exist).
@@ -163,8 +163,8 @@ public struct StoreStatistics: Sendable, Equatable {
     /// Record versions the log holds: its puts since the snapshot, each a record's new
     /// version (all but each record's last are garbage a compaction drops).
     public var logRecordVersions: Int = 0
-    /// The format version of the current snapshot (FORMAT.md §1.1): older than
-    /// ``FileHeader/currentVersion`` until a compaction rewrites a store written by an
+    /// The format version of the current snapshot (FORMAT.md §1.1): older than the
+    /// version this build writes until a compaction rewrites a store written by an
     /// earlier version.
     public var snapshotFormatVersion: UInt32 = FileHeader.currentVersion
     /// Attribute indexes the snapshot stores that lookups read (FORMAT.md §6.6).

@@ -1,3 +1,4 @@
+import CairnCollections
 /// Record versions (see ``StoreState/versions``) kept compactly: sorted runs of
 /// consecutive raw IDs that one transaction changed last. A bulk insert of a million
 /// records is one run of 20 bytes, not a million table entries; a record changed on its

@@ -1,7 +1,8 @@
+@testable import CairnInterchange
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// The record interchange format (export, import, query): JSON parsing, exact numbers,
 /// lossless dates.

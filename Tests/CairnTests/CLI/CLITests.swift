@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// What every command shares: help, usage errors, the lock, and a round trip through several.
 @Suite struct CLITests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn create`: a store from a schema file, made once however many try at once.
 @Suite struct CreateCommandTests {

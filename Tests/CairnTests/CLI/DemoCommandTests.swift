@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 @Suite struct DemoCommandTests {
     /// The demo as a user runs it: exit 0, and the store it leaves passes verification.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn export`: every record as NDJSON, checked as it is read.
 @Suite struct ExportCommandTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn history`: the log's transactions, one line each, with what each changed.
 @Suite struct HistoryCommandTests {

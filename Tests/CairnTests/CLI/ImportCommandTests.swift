@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn import`: NDJSON in batches cut where every reference is whole.
 @Suite struct ImportCommandTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn migrate`: a store moved to a new model version, with a dry run first.
 @Suite struct MigrateCommandTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn query`: a predicate, an order and a page over one entity, as JSON lines or a count.
 @Suite struct QueryCommandTests {

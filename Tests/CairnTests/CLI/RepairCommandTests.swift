@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn repair`: a store that refuses to open salvaged to its last good transaction.
 @Suite struct RepairCommandTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn schema`: the model a store keeps, as the JSON `cairn create` takes.
 @Suite struct SchemaCommandTests {

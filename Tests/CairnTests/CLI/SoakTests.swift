@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A writer process is killed with SIGKILL at random moments (seeded); after each kill
 /// the store must hold every transaction the writer acknowledged, and no half of one.

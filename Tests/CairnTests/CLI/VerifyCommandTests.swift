@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `cairn verify`: every checksum and structure, damage named with its file and offset.
 @Suite struct VerifyCommandTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A reading archived with the rest of a summary: reals that JSON has no number for.
 struct Summary: Codable, Equatable {

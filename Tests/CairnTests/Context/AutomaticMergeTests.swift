@@ -3,7 +3,7 @@ import Observation
 import Synchronization
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Saves reach the contexts that show them without a call, as a SwiftUI app expects: the
 /// main context on the main actor, a background context on its own actor; observers hear

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A child context's save hands its parent what the child changed, and only that.
 @Suite struct ChildSaveTests {

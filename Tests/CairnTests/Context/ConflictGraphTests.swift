@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Conflicts resolved by a merge policy leave the saved graph whole: no reference to a
 /// deleted record, no relationship whose inverse does not point back. Context A uses the

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Every option a wrapper takes, to check that the layout sees each one.
 final class Annotated: ManagedObject {

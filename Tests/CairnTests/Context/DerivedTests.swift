@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A contact whose search key and full name are derived from its other attributes.
 final class Contact: ManagedObject {

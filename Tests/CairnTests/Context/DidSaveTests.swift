@@ -2,7 +2,7 @@ import Foundation
 import Observation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// The did-save notification (Core Data's `NSManagedObjectContextDidSave`): one per save,
 /// with the inserted, updated (and their changed keys) and deleted objects, as a

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Initial values of every kind: ones that are new each time (`UUID()`, `Date()`, a
 /// random number) and constant ones.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// An author and books, their inverses, uniqueness and index named by key path.
 final class Author: ManagedObject {

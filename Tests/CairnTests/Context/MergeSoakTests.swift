@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Several contexts on their own threads insert, change, move and delete people and
 /// their DVDs at once under one merge policy, while a sectioned live result on this

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 @Suite struct MergeTests {
     /// Two contexts on one coordinator, both holding the same saved person.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A class with a plain stored property, which Cairn would not store.
 final class Draft: ManagedObject {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Cairn
 import CairnTesting
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Crash simulation and I/O faults for saves through the object layer: relationships
 /// and their inverses, cascading deletes, child and grandchild contexts pushing into

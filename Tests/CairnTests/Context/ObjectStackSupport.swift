@@ -1,6 +1,6 @@
 import Foundation
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 final class Person: ManagedObject {
     @Attribute var username: String = ""

@@ -3,7 +3,7 @@ import Observation
 import Synchronization
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Managed objects and live results are `Observable`: what a SwiftUI view, or
 /// `withObservationTracking`, reads of them tells it of their changes.

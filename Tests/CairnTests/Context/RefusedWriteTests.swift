@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A write a setter refused (it cannot throw) is thrown by the next save, never by an
 /// unrelated fetch that would hide it from the save.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Reading a to-many relationship returns its objects as faults, which fire in batches
 /// when read (Core Data's relationship faults and batch faulting).

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// An object keeps its saved values as the difference from its current ones. Checked
 /// against a model that keeps both arrays whole (as objects did before): after every

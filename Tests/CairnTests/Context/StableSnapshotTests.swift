@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A root context with `automaticallyMergesChangesFromParent` off keeps what it read until
 /// it asks to merge, as a Core Data root context does by default.

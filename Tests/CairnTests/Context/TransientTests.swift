@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A note with a transient selection flag and a transient draft, as a Core Data model
 /// would declare transient attributes.

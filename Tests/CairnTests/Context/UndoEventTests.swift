@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Undo groups what the app did in one event, as `NSUndoManager.groupsByEvent` does: a
 /// Core Data developer's `a.name = "x"; a.age = 9; context.undo()` reverts both. (Each

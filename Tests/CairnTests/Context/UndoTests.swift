@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Undo/redo sequences checked against the expected state after every step.
 @Suite struct UndoTests {

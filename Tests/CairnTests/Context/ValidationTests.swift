@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A sign-up form's object: its hook reports every field that is wrong, as Core Data's
 /// `validateForInsert` collects each `validateValue(_:forKey:)` failure.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import Cairn
-@_spi(Storage) import CairnStorage
+import CairnStorage
 
 // The code of the DocC articles (Sources/Cairn/Cairn.docc), compiled and run here.
 // `DocumentationTests` checks that every Swift block of every article appears in this

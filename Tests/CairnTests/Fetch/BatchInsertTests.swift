@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Batch inserts (`Context.batchInsert`): each is compared with the same objects inserted
 /// one by one and saved.

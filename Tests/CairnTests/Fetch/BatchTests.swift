@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// An entity a batch operation can change without objects: no relationships, nothing
 /// pointing at it, no uniqueness constraint.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// An entity with each attribute twice, indexed and not, so every query can run on both plans.
 final class Item: ManagedObject {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Applies a change to sectioned IDs the way a table view would; inserted rows are
 /// filled from `new` at the positions the change names (a table view asks its data source).

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Cairn
 import CairnTesting
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 @Suite struct ChildFetchTests {
     /// A child of a child, each level (and the root, unsaved) changing ranks, inserting and

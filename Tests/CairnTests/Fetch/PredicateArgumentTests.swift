@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Format predicates take plain Swift values and arrays (`IN %@` with `[String]`), and
 /// the active-record helpers take `#Predicate` everywhere. (Arguments had to be wrapped,

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Predicates with mistakes in them are errors, not silent non-matches.
 @Suite struct PredicateMistakeTests {

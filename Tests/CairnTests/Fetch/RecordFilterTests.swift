@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Every kind a scan's filter compares in place, and some it leaves to `ValueOrder`.
 final class Sample: ManagedObject {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Live results of one entity take in a change by placing again the records it touched,
 /// without a fetch (``LiveResults/updated(_:snapshot:touched:request:sectionKeyPath:context:)``).

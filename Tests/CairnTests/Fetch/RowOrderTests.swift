@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A fetch's sort (``RowOrder/sortedPositions(count:ids:values:resolve:first:)``) gives the
 /// order that comparing rows two by two with ``RowOrder/precedes(_:_:_:_:)`` gives (the

@@ -1,7 +1,8 @@
+import CairnCollections
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A scan whose test runs on several threads at once must give what the scan on one
 /// thread gives: the same records, versions and bytes, in ID order, with the log's

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A snapshot reader checks a version-3 frame's checksum the first time a read reaches it
 /// through a ``SnapshotReader/Place`` and not again; reads by bare offset, and `verify`,

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Format version 3 snapshots (FORMAT.md §6.1, §6.3): compact frames, anchors and entry
 /// bytes. Lookups across group boundaries and ID gaps, an index whose checksums were

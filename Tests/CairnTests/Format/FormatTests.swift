@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 @Suite struct CRCAndVarintTests {
     /// The word-at-a-time zero check finds a non-zero byte at every place, at every

@@ -1,8 +1,9 @@
+import CairnInterchange
 import Foundation
 import Testing
 @testable import Cairn
 @testable import CairnTesting
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Replays every kept fuzz input (seed corpus and fixed crash inputs under Fuzz/regressions) through the fuzz entry points
 /// without libFuzzer; with CAIRN_WRITE_SEEDS=1 it first (re)writes the seed corpus.

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Cairn
 import CairnTesting
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Schemas for migration tests: v1 of a Person/Note model.
 enum MigrationSchemas {

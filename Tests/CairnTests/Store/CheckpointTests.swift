@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Checkpoints (FORMAT.md §12): written by a clean close, mapped by the next open in place
 /// of replaying the log, and ignored (the log replayed) whenever they do not hold.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A checkpoint is only a cache (FORMAT.md §12.5): it is used only when the log holds
 /// every frame it covers, whole and as it was made of; a checkpoint of another log is

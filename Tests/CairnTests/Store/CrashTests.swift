@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Cairn
 import CairnTesting
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// What the workload has done when a crash image is taken.
 struct CrashTracker {

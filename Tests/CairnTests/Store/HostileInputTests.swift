@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Files crafted to break the reader's assumptions (checksums that hold around bad
 /// contents, numbers at the edge of their range, work that grows with the square of the

@@ -1,7 +1,8 @@
+import CairnCollections
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 import CairnTesting
 
 /// The log overlay keeps no record bodies: its entries point into the log, which the store

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Reads that copy the log's tables out of the store (`ids(entity:)`, scans) while
 /// another thread commits inserts and deletes. Run under the thread sanitizer in CI: a

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// A store written by a known sequence of transactions, with the expected contents
 /// after each: `states[s]` is the store after sequence number `s`.

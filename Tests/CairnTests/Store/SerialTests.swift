@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Record IDs are never handed out twice: not after a footer that claims too little, not
 /// after a repair drops transactions.

@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 @Suite struct LockTests {
     /// Record counts and existence follow every kind of change — put new, put again,

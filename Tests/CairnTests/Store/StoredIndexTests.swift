@@ -1,7 +1,8 @@
+import CairnCollections
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Attribute indexes stored in the snapshot (FORMAT.md §6.6): written by compaction, read
 /// in place after open, kept right by later commits, checked, and refused when damaged.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Equality lookups in an index of strings, whose in-memory runs are searched by each
 /// string's first eight bytes before the strings are compared (``StringPrefixes``).

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Torn last frames at the production preallocation (4 MiB), with frames smaller and
 /// larger than it: what a crash mid-write leaves, which must open by itself.

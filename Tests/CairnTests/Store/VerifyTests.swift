@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `verify` checks what it says it checks, and changes nothing.
 @Suite struct VerifyChecksTests {

@@ -1,6 +1,7 @@
+import CairnCollections
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// `IDMap` against `Dictionary` as the reference: seeded random inserts, overwrites,
 /// removals (which shift probe runs back) and lookups, with key 0, keys that collide in

@@ -1,7 +1,8 @@
+import CairnCollections
 import Foundation
 import Testing
 @testable import Cairn
-@_spi(Storage) @testable import CairnStorage
+@testable import CairnStorage
 
 /// Seeds for property tests: `CAIRN_SEED=N` replays one; otherwise a fixed set.
 enum Seeds {

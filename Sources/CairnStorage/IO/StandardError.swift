@@ -6,12 +6,6 @@ import Musl
 import Darwin
 #endif
 
-/// Whether standard output (1) or standard error (2) is a terminal (`isatty(3)`), for
-/// tools that show progress only to a person.
-package func isTerminal(_ descriptor: Int32) -> Bool {
-    isatty(descriptor) != 0
-}
-
 /// Writes `line` and a newline to standard error (diagnostics no call can throw).
 package func writeToStandardError(_ line: String) {
     let bytes = Array((line + "\n").utf8)

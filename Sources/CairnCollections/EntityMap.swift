@@ -3,15 +3,15 @@
 /// A model has a handful of entities, so a linear search of a small array of numbers
 /// beats hashing them (`Dictionary` runs SipHash on every lookup, several per record
 /// committed). Entries stay in insertion order.
-@_spi(Storage) public struct EntityMap<Value> {
+public struct EntityMap<Value> {
     @usableFromInline var numbers: [UInt16] = []
     /// Parallel to `numbers`; an entry is nil only while `_modify` has its value out.
     @usableFromInline var entries: [Value?] = []
 
-    @inlinable @_spi(Storage) public init() {}
+    @inlinable public init() {}
 
-    @inlinable @_spi(Storage) public var isEmpty: Bool { numbers.isEmpty }
-    @inlinable @_spi(Storage) public var count: Int { numbers.count }
+    @inlinable public var isEmpty: Bool { numbers.isEmpty }
+    @inlinable public var count: Int { numbers.count }
 
     @inline(__always) @inlinable func position(of number: UInt16) -> Int? {
         numbers.withUnsafeBufferPointer { numbers in
@@ -20,7 +20,7 @@
         }
     }
 
-    @inlinable @_spi(Storage) public subscript(number: UInt16) -> Value? {
+    @inlinable public subscript(number: UInt16) -> Value? {
         get { position(of: number).flatMap { entries[$0] } }
         _modify {
             if let index = position(of: number) {
@@ -54,12 +54,12 @@
     /// destroys it through the generic optional witness, for each record a context reads
     /// from the store.)
     @inline(__always)
-    @inlinable @_spi(Storage) public func lookup<Result>(_ number: UInt16, _ body: (Value) -> Result?) -> Result? {
+    @inlinable public func lookup<Result>(_ number: UInt16, _ body: (Value) -> Result?) -> Result? {
         guard let index = position(of: number), let value = entries[index] else { return nil }
         return body(value)
     }
 
-    @inlinable @_spi(Storage) public subscript(number: UInt16, default defaultValue: @autoclosure () -> Value) -> Value {
+    @inlinable public subscript(number: UInt16, default defaultValue: @autoclosure () -> Value) -> Value {
         get { self[number] ?? defaultValue() }
         _modify {
             let index: Int
@@ -78,11 +78,11 @@
     }
 
     /// Every value, in insertion order.
-    @inlinable @_spi(Storage) public var values: [Value] { entries.compactMap { $0 } }
+    @inlinable public var values: [Value] { entries.compactMap { $0 } }
 }
 
 extension EntityMap: Sequence {
-    @inlinable @_spi(Storage) public func makeIterator() -> AnyIterator<(key: UInt16, value: Value)> {
+    @inlinable public func makeIterator() -> AnyIterator<(key: UInt16, value: Value)> {
         var index = 0
         let numbers = self.numbers, entries = self.entries
         return AnyIterator {
@@ -96,7 +96,7 @@ extension EntityMap: Sequence {
 }
 
 extension EntityMap: ExpressibleByDictionaryLiteral {
-    @inlinable @_spi(Storage) public init(dictionaryLiteral elements: (UInt16, Value)...) {
+    @inlinable public init(dictionaryLiteral elements: (UInt16, Value)...) {
         for (number, value) in elements { self[number] = value }
     }
 }

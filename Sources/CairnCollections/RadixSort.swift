@@ -4,13 +4,13 @@
 /// which all keys agree: record IDs of one entity share their top 16 bits and, in all but
 /// huge stores, most of their serial's high bits, so a large sort takes few passes, each
 /// linear, where a comparison sort costs many comparisons per ID.
-@_spi(Storage) public enum RadixSort {
+public enum RadixSort {
     /// Below this many items a comparison sort is faster than counting bytes.
-    @_spi(Storage) public static let threshold = 256
+    public static let threshold = 256
 
     /// Sorts `items` by `key`, keeping the order of items with equal keys.
     @inline(__always)
-    @inlinable @_spi(Storage) public static func sort<T>(_ items: inout [T], by key: (T) -> UInt64) {
+    @inlinable public static func sort<T>(_ items: inout [T], by key: (T) -> UInt64) {
         let count = items.count
         guard count >= threshold else {
             items.sort { key($0) < key($1) }
@@ -54,7 +54,7 @@
     }
 
     /// `keys` in ascending order.
-    @inlinable @_spi(Storage) public static func sorted(_ keys: consuming [UInt64]) -> [UInt64] {
+    @inlinable public static func sorted(_ keys: consuming [UInt64]) -> [UInt64] {
         var result = consume keys
         sort(&result) { $0 }
         return result

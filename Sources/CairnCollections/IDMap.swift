@@ -1,33 +1,30 @@
 /// Hands every ``IDMap`` its own seed.
 private let idMapSeeds = Protected<UInt64>(0)
 
-/// A key of an ``IDMap``: a record ID or its raw 64 bits.
-@_spi(Storage) public protocol IDMapKey: Hashable {
-    var idBits: UInt64 { get }
-    init(idBits: UInt64)
+/// A key of an ``IDMap``: 64 bits, of which 0 is kept apart (the buckets mark an empty
+/// slot with it). Record IDs are keys as they are; so are raw `UInt64`s.
+public protocol IDMapKey: Hashable {
+    var rawValue: UInt64 { get }
+    init(rawValue: UInt64)
 }
 
-@_spi(Storage) extension UInt64: IDMapKey {
-    @inline(__always) @inlinable @_spi(Storage) public var idBits: UInt64 { self }
-    @inline(__always) @inlinable @_spi(Storage) public init(idBits: UInt64) { self = idBits }
+extension UInt64: IDMapKey {
+    @inline(__always) @inlinable public var rawValue: UInt64 { self }
+    @inline(__always) @inlinable public init(rawValue: UInt64) { self = rawValue }
 }
 
-@_spi(Storage) extension RecordID: IDMapKey {
-    @inline(__always) @inlinable @_spi(Storage) public var idBits: UInt64 { rawValue }
-    @inline(__always) @inlinable @_spi(Storage) public init(idBits: UInt64) { self.init(rawValue: idBits) }
-}
-
-/// The buckets of an ``IDMap``: key bits (0 = empty) and, for occupied buckets only,
-/// initialized values. Shared between copies of a map until one of them writes.
-@_spi(Storage) public final class IDMapBuckets<Value> {
-    @_spi(Storage) public let capacity: Int
-    @_spi(Storage) public let keys: UnsafeMutablePointer<UInt64>
-    @_spi(Storage) public let values: UnsafeMutablePointer<Value>
+/// The buckets of an ``IDMap``, its one storage handle: key bits (0 = empty) and, for
+/// occupied buckets only, initialized values. Shared between copies of a map until one
+/// of them writes.
+@usableFromInline final class IDMapBuckets<Value> {
+    @usableFromInline let capacity: Int
+    @usableFromInline let keys: UnsafeMutablePointer<UInt64>
+    @usableFromInline let values: UnsafeMutablePointer<Value>
     /// What keeps `keys` and `values` alive when this object did not allocate them (a
     /// checkpoint's mapped tables, ``init(capacity:keys:values:owner:)``); nil otherwise.
-    @_spi(Storage) public let owner: AnyObject?
+    @usableFromInline let owner: AnyObject?
 
-    @inlinable @_spi(Storage) public init(capacity: Int) {
+    @inlinable init(capacity: Int) {
         self.capacity = capacity
         keys = .allocate(capacity: capacity)
         keys.initialize(repeating: 0, count: capacity)
@@ -38,7 +35,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     /// Buckets in memory `owner` keeps alive and this object may write (a copy-on-write
     /// mapping of a file): `capacity` keys, and a value of a trivial type for each
     /// bucket whose key is not 0. Nothing is freed when the buckets are.
-    @_spi(Storage) public init(capacity: Int, keys: UnsafeMutablePointer<UInt64>, values: UnsafeMutablePointer<Value>, owner: AnyObject) {
+    @usableFromInline init(capacity: Int, keys: UnsafeMutablePointer<UInt64>, values: UnsafeMutablePointer<Value>, owner: AnyObject) {
         precondition(_isPOD(Value.self), "only buckets of trivial values live in borrowed memory")
         self.capacity = capacity
         self.keys = keys
@@ -47,7 +44,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// A copy with the same capacity and layout (for a write to a shared map).
-    @inlinable @_spi(Storage) public func copy() -> IDMapBuckets {
+    @inlinable func copy() -> IDMapBuckets {
         let copy = IDMapBuckets(capacity: capacity)
         copy.keys.update(from: keys, count: capacity)
         for index in 0..<capacity where keys[index] != 0 { (copy.values + index).initialize(to: values[index]) }
@@ -86,7 +83,7 @@ private let idMapSeeds = Protected<UInt64>(0)
 /// order) into another with the same hash sends whole runs of keys to one bucket of the
 /// smaller table, and inserting becomes quadratic. Each table takes its own seed from a
 /// counter, so no two tables share one.
-@_spi(Storage) public struct IDMap<Key: IDMapKey, Value> {
+public struct IDMap<Key: IDMapKey, Value> {
     @usableFromInline var buckets: IDMapBuckets<Value>
     /// The value of key 0 (0 marks an empty bucket).
     @usableFromInline var zero: Value?
@@ -95,11 +92,11 @@ private let idMapSeeds = Protected<UInt64>(0)
     @usableFromInline let seed: UInt64
     /// The number of entries (``count``), changed only by this type's inserts and removals.
     @usableFromInline var storedCount = 0
-    @inlinable @_spi(Storage) public var count: Int { storedCount }
+    @inlinable public var count: Int { storedCount }
     /// Advanced by every insert and removal (a table replaced or resized has new buckets).
     @usableFromInline var changes: UInt = 0
 
-    @_spi(Storage) public init() {
+    public init() {
         self.init(seed: idMapSeeds.withLock { counter in
             counter &+= 0x9E37_79B9_7F4A_7C15
             return counter
@@ -109,32 +106,43 @@ private let idMapSeeds = Protected<UInt64>(0)
     /// A table whose seed is made from `seed` rather than taken from the process's counter
     /// (for tests, whose tables otherwise get seeds that depend on how many tables other
     /// tests running alongside made first).
-    @inlinable @_spi(Storage) public init(seed: UInt64) {
+    @inlinable public init(seed: UInt64) {
         self.seed = Self.mix(seed)
         buckets = IDMapBuckets(capacity: 8)
         shift = 61
     }
 
-    /// A table over `buckets` as ``buckets`` left them: `count` keys placed by the seed
-    /// ``mixedSeed`` (a checkpoint's table, read back). The bucket count must be a power
-    /// of two, at least 8, with at least one key 0.
-    @_spi(Storage) public init(buckets: IDMapBuckets<Value>, mixedSeed: UInt64, count: Int) {
-        precondition(buckets.capacity >= 8 && buckets.capacity & (buckets.capacity - 1) == 0 && count < buckets.capacity)
-        self.buckets = buckets
+    /// A table over buckets in memory that `owner` keeps alive and this table may write
+    /// (a copy-on-write mapping of a checkpoint): `bucketCount` keys, and a value for each
+    /// bucket whose key is not 0, exactly as ``withUnsafeBuckets(_:)`` showed a table's
+    /// buckets with seed `mixedSeed` holding `count` keys. The bucket count must be a power
+    /// of two, at least 8, with at least one key 0; the values must be of a trivial type.
+    /// Nothing is freed when the table is: a write first copies the buckets.
+    public init(borrowingKeys keys: UnsafeMutablePointer<UInt64>, values: UnsafeMutablePointer<Value>,
+                bucketCount: Int, mixedSeed: UInt64, count: Int, owner: AnyObject) {
+        precondition(bucketCount >= 8 && bucketCount & (bucketCount - 1) == 0 && count < bucketCount)
+        buckets = IDMapBuckets(capacity: bucketCount, keys: keys, values: values, owner: owner)
         seed = mixedSeed
-        shift = UInt64(64 - buckets.capacity.trailingZeroBitCount)
+        shift = UInt64(64 - bucketCount.trailingZeroBitCount)
         storedCount = count
     }
 
-    /// The seed keys are placed by (for ``init(buckets:mixedSeed:count:)``).
-    @_spi(Storage) public var mixedSeed: UInt64 { seed }
-    /// The value of key 0, which the buckets do not hold.
-    @_spi(Storage) public var zeroValue: Value? { zero }
-    /// The buckets as they are, for writing them out.
-    @_spi(Storage) public var currentBuckets: IDMapBuckets<Value> { buckets }
+    /// The seed keys are placed by (for ``init(borrowingKeys:values:bucketCount:mixedSeed:count:owner:)``).
+    public var mixedSeed: UInt64 { seed }
+
+    /// Calls `body` with the buckets as they are, for writing them out: ``bucketCount``
+    /// keys (0 marks an empty bucket, and key 0 itself is not among them) and the values
+    /// beside them, initialized only where the key is not 0.
+    public func withUnsafeBuckets<Result>(
+        _ body: (UnsafeBufferPointer<UInt64>, UnsafePointer<Value>) throws -> Result
+    ) rethrows -> Result {
+        try withExtendedLifetime(buckets) {
+            try body(UnsafeBufferPointer(start: buckets.keys, count: buckets.capacity), UnsafePointer(buckets.values))
+        }
+    }
 
     /// Room for `minimumCapacity` entries without growing.
-    @inlinable @_spi(Storage) public init(minimumCapacity: Int) {
+    @inlinable public init(minimumCapacity: Int) {
         self.init()
         if minimumCapacity > 5 { resize(bucketsFor: minimumCapacity) }
     }
@@ -146,7 +154,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         return z ^ (z >> 31)
     }
 
-    @inlinable @_spi(Storage) public var isEmpty: Bool { count == 0 }
+    @inlinable public var isEmpty: Bool { count == 0 }
 
     @inline(__always) @inlinable var mask: Int { buckets.capacity &- 1 }
 
@@ -171,15 +179,15 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// Whether `key` has a value: a lookup that copies (and retains) nothing.
-    @inline(__always) @inlinable @_spi(Storage) public func contains(_ key: Key) -> Bool {
-        let bits = key.idBits
+    @inline(__always) @inlinable public func contains(_ key: Key) -> Bool {
+        let bits = key.rawValue
         if bits == 0 { return zero != nil }
         return bucket(of: bits) != nil
     }
 
     /// Whether `key` maps to `object` itself (a lookup that retains nothing).
-    @inline(__always) @inlinable @_spi(Storage) public func contains(_ key: Key, identicalTo object: AnyObject) -> Bool where Value: AnyObject {
-        let bits = key.idBits
+    @inline(__always) @inlinable public func contains(_ key: Key, identicalTo object: AnyObject) -> Bool where Value: AnyObject {
+        let bits = key.rawValue
         if bits == 0 { return zero === object }
         guard let index = bucket(of: bits) else { return false }
         return buckets.values[index] === object
@@ -189,15 +197,15 @@ private let idMapSeeds = Protected<UInt64>(0)
         if !isKnownUniquelyReferenced(&buckets) { buckets = buckets.copy() }
     }
 
-    @inlinable @_spi(Storage) public subscript(key: Key) -> Value? {
+    @inlinable public subscript(key: Key) -> Value? {
         get {
-            let bits = key.idBits
+            let bits = key.rawValue
             if bits == 0 { return zero }
             guard let index = bucket(of: bits) else { return nil }
             return buckets.values[index]
         }
         set {
-            let bits = key.idBits
+            let bits = key.rawValue
             if bits == 0 {
                 storedCount += (newValue != nil ? 1 : 0) - (zero != nil ? 1 : 0)
                 zero = newValue
@@ -210,8 +218,8 @@ private let idMapSeeds = Protected<UInt64>(0)
     /// Sets the value for `key` and returns the one it replaces, in one probe (a lookup
     /// and then a store probed twice).
     @discardableResult
-    @inlinable @_spi(Storage) public mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
-        let bits = key.idBits
+    @inlinable public mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
+        let bits = key.rawValue
         if bits == 0 {
             defer { if zero == nil { storedCount += 1 }; zero = value }
             return zero
@@ -220,14 +228,14 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// The value for `key`, or `defaultValue()` (stored first) when there is none.
-    @inlinable @_spi(Storage) public subscript(key: Key, default defaultValue: @autoclosure () -> Value) -> Value {
+    @inlinable public subscript(key: Key, default defaultValue: @autoclosure () -> Value) -> Value {
         get { self[key] ?? defaultValue() }
         set { self[key] = newValue }
     }
 
     @discardableResult
-    @inlinable @_spi(Storage) public mutating func removeValue(forKey key: Key) -> Value? {
-        let bits = key.idBits
+    @inlinable public mutating func removeValue(forKey key: Key) -> Value? {
+        let bits = key.rawValue
         if bits == 0 {
             defer { if zero != nil { storedCount -= 1 }; zero = nil }
             return zero
@@ -235,7 +243,7 @@ private let idMapSeeds = Protected<UInt64>(0)
         return remove(bits)
     }
 
-    @inlinable @_spi(Storage) public mutating func removeAll() {
+    @inlinable public mutating func removeAll() {
         self = IDMap()
     }
 
@@ -244,8 +252,8 @@ private let idMapSeeds = Protected<UInt64>(0)
     /// insert probed the key's run twice. (`make` may change this map: then the value is
     /// stored with a probe of its own.)
     @inline(__always)
-    @inlinable @_spi(Storage) public mutating func value(forKey key: Key, orInsert make: () -> Value?) -> Value? {
-        let bits = key.idBits
+    @inlinable public mutating func value(forKey key: Key, orInsert make: () -> Value?) -> Value? {
+        let bits = key.rawValue
         guard bits != 0 else {
             if let zero { return zero }
             guard let made = make() else { return nil }
@@ -335,11 +343,11 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// Buckets in the table (for tests of growth).
-    @inlinable @_spi(Storage) public var bucketCount: Int { buckets.capacity }
+    @inlinable public var bucketCount: Int { buckets.capacity }
 
     /// Room for `minimumCapacity` entries in all, so that inserting up to that many grows
     /// the table at most once, here.
-    @inlinable @_spi(Storage) public mutating func reserveCapacity(_ minimumCapacity: Int) {
+    @inlinable public mutating func reserveCapacity(_ minimumCapacity: Int) {
         if minimumCapacity * 10 > buckets.capacity * 7 { resize(bucketsFor: minimumCapacity) }
     }
 
@@ -371,10 +379,10 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// The longest distance of any key from its home bucket (for tests of the hash's spread).
-    @inlinable @_spi(Storage) public var longestProbe: Int { probeDistances.max() ?? 0 }
+    @inlinable public var longestProbe: Int { probeDistances.max() ?? 0 }
 
     /// The mean distance of the keys from their home buckets (for tests of the hash's spread).
-    @inlinable @_spi(Storage) public var meanProbe: Double {
+    @inlinable public var meanProbe: Double {
         let distances = probeDistances
         return distances.isEmpty ? 0 : Double(distances.reduce(0, +)) / Double(distances.count)
     }
@@ -386,7 +394,7 @@ private let idMapSeeds = Protected<UInt64>(0)
     }
 
     /// Every value, in unspecified order.
-    @inlinable @_spi(Storage) public var values: [Value] {
+    @inlinable public var values: [Value] {
         var result: [Value] = []
         result.reserveCapacity(count)
         forEach { result.append($0.value) }
@@ -395,12 +403,12 @@ private let idMapSeeds = Protected<UInt64>(0)
 
     /// Every key, in unspecified order. Read from the key buffer alone: going through the
     /// map's iteration would copy (retain and release) every value on the way.
-    @inlinable @_spi(Storage) public var keys: [Key] {
+    @inlinable public var keys: [Key] {
         var result: [Key] = []
         result.reserveCapacity(count)
-        if zero != nil { result.append(Key(idBits: 0)) }
+        if zero != nil { result.append(Key(rawValue: 0)) }
         let keys = buckets.keys
-        for index in 0..<buckets.capacity where keys[index] != 0 { result.append(Key(idBits: keys[index])) }
+        for index in 0..<buckets.capacity where keys[index] != 0 { result.append(Key(rawValue: keys[index])) }
         return result
     }
 }
@@ -412,7 +420,7 @@ extension IDMap where Value: AnyObject {
     /// would read the table at random, a cache miss or two an entry once it outgrows the
     /// caches.
     /// The map holds every value for the call: `self` cannot change while it runs.
-    @inlinable @_spi(Storage) public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
+    @inlinable public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
         var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
         pairs.reserveCapacity(count)
         if let zero { pairs.append((0, Unmanaged.passUnretained(zero))) }
@@ -428,46 +436,46 @@ extension IDMap where Value: AnyObject {
 }
 
 extension IDMap: Sequence {
-    @_spi(Storage) public struct Iterator: IteratorProtocol {
+    public struct Iterator: IteratorProtocol {
         @usableFromInline let buckets: IDMapBuckets<Value>
         @usableFromInline let zero: Value?
-        @_spi(Storage) public var index = -1
+        @usableFromInline var index = -1
 
         @inlinable init(buckets: IDMapBuckets<Value>, zero: Value?) { (self.buckets, self.zero) = (buckets, zero) }
 
-        @inlinable @_spi(Storage) public mutating func next() -> (key: Key, value: Value)? {
+        @inlinable public mutating func next() -> (key: Key, value: Value)? {
             if index == -1 {
                 index = 0
-                if let zero { return (Key(idBits: 0), zero) }
+                if let zero { return (Key(rawValue: 0), zero) }
             }
             while index < buckets.capacity {
                 defer { index += 1 }
                 let bits = buckets.keys[index]
-                if bits != 0 { return (Key(idBits: bits), buckets.values[index]) }
+                if bits != 0 { return (Key(rawValue: bits), buckets.values[index]) }
             }
             return nil
         }
     }
 
-    @inlinable @_spi(Storage) public func makeIterator() -> Iterator { Iterator(buckets: buckets, zero: zero) }
+    @inlinable public func makeIterator() -> Iterator { Iterator(buckets: buckets, zero: zero) }
 
     /// Calls `body` with the entries of the buckets of `part` of `parts` equal ranges (key
     /// 0's with part 0) until it returns false: the parts together hold every entry once,
     /// for reading one map on several threads.
-    @inlinable @_spi(Storage) public func forEach(part: Int, of parts: Int, _ body: (Key, Value) throws -> Bool) rethrows {
-        if part == 0, let zero { guard try body(Key(idBits: 0), zero) else { return } }
+    @inlinable public func forEach(part: Int, of parts: Int, _ body: (Key, Value) throws -> Bool) rethrows {
+        if part == 0, let zero { guard try body(Key(rawValue: 0), zero) else { return } }
         let capacity = buckets.capacity
         for index in (capacity * part / parts)..<(capacity * (part + 1) / parts) {
             let bits = buckets.keys[index]
-            if bits != 0 { guard try body(Key(idBits: bits), buckets.values[index]) else { return } }
+            if bits != 0 { guard try body(Key(rawValue: bits), buckets.values[index]) else { return } }
         }
     }
 
-    @inlinable @_spi(Storage) public var underestimatedCount: Int { count }
+    @inlinable public var underestimatedCount: Int { count }
 }
 
 extension IDMap: ExpressibleByDictionaryLiteral {
-    @inlinable @_spi(Storage) public init(dictionaryLiteral elements: (Key, Value)...) {
+    @inlinable public init(dictionaryLiteral elements: (Key, Value)...) {
         self.init(minimumCapacity: elements.count)
         for (key, value) in elements { self[key] = value }
     }

@@ -6,17 +6,17 @@ import Foundation
 /// `pthread_mutex` (under `NSLock`) but not `Mutex`'s futex on Linux, and the test suite
 /// must run clean under it.
 // Every access to `value` happens inside `lock`, so sharing across threads is safe.
-@_spi(Storage) public final class Protected<Value: Sendable>: @unchecked Sendable {
+public final class Protected<Value: Sendable>: @unchecked Sendable {
     @usableFromInline let lock = NSLock()
     /// Reached only inside `lock`, which is not recursive: a second access while one is
     /// under way would deadlock before it could overlap, so the runtime's exclusivity
     /// check (a call and a thread-local set for each ``withLock(_:)``) is skipped.
     @exclusivity(unchecked) @usableFromInline var value: Value
 
-    @inlinable @_spi(Storage) public init(_ value: Value) { self.value = value }
+    @inlinable public init(_ value: Value) { self.value = value }
 
     @inline(__always)
-    @inlinable @_spi(Storage) public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    @inlinable public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)

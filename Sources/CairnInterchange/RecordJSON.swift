@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// The record interchange format of `cairn export`, `import` and `query`: one JSON

@@ -7,26 +7,26 @@ import Synchronization
 /// layout), so that a lookup takes no mutex and no SipHash hash on every object created.
 /// It holds a bounded number of classes; when full, ``insert(_:for:)`` does
 /// nothing and the caller keeps its own (locked) table as the fallback.
-@_spi(Storage) public final class ClassTable<Value: AnyObject & Sendable>: @unchecked Sendable {
+public final class ClassTable<Value: AnyObject & Sendable>: @unchecked Sendable {
     // Safe to share: `slots` is allocated once and only ever read and written through
     // atomics; a slot goes from 0 to the address of an immutable `Entry` exactly once
     // (compare-exchange, releasing) and readers load it acquiring; entries are retained
     // for the table's lifetime and their fields are `let`.
     @usableFromInline final class Entry: Sendable {
-        @_spi(Storage) public let key: ObjectIdentifier
-        @_spi(Storage) public let value: Value
-        @inlinable @_spi(Storage) public init(key: ObjectIdentifier, value: Value) {
+        public let key: ObjectIdentifier
+        public let value: Value
+        @inlinable public init(key: ObjectIdentifier, value: Value) {
             self.key = key
             self.value = value
         }
     }
 
-    @_spi(Storage) public let capacity: Int
+    public let capacity: Int
     @usableFromInline let mask: Int
     @usableFromInline let slots: UnsafeMutablePointer<Atomic<UInt>>
 
     /// A table of `capacity` slots (rounded up to a power of two).
-    @inlinable @_spi(Storage) public init(capacity: Int = 512) {
+    @inlinable public init(capacity: Int = 512) {
         var size = 1
         while size < max(1, capacity) { size *= 2 }
         self.capacity = size
@@ -51,7 +51,7 @@ import Synchronization
 
     /// The value stored for `type`, if any.
     @inline(__always)
-    @inlinable @_spi(Storage) public func value(for type: AnyClass) -> Value? {
+    @inlinable public func value(for type: AnyClass) -> Value? {
         let key = ObjectIdentifier(type)
         var index = home(key)
         for _ in 0..<capacity {
@@ -65,7 +65,7 @@ import Synchronization
 
     /// Stores `value` for `type` unless the table is full. (Two threads inserting the same
     /// class both succeed; lookups return the first, so values must be interchangeable.)
-    @inlinable @_spi(Storage) public func insert(_ value: Value, for type: AnyClass) {
+    @inlinable public func insert(_ value: Value, for type: AnyClass) {
         let key = ObjectIdentifier(type)
         let entry = Unmanaged.passRetained(Entry(key: key, value: value))
         let raw = UInt(bitPattern: entry.toOpaque())

@@ -1,4 +1,4 @@
-@_spi(Storage) import CairnStorage
+import CairnStorage
 import Foundation
 
 /// A parsed JSON value. Numbers keep their text, so each is converted once, exactly, to

@@ -1,0 +1,36 @@
+// An app's view of Cairn: this file type-checks against `import Cairn` alone, as a module
+// outside the package (.ci/public-api.sh). What it names is the public API.
+import Cairn
+import Foundation
+
+final class Person: ManagedObject {
+    @Attribute var username = ""
+    @Attribute var age = 0
+    @ToMany(inverse: \DVD.owner) var dvds: [DVD]
+}
+
+final class DVD: ManagedObject {
+    @Attribute var title = ""
+    @ToOne var owner: Person?
+}
+
+@MainActor
+func app() throws {
+    let container = try Container(name: "Collection", entities: [Person.self], storage: .inMemory)
+    let context = container.mainContext
+    let ann = Person(context: context)
+    ann.username = "ann"
+    try context.save()
+    let adults = try context.fetch(Person.self, where: #Predicate { $0.age >= 18 }, sortBy: [SortDescriptor(\.username)])
+    let named = try context.fetch(FetchQuery(Person.self, format: "username IN %@", ["ann", "bob"]))
+    let owned = try context.fetch(FetchQuery(DVD.self, sortBy: [SortDescriptor(\.title)], fetchLimit: 10))
+    _ = (adults, named, owned)
+
+    // Maintenance goes through the container.
+    let problems: [StoreProblem] = container.verify()
+    let result: CompactionResult = try container.compact()
+    let statistics: StoreStatistics = container.statistics
+    let history: [CommittedTransaction] = try container.history()
+    let recovery: RecoveryReport = container.recoveryReport
+    _ = (problems, result, statistics, history, recovery)
+}

@@ -1,0 +1,2 @@
+import Cairn
+let c = Change.delete(RecordID(rawValue: 1))

@@ -1,0 +1,2 @@
+import Cairn
+func f(_ c: Coordinator) { _ = c.store }

@@ -1,0 +1,2 @@
+import Cairn
+let m = IDMap<RecordID, Int>()

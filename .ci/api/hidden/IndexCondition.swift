@@ -1,0 +1,2 @@
+import Cairn
+let c = IndexCondition.equal([])

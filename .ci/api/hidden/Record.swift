@@ -1,0 +1,2 @@
+import Cairn
+let r = Record(id: RecordID(rawValue: 1), values: [])

@@ -1,0 +1,2 @@
+import Cairn
+let j = RecordJSON.self

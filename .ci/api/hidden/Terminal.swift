@@ -1,0 +1,2 @@
+import Cairn
+let t = isTerminal(1)
