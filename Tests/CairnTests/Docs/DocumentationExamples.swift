@@ -1,11 +1,49 @@
 import Foundation
 import Testing
 import Cairn
-import CairnStorage
 
 // The code of the DocC articles (Sources/Cairn/Cairn.docc), compiled and run here.
 // `DocumentationTests` checks that every Swift block of every article appears in this
 // file as written, so an article cannot show code that does not compile.
+
+/// README.md
+enum ReadmeExample {
+    final class Person: ManagedObject {
+        @Attribute var username: String = ""
+        @Attribute var name: String? = nil
+        @ToMany(inverse: \DVD.owner, deleteRule: .cascade) var dvds: [DVD]
+        override class var uniqueKeyPaths: [[AnyKeyPath]] { [[\Person.username]] }
+    }
+
+    final class DVD: ManagedObject {
+        @Attribute var title: String = ""
+        @ToOne var owner: Person?                        // the inverse is declared once, on dvds
+    }
+
+    @MainActor static func run() async throws {
+        // The whole stack in one line (DVD joins the model through Person.dvds).
+        let container = try Container(name: "Demo", entities: [Person.self],
+                                      storage: .onDisk(URL(fileURLWithPath: "/tmp/demo.cairn")))
+        let data = DataService(container: container)          // on the main actor
+
+        try await data.write { context in                   // a scratch child of the main context
+            let ann = Person.create(in: context)
+            ann.username = "ann"
+            let dvd = DVD.create(in: context)
+            dvd.title = "Alien"
+            dvd.owner = ann                                 // ann.dvds follows
+        }
+
+        let main = data.mainContext                         // views read it; saves anywhere reach it
+        let ann = try Person.first(where: #Predicate { $0.username == "ann" }, in: main)
+        main.delete(ann!)                                   // cascades to her DVDs
+        main.undo()                                         // and back
+
+        let stamps = try container.queue(named: "stamps", of: Date.self)
+        try stamps.push(Date())                             // a durable FIFO, in the same store
+        try await data.close()
+    }
+}
 
 /// GettingStarted.md
 enum GettingStartedExample {
@@ -180,6 +218,139 @@ enum SavesReachTheUIExample {
     }
 }
 
+/// UndoInAsyncCode.md
+enum UndoInAsyncCodeExample {
+    typealias Person = GettingStartedExample.Person
+
+    /// Stands for a network call: it suspends, and the main actor runs other jobs.
+    static func lookUpNickname() async -> String {
+        try? await Task.sleep(for: .milliseconds(1))
+        return "annie"
+    }
+
+    @MainActor static func run() async throws -> [String] {
+        let container = try Container(name: "AsyncUndo", entities: [Person.self, GettingStartedExample.DVD.self], storage: .inMemory)
+        let context = container.mainContext
+        let ann = Person(context: context)
+        ann.username = "ann"
+        try context.save()
+        var seen: [String] = []
+
+        ann.name = "Ann"                        // one event…
+        let nickname = await lookUpNickname()   // …ends here: the main actor ran other jobs
+        ann.username = nickname                 // a second event
+        context.undo()                          // undoes the username only
+        seen.append("\(ann.name ?? "-") \(ann.username)")
+        context.undo()
+        seen.append("\(ann.name ?? "-") \(ann.username)")
+
+        try await context.undoGroup(named: "Import profile") {
+            ann.name = "Ann"
+            ann.username = await lookUpNickname()
+        }
+        context.undo()                          // undoes both
+        seen.append(context.undoManager.redoActionName ?? "-")
+        seen.append("\(ann.name ?? "-") \(ann.username)")
+        return seen
+    }
+}
+
+/// ApplyingResultsChanges.md
+enum ApplyingResultsChangesExample {
+    typealias Person = GettingStartedExample.Person
+
+    /// A list's rows, kept in step with live results by their changes alone.
+    final class PeopleList {
+        private(set) var sections: [[String]] = []
+        let results: LiveResults<Person>
+
+        init(context: Context) throws {
+            results = try LiveResults(request: FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.username)]),
+                                      context: context) { String($0.username.prefix(1)) }
+            sections = results.sections.map { $0.objects.map(Self.row) }
+            results.onChange = { [unowned self] change in self.apply(change) }
+        }
+
+        static func row(_ person: Person) -> String { "\(person.username) (\(person.name ?? "?"))" }
+
+        func apply(_ change: ResultsChange) {
+            // Remove at the old positions, the last first: rows, then the sections they emptied.
+            for index in (change.deleted + change.moved.map(\.from)).sorted(by: >) {
+                sections[index.section].remove(at: index.item)
+            }
+            for section in change.deletedSections.sorted(by: >) { sections.remove(at: section) }
+            // Insert at the new positions, the first first: sections, then rows.
+            for section in change.insertedSections.sorted() { sections.insert([], at: section) }
+            for index in (change.inserted + change.moved.map(\.to)).sorted() {
+                sections[index.section].insert(row(at: index), at: index.item)
+            }
+            // Rows whose object changed in place, at their new positions.
+            for index in change.updated { sections[index.section][index.item] = row(at: index) }
+        }
+
+        private func row(at index: ResultIndex) -> String {
+            Self.row(results.sections[index.section].objects[index.item])
+        }
+    }
+
+    @MainActor static func run() throws -> [[String]] {
+        let container = try Container(name: "Rows", entities: [Person.self, GettingStartedExample.DVD.self], storage: .inMemory)
+        let context = container.mainContext
+        for name in ["ann", "bo", "cy"] { Person(context: context).username = name }
+        try context.save()
+        let list = try PeopleList(context: context)
+        let bo = try context.fetch(Person.self, where: #Predicate { $0.username == "bo" })[0]
+        bo.username = "al"                      // a move within section "a", into a new one
+        Person(context: context).username = "dee"
+        try context.save()
+        return list.sections
+    }
+}
+
+/// ResolvingMergeConflicts.md
+enum ResolvingMergeConflictsExample {
+    typealias Person = GettingStartedExample.Person
+
+    @MainActor static func run() async throws -> [String] {
+        let container = try Container(name: "Conflicts", entities: [Person.self, GettingStartedExample.DVD.self], storage: .inMemory)
+        let context = container.mainContext
+        context.automaticallyMergesChangesFromParent = false    // keep what it read
+        let ann = Person(context: context)
+        ann.username = "ann"
+        try context.save()
+        let id = ann.objectID
+        try await container.newBackgroundContext().perform { other in
+            try other.existingObject(Person.self, with: id)?.name = "Ann (work)"
+            try other.save()
+        }
+        ann.name = "Ann (home)"                 // the same property, changed here too
+
+        do {
+            try context.save()                  // the default policy, .error, refuses it
+        } catch let error as CairnError where error.code == .conflict {
+            for conflict in error.conflicts {
+                guard let person = try context.existingObject(Person.self, with: conflict.objectID) else { continue }
+                let mine = person.name ?? ""
+                context.refresh(person, mergeChanges: false)     // take in what the store holds
+                if conflict.changedElsewhere.contains("name"), case .string(let theirs)? = conflict.storedValues?["name"] {
+                    person.name = "\(theirs) + \(mine)"        // both edited the name: keep both
+                }
+            }
+            try context.save()                  // read at the stored version now: no conflict
+        }
+        let merged = ann.name ?? ""
+
+        try await container.newBackgroundContext().perform { other in
+            try other.existingObject(Person.self, with: id)?.name = "Ann (work, later)"
+            try other.save()
+        }
+        ann.name = "Ann"
+        context.mergePolicy = .objectTrumps     // this context's changes win, property by property
+        try context.save()
+        return [merged, ann.name ?? ""]
+    }
+}
+
 /// DataService.md
 enum DataServiceExample {
     typealias Person = GettingStartedExample.Person
@@ -211,19 +382,21 @@ enum MigrationExample {
         }
     }
 
-    static func run() throws -> String {
+    @MainActor static func run() throws -> String {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("cairn-docs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: url) }
         do {
             let container = try Container(name: "Notes", entities: [Version1.Note.self], storage: .onDisk(url))
-            let context = Context(coordinator: container.coordinator, model: container.model)
+            let context = container.mainContext
             Version1.Note(context: context).text = "milk"
             try context.save()
             try container.close()
         }
+        let forecast = try Container.migrationForecast(at: url, entities: [Version2.Note.self], modelVersion: 2)
+        precondition(forecast.isNeeded && forecast.losses.isEmpty)   // `text` is renamed, not dropped
         let container = try Container(name: "Notes", entities: [Version2.Note.self], storage: .onDisk(url),
                                       modelVersion: 2, migration: .lightweight)
-        let context = Context(coordinator: container.coordinator, model: container.model)
+        let context = container.mainContext
         let notes = try context.fetch(FetchQuery(Version2.Note.self))
         try container.close()
         return notes.map(\.body).joined()
@@ -250,6 +423,20 @@ enum ObjectQueueExample {
 }
 
 @Suite struct DocumentationExampleTests {
+    /// The README's example, run where it says: in /tmp/demo.cairn (removed first and after).
+    @MainActor @Test func readme() async throws {
+        try? FileManager.default.removeItem(atPath: "/tmp/demo.cairn")
+        defer { try? FileManager.default.removeItem(atPath: "/tmp/demo.cairn") }
+        try await ReadmeExample.run()
+        // Reopened: the delete was undone before the close saved; the stamp is queued.
+        let container = try Container(name: "Demo", entities: [ReadmeExample.Person.self],
+                                      storage: .onDisk(URL(fileURLWithPath: "/tmp/demo.cairn")))
+        let ann = try ReadmeExample.Person.first(where: #Predicate { $0.username == "ann" }, in: container.mainContext)
+        #expect(ann?.dvds.map(\.title) == ["Alien"])
+        #expect(try container.queue(named: "stamps", of: Date.self).count == 1)
+        try container.close()
+    }
+
     @MainActor @Test func gettingStarted() throws {
         #expect(try GettingStartedExample.run() == ["Alien"])
     }
@@ -280,11 +467,24 @@ enum ObjectQueueExample {
         #expect(name == "Ann" && count == 2)
     }
 
+    @MainActor @Test func undoInAsyncCode() async throws {
+        #expect(try await UndoInAsyncCodeExample.run() == ["Ann ann", "- ann", "Import profile", "- ann"])
+    }
+
+    @MainActor @Test func applyingResultsChanges() throws {
+        #expect(try ApplyingResultsChangesExample.run() == [["al (?)", "ann (?)"], ["cy (?)"], ["dee (?)"]])
+    }
+
+    @MainActor @Test func resolvingMergeConflicts() async throws {
+        // Only the conflict's handler writes both names.
+        #expect(try await ResolvingMergeConflictsExample.run() == ["Ann (work) + Ann (home)", "Ann"])
+    }
+
     @MainActor @Test func dataService() async throws {
         #expect(try await DataServiceExample.run() == 1)
     }
 
-    @Test func migration() throws {
+    @MainActor @Test func migration() throws {
         #expect(try MigrationExample.run() == "milk")
     }
 

@@ -48,5 +48,13 @@ import Testing
             }
         }
         #expect(checked >= 15)
+        // The README's blocks too (its `import Cairn` line is the examples file's own).
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readmeBlocks = Self.swiftBlocks(readme)
+        #expect(readmeBlocks.count >= 2)
+        for block in readmeBlocks {
+            let lines = Self.normalized(block).filter { $0 != "import Cairn" }.joined(separator: "\n")
+            #expect(compiled.contains("\n" + lines + "\n"), "README.md: a block not in DocumentationExamples.swift:\n\(block)")
+        }
     }
 }
