@@ -5,13 +5,15 @@
 /// the operating system, ``errno`` holds the underlying error number.
 ///
 /// ```swift
-/// do { let store = try Store.open(at: path) }
+/// do { let container = try Container(entities: [Person.self], storage: .onDisk(url)) }
 /// catch let error as CairnError where error.code == .locked { print(error) }
 /// ```
 public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
     /// What went wrong, as a value to match on. Extensible: new codes may be added.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name: `"locked"` for ``locked``.
         public let name: String
+        /// The code named `name`; codes of one name are equal.
         public init(_ name: String) { self.name = name }
         public var description: String { name }
 
@@ -43,6 +45,7 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let invalidated = Code("invalidated")
     }
 
+    /// What went wrong, to match on.
     public var code: Code
     /// A sentence a person can act on.
     public var message: String
@@ -52,11 +55,12 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
     public var offset: Int64?
     /// The operating system's error number, if the error came from a system call.
     public var errno: Int32?
-    /// For an error about one record (a validation failure): its entity and ID (see
-    /// ``objectID``), and the property concerned, if one is (nil when the record failed as
-    /// a whole: a `deny` rule, a validation hook's error).
+    /// For an error about one record (a validation failure): its entity (see ``objectID``).
     public var entityName: String?
+    /// For an error about one record (a validation failure): its ID (see ``objectID``).
     public var recordID: RecordID?
+    /// For an error about one record, the property concerned, if one is (nil when the
+    /// record failed as a whole: a `deny` rule, a validation hook's error).
     public var key: String?
     /// Every failure of a save that failed validation, one per record and property, so a
     /// form can mark every invalid field at once (Core Data's `NSDetailedErrorsKey`).
@@ -66,6 +70,8 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
     /// elsewhere, with the values read, the values to save and the values stored.
     public var conflicts: [MergeConflict] = []
 
+    /// An error of `code` with `message`; `path` and `offset` say where in a file, `errno`
+    /// gives the operating system's error number.
     public init(_ code: Code, _ message: String, path: String? = nil, offset: Int64? = nil, errno: Int32? = nil) {
         self.code = code
         self.message = message
@@ -136,7 +142,9 @@ extension CairnError.Code {
 /// reports it (Core Data's `NSMergeConflict`): enough to resolve the conflict in code.
 /// Values are by property name; relationships hold `.reference`/`.references` IDs.
 public struct MergeConflict: Sendable, Equatable {
+    /// The record's entity.
     public var entityName: String
+    /// The record's ID (see ``objectID``).
     public var recordID: RecordID
     /// The values this context read, at ``cachedVersion``.
     public var cachedValues: [String: Value]
@@ -144,12 +152,16 @@ public struct MergeConflict: Sendable, Equatable {
     public var newValues: [String: Value]?
     /// The values the store holds now, at ``storedVersion``; nil if deleted there.
     public var storedValues: [String: Value]?
+    /// The record's version when this context read it.
     public var cachedVersion: UInt64
+    /// The record's version in the store now.
     public var storedVersion: UInt64
-    /// The properties changed here, and in the store, since the record was read.
+    /// The properties changed here since the record was read.
     public var changedHere: [String]
+    /// The properties changed in the store since the record was read.
     public var changedElsewhere: [String]
 
+    /// A conflict of the record `recordID` with the values, versions and changed properties given.
     public init(entityName: String, recordID: RecordID, cachedValues: [String: Value], newValues: [String: Value]?,
                 storedValues: [String: Value]?, cachedVersion: UInt64, storedVersion: UInt64,
                 changedHere: [String], changedElsewhere: [String]) {

@@ -32,7 +32,9 @@ extension ActiveRecord {
         try context.fetch(FetchQuery(Self.self, predicate: predicate, sortBy: sortBy))
     }
 
-    /// The objects matching a format predicate, whose `%@` take plain Swift values.
+    /// The objects of this class in `context` matching a format predicate, whose `%@` take
+    /// plain Swift values (see ``FetchPredicate/init(format:_:_:)``), in the order of
+    /// `sortBy` (ID order, if empty). Throws for a format that does not parse.
     public static func all(format: String, _ arguments: any PredicateArgument..., sortBy: [Foundation.SortDescriptor<Self>] = [],
                            in context: Context) throws -> [Self] {
         try context.fetch(FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments))
@@ -52,7 +54,8 @@ extension ActiveRecord {
         try context.fetch(FetchQuery(Self.self, predicate: predicate, sortBy: sortBy, fetchLimit: 1)).first
     }
 
-    /// The first object matching a format predicate.
+    /// The first object matching a format predicate in the order of `sortBy` (ID order, if
+    /// empty); nil if there is none. Throws for a format that does not parse.
     public static func first(format: String, _ arguments: any PredicateArgument..., sortBy: [Foundation.SortDescriptor<Self>] = [],
                              in context: Context) throws -> Self? {
         var query = FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments)).sorted(by: sortBy)
@@ -65,7 +68,7 @@ extension ActiveRecord {
         try context.count(for: FetchQuery(Self.self, predicate: predicate))
     }
 
-    /// How many objects match a format predicate.
+    /// How many objects of this class `context` holds matching a format predicate.
     public static func count(format: String, _ arguments: any PredicateArgument..., in context: Context) throws -> Int {
         try context.count(for: FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments)))
     }
@@ -75,7 +78,7 @@ extension ActiveRecord {
         for object in try all(where: predicate, in: context) { context.delete(object) }
     }
 
-    /// Deletes every object matching a format predicate.
+    /// Deletes every object of this class matching a format predicate in `context`.
     public static func deleteAll(format: String, _ arguments: any PredicateArgument..., in context: Context) throws {
         let query = FetchQuery(Self.self, fetchPredicate: try FetchPredicate(format: format, plain: arguments))
         for object in try context.fetch(query) { context.delete(object) }

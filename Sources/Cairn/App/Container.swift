@@ -13,12 +13,20 @@ import Foundation
 /// `.inMemory` runs the same engine over an in-memory file system: identical semantics,
 /// nothing on disk.
 public final class Container: Sendable {
+    /// Where the store keeps its files.
     public enum Storage: Sendable {
+        /// In the directory at the URL, created if missing.
         case onDisk(URL)
+        /// On an in-memory file system: the same engine, nothing on disk, gone when the
+        /// container is.
         case inMemory
     }
 
+    /// The name the container was opened with (`"Cairn"` unless given); for `.inMemory`,
+    /// it names the in-memory store.
     public let name: String
+    /// The model the container was opened with: the entity classes, those they reach,
+    /// and the run-time entities.
     public let model: Model
     package let coordinator: Coordinator
     /// The store directory (a path in memory for `.inMemory`).
@@ -36,9 +44,9 @@ public final class Container: Sendable {
     /// Opens (or creates) the store and sets up the stack.
     ///
     /// - Parameters:
-    ///   - name: names the container: the in-memory store's path (two `.inMemory`
-    ///     containers of one name in a process are two stores all the same) and the
-    ///     main context's name in messages. It does not choose a file: `storage` does.
+    ///   - name: names the container, and for `.inMemory` the in-memory store's path (two
+    ///     `.inMemory` containers of one name in a process are two stores all the same).
+    ///     It does not choose a file: `storage` does.
     ///   - entities: the model's classes. Classes they reach through relationships join
     ///     the model without being listed.
     ///   - dynamicEntities: entities built at run time, read and written by key.

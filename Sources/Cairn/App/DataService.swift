@@ -34,7 +34,9 @@ public enum AutosavePolicy: Sendable, Equatable {
 /// call that failed, and to ``errorHandler``.
 @MainActor
 public final class DataService {
+    /// The container whose main context the service reads and writes.
     public let container: Container
+    /// When the main context's changes are written to disk; a change takes effect at once.
     public var autosave: AutosavePolicy {
         didSet { scheduleTimer() }
     }
@@ -45,6 +47,9 @@ public final class DataService {
     private var pendingPersist: Task<Void, Never>?
     private var lifecycleObservers: [NSObjectProtocol] = []
 
+    /// A service over `container`'s main context. Where UIKit is available (not watchOS),
+    /// it also saves the main context when the app resigns active, enters the background
+    /// or terminates.
     public init(container: Container, autosave: AutosavePolicy = .afterEachWrite) {
         self.container = container
         self.autosave = autosave
@@ -52,6 +57,7 @@ public final class DataService {
         observeLifecycle()
     }
 
+    /// The container's main context, where reads run and writes are saved.
     public var mainContext: Context { container.mainContext }
 
     // MARK: Reading

@@ -18,6 +18,7 @@ import Foundation
 public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
     let storage: ObjectQueueStorage
 
+    /// The queue's name in its store.
     public var name: String { storage.name }
 
     /// Appends `element` at the end.
@@ -25,6 +26,7 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
         try storage.push(try Self.encode(element))
     }
 
+    /// Appends `element` at the end: the same as ``push(_:)``.
     public func append(_ element: Element) throws { try push(element) }
 
     /// Removes and returns the first element, or nil if the queue is empty. An element
@@ -38,7 +40,9 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
         try storage.payload(at: 0).map(Self.decode)
     }
 
+    /// How many elements the queue holds.
     public var count: Int { get throws { try storage.count() } }
+    /// Whether the queue holds no element.
     public var isEmpty: Bool { get throws { try storage.count() == 0 } }
 
     /// Every element, first to last.
@@ -53,6 +57,7 @@ public struct ObjectQueue<Element: Codable & Sendable>: Sendable {
         try storage.remove(at: index, decoding: Self.decode)
     }
 
+    /// Removes every element, in one durable transaction.
     public func removeAll() throws { try storage.removeAll() }
 
     static func encode(_ element: Element) throws -> Data {

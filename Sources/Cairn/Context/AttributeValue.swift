@@ -4,11 +4,13 @@ import Foundation
 /// A Swift type that can be a managed object's attribute: it knows its stored type and
 /// converts to and from ``Value``. Optionals of these types are attributes too.
 public protocol AttributeValue {
+    /// The attribute type a property of this type is stored as.
     static var attributeType: AttributeType { get }
     /// Whether `nil` is a valid value (true only for `Optional`).
     static var isOptionalAttribute: Bool { get }
     /// The value for a stored ``Value``, or nil if the stored value has another type.
     init?(cairnValue: Value)
+    /// The value as it is stored.
     var cairnValue: Value { get }
     /// What a required attribute reads as before anything is stored (a fault that failed).
     static var fallback: Self { get }

@@ -2,7 +2,7 @@ import CairnStorage
 /// A context with its own serial executor: work on it through `perform`.
 ///
 /// ```swift
-/// let background = BackgroundContext(coordinator: coordinator, model: model)
+/// let background = container.newBackgroundContext()
 /// let id = try await background.perform { context in
 ///     let person = Person(context: context)
 ///     person.username = "bo"
@@ -16,6 +16,9 @@ import CairnStorage
 public actor BackgroundContext {
     private let context: Context
 
+    /// A root context on `coordinator` for `model`'s entities, on its own serial executor, that
+    /// resolves conflicts at save with `mergePolicy`. ``Container/newBackgroundContext(mergePolicy:)``
+    /// makes one on a container's store.
     public init(coordinator: Coordinator, model: Model, mergePolicy: MergePolicy = .error) {
         let context = Context(coordinator: coordinator, model: model)
         context.mergePolicy = mergePolicy

@@ -11,10 +11,15 @@ import Synchronization
 /// A child context (``init(parent:)``) reads through its parent and saves into it;
 /// nothing reaches disk until the root context saves.
 public final class Context {
+    /// The coordinator of the store the context reads and saves through (a child's is its
+    /// parent's).
     public let coordinator: Coordinator
+    /// The model whose classes the context makes its objects of (a child's is its parent's).
     public let model: Model
     /// The parent, for a child (scratch) context.
     public let parent: Context?
+    /// How a save resolves objects changed here that other saves changed since this context
+    /// read them (see ``MergePolicy``): `.error` unless set; a child starts with its parent's.
     public var mergePolicy: MergePolicy = .error
     /// Undo and redo of every change; set `levelsLimit`, or disable with `isEnabled`.
     public let undoManager = UndoStack()
@@ -28,9 +33,9 @@ public final class Context {
     // A context's tables are touched only on its isolation, by Cairn's own code: no
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
     @exclusivity(unchecked) var registered = IDMap<RecordID, ManagedObject>()
-    /// Objects changed (inserted, updated, deleted) since the last save.
     /// Whether a transient property of an object in ``dirty`` changed since the last save.
     @exclusivity(unchecked) var hasTransientChanges = false
+    /// Objects changed (inserted, updated, deleted) since the last save.
     @exclusivity(unchecked) var dirty = IDMap<RecordID, ManagedObject>() {
         didSet {
             changeGeneration &+= 1
@@ -514,13 +519,18 @@ public final class Context {
         return dirty.values.contains { $0.hasChanges }
     }
 
+    /// The objects inserted here and not yet saved.
     public var insertedObjects: Set<ManagedObject> { Set(dirty.values.filter(\.isInserted)) }
+    /// The stored objects deleted here and not yet saved.
     public var deletedObjects: Set<ManagedObject> { Set(dirty.values.filter(\.isDeleted)) }
+    /// The stored objects whose values changed here and are not yet saved (neither inserted
+    /// nor deleted).
     public var updatedObjects: Set<ManagedObject> {
         Set(dirty.values.filter { object in
             object.exists && object.inStore && !object.isFault && (object.base.map { !Value.sameValues($0, object.values) } ?? true)
         })
     }
+    /// Every object the context holds: fetched, looked up, inserted, and faults not yet loaded.
     public var registeredObjects: Set<ManagedObject> { Set(registered.values) }
 
     /// Errors of reads that cannot throw (a fault that fails to load on a property read,

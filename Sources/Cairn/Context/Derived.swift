@@ -21,6 +21,8 @@ import CairnStorage
 public struct Derived<T: AttributeValue>: PropertyDeclaration {
     @usableFromInline let site: DeclarationSite
 
+    /// An attribute whose value `derive` computes from the object; `indexed: true` indexes it.
+    /// (`file`, `line` and `column` tell the declaration apart: leave them to their defaults.)
     @inlinable
     public init<Object: ManagedObject>(_ derive: @escaping @Sendable (Object) -> T, indexed: Bool = false,
                                        file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {

@@ -5,14 +5,22 @@ import Synchronization
 /// The base class of every persistent object.
 ///
 /// Subclass it and declare properties with ``Attribute``, ``Archived``, ``ToOne`` and
-/// ``ToMany``; the entity is derived from the class (name, properties in declaration
-/// order). Override ``entityName``, ``uniqueness`` or ``indexes`` to change it.
+/// ``ToMany`` (and ``Transient``, ``Derived`` or ``Ignored``); the entity is derived from the
+/// class (name, properties in declaration order). Override ``entityName``,
+/// ``uniqueKeyPaths`` or ``indexKeyPaths`` to change it. A relationship's inverse is named
+/// once, on one side, by key path; the other side takes it.
 ///
 /// ```swift
 /// final class Person: ManagedObject {
 ///     @Attribute var username: String = ""
 ///     @Attribute var name: String? = nil
-///     @ToMany(inverse: "owner", deleteRule: .cascade) var dvds: [DVD]
+///     @ToMany(inverse: \DVD.owner, deleteRule: .cascade) var dvds: [DVD]
+///     override class var uniqueKeyPaths: [[AnyKeyPath]] { [[\Person.username]] }
+/// }
+///
+/// final class DVD: ManagedObject {
+///     @Attribute var title: String = ""
+///     @ToOne var owner: Person?
 /// }
 /// ```
 ///
@@ -22,17 +30,28 @@ import Synchronization
 open class ManagedObject: CustomStringConvertible {
     /// The entity's name; the class name unless overridden.
     open class var entityName: String { String(describing: self) }
-    /// Groups of attribute names whose combined values must be unique.
+    /// Groups of attributes whose combined values must be unique, by name: the string form
+    /// of ``uniqueKeyPaths``, which the compiler checks and which is to be preferred. The
+    /// groups of both are combined.
     open class var uniqueness: [[String]] { [] }
-    /// Compound indexes (single-attribute indexes: `@Attribute(indexed: true)`).
+    /// Compound indexes by attribute name: the string form of ``indexKeyPaths``, which is
+    /// to be preferred. The groups of both are combined.
     open class var indexes: [[String]] { [] }
     /// The entity's name in an earlier model version, for migration.
     open class var renamingIdentifier: String? { nil }
-    /// Groups of properties whose combined values must be unique, by key path:
-    /// `[[\Person.username], [\Person.first, \Person.last]]`. Added to ``uniqueness``;
-    /// a key path that reads no attribute of the class fails the ``Model``.
+    /// Groups of attributes whose combined values must be unique, by key path:
+    /// `[[\Person.username], [\Person.first, \Person.last]]`. A save that breaks one fails
+    /// with `.validation`; for a new object, a ``Context/mergePolicy`` other than `.error`
+    /// makes it an upsert into the existing record instead. A key path that reads no
+    /// attribute of the class fails the ``Model``.
+    ///
+    /// ```swift
+    /// override class var uniqueKeyPaths: [[AnyKeyPath]] { [[\Person.username]] }
+    /// ```
     open class var uniqueKeyPaths: [[AnyKeyPath]] { [] }
-    /// Compound indexes by key path, added to ``indexes``.
+    /// Compound indexes by key path: `[[\Person.last, \Person.first]]`; a lookup goes
+    /// through each one's first attribute. A key path that reads no attribute of the class
+    /// fails the ``Model``. (One attribute alone is indexed with `@Attribute(indexed: true)`.)
     open class var indexKeyPaths: [[AnyKeyPath]] { [] }
     /// Stored Swift properties of the class that Cairn is not to store, by name, for those
     /// ``Ignored`` cannot wrap (`let`, `weak`, `lazy`). A ``Model`` refuses any other stored
@@ -189,7 +208,9 @@ open class ManagedObject: CustomStringConvertible {
 
     // MARK: State
 
+    /// Whether the object was inserted into its context and the insert is not yet saved.
     public var isInserted: Bool { context != nil && exists && !inStore }
+    /// Whether the object's record was deleted in its context and the deletion is not yet saved.
     public var isDeleted: Bool { context != nil && !exists && inStore }
     /// Whether the object stands for a record but is in no context any more: its context
     /// was reset or released, its deletion was saved, another context's delete was merged,
@@ -508,6 +529,8 @@ open class ManagedObject: CustomStringConvertible {
         write(index, value)
     }
 
+    /// The value of an attribute or relationship by name (`.null` for an unknown key), as
+    /// ``subscript(_:)`` reads it.
     public func value(forKey key: String) -> Value { self[key] }
 
     /// The objects a relationship points at, by name.

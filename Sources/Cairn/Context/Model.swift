@@ -9,13 +9,20 @@ import CairnStorage
 /// let model = try Model(Person.self, DVD.self)
 /// ```
 public struct Model: Sendable {
+    /// The model's entities as a schema, numbered in the model's order (a store keeps its
+    /// own numbers: see ``Coordinator/schema``).
     public let schema: Schema
     let classes: [String: ClassBox]
 
+    /// A model of the classes `types`, those they reach, and the run-time `entities`, at the
+    /// app's model version `version`. Throws `.invalidArgument` for a class it cannot describe
+    /// (a stored property declared with no wrapper, a key path that reads no property of its
+    /// class, two classes of one entity name) or a schema that does not hold together.
     public init(_ types: ManagedObject.Type..., entities: [EntityDescription] = [], version: UInt32 = 1) throws {
         try self.init(types: types, entities: entities, version: version)
     }
 
+    /// ``init(_:entities:version:)`` with the classes in an array.
     public init(types: [ManagedObject.Type], entities: [EntityDescription] = [], version: UInt32 = 1) throws {
         var descriptions: [EntityDescription] = []
         var classes: [String: ClassBox] = [:]

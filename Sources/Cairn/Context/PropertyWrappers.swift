@@ -25,6 +25,11 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
     // The initial value is taken as an expression (an autoclosure), evaluated only while a
     // prototype is built: one that gives a new value each time (`UUID()`, `Date()`) is then
     // evaluated for each new object (``DefaultMaker``); any other is the entity's default.
+    /// An attribute whose initial value is its default: `@Attribute var title: String = ""`.
+    /// An initial value that differs each time it is evaluated (`UUID()`, `Date()`) is made
+    /// anew for each object. `indexed: true` indexes the attribute; `renamingIdentifier` is
+    /// its name in an earlier model version, for migration. (`file`, `line` and `column`
+    /// tell the declaration apart: leave them to their defaults.)
     @inlinable
     public init(wrappedValue: @autoclosure @escaping () -> T, indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
@@ -35,6 +40,8 @@ public struct Attribute<T: AttributeValue>: PropertyDeclaration {
         }
     }
 
+    /// An optional attribute declared without an initial value, nil by default:
+    /// `@Attribute var note: String?`.
     @inlinable
     public init(indexed: Bool = false, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) where T: ExpressibleByNilLiteral {
@@ -106,6 +113,10 @@ public struct Archived<T: Codable>: PropertyDeclaration {
     // As `Attribute`'s: an initial value that archives differently each time it is
     // evaluated (one holding a `UUID()` or a `Date()`) is made for each object and is no
     // default in the schema (``DefaultMaker``).
+    /// A `Codable` value whose initial value is its default:
+    /// `@Archived var settings: Settings = Settings()`. One that archives differently each
+    /// time it is evaluated (holding a `UUID()` or a `Date()`) is made anew for each object.
+    /// (`file`, `line` and `column` tell the declaration apart: leave them to their defaults.)
     @inlinable
     public init(wrappedValue: @autoclosure @escaping () -> T, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         initialValue = wrappedValue
@@ -177,13 +188,28 @@ public struct Archived<T: Codable>: PropertyDeclaration {
 /// A to-one relationship. Setting it updates the inverse on both sides.
 ///
 /// ```swift
-/// @ToOne(inverse: "dvds") var owner: Person?
+/// final class Person: ManagedObject {
+///     @ToMany(inverse: \DVD.owner, deleteRule: .cascade) var dvds: [DVD]
+/// }
+///
+/// final class DVD: ManagedObject {
+///     @ToOne var owner: Person?
+/// }
 /// ```
+/// The inverse is named once, on one side, by key path (Swift refuses a key path on each
+/// side of a pair, a circular reference); the other side, as `owner` here, takes it.
 @propertyWrapper
 public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
     // Only the site is stored per object; the declaration goes to the layout builder.
     @usableFromInline let site: DeclarationSite
 
+    /// A to-one relationship with no inverse named here: `@ToOne var owner: Person?`, whose
+    /// inverse the other side names by key path (or which has none). `inverse` names one
+    /// by string, for a name known only at run time; prefer a key path, which the compiler
+    /// checks. `deleteRule` says what deleting this object does to its target;
+    /// `optional: false` makes a save refuse the object while the relationship is empty;
+    /// `renamingIdentifier` is the relationship's name in an earlier model version.
+    /// (`file`, `line` and `column` tell the declaration apart: leave them to their defaults.)
     @inlinable
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, optional: Bool = true,
                 renamingIdentifier: String? = nil,
@@ -195,8 +221,9 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
         }
     }
 
-    /// A to-one relationship whose inverse is named by key path: `@ToOne(inverse: \DVD.owner)`
-    /// or `@ToOne(inverse: \Person.dvds)`, checked when the ``Model`` is made.
+    /// A to-one relationship whose inverse, a relationship of `Target`, is named by key path:
+    /// `@ToOne(inverse: \Passport.holder) var passport: Passport?`, checked when the ``Model``
+    /// is made. The other side is declared without an inverse and takes this one.
     /// (The key path is made only while the layout is built: made for every object, as a
     /// literal argument is, it would cost a runtime call per relationship of each.)
     @inlinable
@@ -246,13 +273,22 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
 /// updates the inverse on both sides.
 ///
 /// ```swift
-/// @ToMany(inverse: "owner", deleteRule: .cascade) var dvds: [DVD]
+/// @ToMany(inverse: \DVD.owner, deleteRule: .cascade) var dvds: [DVD]
 /// ```
+/// The inverse is named once, on one side, by key path; the other side (here
+/// `@ToOne var owner: Person?` in `DVD`) takes it. `$dvds` edits the relationship by the
+/// element (see ``ToManyEdits``).
 @propertyWrapper
 public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
     // Only the site is stored per object; the declaration goes to the layout builder.
     @usableFromInline let site: DeclarationSite
 
+    /// A to-many relationship with no inverse named here: `@ToMany var tags: [Tag]`, whose
+    /// inverse the other side names by key path (or which has none). `inverse` names one
+    /// by string, for a name known only at run time; prefer a key path, which the compiler
+    /// checks. `deleteRule` says what deleting this object does to its targets;
+    /// `renamingIdentifier` is the relationship's name in an earlier model version.
+    /// (`file`, `line` and `column` tell the declaration apart: leave them to their defaults.)
     @inlinable
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
@@ -262,8 +298,10 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
         }
     }
 
-    /// A to-many relationship whose inverse is named by key path:
-    /// `@ToMany(inverse: \DVD.owner, deleteRule: .cascade)`, checked when the ``Model`` is made.
+    /// A to-many relationship whose inverse, a relationship of `Target`, is named by key
+    /// path: `@ToMany(inverse: \DVD.owner, deleteRule: .cascade) var dvds: [DVD]`, checked
+    /// when the ``Model`` is made. The other side is declared without an inverse
+    /// (`@ToOne var owner: Person?`) and takes this one.
     @inlinable
     public init(inverse: @autoclosure () -> PartialKeyPath<Target>, deleteRule: DeleteRule = .nullify,
                 renamingIdentifier: String? = nil,

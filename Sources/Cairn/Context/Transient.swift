@@ -23,6 +23,8 @@ public struct Transient<Value> {
     @usableFromInline let initialValue: Value
     @usableFromInline let site: DeclarationSite
 
+    /// A transient property whose initial value is `wrappedValue`: `@Transient var isSelected = false`.
+    /// (`file`, `line` and `column` tell the declaration apart: leave them to their defaults.)
     public init(wrappedValue: Value, file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         initialValue = wrappedValue
         site = DeclarationSite(file: file, line: line, column: column)
@@ -69,7 +71,9 @@ public struct Transient<Value> {
 /// `weak` or a `lazy` property).
 @propertyWrapper
 public struct Ignored<Value> {
+    /// The property's value, held by the object as a plain Swift property.
     public var wrappedValue: Value
+    /// A property whose initial value is `wrappedValue`.
     public init(wrappedValue: Value) { self.wrappedValue = wrappedValue }
 }
 

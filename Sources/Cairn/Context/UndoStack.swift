@@ -286,14 +286,24 @@ public final class UndoStack {
     /// record nothing).
     @exclusivity(unchecked) private var wholeInOpenGroup: Set<ObjectIdentifier> = []
 
+    /// An empty undo manager, enabled, that keeps ``defaultLevelsLimit`` groups. Each context
+    /// has its own (``Context/undoManager``).
     public init() {}
 
     // (While a group is open, it is the undo stack's last; these answer for the closed ones,
     // and for an open event's, which undo closes first.)
+    /// Whether ``Context/undo()`` has a group to undo: a closed one, or the current event's
+    /// if it holds changes.
     public var canUndo: Bool { undoStack.count > hiddenGroups }
+    /// Whether ``Context/redo()`` has an undone group to redo (none once a change follows the
+    /// undo).
     public var canRedo: Bool { !redoStack.isEmpty && !eventHasRecords }
+    /// The name of the group ``Context/undo()`` would undo, if it has one.
     public var undoActionName: String? { undoStack.name(fromEnd: hiddenGroups) }
+    /// The name of the group ``Context/redo()`` would redo, if it has one.
     public var redoActionName: String? { eventHasRecords ? nil : redoStack.lastName }
+    /// How many groups are open, one inside the other: 0 outside any (an event's group counts
+    /// as one).
     public var groupingLevel: Int { depth }
     /// The number of groups undo can undo (tests compare it around a change).
     var undoCount: Int { undoStack.count - hiddenGroups }
@@ -360,6 +370,7 @@ public final class UndoStack {
     /// Forgets what could be redone (a change undone because it failed to save).
     func removeRedoActions() { redoStack.removeAll() }
 
+    /// Forgets every undo and redo group, and closes any open group.
     public func removeAllActions() {
         undoStack.removeAll()
         redoStack.removeAll()

@@ -6,10 +6,14 @@ import Foundation
 public struct CommittedTransaction: Sendable, Equatable {
     /// How many records of one entity a transaction changed.
     public struct Counts: Sendable, Equatable {
+        /// Records inserted: put where no record of the ID existed before.
         public var inserted: Int
+        /// Records updated: put over an existing record.
         public var updated: Int
+        /// Records deleted.
         public var deleted: Int
 
+        /// Counts of inserted, updated and deleted records.
         public init(inserted: Int, updated: Int, deleted: Int) {
             (self.inserted, self.updated, self.deleted) = (inserted, updated, deleted)
         }

@@ -91,9 +91,13 @@ public final class Coordinator: Sendable {
     /// ``Durability/deferred``.
     public func sync() throws { try store.sync() }
 
+    /// The entity named `name`, with its number as stored; nil if the schema has none.
     public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
+    /// The entity of number `number` (the top 16 bits of its records' IDs); nil if the
+    /// schema has none.
     public func entity(number: UInt16) -> EntityDescription? { entitiesByNumber[number] }
 
+    /// The object ID of the record `id`; nil if the schema has no entity of its number.
     public func objectID(for id: RecordID) -> ObjectID? {
         entitiesByNumber[id.entity].map { ObjectID(recordID: id, entityName: $0.name) }
     }
@@ -305,6 +309,7 @@ public final class Coordinator: Sendable {
         return token
     }
 
+    /// Stops calling the observer that ``addObserver(_:)`` returned `token` for.
     public func removeObserver(_ token: UUID) {
         observers.withLock { $0[token] = nil }
     }

@@ -131,12 +131,17 @@ extension Context {
         return objects
     }
 
+    /// The IDs of the objects ``fetch(_:)`` would find, in the same order and window, without
+    /// making the objects (unless the typed predicate is evaluated on objects: see
+    /// ``FetchQuery/inMemoryReason``).
     public func fetchObjectIDs<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [ObjectID] {
         let request = try request.resolved()
         if request.objectFilter != nil { return try fetch(request).map(\.objectID) }
         return try execute(request).compactMap { coordinator.objectID(for: $0) }
     }
 
+    /// How many objects ``fetch(_:)`` would find (its fetch limit and offset applied), without
+    /// sorting them or making objects (unless the typed predicate is evaluated on objects).
     public func count<T: ManagedObject>(for request: FetchQuery<T>) throws -> Int {
         var unwindowed = request
         unwindowed.sortBy = []

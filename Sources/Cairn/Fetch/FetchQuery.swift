@@ -16,6 +16,7 @@ import Foundation
 /// run-time entity use `FetchQuery<ManagedObject>(entityName:)`, with a
 /// ``FetchPredicate`` and ``SortKey``s by name.
 public struct FetchQuery<Result: ManagedObject> {
+    /// The name of the entity whose objects the query finds.
     public var entityName: String
     /// The typed predicate. It runs on stored records, and can use indexes, when every
     /// part of it is understood (comparisons, `&&`, `||`, `!`, `contains`,
@@ -36,7 +37,9 @@ public struct FetchQuery<Result: ManagedObject> {
     /// More of the order, by key path names (for run-time entities and the command
     /// line), after ``sortBy``.
     public var sortKeys: [SortKey] = []
+    /// At most this many results, after ``fetchOffset`` (nil: no limit).
     public var fetchLimit: Int?
+    /// How many results to skip, in the query's order, before the first one returned.
     public var fetchOffset: Int = 0
     /// Results load their values this many at a time, when the first of each batch is touched.
     public var fetchBatchSize: Int?
@@ -62,9 +65,14 @@ public struct FetchQuery<Result: ManagedObject> {
     }
 
     /// A query with a predicate in NSPredicate format syntax, whose `%@` take plain Swift
-    /// values (a string, a number, a date, an object or its ID, nil, an array of those for
-    /// `IN`) and `%K` key path strings. Throws for a format that does not parse, naming
-    /// the column.
+    /// values (a string, a number, a date, an object's ID, nil, an array of those for `IN`:
+    /// see ``FetchPredicate/init(format:_:_:)``) and `%K` key path strings, in the order of
+    /// `sortBy` (ID order, if empty), at most `fetchLimit` of them. Throws for a format that
+    /// does not parse, naming the column.
+    ///
+    /// ```swift
+    /// let query = try FetchQuery(Person.self, format: "username IN %@ AND age >= %@", ["ann", "bo"], 18)
+    /// ```
     public init(_ type: Result.Type = Result.self, format: String, _ arguments: any PredicateArgument...,
                 sortBy: [Foundation.SortDescriptor<Result>] = [], fetchLimit: Int? = nil) throws {
         self.init(type, sortBy: sortBy, fetchLimit: fetchLimit)
@@ -127,6 +135,7 @@ public struct FetchQuery<Result: ManagedObject> {
 
 /// How a fetch found its candidates (``Context/explain(_:)``).
 public struct QueryPlan: Sendable, Equatable, CustomStringConvertible {
+    /// How the candidates were found.
     public enum Access: Sendable, Equatable {
         /// Every record of the entity was read.
         case fullScan
@@ -169,9 +178,12 @@ public struct QueryPlan: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The name of the entity fetched.
     public var entity: String
+    /// Whether the candidates came from an index or from a scan of every record.
     public var access: Access
-    /// Whether the rest of the predicate is checked on each candidate.
+    /// The predicate each candidate is tested against (the whole of it, an index used or
+    /// not); nil when the query has none.
     public var residualPredicate: FetchPredicate?
     /// Set when a typed predicate is evaluated on each object (every object of the entity
     /// made and tested), with the reason (``FetchQuery/inMemoryReason``).
@@ -187,11 +199,20 @@ public struct QueryPlan: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// An aggregate over one numeric attribute.
+/// What ``Context/aggregate(_:for:)`` computes over the objects a query matches: their
+/// count, or the least, greatest, sum or mean of one attribute's values, the attribute
+/// named by key path (`age`, or `owner.age` through a to-one relationship).
 public enum Aggregate: Sendable, Hashable {
+    /// How many objects match.
     case count
+    /// The least of the attribute's values.
     case min(String)
+    /// The greatest of the attribute's values.
     case max(String)
+    /// The sum of a numeric attribute's values: `.int64` for integers (`.double` past its
+    /// range), `.double` with a real among them, `.decimal` with a decimal.
     case sum(String)
+    /// The mean of a numeric attribute's values: `.double`, or `.decimal` with a decimal
+    /// among them.
     case average(String)
 }

@@ -5,8 +5,11 @@ import Foundation
 
 /// A position in sectioned results (section, item).
 public struct ResultIndex: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The section's position among ``LiveResults/sections``.
     public var section: Int
+    /// The result's position in its section.
     public var item: Int
+    /// The position of item `item` of section `section`.
     public init(section: Int, item: Int) { self.section = section; self.item = item }
     public static func < (a: ResultIndex, b: ResultIndex) -> Bool { (a.section, a.item) < (b.section, b.item) }
     public var description: String { "[\(section), \(item)]" }
@@ -19,19 +22,30 @@ public struct ResultIndex: Hashable, Sendable, Comparable, CustomStringConvertib
 /// `to` side of `moved` (new positions, ascending). `updated` names objects (at their
 /// new positions) whose values changed.
 public struct ResultsChange: Sendable, Equatable {
+    /// Sections removed, at their old positions.
     public var deletedSections: [Int] = []
+    /// Sections added, at their new positions.
     public var insertedSections: [Int] = []
+    /// Results removed, at their old positions.
     public var deleted: [ResultIndex] = []
+    /// Results added, at their new positions.
     public var inserted: [ResultIndex] = []
+    /// Results that moved, with their old and new positions.
     public var moved: [Move] = []
+    /// Results whose values changed, at their new positions.
     public var updated: [ResultIndex] = []
 
+    /// A result that moved from one position to another.
     public struct Move: Sendable, Equatable {
+        /// Its old position.
         public var from: ResultIndex
+        /// Its new position.
         public var to: ResultIndex
+        /// The object that moved.
         public var objectID: ObjectID
     }
 
+    /// Whether nothing changed.
     public var isEmpty: Bool {
         deletedSections.isEmpty && insertedSections.isEmpty && deleted.isEmpty && inserted.isEmpty && moved.isEmpty && updated.isEmpty
     }
@@ -48,18 +62,32 @@ public struct ResultsChange: Sendable, Equatable {
 /// fetch limit too unless rows from past it must come in; a larger one, a reset, or
 /// results with a fetch offset fetch again. What they were fetched from: the stored
 /// records of the request's entity and of the entities its key paths reach, and the
-/// unsaved changes to them in the context and its ancestors;
-/// every entity's when the request filters objects with a closure, or a key path follows
-/// a relationship without an inverse. So a save of other entities costs the results
-/// nothing.
-/// Sections group results by the value of ``sectionKeyPath``, in ascending order.
+/// unsaved changes to them in the context and its ancestors; every entity's when the
+/// request's `#Predicate` is evaluated on objects (``FetchQuery/inMemoryReason``), sections
+/// are named by a closure, or a key path follows a relationship without an inverse. So a
+/// save of other entities costs the results nothing.
+///
+/// ```swift
+/// let byOwner = try LiveResults(request: FetchQuery(DVD.self, sortBy: [SortDescriptor(\DVD.title)]),
+///                               context: context, sectionKeyPath: "owner.name")
+/// byOwner.onChange = { change in print(change.inserted, change.deleted) }
+/// ```
+/// Sections group results by the value of ``sectionKeyPath``, in ascending order, or by
+/// a name a closure gives each (``init(request:context:sectionName:)``).
 public final class LiveResults<T: ManagedObject> {
+    /// One section of the results: its name and its objects.
     public struct Section {
+        /// The section's value of ``LiveResults/sectionKeyPath`` as text (`""` for nil, and for
+        /// the one section of results without a key path), or the name the closure gave it.
         public var name: String
+        /// The section's results, in the request's order.
         public var objects: [T]
     }
 
+    /// The query the results run, its `sortBy` resolved into ``FetchQuery/sortKeys``.
     public let request: FetchQuery<T>
+    /// The key path whose value groups the results into sections (`"owner.name"`), or nil:
+    /// one section, or sections named by a closure.
     public let sectionKeyPath: String?
     /// Names each result's section when the results were made with a closure (see
     /// ``init(request:context:sectionName:)``).
@@ -119,6 +147,9 @@ public final class LiveResults<T: ManagedObject> {
     private var isRefreshing = false
     private var refreshAgain = false
 
+    /// Fetches `request` in `context` and keeps the results current, in sections by the value
+    /// of `sectionKeyPath` (sorted by it first, ascending), or in one section if it is nil. Use
+    /// them on the context's isolation. Throws what the fetch throws.
     public convenience init(request: FetchQuery<T>, context: Context, sectionKeyPath: String? = nil) throws {
         try self.init(request: request, context: context, sectionKeyPath: sectionKeyPath, sectionName: nil)
     }
@@ -164,6 +195,7 @@ public final class LiveResults<T: ManagedObject> {
         return all
     }
 
+    /// The result at `indexPath`.
     public func object(at indexPath: ResultIndex) -> T { sections[indexPath.section].objects[indexPath.item] }
 
     /// Fetches again and delivers the difference, if any.

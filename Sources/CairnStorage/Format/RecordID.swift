@@ -8,7 +8,9 @@ public struct RecordID: RawRepresentable, Hashable, Comparable, Sendable, Custom
 
     @inlinable public init(rawValue: UInt64) { self.rawValue = rawValue }
 
+    /// How many low bits of an ID hold the serial: 48.
     public static let serialBits = 48
+    /// The largest serial an ID can hold: 2^48 − 1.
     public static let maxSerial: UInt64 = (1 << 48) - 1
     /// The highest serial a record brought in with its ID (`cairn import`) may keep
     /// (FORMAT.md §2.3): 2^40, past what any store hands out, and 255/256 of the serials
@@ -22,6 +24,7 @@ public struct RecordID: RawRepresentable, Hashable, Comparable, Sendable, Custom
 
     /// The entity number (FORMAT.md §3: numbers start at 1).
     @inlinable public var entity: UInt16 { UInt16(truncatingIfNeeded: rawValue >> 48) }
+    /// The serial number, unique in the store (the low 48 bits).
     @inlinable public var serial: UInt64 { rawValue & RecordID.maxSerial }
 
     @inlinable public static func < (a: RecordID, b: RecordID) -> Bool { a.rawValue < b.rawValue }

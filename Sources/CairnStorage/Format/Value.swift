@@ -5,19 +5,33 @@ import Foundation
 /// Every attribute type the object layer persists has a case; a record is a list of
 /// values in the order of its entity's attributes and relationships.
 public enum Value: Hashable, Sendable {
+    /// No value: nil, for an optional attribute or an empty to-one relationship.
     case null
+    /// A Boolean.
     case bool(Bool)
+    /// An 8-bit signed integer.
     case int8(Int8)
+    /// A 16-bit signed integer.
     case int16(Int16)
+    /// A 32-bit signed integer.
     case int32(Int32)
+    /// A 64-bit signed integer (an `Int` attribute's too).
     case int64(Int64)
+    /// A 32-bit floating-point number.
     case float(Float)
+    /// A 64-bit floating-point number.
     case double(Double)
+    /// A string, stored as UTF-8.
     case string(String)
+    /// Binary data.
     case bytes(Data)
+    /// A date, stored exactly: its seconds since 2001 as a 64-bit floating-point number.
     case date(Date)
+    /// A UUID.
     case uuid(UUID)
+    /// A URL, stored as its absolute string.
     case url(URL)
+    /// A decimal number, stored as its text.
     case decimal(Decimal)
     /// A `Codable` value archived to bytes by the object layer.
     case archived(Data)
@@ -33,6 +47,7 @@ public enum Value: Hashable, Sendable {
         case decimal = 14, archived = 15, reference = 16, references = 17
     }
 
+    /// Whether the value is ``null``.
     @inlinable public var isNull: Bool { if case .null = self { return true } else { return false } }
 
     /// The value of an integer of any width (not a boolean, real or decimal); nil for others.

@@ -227,7 +227,9 @@ import Foundation
 public struct ComparisonOptions: OptionSet, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: UInt8
     public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// `[c]`: strings compare ignoring case.
     public static let caseInsensitive = ComparisonOptions(rawValue: 1)
+    /// `[d]`: strings compare ignoring diacritics (`é` as `e`).
     public static let diacriticInsensitive = ComparisonOptions(rawValue: 2)
 
     public var description: String {

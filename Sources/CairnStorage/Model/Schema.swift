@@ -6,14 +6,18 @@
 public struct Schema: Hashable, Sendable {
     /// The app's own version number for this model.
     public var version: UInt32
+    /// The entities, each with its number.
     public var entities: [EntityDescription]
 
+    /// A schema of `entities`, at the app's model version `version`.
     public init(version: UInt32 = 1, entities: [EntityDescription]) {
         self.version = version
         self.entities = entities
     }
 
+    /// The entity named `name`, or nil.
     public func entity(named name: String) -> EntityDescription? { entities.first { $0.name == name } }
+    /// The entity of number `number`, or nil.
     public func entity(number: UInt16) -> EntityDescription? { entities.first { $0.number == number } }
 
     /// Entities Cairn keeps for itself in a store (the object queues' elements): an app's
@@ -154,6 +158,7 @@ public struct EntityDescription: Hashable, Sendable {
         return box
     }
 
+    /// The entity's name, unique in the schema.
     @inlinable public var name: String {
         get { box.name }
         set { unique().name = newValue }
@@ -163,10 +168,12 @@ public struct EntityDescription: Hashable, Sendable {
         get { box.number }
         set { unique().number = newValue }
     }
+    /// The attributes, in the order of their values in each record.
     @inlinable public var attributes: [AttributeDescription] {
         get { box.attributes }
         set { unique().attributes = newValue }
     }
+    /// The relationships, in the order of their values in each record, after the attributes'.
     @inlinable public var relationships: [RelationshipDescription] {
         get { box.relationships }
         set { unique().relationships = newValue }
@@ -187,6 +194,9 @@ public struct EntityDescription: Hashable, Sendable {
         set { unique().renamingIdentifier = newValue }
     }
 
+    /// An entity described at run time, whose objects are read and written by key
+    /// (``ManagedObject/subscript(_:)``): give it to a ``Container`` as one of its
+    /// `dynamicEntities`. A model numbers its entities itself, whatever `number` says.
     public init(name: String, number: UInt16, attributes: [AttributeDescription] = [],
                 relationships: [RelationshipDescription] = [], uniqueness: [[String]] = [],
                 indexes: [[String]] = [], renamingIdentifier: String? = nil) {
@@ -262,8 +272,12 @@ public struct EntityDescription: Hashable, Sendable {
     }
 }
 
+/// The type of an attribute's values (each takes one ``Value`` case).
 public enum AttributeType: UInt8, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// A Boolean; a signed integer of 8, 16, 32 or 64 bits; a 32- or 64-bit floating-point
+    /// number.
     case bool = 1, int8 = 2, int16 = 3, int32 = 4, int64 = 5, float = 6, double = 7
+    /// A string, binary data, a date, a UUID, a URL, a decimal number.
     case string = 8, binary = 9, date = 10, uuid = 11, url = 12, decimal = 13
     /// A `Codable` value stored archived (as bytes).
     case archived = 14
@@ -322,14 +336,23 @@ public enum AttributeType: UInt8, Hashable, Sendable, CaseIterable, CustomString
     }
 }
 
+/// An attribute of an entity: its name, its type, and the rules its values follow.
 public struct AttributeDescription: Hashable, Sendable {
+    /// The attribute's name.
     public var name: String
+    /// The type of its values.
     public var type: AttributeType
+    /// Whether it may be nil: a save refuses an object whose required attribute is.
     public var isOptional: Bool
+    /// The value a new object starts with; nil for none (`.null`).
     public var defaultValue: Value?
+    /// Whether the attribute is indexed, so that a fetch can look its values up.
     public var isIndexed: Bool
+    /// The attribute's name in an earlier model version, for migration.
     public var renamingIdentifier: String?
 
+    /// An attribute named `name` of `type`: required, with no default and no index, unless
+    /// given.
     public init(name: String, type: AttributeType, isOptional: Bool = false, defaultValue: Value? = nil,
                 isIndexed: Bool = false, renamingIdentifier: String? = nil) {
         self.name = name
@@ -341,6 +364,7 @@ public struct AttributeDescription: Hashable, Sendable {
     }
 }
 
+/// What deleting an object does to the objects a relationship of it points at.
 public enum DeleteRule: UInt8, Hashable, Sendable, CaseIterable {
     /// Remove the deleted object from the other side (the default).
     case nullify = 0
@@ -352,15 +376,29 @@ public enum DeleteRule: UInt8, Hashable, Sendable, CaseIterable {
     case noAction = 3
 }
 
+/// A relationship of an entity: its name, the entity it points at, its inverse and its
+/// rules. A record holds a to-one relationship as a `.reference` (or `.null`), a to-many
+/// one as `.references`.
 public struct RelationshipDescription: Hashable, Sendable {
+    /// The relationship's name.
     public var name: String
+    /// The name of the entity it points at.
     public var destination: String
+    /// Whether it holds a list of objects rather than at most one.
     public var isToMany: Bool
+    /// The name of the destination's relationship that points back, if any: the two are
+    /// kept in step.
     public var inverse: String?
+    /// What deleting an object does to the objects this relationship points at.
     public var deleteRule: DeleteRule
+    /// Whether a to-one relationship may be empty: a save refuses an object whose required
+    /// one is.
     public var isOptional: Bool
+    /// The relationship's name in an earlier model version, for migration.
     public var renamingIdentifier: String?
 
+    /// A relationship named `name` to the entity named `destination`: to-one, optional, with
+    /// no inverse and `.nullify` on delete, unless given.
     public init(name: String, destination: String, isToMany: Bool = false, inverse: String? = nil,
                 deleteRule: DeleteRule = .nullify, isOptional: Bool = true, renamingIdentifier: String? = nil) {
         self.name = name

@@ -3,7 +3,11 @@ import Foundation
 /// One model version in a migration chain, with an optional custom step that reshapes
 /// each record after the inferred (lightweight) mapping into this version.
 public struct MigrationStage: Sendable {
+    /// The schema of the model at this version (its ``Model/schema``).
     public var schema: Schema
+    /// The custom step, if any: called with every record once the inferred mapping has
+    /// reshaped it into this version, to change its values by key or delete it. It may not
+    /// change how many values the record has; an error it throws fails the migration.
     public var transform: (@Sendable (inout MigrationRecord) throws -> Void)?
     /// Whether the migration may drop attributes, relationships or entities that hold
     /// data (``MigrationForecast/Step/losses``). Without it such a migration is refused.
@@ -11,6 +15,8 @@ public struct MigrationStage: Sendable {
     /// what it drops is never counted as lost.
     public var allowsDataLoss: Bool
 
+    /// A stage migrating into `schema`, dropping data only if `allowingDataLoss`, with
+    /// `transform` as its custom step, if given.
     public init(_ schema: Schema, allowingDataLoss: Bool = false, transform: (@Sendable (inout MigrationRecord) throws -> Void)? = nil) {
         self.schema = schema
         self.allowsDataLoss = allowingDataLoss
@@ -35,13 +41,19 @@ public struct DataLoss: Sendable, Equatable, CustomStringConvertible {
 
 /// A record during a custom migration step, read and written by key (the dynamic API).
 public struct MigrationRecord: Sendable {
+    /// The name of the record's entity in the stage's model.
     public let entityName: String
+    /// The record's ID before the stage (its serial stays; its entity number may change).
     public let id: RecordID
+    /// The names of the record's values, attributes then relationships, in the stage's model.
     public let keys: [String]
+    /// The record's values, in the order of ``keys``.
     public var values: [Value]
     /// Set to drop the record.
     public var isDeleted = false
 
+    /// The value of the attribute or relationship named `key` (`.null` for an unknown key;
+    /// setting one changes nothing).
     public subscript(key: String) -> Value {
         get { keys.firstIndex(of: key).map { values[$0] } ?? .null }
         set { if let index = keys.firstIndex(of: key) { values[index] = newValue } }
@@ -50,10 +62,16 @@ public struct MigrationRecord: Sendable {
 
 /// What a migration will do, said before anything changes.
 public struct MigrationForecast: Sendable, Equatable {
+    /// One stage of the migration: from one model version to the next.
     public struct Step: Sendable, Equatable {
+        /// The model version the step starts from.
         public var fromVersion: UInt32
+        /// The model version it migrates to.
         public var toVersion: UInt32
+        /// What the inferred mapping changes, one line each: `add entity Tag`,
+        /// `rename Person.name to fullName`, `widen Item.count from int16 to int64`.
         public var changes: [String]
+        /// Whether the stage has a custom step (``MigrationStage/transform``).
         public var hasCustomStep: Bool
         /// Records of each (old) entity that this step rewrites.
         public var recordsTouched: [String: Int]
@@ -64,7 +82,9 @@ public struct MigrationForecast: Sendable, Equatable {
     /// Everything the migration would drop that holds data.
     public var losses: [DataLoss] { steps.flatMap(\.losses) }
 
+    /// The steps, in order; empty when the store is at the model already.
     public var steps: [Step]
+    /// Whether opening the store with the model would migrate it.
     public var isNeeded: Bool { !steps.isEmpty }
 }
 

@@ -1,4 +1,3 @@
-/// Consistency checks over every record: what `cairn verify` reports.
 /// One problem a verification found (``Container/verify()``, `cairn verify`).
 public struct StoreProblem: Sendable, Equatable, CustomStringConvertible {
     /// The record the problem is in, when it is in one.
@@ -23,6 +22,7 @@ public struct StoreProblem: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// Consistency checks over every record: what `cairn verify` reports.
 extension Store {
     package typealias Problem = StoreProblem
 

@@ -16,19 +16,26 @@ public enum CompactionPolicy: Sendable, Hashable {
     /// `ratio` times the snapshot's size.
     case automatic(ratio: Double, minimumLogBytes: Int)
 
+    /// Automatic, once the log holds more than 16 MiB and more bytes than the snapshot.
     public static let `default` = CompactionPolicy.automatic(ratio: 1.0, minimumLogBytes: 16 << 20)
 }
 
+/// How a ``Coordinator`` opens its store on disk: durability, compaction, log space
+/// reserved ahead, and whether to create a missing store. (A ``Container`` takes the
+/// durability and compaction itself.)
 public struct StoreOptions: Sendable {
     /// The file system the store lives on: ``POSIXFileSystem`` for disk,
     /// ``MemoryFileSystem`` for an in-memory store or a test.
     package var fileSystem: any FileSystem
+    /// When a save is made durable (`.durable` unless set).
     public var durability: Durability
+    /// When the store folds its log into a new snapshot by itself (`.default` unless set).
     public var compaction: CompactionPolicy
     /// Log space is reserved this many bytes at a time ahead of the tail, so a sync does
     /// not also have to persist a size change.
     public var preallocationBytes: Int
-    /// Create the store if the directory holds none (a schema must be given).
+    /// Whether to create the store if the directory holds none (else opening throws
+    /// `.notFound`).
     public var createIfMissing: Bool
     /// A snapshot index at least this long has its checksum computed on another thread
     /// while the log is replayed (`SnapshotChecksums`); a shorter one is checksummed in
@@ -150,13 +157,23 @@ public struct RecoveryReport: Sendable, Equatable {
     public var ignoredCheckpoint: String?
 }
 
-/// Sizes and counts, for `cairn stats` and for compaction decisions.
+/// Sizes and counts (``Container/statistics``, `cairn stats`), for compaction decisions
+/// among others.
 public struct StoreStatistics: Sendable, Equatable {
+    /// How many records each entity has, by entity name.
     public var recordCounts: [String: Int]
+    /// The snapshot file's size, in bytes.
     public var snapshotBytes: Int
+    /// How many bytes of the log are written (space reserved ahead of them not counted).
     public var logBytes: Int
+    /// The sequence number of the last transaction committed (0 for a store that never
+    /// committed one).
     public var lastSequence: UInt64
+    /// When the last transaction was committed, in milliseconds since 1970; nil when the log
+    /// holds none (none since the last compaction).
     public var lastCommitMilliseconds: UInt64?
+    /// How many records the snapshot holds, some of which the log may have replaced or
+    /// deleted since (``shadowedSnapshotRecords``).
     public var snapshotRecords: Int
     /// Snapshot records replaced or deleted by the log.
     public var shadowedSnapshotRecords: Int
