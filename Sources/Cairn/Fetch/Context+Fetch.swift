@@ -385,189 +385,25 @@ extension Context {
         }
     }
 
-    /// The rows matching a request, sorted and windowed (before any object filter).
-    /// `resolver` reads related records for the predicate and the sort (one of its own
-    /// unless given: a caller that reads them again after shares theirs).
+    /// The rows matching a request, sorted and windowed (before any object filter): the
+    /// plan's strategy reads the stored matches (``FetchPlan``), the changed objects here
+    /// are added, and the rows are sorted and windowed. `resolver` reads related records
+    /// for the predicate and the sort (one of its own unless given: a caller that reads
+    /// them again after shares theirs).
     func executeRows<T: ManagedObject>(_ request: FetchQuery<T>, values wanted: RowValues = .all,
                                        resolver given: CompiledPredicate.Resolver? = nil) throws -> [FetchRow] {
         mergeExternalChangesIfAutomatic()
         try throwDeferredError()
-        let entity = try entityDescription(request.entityName)
-        let compiled = try request.storedPredicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
-        let resolver = given ?? memoizedViewValues()
-        // The changed objects whose values replace the stored ones (a copy of the table, not
-        // of its entries, so a find-or-create loop does not build a table of the entity's
-        // changed objects on every fetch). Only IDs of this entity are asked about.
-        let pending = request.includesPendingChanges ? dirty : IDMap<RecordID, ManagedObject>()
+        let plan = try makePlan(request, values: wanted, resolver: given)
+        let entity = plan.entity, pending = plan.pending, resolver = plan.resolver
+        let top = plan.top, order = plan.order, windowEnd = plan.windowEnd
+        func accepts(_ values: [Value]) -> Bool { plan.accepts(values) }
         var matches: [FetchRow] = []
-        // The class a registered object must be of for a fetch to take it as a `T` unchecked.
-        let fetchedClass = model.objectClass(for: entity.name).flatMap { $0 is T.Type ? ObjectIdentifier($0) : nil }
-        // (It does not append to `matches` itself: a local function capturing the array,
-        // called from the scan's closure, would make every append there pay a dynamic
-        // exclusivity check.)
-        func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: resolver) ?? true }
-        let store = coordinator
-        let enough = storedMatchesFillingWindow(request), limited = enough != .max
-        let order = request.sortKeys.isEmpty ? nil : try RowOrder(request.sortKeys, entity: entity, schema: coordinator.schema)
-        // A sorted request with a window wants only the first rows in order: the stored
-        // matches are offered to `top` as they are read, which decodes only those among
-        // the first so far (the changed objects are offered at the end).
-        let windowEnd = sortedWindowEnd(request)
-        let top = order.flatMap { order in windowEnd.flatMap { TopRows(order: order, wanted: $0, entity: entity) } }
-        // The index's condition, when a lookup answered the stored part: a changed object
+        // An index's condition, when a lookup answered the stored part: a changed object
         // whose value does not meet it cannot match either, and is passed over with one
         // comparison (testing the whole predicate on each changed object at every fetch would
-        // make a find-or-create loop before a save take time in n²). Not for a long IN list,
-        // which the predicate tests through a hashed set.
-        var pendingCondition: (slot: Int, condition: IndexCondition)?
-        func noteIndex(_ slot: Int, _ condition: IndexCondition) {
-            if case .equal(let wanted) = condition, wanted.count > 8 { return }
-            pendingCondition = (slot, condition)
-        }
-        if parent == nil, let top, let order, let walk = indexWalk(request, entity: entity, order: order) {
-            // Sorted by an indexed attribute with a window: the records in the index's order,
-            // until the window is full of stored matches (and the ties of its last). No later
-            // stored record can come before them; the changed objects are offered at the end.
-            let filter = compiled.flatMap(RecordFilter.init)
-            let filterPending = pending.contains { $0.key.entity == entity.number }
-            let wanted = windowEnd ?? 0
-            var taken = 0
-            var boundary: Value?
-            try store.scanInIndexOrder(entity: entity.number, slot: walk.slot, ascending: walk.ascending) { id, version, value, body in
-                if let boundary, IndexOrder.compare(value, boundary) != .orderedSame { return false }
-                if filterPending && pending.contains(id) { return true }
-                if let filter {
-                    guard try filter.matches(body, id: id) else { return true }
-                    try top.offer(id: id, version: version, body: body)
-                } else {
-                    let values = try Store.decodeRecord(body, id: id, entity: entity)
-                    guard accepts(values) else { return true }
-                    top.offer(FetchRow(id: id, values: values, version: version))
-                }
-                taken += 1
-                if taken >= wanted && boundary == nil { boundary = value }
-                return true
-            }
-        } else if parent == nil {
-            switch plan(request.storedPredicate, entity: entity).access {
-            case .index(let attribute, let lookup):
-                let condition = lookup.condition
-                guard let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { break }
-                noteIndex(slot, condition)
-                // The rest of the predicate is tested on each match's stored body in place
-                // where it can be (as a scan does), before the body is decoded; the whole
-                // predicate on the decoded values where not.
-                let filter = compiled.flatMap(RecordFilter.init)
-                let filterPending = pending.contains { $0.key.entity == entity.number }
-                do {
-                    try store.scanIndexed(entity: entity.number, slot: slot, matching: condition) { id, version, body in
-                        if matches.count >= enough { throw ScanEnough() }
-                        if filterPending && pending.contains(id) { return }
-                        if let filter, !(try filter.matches(body, id: id)) { return }
-                        if let top, filter != nil || compiled == nil {
-                            return try top.offer(id: id, version: version, body: body)
-                        }
-                        let values = try Store.decodeRecord(body, id: id, entity: entity)
-                        if filter != nil || accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
-                    }
-                } catch is ScanEnough {}
-            case .fullScan:
-                // (Only changed objects of this entity make a stored record's probe worth it.)
-                let filterPending = pending.contains { $0.key.entity == entity.number }
-                // Without a predicate, every record is decoded into an array of its own. A
-                // predicate that reads only values of the record itself is tested on the
-                // stored body in place (RecordFilter); only a match is decoded, checked and
-                // kept. Any other predicate is tested on each record decoded into one
-                // reused buffer, and only a match keeps a copy of it.
-                let filter = compiled.flatMap(RecordFilter.init)
-                let takesAll = compiled == nil
-                let wanted = request.sortKeys.isEmpty ? wanted : .all
-                // Every record matches: room for them all at once (a hint, the count read
-                // apart from the scan), where doubling would copy the rows several times.
-                // (Not when only a sorted window's first rows are kept, by `top`.)
-                if takesAll && top == nil { matches.reserveCapacity(min(store.count(entity: entity.number), enough)) }
-                do {
-                    if takesAll || filter != nil {
-                        // The stored body is tested in place, on several threads at once for
-                        // a large entity (each with a filter of its own), unless the window
-                        // may end the scan early; the matches are taken here, in ID order.
-                        try scanStored(entity: entity.number, filter: filter, threads: limited ? 1 : scanSplit.threads) { id, version, body in
-                            if limited && matches.count >= enough { throw ScanEnough() }
-                            if filterPending && pending.contains(id) { return }
-                            if let top {
-                                return try top.offer(id: id, version: version, body: body)
-                            }
-                            // A match is decoded (and checked) only when it is read: not
-                            // for IDs and counts, nor for an object loaded here already.
-                            // (The row's reference to a registered object, taken here
-                            // while the object is in the cache, is its one retain.)
-                            var known: ManagedObject?
-                            switch wanted {
-                            case .all: break
-                            case .none:
-                                matches.append(FetchRow(id: id, values: [], version: nil))
-                                return
-                            case .forUnloadedObjects:
-                                if let object = registered[id] {
-                                    known = ObjectIdentifier(type(of: object)) == fetchedClass ? object : nil
-                                    if !object.isFault {
-                                        matches.append(FetchRow(id: id, values: [], version: nil, registered: known))
-                                        return
-                                    }
-                                }
-                            }
-                            matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity),
-                                                    version: version, registered: known))
-                            if limited && matches.count >= enough { throw ScanEnough() }
-                        }
-                    } else {
-                        var scratch: [Value] = []
-                        try store.scanVersioned(entity: entity.number) { id, version, body in
-                            if limited && matches.count >= enough { throw ScanEnough() }
-                            if filterPending && pending.contains(id) { return }
-                            try ValueCoding.decode(body, into: &scratch)
-                            try Store.checkRecord(scratch, id: id, entity: entity)
-                            if accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }
-                        }
-                    }
-                } catch is ScanEnough {}
-            }
-        } else if let parent {
-            // The candidates, in ID order: with an index, the store's matches and the
-            // records whose value in an ancestor context meets the index's condition (the
-            // root's changed objects; every object a child ancestor holds, which may hold
-            // values from before its own parent changed them); the others are as the store
-            // has them. Without an index, every record the parent sees. (Reading every ID
-            // the parent sees through it would make a lookup by an indexed value in a child
-            // context, as DataService.write's scratch child makes, read the whole entity.)
-            var candidates: [RecordID]
-            if case .index(let attribute, let lookup) = plan(request.storedPredicate, entity: entity).access,
-               let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
-                let condition = lookup.condition
-                noteIndex(slot, condition)
-                var found = Set(try store.indexedIDs(entity: entity.number, slot: slot, matching: condition))
-                var ancestor: Context? = parent
-                while let context = ancestor {
-                    context.mergeExternalChangesIfAutomatic()
-                    for (id, object) in context.parent == nil ? context.dirty : context.registered
-                    where id.entity == entity.number && object.exists {
-                        if object.isFault || slot >= object.values.count || SecondaryIndex.matches(object.values[slot], condition) {
-                            found.insert(id)
-                        }
-                    }
-                    ancestor = context.parent
-                }
-                candidates = found.sorted()
-            } else {
-                candidates = parent.currentIDs(entity: entity.number)
-            }
-            for id in candidates where !pending.contains(id) {
-                if matches.count >= enough { break }
-                if let values = try parent.currentValues(for: id)?.values, accepts(values) {
-                    matches.append(FetchRow(id: id, values: values, version: nil))
-                }
-            }
-        }
+        // make a find-or-create loop before a save take time in n²).
+        let pendingCondition = try plan.readStored(in: self, into: &matches)
         // (The condition is taken apart once, out of the loop: an optional tuple tested in
         // it would be copied, and its array retained, for every object.)
         let conditionSlot = pendingCondition?.slot ?? -1
@@ -636,7 +472,7 @@ extension Context {
     /// in ID order, and the window is then the first of them in ID order together with the
     /// pending ones (added and sorted in afterwards), so a later stored match cannot be in
     /// it. Otherwise every match is needed (`Int.max`).
-    private func storedMatchesFillingWindow<T>(_ request: FetchQuery<T>) -> Int {
+    func storedMatchesFillingWindow<T>(_ request: FetchQuery<T>) -> Int {
         guard request.sortKeys.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return .max }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? .max : sum
@@ -647,7 +483,7 @@ extension Context {
     /// (an integer, a string not sorted localized, a real, a decimal or a date: NaN last in
     /// both from format version 4, ``ValueOrder/nanOrder(_:_:)``), with no index answering
     /// its predicate (which a walk would test record by record, in an order of no use to it).
-    private func indexWalk<T>(_ request: FetchQuery<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
+    func indexWalk<T>(_ request: FetchQuery<T>, entity: EntityDescription, order: RowOrder) -> (slot: Int, ascending: Bool)? {
         guard request.sortKeys.count == 1, let descriptor = request.sortKeys.first, !descriptor.localizedCaseInsensitive,
               let slots = order.ownSlots, slots.count == 1, let slot = slots.first, slot < entity.attributes.count,
               [.int8, .int16, .int32, .int64, .string, .float, .double, .decimal, .date].contains(entity.attributes[slot].type),
@@ -658,7 +494,7 @@ extension Context {
 
     /// Where a sorted request's window ends (its offset plus its limit), when it has a
     /// limit and no object filter; else nil (every match is wanted in order).
-    private func sortedWindowEnd<T>(_ request: FetchQuery<T>) -> Int? {
+    func sortedWindowEnd<T>(_ request: FetchQuery<T>) -> Int? {
         guard !request.sortKeys.isEmpty, request.objectFilter == nil, let limit = request.fetchLimit else { return nil }
         let (sum, overflow) = max(0, request.fetchOffset).addingReportingOverflow(max(0, limit))
         return overflow ? nil : sum
@@ -670,9 +506,6 @@ extension Context {
         return Array(items[start..<end])
     }
 }
-
-/// Thrown by a scan's visitor to end the scan once the fetch's window is full.
-private struct ScanEnough: Error {}
 
 /// Objects of one fetch batch, or of one run of a relationship's faults: touching one
 /// fault loads them all.
