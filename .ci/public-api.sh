@@ -4,6 +4,7 @@
 #    built modules with `import Cairn` alone;
 # 2. each file of .ci/api/hidden/ names one thing that is `package` (the store, its
 #    records and changes, the shared tables, the NDJSON and terminal code) and must not;
+#    and `Sources/Cairn` names no raw memory (ARCHITECTURE.md, "The one door");
 # 3. the DocC catalog builds with the toolchain's `docc`, warnings as errors, so a
 #    broken symbol link fails CI; the public symbol count is printed.
 # Builds (debug) first if the sources changed.
@@ -25,6 +26,12 @@ for file in .ci/api/hidden/*.swift; do
   grep -q "error:" <<<"$output" || { echo "$file failed without a compiler error:" >&2; echo "$output" >&2; exit 1; }
   echo "   $(basename "$file" .swift): $(grep -m1 -o "error: .*" <<<"$output")"
 done
+
+echo "-- above the store: no raw memory, no raw record bytes (StoredRecord and CairnCollections hold them)"
+if grep -rnE 'Unmanaged|\.allocate\(|UnsafeMutablePointer|UnsafeMutableRawPointer|UnsafeRawBufferPointer|copyMemory|memcmp\(' \
+     --include='*.swift' Sources/Cairn | grep -vE '^[^:]+:[0-9]+:\s*//'; then
+  echo "raw memory above the store: use StoredRecord or a CairnCollections type" >&2; exit 1
+fi
 
 echo "-- the catalog builds without warnings"
 docs=$(mktemp -d)

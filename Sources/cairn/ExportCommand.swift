@@ -99,11 +99,11 @@ enum ExportCommand: Command {
         let json = args.options["--out"] == nil
         var written = 0
         for entity in entities {
-            try store.scan(entity: entity.number) { id, body in
+            try store.scan(entity: entity.number) { id, record in
                 // Checked against the schema, as verify and query check what they read: a
                 // short record is an error naming it, not a line of nulls.
                 let values: [Value]
-                do { values = try store.decodeLocated(body, id: id, entity: entity) } catch let error as CairnError {
+                do { values = try store.decodeLocated(record, id: id, entity: entity) } catch let error as CairnError {
                     throw CairnError(error.code, "\(entity.name) \(id): \(error.message)", path: error.path, offset: error.offset)
                 }
                 try sink.write { RecordJSON.appendLine(entity: entity, id: id, values: values, to: &$0) }

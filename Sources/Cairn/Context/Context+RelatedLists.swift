@@ -1,3 +1,4 @@
+import CairnCollections
 import CairnStorage
 import Foundation
 
@@ -63,13 +64,7 @@ struct ListShadow {
     }
 
     /// Adds `objects`' addresses at the end (their identifiers are inserted by the caller).
-    mutating func append(_ objects: ArraySlice<ManagedObject>) {
-        let start = addresses.count
-        addresses.append(contentsOf: repeatElement(0, count: objects.count))
-        objects.withUnsafeBytes { bytes in
-            addresses.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[(start * MemoryLayout<UInt>.stride)...]).copyMemory(from: bytes) }
-        }
-    }
+    mutating func append(_ objects: ArraySlice<ManagedObject>) { ReferenceAddresses.append(objects, to: &addresses) }
 }
 
 /// What an in-place edit of a to-many property (`person.dvds.append(dvd)`) was handed: the
@@ -180,17 +175,13 @@ extension Context {
             guard edit.epoch == relatedListsEpoch, edit.stamp == object.valuesStamp, let handedOut = edit.box.take() else { return nil }
             count = handedOut.addresses.count
             guard count > 0, targets.count >= count else { return nil }
-            matches = targets.withUnsafeBytes { new in
-                handedOut.addresses.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
-            }
+            matches = ReferenceAddresses.starts(targets, with: handedOut.addresses)
             shadow = handedOut
         } else {
             guard let kept = keptList(object, slot: slot), kept.complete else { return nil }
             count = kept.objects.count
             guard count > 0, targets.count >= count else { return nil }
-            matches = targets.withUnsafeBytes { new in
-                kept.objects.withUnsafeBytes { old in memcmp(new.baseAddress!, old.baseAddress!, old.count) == 0 }
-            }
+            matches = ReferenceAddresses.starts(targets, with: kept.objects)
             if matches, kept.shadow != nil {
                 // Taken out, so that its one holder changes it in place.
                 let key = RelatedListKey(owner: ObjectIdentifier(object), slot: slot)

@@ -394,14 +394,14 @@ open class ManagedObject: CustomStringConvertible {
         saved = .except([])
     }
 
-    /// Loads a stored record body into the object in place, reusing its values' storage,
+    /// Loads a stored record into the object in place, reusing its values' storage,
     /// as its values and saved ones: a batch update's one object holds each record in turn
     /// (``Context/batchUpdate(_:durability:_:)``) and allocates no array for each.
-    func setLoaded(decoding body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription) throws {
+    func setLoaded(decoding record: borrowing StoredRecord, id: RecordID, entity: EntityDescription) throws {
         madeDefaultsPending = false
         saved = .except([])
         valuesStamp &+= 1
-        try ValueCoding.decode(body, into: &storedValues)
+        try record.decode(into: &storedValues)
         try Store.checkRecord(storedValues, id: id, entity: entity)
     }
 
@@ -418,18 +418,7 @@ open class ManagedObject: CustomStringConvertible {
             storedValues = Value.uniqueCopy(of: defaults)
             return
         }
-        // Through the buffers: one uniqueness check for the array, not one for each slot.
-        storedValues.withUnsafeMutableBufferPointer { values in
-            defaults.withUnsafeBufferPointer { defaults in
-                if let to = values.baseAddress, let from = defaults.baseAddress,
-                   Value.areTrivial(UnsafeBufferPointer(values)), Value.areTrivial(defaults) {
-                    // Nothing to release or retain: the defaults' bytes over the values'.
-                    UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: defaults.count * MemoryLayout<Value>.stride)
-                } else {
-                    for slot in defaults.indices { values[slot] = defaults[slot] }
-                }
-            }
-        }
+        Value.overwrite(&storedValues, with: defaults)
     }
 
     /// After a save or a merge: the current values are the saved ones.

@@ -30,23 +30,23 @@ extension Coordinator {
         try store.indexedIDs(entity: entity, slot: slot, matching: condition)
     }
 
-    func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+    func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try store.scanVersioned(entity: entity, body)
     }
 
     func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
-                       where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
-                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        try store.scanVersioned(entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: test, body)
+                       where tester: (@Sendable (Int) -> Store.RecordTest)?,
+                       _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
+        try store.scanVersioned(entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: tester, body)
     }
 
     func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
-                     _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                     _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try store.scanIndexed(entity: entity, slot: slot, matching: condition, body)
     }
 
     func scanInIndexOrder(entity: UInt16, slot: Int, ascending: Bool,
-                          _ body: (RecordID, UInt64, Value, UnsafeRawBufferPointer) throws -> Bool) throws {
+                          _ body: (RecordID, UInt64, Value, borrowing StoredRecord) throws -> Bool) throws {
         try store.scanInIndexOrder(entity: entity, slot: slot, ascending: ascending, body)
     }
 }

@@ -32,7 +32,7 @@ extension Context {
         return try retryingConflicts {
             var operations: [RecordOperation] = []
             var expected: [ExpectedVersion] = []
-            try forEachStoredMatch(of: request, entity: entity) { id, version, _ in
+            try forEachStoredMatch(of: request, entity: entity) { id, version, _, _ in
                 operations.append(.delete(id))
                 expected.append(ExpectedVersion(id: id, version: version))
             }
@@ -84,7 +84,7 @@ extension Context {
             var keys: [Coordinator.ChangedKeys] = []
             var preparer = coordinator.makePreparer()
             var object = try holder()
-            try forEachStoredMatch(of: request, entity: entity) { id, version, match in
+            try forEachStoredMatch(of: request, entity: entity) { id, version, record, decoded in
                 // A holder the closure kept (whether or not it changed its record) is left
                 // with that record: the next one gets a new holder.
                 if !isKnownUniquelyReferenced(&object) { object = try holder() }
@@ -92,10 +92,7 @@ extension Context {
                 object.inStore = true
                 object.exists = true
                 object.isFault = false
-                switch match {
-                case .body(let body): try object.setLoaded(decoding: body, id: id, entity: entity)
-                case .values(let values): object.setLoaded(values)
-                }
+                if let decoded { object.setLoaded(decoded) } else { try object.setLoaded(decoding: record, id: id, entity: entity) }
                 try change(object)
                 object.applyDerivations()
                 guard object.context == nil else {
@@ -346,18 +343,12 @@ extension Context {
         }
     }
 
-    /// A stored record a batch operation's request matched: its body as stored (not yet
-    /// decoded, nor checked against the schema), or its values, decoded and checked.
-    private enum StoredMatch {
-        case body(UnsafeRawBufferPointer)
-        case values([Value])
-    }
-
     /// Calls `body` with each stored record `request`'s predicate matches: its ID, its
-    /// version and the record; by an index if the plan has one, else by a scan testing
-    /// stored bodies in place where it can.
+    /// version, the record as stored, and its values when they were decoded (and checked
+    /// against the schema) to test the predicate, else nil; by an index if the plan has
+    /// one, else by a scan testing stored bodies in place where it can.
     private func forEachStoredMatch<T>(of request: FetchQuery<T>, entity: EntityDescription,
-                                       _ body: (RecordID, UInt64, StoredMatch) throws -> Void) throws {
+                                       _ body: (RecordID, UInt64, borrowing StoredRecord, [Value]?) throws -> Void) throws {
         let compiled = try request.storedPredicate.map { try CompiledPredicate($0, entity: entity, schema: coordinator.schema) }
         // The entity has no relationships (see `batchNeedsNoObjects`): nothing to follow.
         func accepts(_ values: [Value]) -> Bool { compiled?.evaluate(values, resolve: { _ in nil }) ?? true }
@@ -367,27 +358,27 @@ extension Context {
         let filter = compiled.flatMap(RecordFilter.init)
         if case .index(let attribute, let lookup) = plan(request.storedPredicate, entity: entity).access,
            let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) {
-            try store.scanIndexed(entity: entity.number, slot: slot, matching: lookup.condition) { id, version, bytes in
+            try store.scanIndexed(entity: entity.number, slot: slot, matching: lookup.condition) { id, version, record in
                 if let filter {
-                    if try filter.matches(bytes, id: id) { try body(id, version, .body(bytes)) }
+                    if try filter.matches(record, id: id) { try body(id, version, record, nil) }
                     return
                 }
-                let values = try Store.decodeRecord(bytes, id: id, entity: entity)
-                if accepts(values) { try body(id, version, .values(values)) }
+                let values = try Store.decodeRecord(record, id: id, entity: entity)
+                if accepts(values) { try body(id, version, record, values) }
             }
             return
         }
         if compiled == nil || filter != nil {
-            try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, bytes in
-                try body(id, version, .body(bytes))
+            try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, record in
+                try body(id, version, record, nil)
             }
             return
         }
         var scratch: [Value] = []
-        try store.scanVersioned(entity: entity.number) { id, version, bytes in
-            try ValueCoding.decode(bytes, into: &scratch)
+        try store.scanVersioned(entity: entity.number) { id, version, record in
+            try record.decode(into: &scratch)
             try Store.checkRecord(scratch, id: id, entity: entity)
-            if accepts(scratch) { try body(id, version, .values(scratch)) }
+            if accepts(scratch) { try body(id, version, record, scratch) }
         }
     }
 }

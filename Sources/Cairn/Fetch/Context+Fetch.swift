@@ -111,17 +111,17 @@ extension Context {
     /// not `fetchedClass`) are left out. Not generic: a closure of the generic fetch looked
     /// the result array's type metadata up on every record.
     private func scanObjects(entity: EntityDescription, filter: RecordFilter, type: ManagedObject.Type?,
-                             fetchedClass: ObjectIdentifier?, isFetched: (ManagedObject) -> Bool) throws -> GatheredObjects {
-        let objects = GatheredObjects()
-        try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, body in
+                             fetchedClass: ObjectIdentifier?, isFetched: (ManagedObject) -> Bool) throws -> GatheredReferences<ManagedObject> {
+        let objects = GatheredReferences<ManagedObject>()
+        try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, record in
             if let known = registered[id] {
                 guard ObjectIdentifier(Swift.type(of: known)) == fetchedClass || isFetched(known) else { return }
                 // A loaded object keeps its own values; a fault keeps the record read here.
-                if known.isFault { known.prefetched = (try Store.decodeRecord(body, id: id, entity: entity), version) }
+                if known.isFault { known.prefetched = (try Store.decodeRecord(record, id: id, entity: entity), version) }
                 objects.append(known)
             } else {
                 // The values first, then their object: made one after the other, they lie together.
-                let values = try Store.decodeRecord(body, id: id, entity: entity)
+                let values = try Store.decodeRecord(record, id: id, entity: entity)
                 let object = newFault(id, entity: entity, type: type)
                 guard fetchedClass != nil || isFetched(object) else { return }
                 object.prefetched = (values, version)
@@ -455,16 +455,17 @@ extension Context {
     /// in one state (see ``Store/scanVersioned(entity:parts:minimumPerRun:where:_:)``).
     @inline(__always)
     func scanStored(entity: UInt16, filter: RecordFilter?, threads: Int,
-                    _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
-        let filters = filter.map { first in [first] + (1..<max(threads, 1)).map { _ in RecordFilter(copying: first) } } ?? []
-        // Each filter through an unretained reference: `filters` keeps them alive.
-        let unretained = PerRun(count: filters.count, making: { Unmanaged.passUnretained(filters[$0]) })
-        let test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)? = filters.isEmpty ? nil
-            : { @Sendable run, id, body in try unretained[run]._withUnsafeGuaranteedRef { try $0.matches(body, id: id) } }
-        try withExtendedLifetime(filters) {
-            try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun,
-                                                where: test, body)
+                    _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
+        var tester: (@Sendable (Int) -> Store.RecordTest)?
+        if let filter {
+            // Each run's test holds its run's filter: nothing is looked up per record.
+            let filters = PerRun(count: max(threads, 1), making: { $0 == 0 ? filter : RecordFilter(copying: filter) })
+            tester = { @Sendable run in
+                let filter = filters[run]
+                return { id, record in try filter.matches(record, id: id) }
+            }
         }
+        try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun, where: tester, body)
     }
 
     /// How many stored matches, in ID order, are enough to fill a request's window: its
@@ -535,55 +536,6 @@ final class FaultBatch {
                 for object in pending { object.faultBatch = batch }
             }
             pending.removeAll(keepingCapacity: true)
-        }
-    }
-}
-
-/// The objects a one-pass fetch gathers, handed over at the end as the fetched type's
-/// array by moving the references, not copying them: a copy (or a `reverse`, or a cast of
-/// the array) would retain every object, each a cache miss once a large scan is over.
-final class GatheredObjects {
-    private var base: UnsafeMutablePointer<ManagedObject>
-    private var count = 0
-    private var capacity: Int
-
-    init() {
-        capacity = 16
-        base = .allocate(capacity: capacity)
-    }
-
-    deinit {
-        base.deinitialize(count: count)
-        base.deallocate()
-    }
-
-    func append(_ object: ManagedObject) {
-        if count == capacity {
-            let larger = UnsafeMutablePointer<ManagedObject>.allocate(capacity: capacity * 2)
-            larger.moveInitialize(from: base, count: count)
-            base.deallocate()
-            base = larger
-            capacity *= 2
-        }
-        (base + count).initialize(to: object)
-        count += 1
-    }
-
-    /// The objects, each of which is a `T`, leaving none here.
-    func take<T: ManagedObject>(as _: T.Type) -> [T] {
-        let taken = count
-        count = 0
-        // (With nothing to take, an empty array: `init(unsafeUninitializedCapacity: 0)`
-        // writes its count into the standard library's one shared empty storage, which
-        // other threads read: the thread sanitizer reported it as a race.)
-        guard taken > 0 else { return [] }
-        // A reference to an object is the same bits whatever its static class: each one
-        // moves from this buffer into the array, which then owns it.
-        return [T](unsafeUninitializedCapacity: taken) { buffer, initialized in
-            if let target = buffer.baseAddress, taken > 0 {
-                UnsafeMutableRawPointer(target).copyMemory(from: base, byteCount: taken * MemoryLayout<ManagedObject>.stride)
-            }
-            initialized = taken
         }
     }
 }

@@ -86,14 +86,14 @@ extension FetchPlan {
             let wanted = plan.windowEnd ?? 0
             var taken = 0
             var boundary: Value?
-            try context.coordinator.scanInIndexOrder(entity: plan.entity.number, slot: slot, ascending: ascending) { id, version, value, body in
+            try context.coordinator.scanInIndexOrder(entity: plan.entity.number, slot: slot, ascending: ascending) { id, version, value, record in
                 if let boundary, IndexOrder.compare(value, boundary) != .orderedSame { return false }
                 if plan.filterPending && plan.pending.contains(id) { return true }
                 if let filter = plan.filter {
-                    guard try filter.matches(body, id: id) else { return true }
-                    try top.offer(id: id, version: version, body: body)
+                    guard try filter.matches(record, id: id) else { return true }
+                    try top.offer(id: id, version: version, record: record)
                 } else {
-                    let values = try Store.decodeRecord(body, id: id, entity: plan.entity)
+                    let values = try Store.decodeRecord(record, id: id, entity: plan.entity)
                     guard plan.accepts(values) else { return true }
                     top.offer(FetchRow(id: id, values: values, version: version))
                 }
@@ -114,14 +114,14 @@ extension FetchPlan {
         func read(_ plan: FetchPlan, in context: Context, into matches: inout [FetchRow]) throws -> PendingCondition? {
             let filter = plan.filter, top = plan.top
             do {
-                try context.coordinator.scanIndexed(entity: plan.entity.number, slot: slot, matching: condition) { id, version, body in
+                try context.coordinator.scanIndexed(entity: plan.entity.number, slot: slot, matching: condition) { id, version, record in
                     if matches.count >= plan.enough { throw ScanEnough() }
                     if plan.filterPending && plan.pending.contains(id) { return }
-                    if let filter, !(try filter.matches(body, id: id)) { return }
+                    if let filter, !(try filter.matches(record, id: id)) { return }
                     if let top, filter != nil || plan.compiled == nil {
-                        return try top.offer(id: id, version: version, body: body)
+                        return try top.offer(id: id, version: version, record: record)
                     }
-                    let values = try Store.decodeRecord(body, id: id, entity: plan.entity)
+                    let values = try Store.decodeRecord(record, id: id, entity: plan.entity)
                     if filter != nil || plan.accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
                 }
             } catch is ScanEnough {}
@@ -148,11 +148,11 @@ extension FetchPlan {
                 if takesAll || plan.filter != nil {
                     // The matches are taken here, in ID order.
                     try context.scanStored(entity: entity.number, filter: plan.filter,
-                                           threads: limited ? 1 : context.scanSplit.threads) { id, version, body in
+                                           threads: limited ? 1 : context.scanSplit.threads) { id, version, record in
                         if limited && matches.count >= enough { throw ScanEnough() }
                         if plan.filterPending && plan.pending.contains(id) { return }
                         if let top {
-                            return try top.offer(id: id, version: version, body: body)
+                            return try top.offer(id: id, version: version, record: record)
                         }
                         // A match is decoded (and checked) only when it is read: not for IDs
                         // and counts, nor for an object loaded here already. (The row's
@@ -173,16 +173,16 @@ extension FetchPlan {
                                 }
                             }
                         }
-                        matches.append(FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity),
+                        matches.append(FetchRow(id: id, values: try Store.decodeRecord(record, id: id, entity: entity),
                                                 version: version, registered: known))
                         if limited && matches.count >= enough { throw ScanEnough() }
                     }
                 } else {
                     var scratch: [Value] = []
-                    try context.coordinator.scanVersioned(entity: entity.number) { id, version, body in
+                    try context.coordinator.scanVersioned(entity: entity.number) { id, version, record in
                         if limited && matches.count >= enough { throw ScanEnough() }
                         if plan.filterPending && plan.pending.contains(id) { return }
-                        try ValueCoding.decode(body, into: &scratch)
+                        try record.decode(into: &scratch)
                         try Store.checkRecord(scratch, id: id, entity: entity)
                         if plan.accepts(scratch) { matches.append(FetchRow(id: id, values: scratch, version: version)) }
                     }

@@ -244,26 +244,30 @@ struct CompiledPredicate {
         override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool { !inner.evaluate(values, resolve) }
     }
 
-    /// Parts of an `and` or `or`, called through unretained references: `parts` keeps
-    /// them alive, and a loop over the array would retain and release each part per record.
-    private class Parts: Test {
-        let parts: [Test]
-        let unretained: [Unmanaged<Test>]
-        init(_ parts: [Test]) { (self.parts, unretained) = (parts, parts.map { Unmanaged.passUnretained($0) }) }
-    }
-
-    private final class All: Parts {
+    /// An `and` or `or` of two parts; more parts make a chain (`a AND (b AND c)`). The
+    /// parts are stored properties, called in place: a loop over an array of parts would
+    /// retain and release each part per record.
+    private final class Both: Test {
+        let first: Test, second: Test
+        init(_ first: Test, _ second: Test) { (self.first, self.second) = (first, second) }
         override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
-            for part in unretained where !part._withUnsafeGuaranteedRef({ $0.evaluate(values, resolve) }) { return false }
-            return true
+            first.evaluate(values, resolve) && second.evaluate(values, resolve)
         }
     }
 
-    private final class AnyOf: Parts {
+    private final class Either: Test {
+        let first: Test, second: Test
+        init(_ first: Test, _ second: Test) { (self.first, self.second) = (first, second) }
         override func evaluate(_ values: [Value], _ resolve: Resolver) -> Bool {
-            for part in unretained where part._withUnsafeGuaranteedRef({ $0.evaluate(values, resolve) }) { return true }
-            return false
+            first.evaluate(values, resolve) || second.evaluate(values, resolve)
         }
+    }
+
+    /// `parts` joined in order by `join` (an empty `and` holds, an empty `or` does not).
+    private static func chain(_ parts: [Test], empty: Bool, _ join: (Test, Test) -> Test) -> Test {
+        guard var result = parts.last else { return Constant(empty) }
+        for part in parts.dropLast().reversed() { result = join(part, result) }
+        return result
     }
 
     /// The common case: an attribute of the record itself (not a relationship, so never a
@@ -363,8 +367,8 @@ struct CompiledPredicate {
         switch node {
         case .constant(let value): return Constant(value)
         case .not(let inner): return Not(test(for: inner, attributes: attributes))
-        case .and(let parts): return All(parts.map { test(for: $0, attributes: attributes) })
-        case .or(let parts): return AnyOf(parts.map { test(for: $0, attributes: attributes) })
+        case .and(let parts): return chain(parts.map { test(for: $0, attributes: attributes) }, empty: true, Both.init)
+        case .or(let parts): return chain(parts.map { test(for: $0, attributes: attributes) }, empty: false, Either.init)
         case .compare(let lhs, let op, let rhs, let options, let quantifier, let prepared):
             if case .path(let path) = lhs, path.hops.isEmpty, path.countOf == nil, !path.isMany, quantifier == .direct,
                let slot = path.last, slot < attributes, case .constant(let constant) = rhs, !op.needsList {

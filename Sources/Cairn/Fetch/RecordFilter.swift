@@ -1,3 +1,4 @@
+import CairnCollections
 import CairnStorage
 import Foundation
 
@@ -40,17 +41,18 @@ final class RecordFilter {
     }
 
     private let entity: EntityDescription
-    private let nodes: UnsafeMutableBufferPointer<Node>
-    private let leaves: UnsafeMutableBufferPointer<Leaf>
+    private let nodes: FixedArray<Node>
+    private let leaves: FixedArray<Leaf>
     /// For each slot up to the highest read: its place in `numbers` and `values`, or -1 to
     /// step over it.
-    private let positions: UnsafeMutableBufferPointer<Int32>
+    private let positions: FixedArray<Int32>
     /// For each place: the kind bits its slot accepts (nil included).
-    private let accepted: UnsafeMutableBufferPointer<UInt32>
+    private let accepted: FixedArray<UInt32>
     /// The values read from the record under test: as a number when it is an int64 or a
-    /// double (not NaN), else in `values`.
-    private let numbers: UnsafeMutableBufferPointer<Number>
-    private let values: UnsafeMutableBufferPointer<Value>
+    /// double (not NaN), else in `values`. Written only by the thread testing with this
+    /// filter (each thread of a scan has its own).
+    private let numbers: FixedArray<Number>
+    private let values: FixedArray<Value>
     /// The entity's value count, which every record body must have.
     private let valueCount: Int
     /// Whether the predicate is one comparison or an AND of comparisons: tested in a loop.
@@ -68,10 +70,10 @@ final class RecordFilter {
         var typeLow: Int64, typeHigh: Int64
         var low: Int64, high: Int64  // the comparisons hold for low...high (for none if low > high)
     }
-    private let intervals: UnsafeMutableBufferPointer<Interval>
+    private let intervals: FixedArray<Interval>
 
     /// Whether the filter tests records by intervals of integers (for tests).
-    var readsIntervals: Bool { intervals.count > 0 }
+    var readsIntervals: Bool { !intervals.isEmpty }
 
     convenience init?(_ predicate: CompiledPredicate) {
         let entity = predicate.entity
@@ -96,45 +98,27 @@ final class RecordFilter {
                   intervals: isConjunction ? Self.intervals(leaves, read: read, entity: entity) ?? [] : [])
     }
 
-    /// A filter of the same predicate with buffers of its own: one for each thread of a
-    /// scan in parts.
+    /// A filter of the same predicate with scratch room of its own: one for each thread of
+    /// a scan in parts.
     convenience init(copying other: RecordFilter) {
-        self.init(entity: other.entity, nodes: other.nodes, leaves: other.leaves, positions: other.positions,
-                  accepted: other.accepted, isConjunction: other.isConjunction, intervals: other.intervals)
+        self.init(entity: other.entity, nodes: other.nodes.array, leaves: other.leaves.array,
+                  positions: other.positions.array, accepted: other.accepted.array,
+                  isConjunction: other.isConjunction, intervals: other.intervals.array)
     }
 
-    /// Copies the program into buffers of its own, with scratch room for the values it reads
-    /// (one per place of `accepted`).
-    private init(entity: EntityDescription, nodes: some Collection<Node>, leaves: some Collection<Leaf>,
-                 positions: some Collection<Int32>, accepted: some Collection<UInt32>, isConjunction: Bool,
-                 intervals: some Collection<Interval>) {
+    /// The program, with scratch room for the values it reads (one per place of `accepted`).
+    private init(entity: EntityDescription, nodes: [Node], leaves: [Leaf], positions: [Int32], accepted: [UInt32],
+                 isConjunction: Bool, intervals: [Interval]) {
         self.entity = entity
-        self.nodes = .allocate(capacity: nodes.count)
-        _ = self.nodes.initialize(from: nodes)
-        self.leaves = .allocate(capacity: leaves.count)
-        _ = self.leaves.initialize(from: leaves)
-        self.positions = .allocate(capacity: positions.count)
-        _ = self.positions.initialize(from: positions)
-        self.accepted = .allocate(capacity: accepted.count)
-        _ = self.accepted.initialize(from: accepted)
-        numbers = .allocate(capacity: accepted.count)
-        numbers.initialize(repeating: .none)
-        values = .allocate(capacity: accepted.count)
-        values.initialize(repeating: .null)
+        self.nodes = FixedArray(nodes)
+        self.leaves = FixedArray(leaves)
+        self.positions = FixedArray(positions)
+        self.accepted = FixedArray(accepted)
+        numbers = FixedArray(repeating: .none, count: accepted.count)
+        values = FixedArray(repeating: .null, count: accepted.count)
         valueCount = entity.valueCount
         self.isConjunction = isConjunction
-        self.intervals = .allocate(capacity: intervals.count)
-        _ = self.intervals.initialize(from: intervals)
-    }
-
-    deinit {
-        nodes.deallocate()
-        leaves.deinitialize().deallocate()
-        positions.deallocate()
-        accepted.deallocate()
-        numbers.deallocate()
-        values.deinitialize().deallocate()
-        intervals.deallocate()
+        self.intervals = FixedArray(intervals)
     }
 
     /// The slots of the record the predicate reads; false if it reads anything else.
@@ -253,11 +237,11 @@ final class RecordFilter {
     private static let int64Bit = UInt32(1) << UInt32(Value.Tag.int64.rawValue)
     private static let doubleBit = UInt32(1) << UInt32(Value.Tag.double.rawValue)
 
-    /// Whether the record `body` (of record `id`) matches. Throws `.corrupt` if the values
+    /// Whether the stored `record` (of ID `id`) matches. Throws `.corrupt` if the values
     /// it reads do not decode or do not fit the schema.
-    func matches(_ body: UnsafeRawBufferPointer, id: RecordID) throws -> Bool {
-        if intervals.count > 0, let answer = matchesIntervals(body) { return answer }
-        return try matchesInGeneral(body, id: id)
+    func matches(_ record: borrowing StoredRecord, id: RecordID) throws -> Bool {
+        if !intervals.isEmpty, let answer = matchesIntervals(record) { return answer }
+        return try matchesInGeneral(record, id: id)
     }
 
     /// ``matches(_:id:)`` by the ``Interval``s: nil, having decided nothing, unless the
@@ -265,16 +249,16 @@ final class RecordFilter {
     /// tag and range, in a varint of at most 9 bytes — then the general path, which reads
     /// the same values, gives the same answer. Anything else (nil, a value to report as
     /// corrupt) is left to the general path.
-    @inline(__always) private func matchesIntervals(_ body: UnsafeRawBufferPointer) -> Bool? {
-        guard body.count > 0, body[0] < 0x80, Int(body[0]) == valueCount else { return nil }
+    @inline(__always) private func matchesIntervals(_ record: borrowing StoredRecord) -> Bool? {
+        guard record.shortValueCount == valueCount else { return nil }
         var at = 1
         var holds = true
         for place in 0..<intervals.count {
             for _ in 0..<intervals[place].skip {
-                guard let next = ByteReader.skipCommon(body, at: at) ?? ByteReader.skipAny(body, at: at) else { return nil }
+                guard let next = record.end(ofValueAt: at) else { return nil }
                 at = next
             }
-            guard let (x, next) = ByteReader.integer(tagged: intervals[place].tag, in: body, at: at),
+            guard let (x, next) = record.integer(tagged: intervals[place].tag, at: at),
                   x >= intervals[place].typeLow, x <= intervals[place].typeHigh else { return nil }
             at = next
             // Every value it reads is read, as the general path reads them, before answering.
@@ -283,35 +267,38 @@ final class RecordFilter {
         return holds
     }
 
-    private func matchesInGeneral(_ body: UnsafeRawBufferPointer, id: RecordID) throws -> Bool {
-        var reader = ByteReader(body)
-        let count = try reader.count("value count", maximum: FormatLimits.maxValuesPerRecord)
-        guard count == valueCount else { throw misfit(body, id) }
-        for slot in 0..<positions.count {
-            let place = Int(positions[slot])
-            if place < 0 {
-                try reader.skipValue()
-                continue
+    private func matchesInGeneral(_ record: borrowing StoredRecord, id: RecordID) throws -> Bool {
+        let fits = try record.reading { reader -> Bool in
+            let count = try reader.valueCount(maximum: FormatLimits.maxValuesPerRecord)
+            guard count == valueCount else { return false }
+            for slot in 0..<positions.count {
+                let place = Int(positions[slot])
+                if place < 0 {
+                    try reader.skipValue()
+                    continue
+                }
+                if let x = reader.commonInt64() {
+                    guard accepted[place] & Self.int64Bit != 0 else { return false }
+                    numbers[place] = .integer(x)
+                    continue
+                }
+                // An int64 (read above) or a double (not NaN) is kept as a number: no value is stored.
+                let decoded = reader.commonValue()
+                switch decoded {
+                case .double(let x)? where !x.isNaN:
+                    guard accepted[place] & Self.doubleBit != 0 else { return false }
+                    numbers[place] = .real(x)
+                    continue
+                default: break
+                }
+                let value = try decoded ?? reader.value()
+                guard value.kindBit & accepted[place] != 0 else { return false }
+                numbers[place] = .none
+                values[place] = value
             }
-            if let x = reader.commonInt64() {
-                guard accepted[place] & Self.int64Bit != 0 else { throw misfit(body, id) }
-                numbers[place] = .integer(x)
-                continue
-            }
-            // An int64 (read above) or a double (not NaN) is kept as a number: no value is stored.
-            let decoded = reader.commonValue()
-            switch decoded {
-            case .double(let x)? where !x.isNaN:
-                guard accepted[place] & Self.doubleBit != 0 else { throw misfit(body, id) }
-                numbers[place] = .real(x)
-                continue
-            default: break
-            }
-            let value = try decoded ?? reader.value()
-            guard value.kindBit & accepted[place] != 0 else { throw misfit(body, id) }
-            numbers[place] = .none
-            values[place] = value
+            return true
         }
+        guard fits else { throw misfit(record, id) }
         if isConjunction {
             for leaf in 0..<leaves.count where !test(leaf) { return false }
             return true
@@ -320,9 +307,9 @@ final class RecordFilter {
     }
 
     /// The error a full decode and check of the record gives.
-    private func misfit(_ body: UnsafeRawBufferPointer, _ id: RecordID) -> Error {
+    private func misfit(_ record: borrowing StoredRecord, _ id: RecordID) -> Error {
         do {
-            try Store.checkRecord(try ValueCoding.decode(body), id: id, entity: entity)
+            _ = try Store.decodeRecord(record, id: id, entity: entity)
         } catch {
             return error
         }

@@ -34,11 +34,11 @@ final class TopRows {
         offered = Array(repeating: .null, count: slots.count)
     }
 
-    /// Offers a stored match: its keys read from `body`, the rest decoded (and checked
+    /// Offers a stored match: its keys read from `record`, the rest decoded (and checked
     /// against the entity) only if it is kept.
-    func offer(id: RecordID, version: UInt64, body: UnsafeRawBufferPointer) throws {
-        for (index, slot) in slots.enumerated() { offered[index] = try ValueCoding.value(at: slot, in: body) ?? .null }
-        if admits(id) { keep(Context.FetchRow(id: id, values: try Store.decodeRecord(body, id: id, entity: entity), version: version)) }
+    func offer(id: RecordID, version: UInt64, record: borrowing StoredRecord) throws {
+        for (index, slot) in slots.enumerated() { offered[index] = try record.value(at: slot) ?? .null }
+        if admits(id) { keep(Context.FetchRow(id: id, values: try Store.decodeRecord(record, id: id, entity: entity), version: version)) }
     }
 
     /// Offers a match with its values.

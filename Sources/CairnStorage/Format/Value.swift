@@ -160,6 +160,24 @@ public enum Value: Hashable, Sendable {
         return copy
     }
 
+    /// Writes `source` over `target`, which has as many values, in `target`'s own storage
+    /// (one uniqueness check for the array, not one per slot); when neither holds a
+    /// reference, as one copy of bytes.
+    package static func overwrite(_ target: inout [Value], with source: [Value]) {
+        precondition(target.count == source.count, "overwriting \(target.count) values with \(source.count)")
+        target.withUnsafeMutableBufferPointer { values in
+            source.withUnsafeBufferPointer { source in
+                if let to = values.baseAddress, let from = source.baseAddress,
+                   areTrivial(UnsafeBufferPointer(values)), areTrivial(source) {
+                    // Nothing to release or retain: the source's bytes over the target's.
+                    UnsafeMutableRawPointer(to).copyMemory(from: from, byteCount: source.count * MemoryLayout<Value>.stride)
+                } else {
+                    for slot in source.indices { values[slot] = source[slot] }
+                }
+            }
+        }
+    }
+
     /// Whether writing `b` over `a` would leave what is stored unchanged: the check Cairn
     /// makes on every write and every changed-key test at save. `==`, except that reals
     /// and dates are compared by

@@ -225,7 +225,12 @@ extension Store {
     /// Decodes a stored record body and checks it has the shape its entity declares (value
     /// count, attribute types, reference kinds), so a file whose checksums hold but whose
     /// records do not fit the schema gives `.corrupt` rather than a trap in the layers above.
-    package static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+    package static func decodeRecord(_ record: borrowing StoredRecord, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+        try decodeRecord(record.bytes, id: id, entity: entity)
+    }
+
+    /// ``decodeRecord(_:id:entity:)`` of a body in memory.
+    static func decodeRecord(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
         let values = try ValueCoding.decode(body)
         try checkRecord(values, id: id, entity: entity)
         return values

@@ -7,7 +7,7 @@ extension Store {
     /// `slot` (values, then IDs), or its reverse: each one's ID, version, indexed value and
     /// encoded values, all read in one state, until `body` returns false.
     package func scanInIndexOrder(entity: UInt16, slot: Int, ascending: Bool,
-                          _ body: (RecordID, UInt64, Value, UnsafeRawBufferPointer) throws -> Bool) throws {
+                          _ body: (RecordID, UInt64, Value, borrowing StoredRecord) throws -> Bool) throws {
         guard let description = schema.entity(number: entity), slot >= 0, slot < description.attributes.count else {
             throw CairnError(.invalidArgument, "no attribute \(slot) in entity \(entity) to index")
         }
@@ -31,7 +31,7 @@ extension Store {
     /// Walks `tiers`, taken in one state with `snapshot` and `versions` (see
     /// ``scanInIndexOrder(entity:slot:ascending:_:)``).
     private static func walk(_ tiers: IndexTiers, snapshot: SnapshotReader, versions: Store.VersionTable, ascending: Bool,
-                             _ body: (RecordID, UInt64, Value, UnsafeRawBufferPointer) throws -> Bool) throws {
+                             _ body: (RecordID, UInt64, Value, borrowing StoredRecord) throws -> Bool) throws {
         try tiers.walk(ascending: ascending) { value, raw, place in
             let id = RecordID(rawValue: raw)
             let version = versions.version(of: id)
@@ -47,7 +47,7 @@ extension Store {
                     bytes = try snapshot.body(at: place, id: id)
                 }
             }
-            return try marking(id, bytes) { try body(id, version, value, bytes) }
+            return try marking(id, bytes) { try body(id, version, value, StoredRecord(bytes)) }
         }
     }
 }

@@ -493,11 +493,11 @@ extension Store {
     /// against the condition again, and each read would take the state's lock and search
     /// the overlay.)
     package func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
-                     _ read: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                     _ read: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)
         RadixSort.sort(&matches) { $0.id }
         func body(_ id: RecordID, _ version: UInt64, _ bytes: UnsafeRawBufferPointer) throws {
-            try reading(id, bytes) { try read(id, version, $0) }
+            try reading(id, bytes) { try read(id, version, StoredRecord($0)) }
         }
         try withExtendedLifetime((snapshot, versions, overlay)) {
             for match in matches {
@@ -544,8 +544,8 @@ extension Store {
             return
         }
         var entries: [(Value, UInt64)] = []
-        try scan(entity: key.entity) { id, body in
-            if let value = try ValueCoding.value(at: key.slot, in: body) { entries.append((value, id.rawValue)) }
+        try scan(entity: key.entity) { id, record in
+            if let value = try record.value(at: key.slot) { entries.append((value, id.rawValue)) }
         }
         let index = SecondaryIndex(slot: key.slot, entries: entries)
         state.withLock { $0.indexes[key] = index }

@@ -187,8 +187,8 @@ extension Store {
                 continue
             }
             var holding = [Int](repeating: 0, count: slots.count)
-            try scanVersioned(entity: entity.number) { _, _, body in
-                let values = try ValueCoding.decode(body)
+            try scanVersioned(entity: entity.number) { _, _, record in
+                let values = try record.values()
                 for (index, slot) in slots.enumerated() where slot < values.count {
                     switch values[slot] {
                     case .null, .references([]): break

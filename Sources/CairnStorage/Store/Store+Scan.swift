@@ -7,19 +7,19 @@ import Dispatch
 extension Store {
     /// Calls `body` with each record of an entity in ID order — its ID and encoded values
     /// — from one consistent state, without materialising them all.
-    package func scan(entity: UInt16, _ body: (RecordID, UnsafeRawBufferPointer) throws -> Void) throws {
-        try scanVersioned(entity: entity) { id, _, bytes in try body(id, bytes) }
+    package func scan(entity: UInt16, _ body: (RecordID, borrowing StoredRecord) throws -> Void) throws {
+        try scanVersioned(entity: entity) { id, _, record in try body(id, record) }
     }
 
     /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
-    package func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+    package func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try scanVersioned(entity: entity, recheckingFrames: false, body)
     }
 
     /// ``scanVersioned(entity:_:)``; with `recheckingFrames`, every snapshot frame's
     /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
     package func scanVersioned(entity: UInt16, recheckingFrames: Bool,
-                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                       _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try locating {
             try withState({ Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
         }
@@ -35,7 +35,7 @@ extension Store {
     /// The scan on one thread, of state taken by ``scanState(of:in:)``.
     private static func scan(_ state: (overlay: EntityOverlay, snapshot: SnapshotReader, versions: VersionTable),
                              entity: UInt16, recheckingFrames: Bool,
-                             _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                             _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         let (overlay, snapshot, versions) = state
         // A scan reads every body of the entity's: the frames a checkpoint covered are
         // checked at once, on every core, rather than a lookup per body.
@@ -52,33 +52,37 @@ extension Store {
                     let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef {
                         try recheckingFrames ? $0.checkedBody(at: place, id: id) : $0.body(at: place, id: id)
                     }
-                    try marking(id, bytes) { try body(id, version, bytes) }
-                case .overlay(let bytes): try marking(id, bytes) { try body(id, version, bytes) }
+                    try marking(id, bytes) { try body(id, version, StoredRecord(bytes)) }
+                case .overlay(let bytes): try marking(id, bytes) { try body(id, version, StoredRecord(bytes)) }
                 }
             }
         }
     }
 
+    /// A test of stored records for one run of a scan in parts: made for the run on the
+    /// thread that scans it, and called there only.
+    package typealias RecordTest = (RecordID, borrowing StoredRecord) throws -> Bool
+
     /// ``scanVersioned(entity:_:)`` with a test that runs on several threads at once. The
     /// entity's records are split into up to `parts` runs of ID order (of at least
-    /// `minimumPerRun` records each), each run is scanned on a thread of its own, and
-    /// `test(run, id, body)` picks the records to keep (nil: all, on one thread, as
-    /// there is nothing to split); then `body` is called on this
-    /// thread for each kept record, in ID order, with its version, all read in one state.
+    /// `minimumPerRun` records each), each run is scanned on a thread of its own with the
+    /// test `tester(run)` makes for it, which picks the records to keep (no tester: all,
+    /// on one thread, as there is nothing to split); then `body` is called on this thread
+    /// for each kept record, in ID order, with its version, all read in one state.
     ///
-    /// `test` is called for different runs at once, never for one run on two threads: what
-    /// it keeps per run (run 0 to `parts - 1`) needs no lock. When the records make one run
-    /// (`parts` 1, a small entity, a file older than version 3), `test` and `body` take
+    /// Each run's test is made and called on that run's thread alone: what it keeps (one
+    /// per run, 0 to `parts - 1`) needs no lock. When the records make one run (`parts` 1,
+    /// a small entity, a file older than version 3), the test of run 0 and `body` take
     /// turns on this thread, record by record, so a `body` that throws ends the scan there.
     /// Split, `body` is called only when every run succeeded; otherwise the first error of
     /// a run, in run order, is thrown.
     @inline(__always)
     package func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
-                       where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
-                       _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                       where tester: (@Sendable (Int) -> RecordTest)?,
+                       _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try locating {
             try withState({ Self.scanState(of: entity, in: $0) }) { taken in
-                try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: test, body)
+                try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: tester, body)
             }
         }
     }
@@ -86,15 +90,16 @@ extension Store {
     /// ``scanVersioned(entity:parts:minimumPerRun:where:_:)`` of state taken by ``scanState(of:in:)``.
     private static func scanVersioned(_ taken: (overlay: EntityOverlay, snapshot: SnapshotReader, versions: VersionTable),
                                       entity: UInt16, parts: Int, minimumPerRun: Int,
-                                      where test: (@Sendable (Int, RecordID, UnsafeRawBufferPointer) throws -> Bool)?,
-                                      _ body: (RecordID, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+                                      where tester: (@Sendable (Int) -> RecordTest)?,
+                                      _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         let (overlay, snapshot, versions) = taken
         if !overlay.isEmpty { try overlay.bodies.checkAll() }
-        guard let test else { return try Self.scan(taken, entity: entity, recheckingFrames: false, body) }
+        guard let tester else { return try Self.scan(taken, entity: entity, recheckingFrames: false, body) }
         let runs = snapshot.scanRuns(of: entity, parts: parts, minimumPerRun: minimumPerRun)
         guard runs.count >= 2 else {
-            return try Self.scan(taken, entity: entity, recheckingFrames: false) { id, version, bytes in
-                if try marking(id, bytes, { try test(0, id, bytes) }) { try body(id, version, bytes) }
+            let test = tester(0)
+            return try Self.scan(taken, entity: entity, recheckingFrames: false) { id, version, record in
+                if try marking(id, record.bytes, { try test(id, record) }) { try body(id, version, record) }
             }
         }
         let changed = RadixSort.sorted(overlay.keys)
@@ -107,6 +112,7 @@ extension Store {
         let unretainedSnapshot = Unmanaged.passUnretained(snapshot)
         try withExtendedLifetime((snapshot, overlay)) {
             DispatchQueue.concurrentPerform(iterations: runs.count) { run in
+                let test = tester(run)
                 kept[run] = Result {
                     var hits: [(RecordID, UnsafeRawBufferPointer)] = []
                     try Self.merge(snapshot: snapshot, overlay: overlay, changed: changed[cuts[run]..<cuts[run + 1]],
@@ -114,9 +120,9 @@ extension Store {
                         switch source {
                         case .snapshot(let place):
                             let bytes = try unretainedSnapshot._withUnsafeGuaranteedRef { try $0.body(at: place, id: id) }
-                            if try marking(id, bytes, { try test(run, id, bytes) }) { hits.append((id, bytes)) }
+                            if try marking(id, bytes, { try test(id, StoredRecord(bytes)) }) { hits.append((id, bytes)) }
                         case .overlay(let bytes):
-                            if try marking(id, bytes, { try test(run, id, bytes) }) { hits.append((id, bytes)) }
+                            if try marking(id, bytes, { try test(id, StoredRecord(bytes)) }) { hits.append((id, bytes)) }
                         }
                     }
                     return hits
@@ -125,7 +131,7 @@ extension Store {
             // Nothing is handed on unless every run succeeded.
             let hits = try (0..<runs.count).map { try kept[$0].get() }
             for run in hits {
-                for (id, bytes) in run { try marking(id, bytes) { try body(id, versions.version(of: id), bytes) } }
+                for (id, bytes) in run { try marking(id, bytes) { try body(id, versions.version(of: id), StoredRecord(bytes)) } }
             }
         }
     }
@@ -211,8 +217,10 @@ package final class PerRun<Value>: @unchecked Sendable {
 
     deinit { slots.deinitialize().deallocate() }
 
+    /// The value of run `run`, borrowed in place (a class instance is not retained to
+    /// call a method on it).
     package subscript(run: Int) -> Value {
-        get { slots[run] }
-        set { slots[run] = newValue }
+        _read { yield slots[run] }
+        _modify { yield &slots[run] }
     }
 }

@@ -70,15 +70,15 @@ extension Store {
             }
             var seen = [[[Value]: RecordID]](repeating: [:], count: groups.count)
             do {
-                try scanVersioned(entity: entity.number, recheckingFrames: true) { id, _, body in
+                try scanVersioned(entity: entity.number, recheckingFrames: true) { id, _, record in
                     let values: [Value]
                     do {
-                        values = try ValueCoding.decode(body)
+                        values = try record.values()
                         try Self.check(values, of: id, against: schema)
                     } catch let error as CairnError {
                         // A body from the log is reported by ``verifyLogBodies()``, with every
                         // other body there, at its offset (locating it here read the log again).
-                        guard let start = snapshot.offset(of: body) else { return }
+                        guard let start = snapshot.offset(of: record.bytes) else { return }
                         let located = error.path == nil ? error.located(in: snapshot.path, base: Int64(start)) : error
                         problems.append(Problem(record: id, message: error.message, path: located.path,
                                                 offset: located.offset ?? Int64(start)))

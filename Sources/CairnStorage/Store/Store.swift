@@ -64,7 +64,12 @@ package final class Store: Sendable {
 
     /// ``decodeRecord(_:id:entity:)`` whose errors name the file and the absolute offset
     /// of the record body (``locate(_:of:body:)``).
-    package func decodeLocated(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+    package func decodeLocated(_ record: borrowing StoredRecord, id: RecordID, entity: EntityDescription?) throws -> [Value] {
+        try decodeLocated(record.bytes, id: id, entity: entity)
+    }
+
+    /// ``decodeLocated(_:id:entity:)`` of a body read from the store's files.
+    func decodeLocated(_ body: UnsafeRawBufferPointer, id: RecordID, entity: EntityDescription?) throws -> [Value] {
         do { return try Self.decodeRecord(body, id: id, entity: entity) } catch let error as CairnError {
             throw locate(error, of: id, body: body)
         }
@@ -207,7 +212,7 @@ package final class Store: Sendable {
     package func records(entity: UInt16) throws -> [Record] {
         var result: [Record] = []
         let description = schema.entity(number: entity)
-        try scan(entity: entity) { id, body in result.append(Record(id: id, values: try decodeLocated(body, id: id, entity: description))) }
+        try scan(entity: entity) { id, record in result.append(Record(id: id, values: try decodeLocated(record, id: id, entity: description))) }
         return result
     }
 

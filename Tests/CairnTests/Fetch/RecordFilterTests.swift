@@ -108,7 +108,7 @@ final class FilterLedger: ManagedObject {
             built += 1
             for (index, values) in records.enumerated() {
                 let expected = compiled.evaluate(values) { _ in nil }
-                let actual = try bodies[index].withUnsafeBytes { try filter.matches($0, id: RecordID(entity: sample.number, serial: 1)) }
+                let actual = try StoredRecord.lending(bodies[index]) { try filter.matches($0, id: RecordID(entity: sample.number, serial: 1)) }
                 #expect(actual == expected, "seed \(seed): \(format) \(arguments) on \(values)")
                 if actual != expected { return }
             }
@@ -161,7 +161,7 @@ final class FilterLedger: ManagedObject {
             #expect(filter.readsIntervals, "\(format) \(arguments)")
             for (index, values) in records.enumerated() {
                 let expected = compiled.evaluate(values) { _ in nil }
-                let actual = try bodies[index].withUnsafeBytes { try filter.matches($0, id: RecordID(entity: sample.number, serial: 1)) }
+                let actual = try StoredRecord.lending(bodies[index]) { try filter.matches($0, id: RecordID(entity: sample.number, serial: 1)) }
                 #expect(actual == expected, "seed \(seed): \(format) \(arguments) on \(values)")
                 if actual != expected { return }
             }
@@ -193,20 +193,20 @@ final class FilterLedger: ManagedObject {
         let id = RecordID(entity: sample.number, serial: 1)
         var values: [Value] = [.int16(5), .int32(0), .int64(5), .double(0), .float(0), .bool(false), .null, .null, .null]
         let body = ValueCoding.encode(values)
-        #expect(try body.withUnsafeBytes { try filter.matches($0, id: id) })
+        #expect(try StoredRecord.lending(body) { try filter.matches($0, id: id) })
         // small's varint says 40000: out of an int16's range, corrupt as a full decode says.
         var wide = body
         #expect(wide[1] == Value.Tag.int16.rawValue)
         wide.replaceSubrange(2..<3, with: [0x80, 0xF1, 0x04])  // zigzag 80000
-        #expect(throws: CairnError.self) { try wide.withUnsafeBytes { try filter.matches($0, id: id) } }
+        #expect(throws: CairnError.self) { try StoredRecord.lending(wide) { try filter.matches($0, id: id) } }
         // big as a ten-byte varint (Int64.min, Int64.max) is read by the general path.
         values[2] = .int64(.min)
-        #expect(try ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) })
+        #expect(try StoredRecord.lending(ValueCoding.encode(values)) { try filter.matches($0, id: id) })
         values[2] = .int64(.max)
-        #expect(try !ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) })
+        #expect(try !StoredRecord.lending(ValueCoding.encode(values)) { try filter.matches($0, id: id) })
         // A count of two bytes: a record of more than 127 values is not Sample's; the
         // general path says so.
-        #expect(throws: CairnError.self) { try ValueCoding.encode(Array(repeating: .int16(5), count: 130)).withUnsafeBytes { try filter.matches($0, id: id) } }
+        #expect(throws: CairnError.self) { try StoredRecord.lending(ValueCoding.encode(Array(repeating: .int16(5), count: 130))) { try filter.matches($0, id: id) } }
     }
 
     /// Values of every kind before the ones read are stepped over, common ones (nil, int64,
@@ -222,7 +222,7 @@ final class FilterLedger: ManagedObject {
             for note: Value in [.null, .string(""), .string(String(repeating: "n", count: 300))] {
                 let values: [Value] = [note, .bytes(Data([1, 2, 3])), .date(Date(timeIntervalSinceReferenceDate: 5)), .float(1.5),
                                        .int64(.max), .double(2), .int32(count)]
-                let matched = try ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) }
+                let matched = try StoredRecord.lending(ValueCoding.encode(values)) { try filter.matches($0, id: id) }
                 #expect(matched == (count == 3 || count == 4), "count \(count), note \(note)")
             }
         }
@@ -243,7 +243,7 @@ final class FilterLedger: ManagedObject {
         let values: [Value] = [.int64(1), .int64(1), .null, .null, .double(0), .bool(false), .null, .reference(groupID.rawValue)]
         let body = ValueCoding.encode(values)
         let id = RecordID(entity: item.number, serial: 1)
-        let answers = try body.withUnsafeBytes { body in
+        let answers = try StoredRecord.lending(body) { body in
             (try withGroup?.matches(body, id: id), try noGroup?.matches(body, id: id))
         }
         #expect(answers.0 == true && answers.1 == false)
@@ -254,7 +254,7 @@ final class FilterLedger: ManagedObject {
         let filter = try #require(RecordFilter(compiled))
         let id = RecordID(entity: sample.number, serial: 1)
         func matches(_ values: [Value]) throws -> Bool {
-            try ValueCoding.encode(values).withUnsafeBytes { try filter.matches($0, id: id) }
+            try StoredRecord.lending(ValueCoding.encode(values)) { try filter.matches($0, id: id) }
         }
         var values: [Value] = [.int16(0), .int32(0), .int64(5), .double(0), .float(0), .bool(false), .null, .null, .null]
         #expect(try matches(values))
@@ -270,6 +270,6 @@ final class FilterLedger: ManagedObject {
         #expect(throws: CairnError.self) { try matches(Array(values.prefix(3))) }
         // A body cut short where the filter reads.
         let cut = Array(ValueCoding.encode([.int16(0), .int32(0), .int64(5_000_000)]).dropLast())
-        #expect(throws: CairnError.self) { try cut.withUnsafeBytes { try filter.matches($0, id: id) } }
+        #expect(throws: CairnError.self) { try StoredRecord.lending(cut) { try filter.matches($0, id: id) } }
     }
 }

@@ -41,8 +41,8 @@ import Testing
         return store
     }
 
-    static func kept(_ body: UnsafeRawBufferPointer) throws -> Bool {
-        guard case .int64(let x) = try ValueCoding.decode(body)[1] else { return false }
+    static func kept(_ record: borrowing StoredRecord) throws -> Bool {
+        guard case .int64(let x) = try record.values()[1] else { return false }
         return x % 3 != 0
     }
 
@@ -53,16 +53,18 @@ import Testing
         defer { try? store.close() }
         var expected: [(RecordID, UInt64, [UInt8])] = []
         try store.scanVersioned(entity: 1) { id, version, body in
-            if try Self.kept(body) { expected.append((id, version, Array(body))) }
+            if try Self.kept(body) { expected.append((id, version, Array(body.bytes))) }
         }
         #expect(expected.count > 300)
         for (parts, minimum) in [(1, 1), (2, 1), (3, 1), (5, 16), (8, 1), (64, 1), (4, 10_000)] {
             let runsSeen = Protected(Set<Int>())
             var found: [(RecordID, UInt64, [UInt8])] = []
-            try store.scanVersioned(entity: 1, parts: parts, minimumPerRun: minimum, where: { run, _, body in
-                runsSeen.withLock { _ = $0.insert(run) }
-                return try Self.kept(body)
-            }) { id, version, body in found.append((id, version, Array(body))) }
+            try store.scanVersioned(entity: 1, parts: parts, minimumPerRun: minimum, where: { run in
+                { _, body in
+                    runsSeen.withLock { _ = $0.insert(run) }
+                    return try Self.kept(body)
+                }
+            }) { id, version, body in found.append((id, version, Array(body.bytes))) }
             #expect(found.count == expected.count, "\(parts) parts")
             #expect(zip(found, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 && $0.2 == $1.2 }, "\(parts) parts")
             // 600 records in the snapshot: runs of whole groups of 16, at least `minimum` each.
@@ -107,9 +109,11 @@ import Testing
         struct Refused: Error, Equatable { let id: RecordID }
         var called = 0
         #expect(throws: Refused(id: bad)) {
-            try store.scanVersioned(entity: 1, parts: 4, minimumPerRun: 1, where: { _, id, _ in
-                if id == bad { throw Refused(id: id) }
-                return true
+            try store.scanVersioned(entity: 1, parts: 4, minimumPerRun: 1, where: { _ in
+                { id, _ in
+                    if id == bad { throw Refused(id: id) }
+                    return true
+                }
             }) { _, _, _ in called += 1 }
         }
         #expect(called == 0)  // the runs are tested before any record is handed on

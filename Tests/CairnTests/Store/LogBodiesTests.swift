@@ -83,7 +83,7 @@ import CairnTesting
                 // More than the new log's first mapping, so it is mapped again.
                 try store.commit(operations: (3_000...5_000).map { Self.blob($0, "new\($0)", 1_000) }, durable: false)
             }
-            let values = try ValueCoding.decode(body)
+            let values = try body.values()
             #expect(values[0] == .string("r\(id.serial)"))
             seen += 1
         }

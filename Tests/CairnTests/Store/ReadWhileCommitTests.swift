@@ -58,7 +58,7 @@ import Testing
             }
             if round % 50 == 0 {
                 try store.scan(entity: 1) { id, body in
-                    let decoded = try ValueCoding.decode(body)
+                    let decoded = try body.values()
                     #expect(decoded == values(id.serial), "round \(round), \(id)")
                 }
             }

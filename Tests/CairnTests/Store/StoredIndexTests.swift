@@ -158,7 +158,7 @@ import Testing
             #expect(expected.count > 20 && Set(expected.map(\.2)).count >= 2)  // (records of both commits)
             var seen: [(RecordID, [Value], UInt64)] = []
             try store.scanIndexed(entity: 1, slot: slot, matching: condition) { id, version, body in
-                seen.append((id, try ValueCoding.decode(body), version))
+                seen.append((id, try body.values(), version))
                 if seen.count == 1 {
                     // Mid-scan: the last match changed, the one before it deleted.
                     let last = expected[expected.count - 1].0, before = expected[expected.count - 2].0
@@ -339,7 +339,7 @@ import Testing
                     var valuesAgree = true
                     try store.scanInIndexOrder(entity: 1, slot: slot, ascending: ascending) { id, _, value, body in
                         seen.append(id)
-                        if try ValueCoding.decode(body)[slot] != value { valuesAgree = false }
+                        if try body.values()[slot] != value { valuesAgree = false }
                         return true
                     }
                     #expect(seen == wanted.map(\.id), "\(label), slot \(slot), ascending \(ascending)")
