@@ -43,6 +43,11 @@ package final class FaultInjectingFileSystem: FileSystem {
         try tick("open", path)
         return FaultInjectingFile(base: try base.open(path, create: create, truncate: truncate), owner: self)
     }
+    package func openForReading(_ path: String) throws -> any StorageFile {
+        try tick("open", path)
+        return FaultInjectingFile(base: try base.openForReading(path), owner: self)
+    }
+    package func lockHolder(_ path: String) -> Int32? { base.lockHolder(path) }
     package func exists(_ path: String) -> Bool { base.exists(path) }
     package func isDirectory(_ path: String) -> Bool { base.isDirectory(path) }
     package func listDirectory(_ path: String) throws -> [String] {

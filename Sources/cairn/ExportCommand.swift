@@ -86,7 +86,7 @@ enum ExportCommand: Command {
         if args.flags.contains("--help") { return Console.out(help) }
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
-        let store = try openStore(directory, command: "export")
+        let store = try openStore(directory, command: "export", readOnly: true)
         defer { try? store.close() }
         var entities = store.schema.entities.sorted { $0.number < $1.number }
         if let name = args.options["--entity"] {

@@ -18,7 +18,7 @@ enum HistoryCommand: Command {
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         let since = UInt64(try args.integer("--since") ?? 0)
-        let store = try openStore(directory, command: "history")
+        let store = try openStore(directory, command: "history", readOnly: true)
         defer { try? store.close() }
         let schema = store.schema
         for transaction in try store.history() where transaction.sequence > since {

@@ -21,13 +21,14 @@ enum QueryCommand: Command {
         let entityName = try args.positional(1, "the entity")
         try args.noExtraPositionals(3)
         let format = args.positionals.count > 2 ? args.positionals[2] : nil
-        let stored = try openStore(directory, command: "query").schema
+        let stored = try openStore(directory, command: "query", readOnly: true).schemaClosing()
         guard stored.entity(named: entityName) != nil else {
             throw CairnError(.invalidArgument, "the store has no entity \(entityName) (it has \(stored.entities.map(\.name).joined(separator: ", ")))")
         }
         var options = StoreOptions()
         options.createIfMissing = false
         options.compaction = .manual
+        options.readOnly = true
         let model = try Model(entities: stored.entities.sorted { $0.number < $1.number }, version: stored.version)
         let coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
         defer { try? coordinator.close() }

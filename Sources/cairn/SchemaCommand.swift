@@ -15,7 +15,7 @@ enum SchemaCommand: Command {
         if args.flags.contains("--help") { return Console.out(help) }
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
-        let store = try openStore(directory, command: "schema")
+        let store = try openStore(directory, command: "schema", readOnly: true)
         defer { try? store.close() }
         Console.out(SchemaJSON.render(store.schema))
     }

@@ -19,7 +19,7 @@ enum StatsCommand: Command {
         if args.flags.contains("--help") { return Console.out(help) }
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
-        let store = try openStore(directory, command: "stats")
+        let store = try openStore(directory, command: "stats", readOnly: true)
         defer { try? store.close() }
         let stats = store.statistics
         let live = stats.recordCounts.values.reduce(0, +)

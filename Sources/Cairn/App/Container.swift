@@ -59,12 +59,17 @@ public final class Container: Sendable {
     ///     the store's, with another layout, is refused rather than migrated back.
     ///   - migration: what to do when the model differs from the store's (lightweight
     ///     migration by default; see ``MigrationPolicy``).
+    ///   - readOnly: open the store as a reader (``StoreOptions/readOnly``): for an app
+    ///     extension, a widget or a tool that reads a store another process writes. The
+    ///     open succeeds while that process holds the store, takes no lock, changes no
+    ///     file, and sees the store's committed state as of the open; every save throws.
+    ///     The model must be the store's (a reader does not migrate).
     public init(name: String = "Cairn", entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],
                 storage: Storage, durability: Durability = .durable, compaction: CompactionPolicy = .default,
-                modelVersion: UInt32 = 1, migration: MigrationPolicy = .lightweight) throws {
+                modelVersion: UInt32 = 1, migration: MigrationPolicy = .lightweight, readOnly: Bool = false) throws {
         self.name = name
         model = try Model(types: entities, entities: dynamicEntities + [Container.queueEntity], version: modelVersion)
-        let options: StoreOptions
+        var options: StoreOptions
         switch storage {
         case .onDisk(let url):
             path = url.path
@@ -73,6 +78,10 @@ public final class Container: Sendable {
             path = "/memory/\(name)"
             options = StoreOptions(fileSystem: MemoryFileSystem(), durability: durability, compaction: compaction,
                                    preallocationBytes: 64 << 10)
+        }
+        if readOnly {
+            options.readOnly = true
+            options.createIfMissing = false
         }
         coordinator = try Coordinator(path: path, schema: model.schema, options: options, migration: migration)
     }

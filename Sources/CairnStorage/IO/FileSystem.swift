@@ -8,6 +8,13 @@
 package protocol FileSystem: Sendable {
     /// Opens a file. `create` makes it if missing; `truncate` empties it.
     func open(_ path: String, create: Bool, truncate: Bool) throws -> any StorageFile
+    /// Opens an existing file for reading only (`O_RDONLY`): a reader's handle, which
+    /// works on a file it may not write, and through which every write throws.
+    func openForReading(_ path: String) throws -> any StorageFile
+    /// The process id written in the lock file at `path` by the last process that locked
+    /// it, when that process is still running (a writer may hold the store); nil when the
+    /// file is missing, names no process, or names one that has ended. Reads only.
+    func lockHolder(_ path: String) -> Int32?
     /// Whether something exists at `path`.
     func exists(_ path: String) -> Bool
     /// Whether `path` is a directory.
@@ -86,6 +93,13 @@ extension StorageFile {
 /// A held lock; released by ``unlock()`` or when the object is freed.
 package protocol FileLock: AnyObject, Sendable {
     func unlock()
+}
+
+/// What a reader holds in place of the lock: nothing. Readers take no lock, so a writer
+/// in another process never waits for one, nor is refused because of one.
+package final class NoLock: FileLock {
+    package init() {}
+    package func unlock() {}
 }
 
 /// Read-only bytes of a file: an `mmap` region, or an owned copy for in-memory files.

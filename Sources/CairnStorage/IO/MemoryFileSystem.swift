@@ -211,6 +211,22 @@ package final class MemoryFileSystem: FileSystem {
         }
     }
 
+    package func openForReading(_ path: String) throws -> any StorageFile {
+        let (directory, name) = Self.split(path)
+        let inode: Int = try state.withLock { state in
+            guard let existing = state.entries[directory]?[name] else {
+                throw CairnError(.notFound, "open failed: no such file or directory", path: path, errno: 2)
+            }
+            return existing
+        }
+        return MemoryFile(fileSystem: self, inode: inode, path: path, readOnly: true)
+    }
+
+    /// This process's id while the lock at `path` is held (every holder here is this process).
+    package func lockHolder(_ path: String) -> Int32? {
+        state.withLock { $0.locks.contains(Self.normalize(path)) } ? currentProcessID() : nil
+    }
+
     package func lock(_ path: String, storePath: String) throws -> any FileLock {
         let normalized = Self.normalize(path)
         try state.withLock { state in
@@ -372,18 +388,27 @@ final class MemoryFile: StorageFile {
     let fileSystem: MemoryFileSystem
     let inode: Int
     let path: String
+    /// Opened for reading only (``MemoryFileSystem/openForReading(_:)``): every change throws.
+    let readOnly: Bool
     private let closed = Atomic<Bool>(false)
 
-    init(fileSystem: MemoryFileSystem, inode: Int, path: String) {
+    init(fileSystem: MemoryFileSystem, inode: Int, path: String, readOnly: Bool = false) {
         self.fileSystem = fileSystem
         self.inode = inode
         self.path = path
+        self.readOnly = readOnly
     }
 
     private func checkOpen() throws {
         if closed.load(ordering: .acquiring) {
             throw CairnError(.io, "file is closed", path: path, errno: 9)
         }
+    }
+
+    /// As a descriptor opened `O_RDONLY` answers a write: EBADF.
+    private func checkWritable(_ call: String) throws {
+        try checkOpen()
+        if readOnly { throw CairnError(.io, "\(call) failed: bad file descriptor (opened for reading)", path: path, errno: 9) }
     }
 
     func read(at offset: Int64, count: Int) throws -> [UInt8] {
@@ -396,7 +421,7 @@ final class MemoryFile: StorageFile {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
-        try checkOpen()
+        try checkWritable("pwrite")
         let copy = [UInt8](bytes)
         fileSystem.withInode(inode) { inode, _ in inode.apply(.write(offset: Int(offset), bytes: copy)) }
     }
@@ -407,12 +432,12 @@ final class MemoryFile: StorageFile {
     }
 
     func truncate(to size: Int64) throws {
-        try checkOpen()
+        try checkWritable("ftruncate")
         fileSystem.withInode(inode) { inode, _ in inode.apply(.truncate(Int(size))) }
     }
 
     func preallocate(to size: Int64) throws {
-        try checkOpen()
+        try checkWritable("fallocate")
         fileSystem.withInode(inode) { inode, _ in
             if inode.current.count < Int(size) { inode.apply(.truncate(Int(size))) }
         }

@@ -19,6 +19,24 @@ package struct POSIXFileSystem: FileSystem {
         return POSIXFile(fd: fd, path: path)
     }
 
+    package func openForReading(_ path: String) throws -> any StorageFile {
+        let fd = try retrying("open", path) { systemOpen(path, O_RDONLY | O_CLOEXEC, 0) }
+        return POSIXFile(fd: fd, path: path)
+    }
+
+    package func lockHolder(_ path: String) -> Int32? {
+        let fd = systemOpen(path, O_RDONLY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return nil }
+        defer { _ = systemClose(fd) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 32, 0) }
+        guard count > 0, let pid = Int32(String(decoding: buffer[0..<count], as: UTF8.self).trimmingWhitespace()), pid > 0 else {
+            return nil
+        }
+        // Signal 0 checks the process exists; EPERM means it does, owned by another user.
+        return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
+    }
+
     /// The file at `path`, opened read-only and mapped whole (for input a command reads,
     /// such as `cairn import`'s: a file that may be large and need not be writable).
     package func mapForReading(_ path: String) throws -> FileMapping {
@@ -249,8 +267,17 @@ final class POSIXLock: FileLock {
     nonisolated(unsafe) private var fd: Int32
     init(fd: Int32) { self.fd = fd }
     deinit { unlock() }
+    /// Blanks the holder's ID (in place, as the open wrote it) before letting go, so
+    /// that a reader does not take a process that has closed the store for its writer
+    /// (``POSIXFileSystem/lockHolder(_:)``); a holder that dies keeps its ID there, and
+    /// is seen to have ended.
     func unlock() {
-        if fd >= 0 { _ = flock(fd, LOCK_UN); _ = systemClose(fd); fd = -1 }
+        guard fd >= 0 else { return }
+        let blank = [UInt8](repeating: UInt8(ascii: " "), count: lockRecordSize - 1) + [UInt8(ascii: "\n")]
+        _ = blank.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        _ = flock(fd, LOCK_UN)
+        _ = systemClose(fd)
+        fd = -1
     }
 }
 

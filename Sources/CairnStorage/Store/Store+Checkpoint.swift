@@ -176,7 +176,7 @@ extension Store {
         guard fs.exists(checkpointPath) else { return nil }
         #if _endian(little)
         do {
-            let file = try fs.open(checkpointPath, create: false, truncate: false)
+            let file = try openStoreFile(checkpointPath, options: options)
             defer { file.close() }
             let mapping = try file.mapCopyOnWrite()
             let directory = try checkCheckpoint(mapping.bytes, manifest: manifest, snapshot: snapshot)

@@ -47,9 +47,9 @@ extension Store {
     /// mapped, not read (as recovery maps it): it can be as large as the snapshot, and its
     /// pages are then the file's, which the kernel can drop, not a copy on the heap.
     package func forEachLogTransaction(_ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws {
-        guard let (logNumber, end) = log.withLock({ $0.map { ($0.manifest.logNumber, $0.appendOffset) } }) else { throw closedError() }
-        let file = try fileSystem.open(logPath(logNumber), create: false, truncate: false)
-        defer { file.close() }
+        // Through the store's own handle: a reader's log may since have been retired by a
+        // writer's compaction, which leaves an open file readable.
+        guard let (file, end) = log.withLock({ $0.map { ($0.file, $0.appendOffset) } }) else { throw closedError() }
         let mapping = try file.map()
         try withExtendedLifetime(mapping) {
             let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])

@@ -27,6 +27,7 @@ extension Store {
 
     private static func open(at path: String, schema: Schema?, options: StoreOptions, creating: Bool) throws -> Store {
         let fs = options.fileSystem
+        if options.openMode == .readOnly { return try openReader(at: path, schema: schema, fileSystem: fs, options: options) }
         if !fs.isDirectory(path) {
             guard options.createIfMissing, schema != nil else {
                 throw CairnError(.notFound, "no store at \(path)\(schema == nil ? "; give a schema to create one" : "")", path: path)
@@ -45,18 +46,53 @@ extension Store {
                 }
                 try create(at: path, schema: schema, fileSystem: fs, preallocationBytes: options.preallocationBytes)
             }
-            let store = try openExisting(at: path, options: options, lock: lock)
-            if let schema, schema.versionHash != store.schema.versionHash {
-                let stored = store.schema
-                try store.close()
-                throw CairnError(.schemaMismatch,
-                                 "store at \(path) has schema version \(stored.version) (hash \(hex(stored.versionHash))) but the model given has version \(schema.version) (hash \(hex(schema.versionHash))); migrate the store or open it with its own model")
-            }
-            return store
+            return try checkingSchema(schema, of: try openExisting(at: path, options: options, lock: lock))
         } catch {
             lock.unlock()
             throw error
         }
+    }
+
+    /// A reader's open (``StoreOptions/readOnly``): it takes no lock, creates nothing,
+    /// opens every file for reading only, and changes no byte and no file. It may run
+    /// while a writer in another process holds the store: when a compaction retires the
+    /// files the manifest named between the reads of the manifest and of the files, the
+    /// open reads the new manifest and starts again (FORMAT.md §13).
+    private static func openReader(at path: String, schema: Schema?, fileSystem fs: any FileSystem,
+                                   options: StoreOptions) throws -> Store {
+        let manifestPath = joinPath(path, StoreFileName.manifest)
+        guard fs.exists(manifestPath) else {
+            throw CairnError(.notFound, "no store at \(path) (no MANIFEST)", path: fs.isDirectory(path) ? manifestPath : path)
+        }
+        var attempts = 0
+        while true {
+            let before = try readManifest(in: path, fileSystem: fs)
+            do {
+                return try checkingSchema(schema, of: try openExisting(at: path, options: options, lock: NoLock()))
+            } catch {
+                attempts += 1
+                // Files gone from under the open are a compaction's doing only if the
+                // manifest changed meanwhile; anything else is the store's state.
+                guard attempts < 16, let after = try? readManifest(in: path, fileSystem: fs), after != before else { throw error }
+            }
+        }
+    }
+
+    /// `store`, if `schema` (when given) is the one it stores; else the store is closed
+    /// and `.schemaMismatch` thrown.
+    private static func checkingSchema(_ schema: Schema?, of store: Store) throws -> Store {
+        guard let schema, schema.versionHash != store.schema.versionHash else { return store }
+        let stored = store.schema
+        try store.close()
+        throw CairnError(.schemaMismatch,
+                         "store at \(store.path) has schema version \(stored.version) (hash \(hex(stored.versionHash))) but the model given has version \(schema.version) (hash \(hex(schema.versionHash))); migrate the store or open it with its own model")
+    }
+
+    /// Opens one of the store's files: for reading only in a reader's open.
+    static func openStoreFile(_ path: String, options: StoreOptions) throws -> any StorageFile {
+        options.openMode == .readOnly
+            ? try options.fileSystem.openForReading(path)
+            : try options.fileSystem.open(path, create: false, truncate: false)
     }
 
     /// Writes a new empty store: snapshot 1, log 2, then the manifest naming them.
@@ -113,7 +149,7 @@ extension Store {
 
     package static func readManifest(in path: String, fileSystem fs: any FileSystem) throws -> Manifest {
         let manifestPath = joinPath(path, StoreFileName.manifest)
-        let file = try fs.open(manifestPath, create: false, truncate: false)
+        let file = try fs.openForReading(manifestPath)
         defer { file.close() }
         let bytes = try file.read(at: 0, count: Manifest.size + 1)
         do {
@@ -127,7 +163,7 @@ extension Store {
         let fs = options.fileSystem
         let manifest = try readManifest(in: path, fileSystem: fs)
         let snapshotPath = joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber))
-        let snapshotFile = try fs.open(snapshotPath, create: false, truncate: false)
+        let snapshotFile = try openStoreFile(snapshotPath, options: options)
         let snapshot: SnapshotReader
         do {
             defer { snapshotFile.close() }
@@ -156,18 +192,24 @@ extension Store {
             throw CairnError(.corrupt, "the log \(StoreFileName.log(manifest.logNumber)) that the manifest names is missing\(shown); nothing was changed: run `cairn repair`",
                              path: logPath, offset: 0)
         }
-        let logFile = try fs.open(logPath, create: false, truncate: false)
+        let logFile = try openStoreFile(logPath, options: options)
+        // A reader of a store a writer holds stops at the last whole transaction: what
+        // follows is the writer's frame being written, not a tail to judge (and judging it
+        // would read what the writer's own recovery may cut). Otherwise the tail is judged
+        // as a writer's open judges it, and reported, not cut.
+        let judgesTail = options.openMode != .readOnly || fs.lockHolder(joinPath(path, StoreFileName.lock)) == nil
         do {
             var writer: LogWriter
             do {
                 writer = try recoverLog(logFile, manifest: manifest, checkpoint: checkpoint, into: &state, report: &report,
-                                        options: options)
+                                        options: options, judgesTail: judgesTail)
             } catch let torn as TornAfterCheckpoint {
                 // Damage past a checkpoint is judged on the whole log's word, not the checkpoint's.
                 state = freshState()
                 report = RecoveryReport()
                 report.ignoredCheckpoint = torn.reason
-                writer = try recoverLog(logFile, manifest: manifest, checkpoint: nil, into: &state, report: &report, options: options)
+                writer = try recoverLog(logFile, manifest: manifest, checkpoint: nil, into: &state, report: &report, options: options,
+                                        judgesTail: judgesTail)
             }
             state.attachStoredIndexes(tailLimit: options.openIndexTailLimit)
             // The replay read the whole log; the pages it mapped are the kernel's to keep,
@@ -210,7 +252,8 @@ extension Store {
     /// Replays the log into `state` (FORMAT.md §9 "Recovery"), cuts a torn tail, and
     /// returns a writer positioned after the last good frame.
     private static func recoverLog(_ file: any StorageFile, manifest: Manifest, checkpoint: LoadedCheckpoint?,
-                                   into state: inout StoreState, report: inout RecoveryReport, options: StoreOptions) throws -> LogWriter {
+                                   into state: inout StoreState, report: inout RecoveryReport, options: StoreOptions,
+                                   judgesTail: Bool) throws -> LogWriter {
         // Mapped, not read: most of a log is often its preallocated tail of zeros, which
         // recovery only scans; reading it first would fill and copy a buffer of that size.
         // The mapping follows the log's appends and stays: the overlay's entries point into
@@ -329,7 +372,7 @@ extension Store {
                 // stretches that may hold data; the holes the file system reports (space
                 // reserved and never written) are zeros without being read, which would
                 // have made the kernel fill a page of zeros for each.
-                tailIsClean = isAllZero(buffer, from: offset, file: file)
+                tailIsClean = !judgesTail || isAllZero(buffer, from: offset, file: file)
                 if !tailIsClean, report.usedCheckpoint {
                     throw TornAfterCheckpoint(reason: "the log past the checkpoint's offset \(checkpoint?.directory.logOffset ?? 0) is damaged or torn at offset \(offset)\(damage.map { " (\($0))" } ?? ""); the whole log was replayed to judge it")
                 }

@@ -74,10 +74,15 @@ public struct StoreOptions: Sendable {
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 
-    /// Open without changing anything: a torn log tail is not cut (``RecoveryReport``
-    /// says what a writable open would cut), nothing is synced or removed, and every
-    /// write throws. The store is locked all the same (the state read must not change
-    /// under it). `cairn verify` opens stores so.
+    /// Open as a reader: the store is read as it is, and nothing in its directory changes.
+    /// The open takes no lock, so it succeeds while a writer in another process holds
+    /// the store, and that writer never waits for it; it creates nothing (not even `LOCK`),
+    /// opens every file for reading only (so it works on a store the user may not write),
+    /// cuts no torn tail (``RecoveryReport`` says what a writer's open would cut), syncs
+    /// and removes nothing, and every write throws. The reader sees the committed state of
+    /// its open: while a writer holds the store, the last whole transaction in the log;
+    /// a compaction or checkpoint the writer makes later does not change what it reads.
+    /// The `cairn` read commands open stores so.
     public var readOnly: Bool {
         get { openMode == .readOnly }
         set { openMode = newValue ? .readOnly : .normal }
@@ -105,8 +110,9 @@ public struct StoreOptions: Sendable {
 enum OpenMode: Sendable, Equatable {
     /// Cut a torn tail; refuse damage followed by a durable frame.
     case normal
-    /// As `normal`, but change nothing: no cut, no sync, no file removed, and writes are
-    /// refused. The recovery report says what a normal open would cut (`cairn verify`).
+    /// A reader's open (``StoreOptions/readOnly``): no lock, files opened for reading, no
+    /// cut, no sync, no file removed, and writes refused. The recovery report says what a
+    /// normal open would cut, unless a writer holds the store (its tail is then its own).
     case readOnly
     /// Replay up to the first damage whatever follows it, changing nothing; the frames
     /// valid past it are reported dropped, and their record serials are not handed out

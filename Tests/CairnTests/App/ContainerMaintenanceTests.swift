@@ -141,4 +141,31 @@ final class GaugeWithoutReading: ManagedObject {
         #expect(try reopened.mainContext.fetch(Gauge.self).map(\.reading).sorted() == [0, 3, 5], "the forecast changed nothing")
         try reopened.close()
     }
+
+    /// A widget's container: a reader of the store the app's container holds. It opens
+    /// while the app writes, sees the app's saved objects, refuses to save, and changes no
+    /// file; a reader opened later sees the app's later saves.
+    @MainActor @Test func aReadOnlyContainerReadsTheStoreAnotherContainerHolds() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let app = try Self.open(directory)
+        let gauge = Gauge(context: app.mainContext)
+        (gauge.label, gauge.reading) = ("boiler", 70)
+        try app.mainContext.save()
+
+        let url = URL(fileURLWithPath: directory)
+        let widget = try Container(name: "Gauges", entities: [Gauge.self], storage: .onDisk(url), readOnly: true)
+        let seen = try widget.mainContext.fetch(FetchQuery<Gauge>())
+        #expect(seen.map(\.label) == ["boiler"] && seen.first?.reading == 70)
+        seen.first?.reading = 71
+        #expect(throws: CairnError.self) { try widget.mainContext.save() }
+
+        gauge.reading = 90
+        try app.mainContext.save()
+        let later = try Container(name: "Gauges", entities: [Gauge.self], storage: .onDisk(url), readOnly: true)
+        #expect(try later.mainContext.fetch(FetchQuery<Gauge>()).first?.reading == 90)
+        #expect(throws: CairnError.self) {
+            try Container(name: "Gauges", entities: [Gauge.self], storage: .onDisk(url.appendingPathComponent("none")), readOnly: true)
+        }
+    }
 }

@@ -74,14 +74,27 @@ import Testing
         try Store.open(at: path).close()
     }
 
-    /// The holder's pid is written padded to 12 bytes, in place; a longer file is cut to it.
+    /// The holder's pid is written padded to 12 bytes, in place; a longer file is cut to
+    /// it. A close blanks it in place, so the file names no process that has let go.
     @Test func theLockHoldsThePidPaddedToTwelveBytes() throws {
         let path = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: path) }
-        try Store.open(at: path, schema: TestSchemas.blobs).close()
+        let first = try Store.open(at: path, schema: TestSchemas.blobs)
         let lock = URL(fileURLWithPath: path + "/LOCK")
         let expected = "\(getpid())".padding(toLength: 11, withPad: " ", startingAt: 0) + "\n"
         #expect(String(decoding: try Data(contentsOf: lock), as: UTF8.self) == expected)
+        #expect(POSIXFileSystem().lockHolder(lock.path) == getpid())
+        try first.close()
+        #expect(String(decoding: try Data(contentsOf: lock), as: UTF8.self) == String(repeating: " ", count: 11) + "\n")
+        #expect(POSIXFileSystem().lockHolder(lock.path) == nil)
+        // A holder that died keeps its pid there, and is seen to have ended.
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/sh")
+        ended.arguments = ["-c", "exit 0"]
+        try ended.run()
+        ended.waitUntilExit()
+        try Data("\(ended.processIdentifier)\n".utf8).write(to: lock)
+        #expect(POSIXFileSystem().lockHolder(lock.path) == nil)
         try Data(repeating: UInt8(ascii: "9"), count: 40).write(to: lock)
         let store = try Store.open(at: path)
         #expect(String(decoding: try Data(contentsOf: lock), as: UTF8.self) == expected)

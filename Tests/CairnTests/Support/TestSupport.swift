@@ -124,3 +124,12 @@ func memoryOptions(_ fs: any FileSystem, durability: Durability = .durable, stre
     }
     return options
 }
+
+/// Every file of a directory on disk with its bytes: what a reader must leave as it was.
+func directoryContents(_ path: String) throws -> [String: [UInt8]] {
+    var result: [String: [UInt8]] = [:]
+    for name in try FileManager.default.contentsOfDirectory(atPath: path) {
+        result[name] = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path + "/" + name)))
+    }
+    return result
+}
