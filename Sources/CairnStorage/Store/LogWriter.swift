@@ -25,6 +25,13 @@ final class LogWriter: @unchecked Sendable {
     /// buffer is let go after it, not held for the store's lifetime).
     static let keptBufferCapacity = 1 << 20
 
+    /// A reader's log end moves past the frames it took in (``Store/advance()``); it
+    /// writes nothing.
+    func readerMoved(to offset: Int, lastSequence: UInt64) {
+        appendOffset = offset
+        lastWritten = lastSequence
+    }
+
     init(file: any StorageFile, fileSystem: any FileSystem, manifest: Manifest, appendOffset: Int,
          allocatedEnd: Int, lastWritten: UInt64, syncedThrough: UInt64, preallocationBytes: Int) {
         self.file = file

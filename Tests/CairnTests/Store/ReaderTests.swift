@@ -127,4 +127,61 @@ import Testing
         }
         #expect(!FileManager.default.fileExists(atPath: directory))
     }
+
+    /// A reader moves to the writer's newest state on `advance()`: each transaction the
+    /// writer appended, with what it inserted, updated (and which slots) and deleted; a
+    /// frame not yet whole is left for the next call; after a compaction, the new files,
+    /// with the difference between the two states.
+    @Test func aReaderAdvancesTransactionByTransactionAndAcrossACompaction() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let writer = try Store.open(at: directory, schema: TestSchemas.blobs)
+        defer { try? writer.close() }
+        try writer.commit((1...3).map { Self.blob($0, "r\($0)") })
+        let reader = try Store.open(at: directory, options: Self.readerOptions())
+        defer { try? reader.close() }
+        #expect(try reader.advance().isEmpty)
+
+        let id = { (n: Int) in RecordID(entity: 1, serial: UInt64(n)) }
+        try writer.commit([.put(id(4), [.string("r4"), .bytes(Data())])])
+        try writer.commit([.put(id(1), [.string("renamed"), .bytes(Data(repeating: 1, count: 100))])])
+        try writer.commit([.delete(id(2))])
+        #expect(reader.count(entity: 1) == 3)  // nothing moves until asked
+        let moved = try reader.advance()
+        #expect(moved.map(\.sequence) == [2, 3, 4])
+        #expect(moved.map(\.changes) == [[.init(id: id(4), kind: .insert, changedSlots: [])],
+                                           [.init(id: id(1), kind: .update, changedSlots: [0])],
+                                           [.init(id: id(2), kind: .delete, changedSlots: [])]])
+        #expect(reader.lastSequence == 4 && reader.count(entity: 1) == 3)
+        #expect(try reader.get(id(1))?.values.first == .string("renamed") && reader.get(id(2)) == nil)
+        #expect(try contents(of: reader) == contents(of: writer))
+
+        // Half of the next frame: not taken in until it is whole.
+        try writer.commit([.put(id(5), [.string("r5"), .bytes(Data())])])
+        let end = try #require(writer.log.withLock { $0?.appendOffset })
+        let logPath = directory + "/" + StoreFileName.log(2)
+        var log = try [UInt8](Data(contentsOf: URL(fileURLWithPath: logPath)))
+        let whole = log
+        let frameStart = try #require(reader.log.withLock { $0?.appendOffset })
+        log.replaceSubrange((frameStart + (end - frameStart) / 2)..<end, with: [UInt8](repeating: 0, count: end - frameStart - (end - frameStart) / 2))
+        try Data(log).write(to: URL(fileURLWithPath: logPath))
+        #expect(try reader.advance().isEmpty && reader.lastSequence == 4)
+        try Data(whole).write(to: URL(fileURLWithPath: logPath))
+        #expect(try reader.advance().map(\.sequence) == [5])
+
+        // A compaction retires the reader's files; later commits go to the new log.
+        _ = try writer.compact()
+        try writer.commit([.put(id(3), [.string("r3b"), .bytes(Data())]), .delete(id(4))])
+        try writer.commit([.put(id(6), [.string("r6"), .bytes(Data())])])
+        let across = try reader.advance()
+        #expect(across.count == 1 && across.first?.sequence == writer.lastSequence)
+        #expect(across.first?.changes == [.init(id: id(3), kind: .update, changedSlots: [0, 1]),
+                                          .init(id: id(4), kind: .delete, changedSlots: []),
+                                          .init(id: id(6), kind: .insert, changedSlots: [])])
+        #expect(try contents(of: reader) == contents(of: writer))
+        // And on from there, frame by frame in the new log.
+        try writer.commit([.delete(id(6))])
+        #expect(try reader.advance().map(\.changes) == [[.init(id: id(6), kind: .delete, changedSlots: [])]])
+        #expect(throws: CairnError.self) { _ = try writer.advance() }
+    }
 }
