@@ -93,6 +93,9 @@ enum Console {
     }
 }
 
+/// How often a `--follow` command looks for the writer's new commits, in seconds.
+let followInterval = 0.05
+
 /// Opens an existing store for a command. Commands compact only when asked (`.manual`),
 /// except those that write much, which compact as an app's store does (`cairn import`).
 /// With `readOnly`, nothing in the directory changes (``StoreOptions/readOnly``).

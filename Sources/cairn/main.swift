@@ -78,6 +78,7 @@ case let name?:
     guard let command = commands.first(where: { $0.name == name }) else {
         fail("unknown command '\(name)'; see 'cairn --help'", code: 2)
     }
+    unblockTerminationSignals()  // `--follow` runs until interrupted, however it was started
     do {
         try command.run(Array(arguments.dropFirst()))
         exit(0)

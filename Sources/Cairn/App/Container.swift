@@ -133,6 +133,48 @@ public final class Container: Sendable {
     }
 }
 
+// MARK: - Reading a store another process writes
+
+extension Container {
+    /// For a read-only container (`readOnly: true`): takes in what the writing process
+    /// committed since this container opened or last advanced, and returns the change
+    /// sets, oldest first (none: nothing new). They reach the contexts as another
+    /// context's saves do: the main context merges them on the main actor, objects take
+    /// the new values, ``LiveResults`` deliver their changes and observers hear of the
+    /// keys that changed. Each transaction the writer appended is one change set; across
+    /// a compaction of the writer's, one change set covers the whole step (the two states
+    /// compared record by record).
+    ///
+    /// Until it advances, the container reads the committed state of its open or its last
+    /// advance: every fetch and fault reads that state, however far the writer goes.
+    /// Throws `.invalidArgument` for a container that writes (it is always at its newest).
+    @discardableResult
+    public func advance() throws -> [ChangeSet] { try coordinator.advance() }
+
+    /// For a read-only container: the writing process's commits as this container takes
+    /// them in, checking for new ones every `interval`, as change sets (see ``advance()``).
+    /// The sequence ends when the task iterating it is cancelled, or with the error an
+    /// advance throws (the store closed, or damage in a new frame).
+    public func changes(every interval: Duration = .milliseconds(50)) -> AsyncThrowingStream<ChangeSet, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task.detached { [coordinator] in
+                do {
+                    while !Task.isCancelled {
+                        for changes in try coordinator.advance() { continuation.yield(changes) }
+                        try await Task.sleep(for: interval)
+                    }
+                    continuation.finish()
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
+
 // MARK: - Maintenance
 
 extension Container {
@@ -157,7 +199,7 @@ extension Container {
 
     /// What opening the store at `url` with this model would migrate, and the data each
     /// step would drop, without changing the store: the same steps
-    /// ``init(name:entities:dynamicEntities:storage:durability:compaction:modelVersion:migration:)``
+    /// ``init(name:entities:dynamicEntities:storage:durability:compaction:modelVersion:migration:readOnly:)``
     /// would take with `migration` (`.stages` forecasts the stages given; any other policy,
     /// a lightweight migration). A store already at the model forecasts no steps.
     public static func migrationForecast(at url: URL, entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],

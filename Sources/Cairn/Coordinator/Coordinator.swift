@@ -217,13 +217,13 @@ public final class Coordinator: Sendable {
     /// The change set of committed transaction `sequence`, given to the contexts other
     /// than `source` and to the observers. `change(i)` is the transaction's change `i` of
     /// `count`. When nobody listens, only the sequence number is filled in: the sets are
-    /// built only for someone to give them to (most saves have nobody).
-    func announce(_ sequence: UInt64, except source: Inbox?, count: Int,
+    /// built only for someone to give them to (most saves have nobody), or when `filled`.
+    func announce(_ sequence: UInt64, except source: Inbox?, count: Int, filled: Bool = false,
                           _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
         var changeSet = ChangeSet()
         changeSet.sequence = sequence
         let (inboxes, callbacks) = listeners(except: source)
-        guard !inboxes.isEmpty || !callbacks.isEmpty else { return changeSet }
+        guard filled || !inboxes.isEmpty || !callbacks.isEmpty else { return changeSet }
         var counts = (inserted: 0, updated: 0, deleted: 0)
         for index in 0..<count {
             switch change(index).kind {

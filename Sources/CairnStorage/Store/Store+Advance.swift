@@ -15,6 +15,8 @@ extension Store {
     /// A transaction a reader took in, with its changes.
     package struct AdvancedTransaction: Sendable {
         package var sequence: UInt64
+        /// When it was committed, in milliseconds since 1970.
+        package var time: UInt64
         package var changes: [AdvancedChange]
     }
 
@@ -43,7 +45,8 @@ extension Store {
                 state.withLock { $0 = freshState }
                 writer.file.close()
                 slot = freshWriter
-                return changes.isEmpty ? [] : [AdvancedTransaction(sequence: freshState.lastSequence, changes: changes)]
+                return changes.isEmpty ? [] : [AdvancedTransaction(sequence: freshState.lastSequence,
+                                                                    time: freshState.lastCommitMilliseconds ?? 0, changes: changes)]
             }
             return try readAppended(by: writer)
         }
@@ -128,7 +131,7 @@ extension Store {
                     state.lastCommitMilliseconds = timestamp
                 }
                 writer.readerMoved(to: next, lastSequence: sequence)
-                taken.append(AdvancedTransaction(sequence: sequence, changes: changes))
+                taken.append(AdvancedTransaction(sequence: sequence, time: timestamp, changes: changes))
                 expected += 1
                 offset = next
             }

@@ -33,6 +33,7 @@ import Testing
         let expectedTotal = total(try writer.records(entity: person.number))
 
         let stop = Protected(false)
+        let progress = Protected(0)  // commits so far
         let written = Protected<Result<Int, any Error>>(.success(0))
         let finished = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
@@ -50,6 +51,7 @@ import Testing
                     try writer.commit([.put(a, from), .put(b, to)], durability: .deferred)
                     commits += 1
                     if commits % 25 == 0 { _ = try writer.compact() }
+                    progress.withLock { $0 = commits }
                 }
                 return commits
             }
@@ -59,6 +61,10 @@ import Testing
 
         var exports = 0
         for round in 0..<10 {
+            // Each round reads after the writer went on (ten commits a round: a compaction
+            // every two and a half), however busy the machine.
+            let deadline = Date().addingTimeInterval(60)
+            while progress.withLock({ $0 }) < round * 10 + 1 && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
             let export = try CLI.run(["export", store])
             #expect(export.status == 0, "round \(round): \(export.err)")
             let rows = export.out.split(separator: "\n").compactMap {
@@ -68,6 +74,16 @@ import Testing
             let sum = rows.reduce(Int64(0)) { $0 + ((($1["age"] as? NSNumber)?.int64Value) ?? 0) }
             #expect(sum == expectedTotal, "round \(round): a reader saw a state no transaction committed")
             exports += 1
+            if round == 5 {
+                // A live export is a point-in-time backup: imported into a new store, it
+                // exports again line for line.
+                try export.out.write(toFile: dir + "/backup.ndjson", atomically: true, encoding: .utf8)
+                #expect(try CLI.run(["create", dir + "/restored", "--schema", dir + "/schema.json"]).status == 0)
+                let restored = try CLI.run(["import", dir + "/restored", "--in", dir + "/backup.ndjson"])
+                #expect(restored.status == 0, "\(restored.err)")
+                let again = try CLI.run(["export", dir + "/restored"])
+                #expect(Set(again.out.split(separator: "\n")) == Set(export.out.split(separator: "\n")))
+            }
             if round % 3 == 0 {
                 let stats = try CLI.run(["stats", store])
                 #expect(stats.status == 0 && stats.out.contains("Person: 60 records"), "\(stats.out)\(stats.err)")
@@ -80,8 +96,96 @@ import Testing
         stop.withLock { $0 = true }
         finished.wait()
         let commits = try written.withLock { try $0.get() }
-        #expect(commits >= 25 && exports == 10, "\(commits) commits: at least one compaction under the readers")
+        #expect(commits > 90 && exports == 10, "\(commits) commits: several compactions under the readers")
         // The writer went on throughout, and its store holds what it committed.
         #expect(total(try writer.records(entity: person.number)) == expectedTotal)
+    }
+
+    /// A `cairn` process left running, its standard output gathered as it comes.
+    final class Follower: Sendable {
+        let process = Process()
+        let output = Protected("")
+
+        init(_ arguments: [String]) throws {
+            process.executableURL = CLI.binary
+            process.arguments = arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            let output = self.output
+            pipe.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                output.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+            try process.run()
+        }
+
+        /// Waits up to 20 s for the output to satisfy `done`; the output then.
+        func await(_ done: (String) -> Bool) -> String {
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline {
+                let text = output.withLock { $0 }
+                if done(text) { return text }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            return output.withLock { $0 }
+        }
+
+        /// Interrupts it, as a person at a terminal would; it must end within 10 s (then
+        /// it is killed, so that a command that ignores the interrupt fails the test
+        /// rather than hangs it).
+        func stop() {
+            process.interrupt()
+            let deadline = Date().addingTimeInterval(10)
+            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            if process.isRunning {
+                Issue.record("cairn \(process.arguments ?? []) did not end when interrupted")
+                kill(process.processIdentifier, SIGKILL)
+            }
+            process.waitUntilExit()
+        }
+    }
+
+    /// `query --follow` and `history --follow` keep printing as the writer commits: the
+    /// query the objects that entered, changed or left its result, the history each
+    /// transaction, across a compaction too.
+    @Test func queryAndHistoryFollowTheWriter() throws {
+        let (dir, data) = try CLIFixture.workspace(people: 3)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = dir + "/live"
+        #expect(try CLI.run(["create", store, "--schema", dir + "/schema.json"]).status == 0)
+        #expect(try CLI.run(["import", store, "--in", data]).status == 0)
+        let writer = try Store.open(at: store)
+        defer { try? writer.close() }
+        let person = try #require(writer.schema.entity(named: "Person"))
+        let age = try #require(person.attributes.firstIndex { $0.name == "age" })
+        let people = writer.ids(entity: person.number)
+
+        let query = try Follower(["query", store, "Person", "age >= 50", "--follow"])
+        defer { query.stop() }
+        let history = try Follower(["history", store, "--follow"])
+        defer { history.stop() }
+        let count = try Follower(["query", store, "Person", "age >= 50", "--count", "--follow"])
+        defer { count.stop() }
+        #expect(!count.await { $0.hasSuffix("0\n") }.isEmpty)
+        let before = history.await { $0.split(separator: "\n").count >= 1 }
+
+        var first = try #require(try writer.get(people[0])?.values)
+        first[age] = .int64(77)
+        try writer.commit([.put(people[0], first)])
+        let entered = query.await { $0.contains(#""age": 77"#) }
+        #expect(entered.contains(#""username": "user0""#) && entered.contains(#""age": 77"#), "\(entered)")
+        #expect(count.await { $0.hasSuffix("1\n") }.hasSuffix("1\n"))
+
+        _ = try writer.compact()
+        first[age] = .int64(3)
+        try writer.commit([.put(people[0], first)])
+        let left = query.await { $0.contains(#""removed": true"#) }
+        #expect(left.contains(#"{"entity": "Person", "id": "\#(people[0])", "removed": true}"#), "\(left)")
+        #expect(count.await { $0.hasSuffix("0\n") }.split(separator: "\n") == ["0", "1", "0"])
+
+        let lines = history.await { $0.split(separator: "\n").count >= before.split(separator: "\n").count + 2 }
+        let added = lines.split(separator: "\n").dropFirst(before.split(separator: "\n").count)
+        #expect(added.count == 2 && added.allSatisfy { $0.contains("Person +0 ~1 -0") }, "\(lines)")
     }
 }

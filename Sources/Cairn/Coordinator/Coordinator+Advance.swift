@@ -1,0 +1,32 @@
+import CairnStorage
+
+/// A reader's coordinator moving to the writing process's newest state: what the store
+/// takes in is announced to the contexts and observers as the saves of another context
+/// are, so objects refresh, live results update and observers hear of the keys changed.
+extension Coordinator {
+    /// Takes in what the writer committed since the store opened or last advanced
+    /// (``Store/advance()``), announcing each step; returns their change sets, oldest first.
+    package func advance() throws -> [ChangeSet] {
+        try store.advance().map { step in
+            announce(step.sequence, except: nil, count: step.changes.count, filled: true) { index in
+                let change = step.changes[index]
+                let kind: SaveItem.Kind = switch change.kind {
+                case .insert: .insert
+                case .update: .update
+                case .delete: .delete
+                }
+                return (change.id, kind, .names(keyNames(change.changedSlots, entity: change.id.entity)))
+            }
+        }
+    }
+
+    /// The names of slots (attributes, then relationships) of entity `number`.
+    private func keyNames(_ slots: [Int], entity number: UInt16) -> Set<String> {
+        guard let entity = entitiesByNumber[number] else { return [] }
+        let attributes = entity.attributes.count
+        return Set(slots.compactMap { slot in
+            slot < attributes ? entity.attributes[slot].name
+                : slot - attributes < entity.relationships.count ? entity.relationships[slot - attributes].name : nil
+        })
+    }
+}
