@@ -403,14 +403,35 @@ extension Store {
             report.truncationReason = damage ?? "unfinished frame"
             // (Read-only, the report says what would be cut; for a repair, the compaction
             // that follows retires the whole log.)
-            if options.openMode == .normal { try file.truncate(to: Int64(offset)) }
+            if options.openMode == .normal { try zeroTail(of: file, from: offset, to: size) }
         }
         // Make what was recovered durable (after a process kill it may sit only in the
         // page cache), so new frames may truthfully record it as synced.
         if options.openMode != .readOnly { try file.sync() }
         return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
-                         allocatedEnd: tailIsClean ? size : offset, lastWritten: expected - 1,
+                         allocatedEnd: tailIsClean || options.openMode == .normal ? size : offset, lastWritten: expected - 1,
                          syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+    }
+
+    /// Cuts a torn tail by writing zeros over it, from `offset` to the file's `size`, where
+    /// the file system says data may be: the file keeps its size, so a reader in another
+    /// process that mapped it never finds its pages gone (FORMAT.md §9, §13). Zeros past
+    /// the last frame are what an unused, preallocated log holds.
+    private static func zeroTail(of file: any StorageFile, from offset: Int, to size: Int) throws {
+        let zeros = [UInt8](repeating: 0, count: min(1 << 20, max(0, size - offset)))
+        var position = offset
+        while position < size, let extent = file.dataExtent(from: Int64(position)) {
+            let start = max(position, Int(clamping: extent.lowerBound))
+            let end = min(size, Int(clamping: extent.upperBound))
+            guard start < end else { break }
+            var at = start
+            while at < end {
+                let count = min(zeros.count, end - at)
+                try zeros.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[..<count]), at: Int64(at)) }
+                at += count
+            }
+            position = end
+        }
     }
 
     /// The replay from a checkpoint found the log torn or damaged after it: the open

@@ -184,4 +184,37 @@ import Testing
         #expect(try reader.advance().map(\.changes) == [[.init(id: id(6), kind: .delete, changedSlots: [])]])
         #expect(throws: CairnError.self) { _ = try writer.advance() }
     }
+
+    /// A writer's recovery cuts a torn tail by zeroing it in place: the log keeps its size,
+    /// so a reader that mapped it before goes on reading (nothing it could read is gone)
+    /// and then follows the writer's new frames written over the zeros.
+    @Test func aWritersRecoveryZeroesATornTailUnderAReader() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let logPath = directory + "/" + StoreFileName.log(2)
+        var first = try Store.open(at: directory, schema: TestSchemas.blobs)
+        for n in 1...5 { try first.commit([Self.blob(n, "r\(n)")]) }
+        let end = try #require(first.log.withLock { $0?.appendOffset })
+        try first.close()
+        let handle = try #require(FileHandle(forWritingAtPath: logPath))
+        try handle.seek(toOffset: UInt64(end))
+        try handle.write(contentsOf: [UInt8](repeating: 0x77, count: 5_000))  // a torn frame, past a page
+        try handle.close()
+        let size = try #require(FileManager.default.attributesOfItem(atPath: logPath)[.size] as? Int)
+
+        let reader = try Store.open(at: directory, options: Self.readerOptions())
+        defer { try? reader.close() }
+        #expect(reader.recovery.truncatedAt == Int64(end))
+        first = try Store.open(at: directory)
+        defer { try? first.close() }
+        #expect(first.recovery.truncatedAt == Int64(end))
+        let after = try [UInt8](Data(contentsOf: URL(fileURLWithPath: logPath)))
+        #expect(after.count == size, "the cut kept the file's size")
+        #expect(after[end..<(end + 5_000)].allSatisfy { $0 == 0 })
+        #expect(try contents(of: reader).count == 5)
+        #expect(try reader.advance().isEmpty)
+        try first.commit([Self.blob(6, "r6")])
+        #expect(try reader.advance().map(\.sequence) == [6])
+        #expect(try contents(of: reader) == contents(of: first))
+    }
 }
