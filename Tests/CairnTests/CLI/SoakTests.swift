@@ -1,3 +1,5 @@
+import CairnCollections
+import Dispatch
 import Foundation
 import Testing
 @testable import Cairn
@@ -65,5 +67,101 @@ import Testing
         }
         print("SIGKILL soak: \(survived) of \(kills) kills survived; \(acknowledged) transactions acknowledged (seed \(seed))")
         #expect(survived == kills)
+    }
+}
+
+/// Readers beside a writer process that is killed with SIGKILL again and again (and
+/// compacts as it goes): a reader that follows the writer (`advance()`), readers opened
+/// afresh, and `cairn export` processes see only whole committed states, in order, and
+/// keep working across every kill.
+@Suite struct ReaderSoakTests {
+    /// The soak writer's invariant: both counters equal, and one entry per transaction.
+    static func check(_ store: Store) throws -> Int64? {
+        guard case .int64(let x)? = try store.get(RecordID(entity: 1, serial: 1))?.values.first,
+              case .int64(let y)? = try store.get(RecordID(entity: 1, serial: 2))?.values.first,
+              x == y, store.count(entity: 2) == Int(x) else { return nil }
+        return x
+    }
+
+    @Test func readersSeeWholeStatesWhileTheWriterIsKilled() throws {
+        let kills = Int(ProcessInfo.processInfo.environment["CAIRN_READER_SOAK_KILLS"] ?? "") ?? 12
+        let seed = UInt64(ProcessInfo.processInfo.environment["CAIRN_SEED"] ?? "") ?? 58
+        var random = SplitMix64(seed: seed)
+        let directory = temporaryDirectory() + "/soak"
+        defer { try? FileManager.default.removeItem(atPath: (directory as NSString).deletingLastPathComponent) }
+        let options = {
+            var options = StoreOptions(compaction: .manual)
+            options.readOnly = true
+            options.createIfMissing = false
+            return options
+        }()
+
+        let stop = Protected(false)
+        let problems = Protected<[String]>([])
+        let seen = Protected((followed: 0, opened: 0))
+        let done = DispatchGroup()
+        func startReaders() {
+            DispatchQueue.global().async(group: done) {
+                do {
+                    let follower = try Store.open(at: directory, options: options)
+                    defer { try? follower.close() }
+                    var last: Int64 = -1
+                    while !stop.withLock({ $0 }) {
+                        _ = try follower.advance()
+                        guard let x = try Self.check(follower) else {
+                            problems.withLock { $0.append("the follower saw half a transaction at sequence \(follower.lastSequence)") }
+                            return
+                        }
+                        if x < last { problems.withLock { $0.append("the follower went back from \(last) to \(x)") } }
+                        if x > last { seen.withLock { $0.followed += 1 } }
+                        last = x
+                    }
+                } catch {
+                    problems.withLock { $0.append("the follower failed: \(error)") }
+                }
+            }
+            DispatchQueue.global().async(group: done) {
+                while !stop.withLock({ $0 }) {
+                    do {
+                        let reader = try Store.open(at: directory, options: options)
+                        if try Self.check(reader) == nil { problems.withLock { $0.append("a reader opened on half a transaction") } }
+                        try reader.close()
+                        seen.withLock { $0.opened += 1 }
+                    } catch {
+                        problems.withLock { $0.append("a reader's open failed: \(error)") }
+                    }
+                }
+            }
+        }
+
+        for round in 0..<kills {
+            let process = Process()
+            process.executableURL = CLI.binary.deletingLastPathComponent().appendingPathComponent("cairn-soak-writer")
+            process.arguments = [directory]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            var text = ""
+            while !text.contains("ready") {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            if round == 0 { startReaders() }
+            let export = try CLI.run(["export", directory])
+            #expect(export.status == 0, "round \(round): \(export.err)")
+            let counters = export.out.split(separator: "\n").filter { $0.contains(#""entity": "Counter""#) }
+            let entries = export.out.split(separator: "\n").filter { $0.contains(#""entity": "Entry""#) }.count
+            #expect(counters.count == 2 && counters.allSatisfy { $0.contains(#""value": \#(entries)"#) },
+                    "round \(round): an export is not a whole state: \(counters), \(entries) entries")
+            Thread.sleep(forTimeInterval: Double(5 + random.next() % 60) / 1000)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        stop.withLock { $0 = true }
+        done.wait()
+        let (followed, opened) = seen.withLock { $0 }
+        #expect(problems.withLock { $0 }.isEmpty, "seed \(seed): \(problems.withLock { $0 }.prefix(5))")
+        #expect(followed > kills && opened > kills, "the readers kept working: \(followed) states followed, \(opened) opens")
     }
 }
