@@ -422,6 +422,35 @@ enum ObjectQueueExample {
     }
 }
 
+/// ReadingFromOtherProcesses.md
+enum ReadingFromOtherProcessesExample {
+    typealias Person = GettingStartedExample.Person
+    typealias DVD = GettingStartedExample.DVD
+
+    @MainActor static func run(in url: URL) async throws -> (first: Int, advanced: Int, followed: Int) {
+        // In the app, the container that writes:
+        let app = try Container(name: "Team", entities: [Person.self, DVD.self], storage: .onDisk(url))
+        // In its widget or extension, a reader of the same directory:
+        let widget = try Container(name: "Team", entities: [Person.self, DVD.self], storage: .onDisk(url), readOnly: true)
+        let people = try widget.mainContext.fetch(FetchQuery(Person.self))
+
+        for name in ["ann", "bo"] {
+            Person(context: app.mainContext).username = name
+            try app.mainContext.save()
+        }
+        let changes = try widget.advance()   // what the app saved since; the views update
+
+        Person(context: app.mainContext).username = "cy"
+        try app.mainContext.save()
+        var shown = people.count + changes.reduce(0) { $0 + $1.inserted.count }
+        for try await change in widget.changes() {
+            shown += change.inserted.count    // each save of the app's, as it is taken in
+            if shown >= 3 { break }
+        }
+        return (people.count, try widget.mainContext.fetch(FetchQuery(Person.self)).count - people.count, shown)
+    }
+}
+
 @Suite struct DocumentationExampleTests {
     /// The README's example, run where it says: in /tmp/demo.cairn (removed first and after).
     @MainActor @Test func readme() async throws {
@@ -486,6 +515,13 @@ enum ObjectQueueExample {
 
     @MainActor @Test func migration() throws {
         #expect(try MigrationExample.run() == "milk")
+    }
+
+    @MainActor @Test func readingFromOtherProcesses() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let seen = try await ReadingFromOtherProcessesExample.run(in: URL(fileURLWithPath: directory))
+        #expect(seen.first == 0 && seen.advanced == 3 && seen.followed == 3)
     }
 
     @Test func objectQueue() throws {
