@@ -9,17 +9,24 @@ import Testing
 /// process of its own (FORMAT.md §13), so it runs beside the writer and sees one
 /// committed state.
 @Suite struct LiveStoreReadTests {
+    /// A workspace (removed by the caller) with a store of `people` people, 2 DVDs each,
+    /// made by `cairn create` and `cairn import`.
+    static func liveStore(people: Int) throws -> (dir: String, store: String) {
+        let (dir, data) = try CLIFixture.workspace(people: people)
+        let store = dir + "/live"
+        #expect(try CLI.run(["create", store, "--schema", dir + "/schema.json"]).status == 0)
+        #expect(try CLI.run(["import", store, "--in", data]).status == 0)
+        return (dir, store)
+    }
+
     /// The writer (this process) moves age between two people per transaction, so every
     /// committed state has the same total, and compacts every 25 transactions, retiring
     /// the files readers opened. Each `cairn export` (another process) must print a whole
     /// committed state: every person, the same total; `stats`, `query` and `verify` must
     /// succeed. None of them may disturb the writer.
     @Test func readCommandsSeeWholeCommittedStatesWhileAWriterCommitsAndCompacts() throws {
-        let (dir, data) = try CLIFixture.workspace(people: 60)
+        let (dir, store) = try Self.liveStore(people: 60)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = dir + "/live"
-        #expect(try CLI.run(["create", store, "--schema", dir + "/schema.json"]).status == 0)
-        #expect(try CLI.run(["import", store, "--in", data]).status == 0)
 
         let writer = try Store.open(at: store)
         defer { try? writer.close() }
@@ -36,7 +43,7 @@ import Testing
         let progress = Protected(0)  // commits so far
         let written = Protected<Result<Int, any Error>>(.success(0))
         let finished = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        Thread.detachNewThread {  // a thread of its own: a Dispatch worker may not be free
             var random = SplitMix64(seed: 58)
             var commits = 0
             let outcome = Result<Int, any Error> {
@@ -150,11 +157,8 @@ import Testing
     /// query the objects that entered, changed or left its result, the history each
     /// transaction, across a compaction too.
     @Test func queryAndHistoryFollowTheWriter() throws {
-        let (dir, data) = try CLIFixture.workspace(people: 3)
+        let (dir, store) = try Self.liveStore(people: 3)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = dir + "/live"
-        #expect(try CLI.run(["create", store, "--schema", dir + "/schema.json"]).status == 0)
-        #expect(try CLI.run(["import", store, "--in", data]).status == 0)
         let writer = try Store.open(at: store)
         defer { try? writer.close() }
         let person = try #require(writer.schema.entity(named: "Person"))
