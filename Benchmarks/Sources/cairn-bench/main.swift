@@ -46,6 +46,23 @@ if arguments.first == "--scaling" {
     }
 }
 
+if arguments.first == "--readers" {
+    do {
+        try runReaders(count: Int(arguments.dropFirst().first ?? "") ?? 1_000_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --readers: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--reader-child", arguments.count == 2 {
+    do { try runReaderChild(directory: arguments[1]) } catch {
+        FileHandle.standardError.write(Data("cairn-bench --reader-child: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
 if arguments.first == "--scaling-child", arguments.count == 4, let step = ScalingStep(rawValue: arguments[1]), let count = Int(arguments[2]) {
     reportChild("scaling step") { try runScalingStep(step, count: count, directory: arguments[3]) }
 }

@@ -4,9 +4,11 @@ import CairnStorage
 /// takes in is announced to the contexts and observers as the saves of another context
 /// are, so objects refresh, live results update and observers hear of the keys changed.
 extension Coordinator {
-    /// Takes in what the writer committed since the store opened or last advanced
-    /// (``Store/advance()``), announcing each step; returns their change sets, oldest first.
-    package func advance() throws -> [ChangeSet] {
+    /// For a coordinator opened with ``StoreOptions/readOnly``: takes in what the writing
+    /// process committed since the store opened or last advanced, announcing each step to
+    /// the contexts and observers as a save; returns the change sets, oldest first. See
+    /// ``Container/advance()``.
+    public func advance() throws -> [ChangeSet] {
         try store.advance().map { step in
             announce(step.sequence, except: nil, count: step.changes.count, filled: true) { index in
                 let change = step.changes[index]
