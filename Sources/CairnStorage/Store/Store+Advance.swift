@@ -68,9 +68,10 @@ extension Store {
                     j += 1
                 } else {
                     let id = after[j]
-                    let oldBytes = try old.withBody(of: id) { [UInt8]($0) } ?? []
-                    let same = try new.withBody(of: id) { $0.elementsEqual(oldBytes) } ?? false
-                    if !same, let was = try old.get(id)?.values, let now = try new.get(id)?.values {
+                    // The bodies compared in place (most records are unchanged); only a
+                    // changed one is decoded.
+                    let same = try old.withBody(of: id) { was in try new.withBody(of: id) { $0.elementsEqual(was) } } ?? nil
+                    if same != true, let was = try old.get(id)?.values, let now = try new.get(id)?.values {
                         let slots = now.indices.filter { $0 >= was.count || !Value.same(was[$0], now[$0]) }
                         changes.append(AdvancedChange(id: id, kind: .update, changedSlots: slots))
                     }

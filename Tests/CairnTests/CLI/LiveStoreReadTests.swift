@@ -19,6 +19,20 @@ import Testing
         return (dir, store)
     }
 
+    /// The store opened by this process as its writer, with its Person entity, the slot
+    /// of `age`, and the people's IDs.
+    static func openWriter(_ store: String) throws -> (Store, EntityDescription, Int, [RecordID]) {
+        let writer = try Store.open(at: store)
+        do {
+            let person = try #require(writer.schema.entity(named: "Person"))
+            let age = try #require(person.attributes.firstIndex { $0.name == "age" })
+            return (writer, person, age, writer.ids(entity: person.number))
+        } catch {
+            try? writer.close()
+            throw error
+        }
+    }
+
     /// The writer (this process) moves age between two people per transaction, so every
     /// committed state has the same total, and compacts every 25 transactions, retiring
     /// the files readers opened. Each `cairn export` (another process) must print a whole
@@ -28,11 +42,8 @@ import Testing
         let (dir, store) = try Self.liveStore(people: 60)
         defer { try? FileManager.default.removeItem(atPath: dir) }
 
-        let writer = try Store.open(at: store)
+        let (writer, person, age, people) = try Self.openWriter(store)
         defer { try? writer.close() }
-        let person = try #require(writer.schema.entity(named: "Person"))
-        let age = try #require(person.attributes.firstIndex { $0.name == "age" })
-        let people = writer.ids(entity: person.number)
         #expect(people.count == 60)
         func total(_ records: [Record]) -> Int64 {
             records.reduce(0) { sum, record in if case .int64(let x) = record.values[age] { sum + x } else { sum } }
@@ -159,11 +170,8 @@ import Testing
     @Test func queryAndHistoryFollowTheWriter() throws {
         let (dir, store) = try Self.liveStore(people: 3)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let writer = try Store.open(at: store)
+        let (writer, _, age, people) = try Self.openWriter(store)
         defer { try? writer.close() }
-        let person = try #require(writer.schema.entity(named: "Person"))
-        let age = try #require(person.attributes.firstIndex { $0.name == "age" })
-        let people = writer.ids(entity: person.number)
 
         let query = try Follower(["query", store, "Person", "age >= 50", "--follow"])
         defer { query.stop() }

@@ -126,6 +126,17 @@ import Testing
 
 /// A merge tells observers of the properties it changed, whatever way it takes in the save.
 @Suite struct MergeObservationTests {
+    /// A stack, a context whose objects are observed, and a person saved in it.
+    func savedPat() throws -> (Stack, Context, Person) {
+        let stack = try Stack()
+        let context = stack.context()
+        context.observesObjects = true
+        let pat = Person(context: context)
+        pat.username = "pat"
+        try context.save()
+        return (stack, context, pat)
+    }
+
     func notifies(_ read: () -> Void, when change: () throws -> Void) rethrows -> Bool {
         let fired = Atomic<Bool>(false)
         withObservationTracking { read() } onChange: { fired.store(true, ordering: .relaxed) }
@@ -137,12 +148,7 @@ import Testing
     /// merge of `name` tells them (the object did not become a fault that a second merge
     /// would pass over).
     @Test func aMergeTellsTheObserversOfWhatChangedOnly() throws {
-        let stack = try Stack()
-        let context = stack.context()
-        context.observesObjects = true
-        let pat = Person(context: context)
-        pat.username = "pat"
-        try context.save()
+        let (stack, context, pat) = try savedPat()
         let other = stack.context()
         let there = try #require(try other.existingObject(Person.self, with: pat.objectID))
         there.age = 5
@@ -158,12 +164,7 @@ import Testing
     /// An object with changes here takes in the other save's attributes it did not
     /// change, and only their observers hear of it.
     @Test func aMergeIntoAChangedObjectTellsTheObserversOfWhatItTookIn() throws {
-        let stack = try Stack()
-        let context = stack.context()
-        context.observesObjects = true
-        let pat = Person(context: context)
-        pat.username = "pat"
-        try context.save()
+        let (stack, context, pat) = try savedPat()
         pat.name = "here"
         let other = stack.context()
         try #require(try other.existingObject(Person.self, with: pat.objectID)).age = 8
