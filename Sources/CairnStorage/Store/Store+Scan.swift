@@ -7,21 +7,23 @@ import Dispatch
 extension Store {
     /// Calls `body` with each record of an entity in ID order — its ID and encoded values
     /// — from one consistent state, without materialising them all.
-    package func scan(entity: UInt16, _ body: (RecordID, borrowing StoredRecord) throws -> Void) throws {
-        try scanVersioned(entity: entity) { id, _, record in try body(id, record) }
+    package func scan(entity: UInt16, at generation: StoreGeneration? = nil,
+                      _ body: (RecordID, borrowing StoredRecord) throws -> Void) throws {
+        try scanVersioned(entity: entity, at: generation) { id, _, record in try body(id, record) }
     }
 
     /// ``scan(entity:_:)`` that also gives each record's version, read in the same state.
-    package func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
-        try scanVersioned(entity: entity, recheckingFrames: false, body)
+    package func scanVersioned(entity: UInt16, at generation: StoreGeneration? = nil,
+                               _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
+        try scanVersioned(entity: entity, recheckingFrames: false, at: generation, body)
     }
 
     /// ``scanVersioned(entity:_:)``; with `recheckingFrames`, every snapshot frame's
     /// checksum is computed again, even if an earlier read checked it (for ``verify()``).
-    package func scanVersioned(entity: UInt16, recheckingFrames: Bool,
+    package func scanVersioned(entity: UInt16, recheckingFrames: Bool, at generation: StoreGeneration? = nil,
                        _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try locating {
-            try withState({ Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
+            try withState(at: generation, { Self.scanState(of: entity, in: $0) }) { try Self.scan($0, entity: entity, recheckingFrames: recheckingFrames, body) }
         }
     }
 
@@ -77,11 +79,11 @@ extension Store {
     /// Split, `body` is called only when every run succeeded; otherwise the first error of
     /// a run, in run order, is thrown.
     @inline(__always)
-    package func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
+    package func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int, at generation: StoreGeneration? = nil,
                        where tester: (@Sendable (Int) -> RecordTest)?,
                        _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         try locating {
-            try withState({ Self.scanState(of: entity, in: $0) }) { taken in
+            try withState(at: generation, { Self.scanState(of: entity, in: $0) }) { taken in
                 try Self.scanVersioned(taken, entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: tester, body)
             }
         }

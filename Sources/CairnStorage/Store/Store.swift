@@ -27,6 +27,8 @@ package final class Store: Sendable {
     package let lockHandle: Protected<(any FileLock)?>
     /// The last recovery's findings.
     package let recovery: RecoveryReport
+    /// The generations pinned for reading (``pinGeneration(by:)``), not kept alive by this list.
+    let generations = Protected<[WeakGeneration]>([])
 
     init(path: String, options: StoreOptions, state: StoreState, log: LogWriter, lock: any FileLock,
          recovery: RecoveryReport) {
@@ -57,9 +59,9 @@ package final class Store: Sendable {
     // MARK: Reads
 
     /// The record with `id`, or nil.
-    package func get(_ id: RecordID) throws -> Record? {
+    package func get(_ id: RecordID, at generation: StoreGeneration? = nil) throws -> Record? {
         let entity = schema.entity(number: id.entity)
-        return try withBody(of: id) { body in Record(id: id, values: try decodeLocated(body, id: id, entity: entity)) }
+        return try withBody(of: id, at: generation) { body in Record(id: id, values: try decodeLocated(body, id: id, entity: entity)) }
     }
 
     /// ``decodeRecord(_:id:entity:)`` whose errors name the file and the absolute offset
@@ -135,8 +137,9 @@ package final class Store: Sendable {
     }
 
     /// Calls `body` with the encoded values of `id` (FORMAT.md §2.2), or returns nil.
-    package func withBody<T>(of id: RecordID, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
-        let (entry, snapshot, bodies) = state.withLock { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.bodies) }
+    package func withBody<T>(of id: RecordID, at generation: StoreGeneration? = nil,
+                             _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        let (entry, snapshot, bodies) = read(at: generation) { ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.bodies) }
         switch entry {
         case let entry? where entry.isLive: return try withExtendedLifetime(bodies) { try reading(id, try bodies.body(entry), body) }
         case .some: return nil
@@ -149,8 +152,8 @@ package final class Store: Sendable {
     /// The record with `id` and its version, read together, or nil if it does not exist.
     /// The version is the sequence number of the transaction that last changed the
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
-    package func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? {
-        let (entry, snapshot, version, bodies) = state.withLock {
+    package func getVersioned(_ id: RecordID, at generation: StoreGeneration? = nil) throws -> (record: Record, version: UInt64)? {
+        let (entry, snapshot, version, bodies) = read(at: generation) {
             ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id), $0.bodies)
         }
         let entity = snapshot.schema.entity(number: id.entity)
@@ -168,23 +171,23 @@ package final class Store: Sendable {
 
     /// The version of a record (existing or deleted): the sequence number of the
     /// transaction that last changed it since the store was opened, or 0.
-    package func version(of id: RecordID) -> UInt64 {
-        state.withLock { $0.version(of: id) }
+    package func version(of id: RecordID, at generation: StoreGeneration? = nil) -> UInt64 {
+        read(at: generation) { $0.version(of: id) }
     }
 
     /// Whether a record with `id` exists.
-    package func contains(_ id: RecordID) -> Bool {
-        state.withLock { $0.contains(id) }
+    package func contains(_ id: RecordID, at generation: StoreGeneration? = nil) -> Bool {
+        read(at: generation) { $0.contains(id) }
     }
 
     /// Whether each of `ids` names a record that exists, in one look at the state.
-    package func containsEach(_ ids: [RecordID]) -> [Bool] {
-        state.withLock { state in ids.map { state.contains($0) } }
+    package func containsEach(_ ids: [RecordID], at generation: StoreGeneration? = nil) -> [Bool] {
+        read(at: generation) { state in ids.map { state.contains($0) } }
     }
 
     /// The number of records of an entity.
-    package func count(entity: UInt16) -> Int {
-        state.withLock { $0.counts[entity] ?? 0 }
+    package func count(entity: UInt16, at generation: StoreGeneration? = nil) -> Int {
+        read(at: generation) { $0.counts[entity] ?? 0 }
     }
 
     /// The sequence number of the last transaction that changed a record of `entity` since
@@ -195,8 +198,8 @@ package final class Store: Sendable {
 
     /// The sequence number of the last transaction that changed any of `entities`' records.
     /// (It grows with every such transaction: each comes after all the earlier ones.)
-    package func lastChange(entities: [UInt16]) -> UInt64 {
-        state.withLock { state in entities.reduce(0) { max($0, state.lastChanges[$1] ?? 0) } }
+    package func lastChange(entities: [UInt16], at generation: StoreGeneration? = nil) -> UInt64 {
+        read(at: generation) { state in entities.reduce(0) { max($0, state.lastChanges[$1] ?? 0) } }
     }
 
     /// The raw IDs of `entity`'s records changed by transactions after `sequence`, or nil
@@ -217,8 +220,8 @@ package final class Store: Sendable {
     }
 
     /// Every record ID of an entity, in ID order.
-    package func ids(entity: UInt16) -> [RecordID] {
-        withState({ ($0.overlay(of: entity), $0.snapshot) }) { overlay, snapshot in
+    package func ids(entity: UInt16, at generation: StoreGeneration? = nil) -> [RecordID] {
+        withState(at: generation, { ($0.overlay(of: entity), $0.snapshot) }) { overlay, snapshot in
             var result: [RecordID] = []
             result.reserveCapacity(snapshot.count(of: entity) + overlay.count)
             // (Which records are live is the overlay's entries' word: no body is read.)

@@ -23,6 +23,13 @@ final class VersionRuns: Sendable {
     var isEmpty: Bool { starts.isEmpty }
     var runCount: Int { starts.count }
 
+    /// The number of IDs whose version is after `sequence`.
+    func count(after sequence: UInt64) -> Int {
+        var total = 0
+        for run in sequences.indices where sequences[run] > sequence { total += Int(counts[run]) }
+        return total
+    }
+
     /// The version of raw ID `raw`, or nil if no run covers it.
     func version(of raw: UInt64) -> UInt64? {
         // The last run starting at or before `raw`.
