@@ -184,6 +184,10 @@ extension Container {
     /// Record counts, file sizes and the last commit: see ``Coordinator/statistics``.
     public var statistics: StoreStatistics { coordinator.statistics }
 
+    /// The query generations contexts hold, with what each costs
+    /// (see ``Context/setQueryGenerationFrom(_:)``).
+    public var pinnedGenerations: [PinnedGeneration] { coordinator.pinnedGenerations }
+
     /// Checks every byte and record of the store, changing nothing: see ``Coordinator/verify()``.
     public func verify() -> [StoreProblem] { coordinator.verify() }
 

@@ -163,7 +163,7 @@ extension Context {
     private func verifyFaults(_ faults: [ManagedObject], of targets: [ManagedObject],
                               into batch: inout FaultBatch.Gatherer) -> [ManagedObject] {
         var gone = Set<ObjectIdentifier>()
-        for (fault, found) in zip(faults, coordinator.containsEach(faults.map(\.recordID))) {
+        for (fault, found) in zip(faults, coordinator.containsEach(faults.map(\.recordID), at: readGeneration)) {
             if found {
                 batch.add(fault)
             } else {
@@ -185,7 +185,7 @@ extension Context {
         guard slot >= attributes, slot - attributes < object.entity.relationships.count,
               object.entity.relationships[slot - attributes].inverse != nil,
               object.inStore, object.exists, object.savedValueUnchanged(at: slot) else { return false }
-        return coordinator.version(of: object.recordID) == object.baseVersion
+        return coordinator.version(of: object.recordID, at: readGeneration) == object.baseVersion
     }
 
 
@@ -519,10 +519,12 @@ extension Context {
     func refreshIfStale(_ object: ManagedObject) {
         guard parent == nil, object.inStore else { return }
         if object.isFault {
-            if let row = object.prefetched, row.version != coordinator.version(of: object.recordID) { object.prefetched = nil }
+            if let row = object.prefetched, row.version != coordinator.version(of: object.recordID, at: readGeneration) {
+                object.prefetched = nil
+            }
             return
         }
-        guard !object.hasUnsavedChanges, coordinator.version(of: object.recordID) != object.baseVersion else { return }
+        guard !object.hasUnsavedChanges, coordinator.version(of: object.recordID, at: readGeneration) != object.baseVersion else { return }
         refreshUpdated(object.recordID)
     }
 

@@ -33,10 +33,19 @@ extension Context {
     /// (they re-read on next access) or, if deleted there, forgotten; objects with local
     /// changes take in the attributes they did not change, and clashes are left for the
     /// merge policy at save.
+    ///
+    /// A context pinned to a query generation moves to the newest committed state first
+    /// (see ``setQueryGenerationFrom(_:)``).
     public func processExternalChanges() {
+        if pinnedGeneration != nil { return moveGenerationToNewest() }
         guard inbox.hasPending else { return }
         defer { processPendingChanges() }
-        for changes in inbox.drain() {
+        mergeExternal(inbox.drain())
+    }
+
+    /// Takes in `changeSets`, other saves' change sets, oldest first.
+    func mergeExternal(_ changeSets: [ChangeSet]) {
+        for changes in changeSets {
             var forgotten = Set<UInt64>()
             for id in changes.deleted where forgetDeleted(id.recordID) { forgotten.insert(id.recordID.rawValue) }
             dropReferences(to: forgotten)
@@ -123,6 +132,8 @@ extension Context {
             mergeIntoChanged(object)
             return
         }
+        // Read at the record's newest version already (by a fetch since that save): nothing to take in.
+        if parent == nil, coordinator.version(of: id, at: readGeneration) == object.baseVersion { return }
         changeGeneration &+= 1  // it may be in `dirty`, unchanged: its values change without a write
         relatedListsChanged()  // a list read loads it again, and leaves it out if its record is gone
         if object.isObservable, let (values, version) = try? sourceValues(for: id), values.count == object.values.count {

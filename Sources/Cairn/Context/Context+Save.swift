@@ -35,6 +35,8 @@ extension Context {
             parent.processPendingChanges()
         } else {
             saved = try saveToStore(changed, prepared: items, durability: durability)
+            // A pinned context reads on at the state just after its save.
+            moveGenerationToNewest()
         }
         processPendingChanges()
         if let saved { announceDidSave(saved) }

@@ -85,6 +85,8 @@ public final class Context {
     /// The class last inserted and its entity as the coordinator describes it.
     @exclusivity(unchecked) private var lastInserted: (layout: PropertyLayout, entity: EntityDescription)?
     let inbox = Inbox()
+    /// The query generation this context reads at, if pinned (``setQueryGenerationFrom(_:)``).
+    @exclusivity(unchecked) var pinnedGeneration: QueryGenerationToken?
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     @exclusivity(unchecked) var refusedWrites: [CairnError] = []
     /// During a save: records deleted elsewhere that a merge policy inserts again, with the
@@ -141,7 +143,7 @@ public final class Context {
     var mergeExecutor: (any Actor)?
     /// Takes in other saves now if the context merges them automatically.
     func mergeExternalChangesIfAutomatic() {
-        if automaticallyMergesChangesFromParent { processExternalChanges() }
+        if automaticallyMergesChangesFromParent && pinnedGeneration == nil { processExternalChanges() }
     }
     /// This context's children, to tell those that merge of its saves.
     var children: [WeakContext] = []
@@ -322,7 +324,7 @@ public final class Context {
         // A fault that found no record, kept registered, stands for a record that exists now
         // (deleted, and saved again under its ID by another context's merge policy): a new
         // fault reads it. (The old one had made a delete rule skip it.)
-        if let found, !found.exists, !found.inStore, parent == nil, !dirty.contains(id), coordinator.contains(id) {
+        if let found, !found.exists, !found.inStore, parent == nil, !dirty.contains(id), coordinator.contains(id, at: readGeneration) {
             registered[id] = nil
             found.context = nil
             return object(for: id)
@@ -401,7 +403,7 @@ public final class Context {
     /// the record version.
     func sourceValues(for id: RecordID) throws -> (values: [Value], version: UInt64)? {
         if let parent { return try parent.currentValues(for: id) }
-        return try coordinator.getVersioned(id).map { ($0.record.values, $0.version) }
+        return try coordinator.getVersioned(id, at: readGeneration).map { ($0.record.values, $0.version) }
     }
 
     /// The values of `id` as seen in this context, for a child reading through it.
@@ -420,7 +422,7 @@ public final class Context {
     /// fetch finds them).
     func currentIDs(entity: UInt16) -> [RecordID] {
         mergeExternalChangesIfAutomatic()
-        var ids = parent?.currentIDs(entity: entity) ?? coordinator.ids(entity: entity)
+        var ids = parent?.currentIDs(entity: entity) ?? coordinator.ids(entity: entity, at: readGeneration)
         var removed = Set<RecordID>(), added: [RecordID] = []
         for (id, object) in dirty where id.entity == entity {
             if !object.exists && object.inStore { removed.insert(id) }
@@ -503,10 +505,10 @@ public final class Context {
         // The store's count and this context's inserts and deletes, without a list of every
         // ID to count.
         mergeExternalChangesIfAutomatic()
-        var count = coordinator.count(entity: entity.number)
+        var count = coordinator.count(entity: entity.number, at: readGeneration)
         for (id, object) in dirty where id.entity == entity.number {
             if object.exists && !object.inStore { count += 1 }
-            if !object.exists && object.inStore && coordinator.contains(id) { count -= 1 }
+            if !object.exists && object.inStore && coordinator.contains(id, at: readGeneration) { count -= 1 }
         }
         return count
     }

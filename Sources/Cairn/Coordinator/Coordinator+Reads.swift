@@ -6,23 +6,27 @@ extension Coordinator {
     /// The sequence number of the last committed transaction.
     var lastSequence: UInt64 { store.lastSequence }
 
-    func get(_ id: RecordID) throws -> Record? { try store.get(id) }
+    func get(_ id: RecordID, at generation: StoreGeneration? = nil) throws -> Record? { try store.get(id, at: generation) }
 
-    func getVersioned(_ id: RecordID) throws -> (record: Record, version: UInt64)? { try store.getVersioned(id) }
+    func getVersioned(_ id: RecordID, at generation: StoreGeneration? = nil) throws -> (record: Record, version: UInt64)? {
+        try store.getVersioned(id, at: generation)
+    }
 
-    func version(of id: RecordID) -> UInt64 { store.version(of: id) }
+    func version(of id: RecordID, at generation: StoreGeneration? = nil) -> UInt64 { store.version(of: id, at: generation) }
 
-    func contains(_ id: RecordID) -> Bool { store.contains(id) }
+    func contains(_ id: RecordID, at generation: StoreGeneration? = nil) -> Bool { store.contains(id, at: generation) }
 
-    func containsEach(_ ids: [RecordID]) -> [Bool] { store.containsEach(ids) }
+    func containsEach(_ ids: [RecordID], at generation: StoreGeneration? = nil) -> [Bool] { store.containsEach(ids, at: generation) }
 
-    func ids(entity: UInt16) -> [RecordID] { store.ids(entity: entity) }
+    func ids(entity: UInt16, at generation: StoreGeneration? = nil) -> [RecordID] { store.ids(entity: entity, at: generation) }
 
-    func count(entity: UInt16) -> Int { store.count(entity: entity) }
+    func count(entity: UInt16, at generation: StoreGeneration? = nil) -> Int { store.count(entity: entity, at: generation) }
 
     func allocateID(entity: UInt16) throws -> RecordID { try store.allocateID(entity: entity) }
 
-    func lastChange(entities: [UInt16]) -> UInt64 { store.lastChange(entities: entities) }
+    func lastChange(entities: [UInt16], at generation: StoreGeneration? = nil) -> UInt64 {
+        store.lastChange(entities: entities, at: generation)
+    }
 
     func changedRecords(entity: UInt16, after sequence: UInt64) -> [UInt64]? { store.changedRecords(entity: entity, after: sequence) }
 
@@ -30,14 +34,15 @@ extension Coordinator {
         try store.indexedIDs(entity: entity, slot: slot, matching: condition)
     }
 
-    func scanVersioned(entity: UInt16, _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
-        try store.scanVersioned(entity: entity, body)
+    func scanVersioned(entity: UInt16, at generation: StoreGeneration? = nil,
+                       _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
+        try store.scanVersioned(entity: entity, at: generation, body)
     }
 
-    func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int,
+    func scanVersioned(entity: UInt16, parts: Int, minimumPerRun: Int, at generation: StoreGeneration? = nil,
                        where tester: (@Sendable (Int) -> Store.RecordTest)?,
                        _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
-        try store.scanVersioned(entity: entity, parts: parts, minimumPerRun: minimumPerRun, where: tester, body)
+        try store.scanVersioned(entity: entity, parts: parts, minimumPerRun: minimumPerRun, at: generation, where: tester, body)
     }
 
     func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,

@@ -347,6 +347,16 @@ final class Inbox: Sendable {
         }
     }
 
+    /// The change sets of transactions up to `sequence`, taken out; later ones stay.
+    func drain(through sequence: UInt64) -> [ChangeSet] {
+        state.withLock { state in
+            state.scheduled = false
+            let taken = state.pending.filter { $0.sequence <= sequence }
+            state.pending.removeAll { $0.sequence <= sequence }
+            return taken
+        }
+    }
+
     /// The job a post scheduled has run, whether it drained or not (a context that keeps
     /// a stable snapshot leaves the change sets waiting): the next post schedules another.
     func jobRan() {

@@ -35,8 +35,12 @@ extension Context {
             // The values move from the row to the object: copied, the array made by the
             // scan, out of the cache by now for a large fetch, would be retained here and
             // released again when the rows go.
-            if let version = rows[index].version, object.isFault {
-                object.prefetched = (rows[index].takeValues(), version)
+            if let version = rows[index].version {
+                if object.isFault {
+                    object.prefetched = (rows[index].takeValues(), version)
+                } else {
+                    showFetched(object, rows[index].takeValues(), version: version)
+                }
             }
             objects.append(object)
         }
@@ -62,7 +66,11 @@ extension Context {
         result.reserveCapacity(rows.count)
         for row in rows where row.id.entity == entity.number {
             guard let object = (row.registered ?? self.object(for: row.id, entity: entity, type: type)) as? T else { continue }
-            if let version = row.version, object.isFault { object.prefetched = (row.values, version) }
+            if let version = row.version {
+                if object.isFault && !followsFetches { object.prefetched = (row.values, version) } else {
+                    showFetched(object, row.values, version: version)
+                }
+            }
             result.append((object, row.values))
         }
         let objects = batched(result.map(\.object), request)
@@ -116,8 +124,13 @@ extension Context {
         try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, record in
             if let known = registered[id] {
                 guard ObjectIdentifier(Swift.type(of: known)) == fetchedClass || isFetched(known) else { return }
-                // A loaded object keeps its own values; a fault keeps the record read here.
-                if known.isFault { known.prefetched = (try Store.decodeRecord(record, id: id, entity: entity), version) }
+                // A fault keeps the record read here; a loaded object keeps its own values,
+                // unless it is to show the state the fetch read and another save changed it.
+                if known.isFault {
+                    known.prefetched = (try Store.decodeRecord(record, id: id, entity: entity), version)
+                } else if known.baseVersion != version, followsFetches {
+                    showFetched(known, try Store.decodeRecord(record, id: id, entity: entity), version: version)
+                }
                 objects.append(known)
             } else {
                 // The values first, then their object: made one after the other, they lie together.
@@ -129,6 +142,33 @@ extension Context {
             }
         }
         return objects
+    }
+
+    /// Whether the objects a fetch hands back show the state it read: in a root context
+    /// that takes in other saves as they come (``automaticallyMergesChangesFromParent``)
+    /// or reads at a pinned generation. A loaded object another save changed since it was
+    /// read, whose change set the context has not taken in yet, takes the values the fetch
+    /// read (its predicate and sort were tested on them), and the objects of live results
+    /// load from what the refresh read. A context that keeps a stable snapshot without a
+    /// generation keeps its loaded objects' values.
+    var followsFetches: Bool { parent == nil && (automaticallyMergesChangesFromParent || pinnedGeneration != nil) }
+
+    /// Has `object`, which a fetch read at `version` with `values`, show them (see
+    /// ``followsFetches``): a fault is loaded with them, a loaded object without unsaved
+    /// changes of another version takes them as a merge does, telling its observers.
+    func showFetched(_ object: ManagedObject, _ values: [Value], version: UInt64) {
+        guard followsFetches, object.inStore, object.exists, !object.hasUnsavedChanges else { return }
+        if object.isFault {
+            object.prefetched = (values, version)
+            _ = object.loadPrefetched()
+            return
+        }
+        guard object.baseVersion != version, values.count == object.values.count else { return }
+        object.prefetched = nil
+        changeGeneration &+= 1  // its values change without a write
+        relatedListsChanged()
+        object.reload(values)
+        object.baseVersion = version
     }
 
     /// The IDs of the objects ``fetch(_:)`` would find, in the same order and window, without
@@ -233,13 +273,24 @@ extension Context {
     /// A record's values as a fetch here tests and sorts it: a changed object's own
     /// values; any other record's as the parent sees it (a child's loaded object may hold
     /// older ones), or as the store has it. (A record that cannot be read is an error, as
-    /// in a fetch, not a record that does not match.)
+    /// in a fetch, not a record that does not match.) A loaded object of the record shows
+    /// the values read (see ``followsFetches``).
     func fetchedValues(_ id: RecordID) throws -> [Value]? {
+        try fetchedRecord(id)?.values
+    }
+
+    /// ``fetchedValues(_:)`` with the version read, for values read from the source (nil
+    /// for a changed object's own).
+    func fetchedRecord(_ id: RecordID) throws -> (values: [Value], version: UInt64?)? {
         if let object = dirty[id] {
             willRead(object)
-            return object.exists && object.belongs(to: self) ? object.values : nil
+            return object.exists && object.belongs(to: self) ? (object.values, nil) : nil
         }
-        return try sourceValues(for: id)?.values
+        guard let (values, version) = try sourceValues(for: id) else { return nil }
+        if parent == nil, let object = registered[id], object.isFault || object.baseVersion != version {
+            showFetched(object, values, version: version)
+        }
+        return (values, version)
     }
 
     /// ``viewValues(_:)`` for the records one fetch follows relationships to, each read
@@ -465,7 +516,8 @@ extension Context {
                 return { id, record in try filter.matches(record, id: id) }
             }
         }
-        try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun, where: tester, body)
+        try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun, at: readGeneration,
+                                       where: tester, body)
     }
 
     /// How many stored matches, in ID order, are enough to fill a request's window: its

@@ -143,7 +143,9 @@ extension FetchPlan {
             // Every record matches: room for them all at once (a hint, the count read apart
             // from the scan), where doubling would copy the rows several times. (Not when
             // only a sorted window's first rows are kept, by `top`.)
-            if takesAll && top == nil { matches.reserveCapacity(min(context.coordinator.count(entity: entity.number), enough)) }
+            if takesAll && top == nil {
+                matches.reserveCapacity(min(context.coordinator.count(entity: entity.number, at: context.readGeneration), enough))
+            }
             do {
                 if takesAll || plan.filter != nil {
                     // The matches are taken here, in ID order.
@@ -167,7 +169,9 @@ extension FetchPlan {
                         case .forUnloadedObjects:
                             if let object = context.registered[id] {
                                 known = ObjectIdentifier(type(of: object)) == plan.fetchedClass ? object : nil
-                                if !object.isFault {
+                                // (A loaded object is read again only to show this state: see
+                                // ``Context/followsFetches``.)
+                                if !object.isFault && (object.baseVersion == version || !context.followsFetches) {
                                     matches.append(FetchRow(id: id, values: [], version: nil, registered: known))
                                     return
                                 }
@@ -179,7 +183,7 @@ extension FetchPlan {
                     }
                 } else {
                     var scratch: [Value] = []
-                    try context.coordinator.scanVersioned(entity: entity.number) { id, version, record in
+                    try context.coordinator.scanVersioned(entity: entity.number, at: context.readGeneration) { id, version, record in
                         if limited && matches.count >= enough { throw ScanEnough() }
                         if plan.filterPending && plan.pending.contains(id) { return }
                         try record.decode(into: &scratch)
@@ -249,14 +253,16 @@ extension Context {
         let top = order.flatMap { order in windowEnd.flatMap { TopRows(order: order, wanted: $0, entity: entity) } }
         let access: FetchPlan.Access
         let chosen = plan(request.storedPredicate, entity: entity).access
+        // (A context pinned to a generation scans: the indexes follow the newest state.)
+        let pinned = readGeneration != nil
         let index: (slot: Int, condition: IndexCondition)? = {
-            guard case .index(let attribute, let lookup) = chosen,
+            guard !pinned, case .index(let attribute, let lookup) = chosen,
                   let slot = entity.attributes.firstIndex(where: { $0.name == attribute }) else { return nil }
             return (slot, lookup.condition)
         }()
         if let parent {
             access = .throughParent(.init(parent: parent, index: index))
-        } else if top != nil, let order, let walk = indexWalk(request, entity: entity, order: order) {
+        } else if top != nil, !pinned, let order, let walk = indexWalk(request, entity: entity, order: order) {
             access = .indexWalk(.init(slot: walk.slot, ascending: walk.ascending))
         } else if let index {
             access = .indexLookup(.init(slot: index.slot, condition: index.condition))

@@ -198,9 +198,11 @@ struct ResultsUpdate {
         for (id, _) in touched {
             if let values = snapshot[id] { shown[id] = values }
             snapshotChanges.append((id, nil))
-            guard let values = try context.fetchedValues(id), compiled?.evaluate(values, resolve: resolver) ?? true else { continue }
+            guard let (values, version) = try context.fetchedRecord(id), compiled?.evaluate(values, resolve: resolver) ?? true else { continue }
             let object = context.object(for: id, entity: entity, type: type)
             guard isResult(object) else { continue }
+            // (It shows the values it is placed by: see ``Context/followsFetches``.)
+            if let version { context.showFetched(object, values, version: version) }
             let name = sectionPath.map { Self.sectionName(CompiledPredicate.follow($0, values, resolver).first ?? .null) } ?? ""
             additions.append((object, name, order.key(values, resolver)))
         }

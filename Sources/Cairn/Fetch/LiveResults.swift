@@ -303,7 +303,7 @@ public final class LiveResults<T: ManagedObject> {
                                              request: request, sectionKeyPath: sectionKeyPath, window: window, context: context),
               // Read in one state: a save by another thread meanwhile may have changed rows
               // compared along the way (a fetch reads one state).
-              store.lastChange(entities: entities) == now.storeChange else { return nil }
+              store.lastChange(entities: entities, at: context.readGeneration) == now.storeChange else { return nil }
         inputs = now
         relatedSeen = seen
         updateCount += 1
@@ -337,7 +337,7 @@ public final class LiveResults<T: ManagedObject> {
         // Read after the fetch: only if no save changed the entity since the fetch's inputs
         // were taken (else the last row's key may not be the one it was sorted by, and the
         // next change fetches again).
-        guard context.coordinator.lastChange(entities: entities) == inputs?.storeChange else { return nil }
+        guard context.coordinator.lastChange(entities: entities, at: context.readGeneration) == inputs?.storeChange else { return nil }
         return end
     }
 
@@ -507,8 +507,8 @@ struct ResultsInputs: Equatable {
     var counts: [Int] = []
 
     init(of context: Context, entities: [UInt16]?) {
-        let store = context.coordinator
-        storeChange = entities.map { store.lastChange(entities: $0) } ?? store.lastSequence
+        let store = context.coordinator, generation = context.readGeneration
+        storeChange = entities.map { store.lastChange(entities: $0, at: generation) } ?? generation?.sequence ?? store.lastSequence
         var level: Context? = context
         while let current = level {
             resets.append(current.resetGeneration)

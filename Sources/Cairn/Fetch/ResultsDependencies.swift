@@ -173,7 +173,7 @@ struct ResultsDependencies {
             }
             level = current.parent
         }
-        if changedSomewhere, let stored = try context.coordinator.get(id) { result.append(stored.values) }
+        if changedSomewhere, let stored = try context.coordinator.get(id, at: context.readGeneration) { result.append(stored.values) }
         return result
     }
 }

@@ -264,14 +264,19 @@ func apply(_ change: ResultsChange, to old: [(String, [ObjectID])], new: [[Objec
         }
         writer.start()
         defer { done.withLock { $0 = true } }
-        var malformed = 0
+        var malformed = 0, contradicted = 0
         for _ in 0..<150 {
             try results.refresh()
             let names = results.sections.map(\.name)
             let ordered = zip(names, names.dropFirst()).allSatisfy { (Int($0) ?? 0) < (Int($1) ?? 0) }
             if !ordered || Set(names).count != names.count || names.contains("") { malformed += 1 }
+            // Each object shows the values the refresh sectioned it by (one state per fetch).
+            if results.sections.contains(where: { section in section.objects.contains { String($0.rankPlain) != section.name } }) {
+                contradicted += 1
+            }
         }
         #expect(malformed == 0, "\(malformed) of 150 refreshes malformed")
+        #expect(contradicted == 0, "\(contradicted) of 150 refreshes hold an object in a section its values contradict")
     }
 
     /// A child's results see the unsaved changes of its parent.

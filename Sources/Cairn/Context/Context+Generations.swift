@@ -1,0 +1,142 @@
+import CairnStorage
+
+/// A committed state of the store a context reads at (Core Data's
+/// `NSQueryGenerationToken`): see ``Context/setQueryGenerationFrom(_:)``. A token keeps
+/// its state readable while it is alive; tokens of one state are equal.
+public final class QueryGenerationToken: Sendable, Hashable, CustomStringConvertible {
+    /// Pins a context to the newest committed state when it is given to
+    /// ``Context/setQueryGenerationFrom(_:)``.
+    public static let current = QueryGenerationToken(nil)
+
+    let generation: StoreGeneration?
+
+    init(_ generation: StoreGeneration?) { self.generation = generation }
+
+    /// The last transaction the state includes (see ``ChangeSet/sequence``); nil for ``current``.
+    public var sequence: UInt64? { generation?.sequence }
+
+    public static func == (lhs: QueryGenerationToken, rhs: QueryGenerationToken) -> Bool {
+        lhs.generation === rhs.generation
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(generation.map(ObjectIdentifier.init))
+    }
+
+    public var description: String { sequence.map { "generation \($0)" } ?? "current generation" }
+}
+
+/// A generation some context holds, as ``Coordinator/pinnedGenerations`` reports it.
+public struct PinnedGeneration: Sendable, Equatable {
+    /// The last transaction the state includes.
+    public var sequence: UInt64
+    /// The name of the context that pinned it (``Context/name``), or "context".
+    public var pinnedBy: String
+    /// How many records commits after the generation changed: the versions it keeps
+    /// apart from the store's newest ones.
+    public var changedRecords: Int
+    /// The memory and mapped file bytes the generation alone keeps alive, estimated: the
+    /// copy of the store's tables its pin made the next commit take, and after a
+    /// compaction the retired snapshot and log.
+    public var retainedBytes: Int
+}
+
+extension Coordinator {
+    /// The generations that contexts (or tokens an app keeps) hold now, oldest first,
+    /// with what each costs. A generation goes when its last token does: when its context
+    /// moves on or unpins, and no other context or token holds it.
+    public var pinnedGenerations: [PinnedGeneration] {
+        store.pinnedGenerations.map {
+            PinnedGeneration(sequence: $0.sequence, pinnedBy: $0.pinnedBy, changedRecords: $0.changedRecords,
+                             retainedBytes: $0.retainedBytes)
+        }
+    }
+
+    /// A token for the newest committed state, pinned by `label`.
+    func pinGeneration(by label: String) -> QueryGenerationToken {
+        QueryGenerationToken(store.pinGeneration(by: label))
+    }
+}
+
+extension Context {
+    /// The generation this context reads at, or nil when it reads the newest state (the
+    /// default). See ``setQueryGenerationFrom(_:)``.
+    public var queryGenerationToken: QueryGenerationToken? { pinnedGeneration }
+
+    /// Pins the state this context reads, as Core Data's query generations do:
+    /// ``QueryGenerationToken/current`` pins the newest committed state, another context's
+    /// ``queryGenerationToken`` pins that one, and nil unpins.
+    ///
+    /// While pinned, every fetch, count, fault, relationship read and live-results refresh
+    /// of this context (and of its children) sees exactly that state, whatever other
+    /// contexts save and even after the store compacts. The objects it has loaded agree
+    /// with it: on pinning, those another save changed since they were read are read
+    /// again. Other saves wait in the context, as they do for one that does not merge
+    /// automatically, and are taken in when it moves on: at its own save (which then reads
+    /// at the state just after it), at ``processExternalChanges()``, or when this is
+    /// called again. A fetch by a pinned context scans the records rather than walking an
+    /// index (the indexes follow the newest state). See ``Coordinator/pinnedGenerations``
+    /// for what generations cost.
+    ///
+    /// Throws for a child context (it reads at its root's generation) and for a token of
+    /// another store.
+    public func setQueryGenerationFrom(_ token: QueryGenerationToken?) throws {
+        guard parent == nil else {
+            throw CairnError(.invalidArgument, "a child context reads at its root context's query generation; pin the root")
+        }
+        guard let token else {
+            pinnedGeneration = nil
+            processExternalChanges()
+            return
+        }
+        if let generation = token.generation {
+            guard generation.isOf(coordinator.store) else {
+                throw CairnError(.invalidArgument, "the query generation token is of another store")
+            }
+            move(to: token)
+        } else {
+            move(to: coordinator.pinGeneration(by: generationLabel))
+        }
+    }
+
+    /// The name a pin of this context reports.
+    var generationLabel: String { name ?? "context" }
+
+    /// The generation this context's store reads are at: its root's pin, or nil (newest).
+    var readGeneration: StoreGeneration? {
+        var root = self
+        while let parent = root.parent { root = parent }
+        return root.pinnedGeneration?.generation
+    }
+
+    /// For a pinned context: moves to the newest committed state.
+    func moveGenerationToNewest() {
+        guard pinnedGeneration != nil else { return }
+        move(to: coordinator.pinGeneration(by: generationLabel))
+    }
+
+    /// Reads at `token`'s state from now on: takes in the other saves up to it and reads
+    /// again the loaded objects that do not show it (saves whose change sets have not
+    /// reached the context yet, or a token older than what the objects were read at).
+    private func move(to token: QueryGenerationToken) {
+        pinnedGeneration = token
+        guard let generation = token.generation else { return }
+        defer { processPendingChanges() }
+        mergeExternal(inbox.drain(through: generation.sequence))
+        var stale: [RecordID] = [], gone = Set<UInt64>()
+        for (id, object) in registered where object.inStore {
+            if object.isFault {
+                if let row = object.prefetched, row.version != coordinator.version(of: id, at: generation) { object.prefetched = nil }
+                continue
+            }
+            guard coordinator.version(of: id, at: generation) != object.baseVersion else { continue }
+            if coordinator.contains(id, at: generation) {
+                stale.append(id)
+            } else if !object.hasUnsavedChanges, forgetDeleted(id) {
+                gone.insert(id.rawValue)
+            }
+        }
+        dropReferences(to: gone)
+        for id in stale { refreshUpdated(id) }
+    }
+}
