@@ -268,6 +268,8 @@ extension Context {
                              durability: Durability?) throws {
         _ = try coordinator.commitBatch(operations, from: inbox, kind: kind, id: id, expecting: expected, keys: keys,
                                         durability: durability)
+        // A pinned context reads on at the state after its batch, as after its save.
+        if pinnedGeneration != nil { return moveGenerationToNewest() }
         switch kind {
         case .insert: break
         case .update: for index in operations.indices { refreshUpdated(id(index)) }
@@ -369,7 +371,8 @@ extension Context {
             return
         }
         if compiled == nil || filter != nil {
-            try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, record in
+            // (The newest state, also in a pinned context: the batch's commit expects its versions.)
+            try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads, at: nil) { id, version, record in
                 try body(id, version, record, nil)
             }
             return

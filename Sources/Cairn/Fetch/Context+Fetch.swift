@@ -121,7 +121,7 @@ extension Context {
     private func scanObjects(entity: EntityDescription, filter: RecordFilter, type: ManagedObject.Type?,
                              fetchedClass: ObjectIdentifier?, isFetched: (ManagedObject) -> Bool) throws -> GatheredReferences<ManagedObject> {
         let objects = GatheredReferences<ManagedObject>()
-        try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads) { id, version, record in
+        try scanStored(entity: entity.number, filter: filter, threads: scanSplit.threads, at: readGeneration) { id, version, record in
             if let known = registered[id] {
                 guard ObjectIdentifier(Swift.type(of: known)) == fetchedClass || isFetched(known) else { return }
                 // A fault keeps the record read here; a loaded object keeps its own values,
@@ -505,7 +505,7 @@ extension Context {
     /// `body` gets each kept record on this thread, in ID order, with its version, all read
     /// in one state (see ``Store/scanVersioned(entity:parts:minimumPerRun:where:_:)``).
     @inline(__always)
-    func scanStored(entity: UInt16, filter: RecordFilter?, threads: Int,
+    func scanStored(entity: UInt16, filter: RecordFilter?, threads: Int, at generation: StoreGeneration?,
                     _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
         var tester: (@Sendable (Int) -> Store.RecordTest)?
         if let filter {
@@ -516,7 +516,7 @@ extension Context {
                 return { id, record in try filter.matches(record, id: id) }
             }
         }
-        try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun, at: readGeneration,
+        try coordinator.scanVersioned(entity: entity, parts: threads, minimumPerRun: scanSplit.minimumPerRun, at: generation,
                                        where: tester, body)
     }
 

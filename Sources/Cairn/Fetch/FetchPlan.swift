@@ -150,7 +150,7 @@ extension FetchPlan {
                 if takesAll || plan.filter != nil {
                     // The matches are taken here, in ID order.
                     try context.scanStored(entity: entity.number, filter: plan.filter,
-                                           threads: limited ? 1 : context.scanSplit.threads) { id, version, record in
+                                           threads: limited ? 1 : context.scanSplit.threads, at: context.readGeneration) { id, version, record in
                         if limited && matches.count >= enough { throw ScanEnough() }
                         if plan.filterPending && plan.pending.contains(id) { return }
                         if let top {

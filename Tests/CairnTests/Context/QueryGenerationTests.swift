@@ -137,6 +137,20 @@ import Testing
         #expect(try self.seen(by: pinned) == seen)
     }
 
+    @Test func aBatchOfAPinnedContextWorksOnTheNewestStateAndMovesIt() throws {
+        let stack = try Stack()
+        try setUp(stack)
+        let pinned = stack.context()
+        try pinned.setQueryGenerationFrom(.current)
+        try change(stack, round: 0)  // ages 30, 32; bo gone; new0 (0) in
+        let updated = try pinned.batchUpdate(FetchQuery(Person.self, predicate: #Predicate { $0.age >= 30 })) { person in
+            person.age += 1
+        }
+        #expect(updated == 2, "the batch matched the newest state, not the pinned one")
+        #expect(pinned.queryGenerationToken?.sequence == stack.coordinator.lastSequence)
+        #expect(try seen(by: pinned).people == ["ann": 31, "cy": 33, "new0": 0])
+    }
+
     @Test func aTokenPinsAnotherContextAndUnpinningReadsTheNewest() throws {
         let stack = try Stack()
         try setUp(stack)
@@ -213,5 +227,69 @@ import Testing
             pinned.processExternalChanges()
             #expect(try seen(by: pinned) == seen(by: stack.context()), "step \(step): moved to the newest")
         }
+    }
+}
+
+/// A pinned context on one thread while another thread saves and compacts: every read
+/// of the pinned context sees one committed state (the invariant of the writer's saves
+/// holds, and reads between moves agree), and it moves to newer states in order.
+@Suite struct QueryGenerationConcurrencyTests {
+    @Test func aPinnedReaderBesideAWriterSeesOneStateBetweenMoves() throws {
+        let stack = try Stack()
+        let people = 8, total = people * 100
+        do {
+            let context = stack.context()
+            for index in 0..<people {
+                let person = Person(context: context)
+                person.username = "p\(index)"
+                person.age = 100
+            }
+            try context.save()
+        }
+        let coordinator = stack.coordinator, model = stack.model
+        let done = Locked(false), saves = Locked(0)
+        let writer = Thread {
+            let context = Context(coordinator: coordinator, model: model)
+            context.undoManager.isEnabled = false
+            var random = SplitMix64(seed: 11)
+            while !done.value {
+                guard let all = try? context.fetch(FetchQuery(Person.self)), all.count == people else { continue }
+                // Value moves between two people: the sum stays.
+                let from = all[Int(random.next() % UInt64(people))], to = all[Int(random.next() % UInt64(people))]
+                let amount = Int(random.next() % 10)
+                from.age -= amount
+                to.age += amount
+                if (try? context.save()) == nil { context.rollback() }
+                let count = saves.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                if count % 25 == 0 { _ = try? coordinator.compact() }
+            }
+        }
+        writer.start()
+        defer { done.withLock { $0 = true } }
+        let reader = stack.context()
+        try reader.setQueryGenerationFrom(.current)
+        var lastSequence: UInt64 = 0, moves = 0
+        // (At least 120 rounds, and on until the writer has saved 150 times and compacted.)
+        var round = 0
+        while round < 120 || (saves.value < 150 && round < 100_000) {
+            defer { round += 1 }
+            let first = try reader.fetch(FetchQuery(Person.self)).map { ($0.username, $0.age) }
+            #expect(first.reduce(0) { $0 + $1.1 } == total, "round \(round): one committed state")
+            let again = try reader.fetch(FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.username)])).map { ($0.username, $0.age) }
+            #expect(first.sorted { $0.0 < $1.0 }.map(\.1) == again.map(\.1), "round \(round): the same state again")
+            #expect(try reader.count(Person.self) == people)
+            if round % 3 == 0 {
+                reader.processExternalChanges()
+                moves += 1
+                let sequence = try #require(reader.queryGenerationToken?.sequence)
+                #expect(sequence >= lastSequence, "generations move forward")
+                lastSequence = sequence
+            }
+        }
+        #expect(moves >= 40)
+        #expect(saves.value >= 150)
     }
 }
