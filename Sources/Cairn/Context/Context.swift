@@ -117,9 +117,10 @@ public final class Context {
     /// were read with, and its live results stay as they are, until it calls
     /// ``processExternalChanges()``, saves (a save takes in other saves first, so that
     /// merge policies see them), or refreshes an object. A fetch still finds the records
-    /// the store holds now, and a fault fired later reads the store as it is then (as in
-    /// Core Data without query generations). A root context holds the other saves' change
-    /// sets (their IDs and changed keys) until it takes them in.
+    /// the store holds now, and a fault fired later reads the store as it is then; for one
+    /// state throughout, pin a query generation (``setQueryGenerationFrom(_:)``). A root
+    /// context holds the other saves' change sets (their IDs and changed keys) until it
+    /// takes them in.
     public var automaticallyMergesChangesFromParent: Bool
     /// Whether the objects this context registers from now on are observable (Observation's
     /// `Observable`): a SwiftUI view, `withObservationTracking` or `Observations` that reads

@@ -451,6 +451,43 @@ enum ReadingFromOtherProcessesExample {
     }
 }
 
+/// QueryGenerations.md
+enum QueryGenerationsExample {
+    typealias Person = GettingStartedExample.Person
+    typealias DVD = GettingStartedExample.DVD
+
+    /// The counts a pinned main context sees before and after other saves and its move,
+    /// and the generations listed while pinned.
+    @MainActor static func run() async throws -> (before: Int, pinned: Int, moved: Int, listed: Int) {
+        let container = try Container(name: "Library", entities: [Person.self, DVD.self], storage: .inMemory)
+        Person(context: container.mainContext).username = "ann"
+        try container.mainContext.save()
+
+        let report = container.newBackgroundContext()
+        try await report.perform { context in
+            try context.setQueryGenerationFrom(.current)   // the newest committed state, held
+            // Every fetch, count, fault and relationship read below sees that one state.
+        }
+
+        for pinned in container.pinnedGenerations {
+            print("\(pinned.pinnedBy) holds generation \(pinned.sequence): \(pinned.retainedBytes) bytes")
+        }
+        let listed = container.pinnedGenerations.count
+
+        let context = container.mainContext
+        try context.setQueryGenerationFrom(.current)
+        let before = try context.fetch(FetchQuery(Person.self)).count
+        try await report.perform { other in               // another context saves
+            Person(context: other).username = "bo"
+            try other.save()
+        }
+        let still = try context.fetch(FetchQuery(Person.self)).count    // still `before`
+        context.processExternalChanges()                  // now at the newest state
+        try context.setQueryGenerationFrom(nil)           // unpinned: reads the newest, as by default
+        return (before, still, try context.fetch(FetchQuery(Person.self)).count, listed)
+    }
+}
+
 @Suite struct DocumentationExampleTests {
     /// The README's example, run where it says: in /tmp/demo.cairn (removed first and after).
     @MainActor @Test func readme() async throws {
@@ -522,6 +559,11 @@ enum ReadingFromOtherProcessesExample {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let seen = try await ReadingFromOtherProcessesExample.run(in: URL(fileURLWithPath: directory))
         #expect(seen.first == 0 && seen.advanced == 3 && seen.followed == 3)
+    }
+
+    @MainActor @Test func queryGenerations() async throws {
+        let seen = try await QueryGenerationsExample.run()
+        #expect(seen.before == 1 && seen.pinned == 1 && seen.moved == 2 && seen.listed == 1)
     }
 
     @Test func objectQueue() throws {
