@@ -24,7 +24,7 @@ extension Coordinator {
 
     /// The names of slots (attributes, then relationships) of entity `number`.
     private func keyNames(_ slots: [Int], entity number: UInt16) -> Set<String> {
-        guard let entity = entitiesByNumber[number] else { return [] }
+        guard !slots.isEmpty, let entity = entitiesByNumber[number] else { return [] }
         let attributes = entity.attributes.count
         return Set(slots.compactMap { slot in
             slot < attributes ? entity.attributes[slot].name

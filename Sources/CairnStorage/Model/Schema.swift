@@ -20,6 +20,9 @@ public struct Schema: Hashable, Sendable {
     /// The entity of number `number`, or nil.
     public func entity(number: UInt16) -> EntityDescription? { entities.first { $0.number == number } }
 
+    /// Whether an entity has the number `number` (without copying its description out).
+    package func hasEntity(number: UInt16) -> Bool { entities.contains { $0.number == number } }
+
     /// Entities Cairn keeps for itself in a store (the object queues' elements): an app's
     /// model need not name them, and a migration to a model without them keeps them.
     package static let internalEntityNames: Set<String> = ["CairnQueueElement"]

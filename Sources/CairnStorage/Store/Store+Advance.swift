@@ -108,13 +108,19 @@ extension Store {
                     throw error.located(in: writer.file.path)
                 }
                 var changes: [AdvancedChange] = []
-                for (id, body) in puts {
-                    let before = try get(id)?.values
+                changes.reserveCapacity(puts.count)
+                // Which records existed, in one look at the state: only an update's record is read.
+                let existed = state.withLock { state in puts.map { state.contains($0.id) } }
+                for ((id, body), existed) in zip(puts, existed) {
                     guard let body else {
-                        if before != nil { changes.append(AdvancedChange(id: id, kind: .delete, changedSlots: [])) }
+                        if existed { changes.append(AdvancedChange(id: id, kind: .delete, changedSlots: [])) }
                         continue
                     }
-                    guard let before else {
+                    guard existed else {
+                        changes.append(AdvancedChange(id: id, kind: .insert, changedSlots: []))
+                        continue
+                    }
+                    guard let before = try get(id)?.values else {
                         changes.append(AdvancedChange(id: id, kind: .insert, changedSlots: []))
                         continue
                     }

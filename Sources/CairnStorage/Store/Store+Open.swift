@@ -443,7 +443,7 @@ extension Store {
     /// Checks a record ID a log transaction names (FORMAT.md §2.3): its entity is in the
     /// schema and its serial is not 0.
     package static func checkLogged(_ id: RecordID, sequence: UInt64, schema: Schema, at offset: Int) throws {
-        guard schema.entity(number: id.entity) != nil else {
+        guard schema.hasEntity(number: id.entity) else {
             throw CairnError.corrupt("transaction \(sequence) names unknown entity \(id.entity)", offset: offset)
         }
         guard id.serial != 0 else {
