@@ -25,6 +25,7 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo "graph_count: graph's store, each parent's children counted (parent.children.count) without reading them, against SELECT count(*) per parent."
   echo "append_children: 20k children appended one by one to one parent (parent.children.append(child)) and saved, against 20k rows inserted with the parent's ID."
   echo "query_pending: query_unindexed's ten range queries over 100k new objects not yet saved, against the same queries inside the open transaction that inserted the rows."
+  echo "commit_single_4readers, insert_bulk_4readers: commit_single and insert_bulk with four reader processes following the writer, each polling every millisecond (a Cairn reader advances, an SQLite one reads the table's largest ID)."
   echo "query_sorted: ten pages of 20 (offsets 0, 1,000, ..., 9,000) of 200k records sorted by an unindexed attribute, descending, ties by ID; query_sorted_indexed the same by an indexed one."
   echo "RSS is the peak resident set of a workload's timed part (setup excluded; the whole process's"
   echo "peak, setup included, is processPeakRSSBytes in results.json)."
@@ -37,6 +38,12 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo
   echo '```'
   .build/release/cairn-bench --undo-cost 100000
+  echo '```'
+  echo
+  echo "Query generations: what one pinned context holds while another updates every record once (\`cairn-bench --generations 100000\`)."
+  echo
+  echo '```'
+  .build/release/cairn-bench --generations 100000
   echo '```'
   echo
   echo "Scaling: the same steps at 10k, 100k, 1M and 10M records (\`cairn-bench --scaling\`; \`--scaling N\` stops at N)."

@@ -191,6 +191,16 @@ struct SQLiteSide {
 /// Runs one repetition of a workload on one engine, in this process, in `directory`.
 func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) throws -> Measurement {
     let path = directory + "/store"
+    if let (workload, readers) = Followers.split(name) {
+        // The store first, for the readers to open; then the workload beside them.
+        switch engine {
+        case .cairn: try CairnSide(path: path).close()
+        case .sqlite: _ = try SQLiteSide(path: path)
+        }
+        let followers = try Followers.start(readers, engine: engine, path: path)
+        defer { followers.stop() }
+        return try runWorkload(workload, engine: engine, scale: scale, directory: directory)
+    }
     switch (name, engine) {
     case ("insert_bulk", .cairn), ("insert_bulk_batch", .cairn), ("insert_bulk_undo", .cairn):
         // insert_bulk_batch: the same rows through a batch insert (Context.batchInsert), one
@@ -696,7 +706,8 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
 let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph", "graph_count",
                      "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
-                     "append_children", "query_pending", "query_sorted", "query_sorted_indexed"]
+                     "append_children", "query_pending", "query_sorted", "query_sorted_indexed",
+                     "commit_single_4readers", "insert_bulk_4readers"]
 
 /// graph's store: `parents` parents of `children` children each, saved and closed.
 func makeGraphStore(path: String, parents: Int, children: Int) throws {

@@ -10,6 +10,8 @@ import Glibc
 ///     swift run -c release --package-path Benchmarks cairn-bench --phases [N]   (see Phases.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --undo-cost [N]   (see UndoCost.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --scaling [MAX]   (see Scaling.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --readers [N]   (see Readers.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --generations [N]   (see Generations.swift)
 ///
 /// Each repetition of each workload runs in a fresh child process and a fresh directory,
 /// alternating the engines, after one warm-up run of each; the child reports its time and
@@ -52,6 +54,30 @@ if arguments.first == "--readers" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("cairn-bench --readers: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--generations" {
+    do {
+        try runGenerations(count: Int(arguments.dropFirst().first ?? "") ?? 100_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --generations: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--generations-child", arguments.count == 3, let count = Int(arguments[2]) {
+    do { try runGenerationsChild(pinned: arguments[1] == "pinned", count: count) } catch {
+        FileHandle.standardError.write(Data("cairn-bench --generations-child: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--follower-child", arguments.count == 3, let engine = Engine(rawValue: arguments[1]) {
+    do { try runFollowerChild(engine: engine, path: arguments[2]) } catch {
+        FileHandle.standardError.write(Data("cairn-bench --follower-child: \(error)\n".utf8))
         exit(1)
     }
 }
@@ -164,7 +190,7 @@ print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(Process
                machine.fdatasyncMilliseconds, machine.sequentialWriteMBps, machine.memcpyMBps))
 print("scale: \(scaleName), \(repetitions) repetitions after a warm-up, engines alternating, a fresh process and directory each")
 print("RSS: the peak resident set of a workload's timed part (what its setup freed handed back first); the whole process's is in --json\n")
-let header = "workload".padding(toLength: 22, withPad: " ", startingAt: 0)
+let header = "workload".padding(toLength: 24, withPad: " ", startingAt: 0)
     + "cairn median (min–max) s      sqlite median (min–max) s     ratio  cairn RSS  sqlite RSS  notes"
 print(header)
 
@@ -208,7 +234,7 @@ for workload in selected {
         if let a = cairn.extra["checksum"], let b = sqlite.extra["checksum"], a != b { notes += " CHECKSUMS DIFFER" }
         if let a = cairn.extra["matched"], let b = sqlite.extra["matched"], a != b { notes += " MATCH COUNTS DIFFER" }
         func range(_ s: Summary) -> String { String(format: "%.4f (%.4f–%.4f)", s.median, s.min, s.max).padding(toLength: 30, withPad: " ", startingAt: 0) }
-        print(workload.padding(toLength: 22, withPad: " ", startingAt: 0) + range(cairn) + range(sqlite)
+        print(workload.padding(toLength: 24, withPad: " ", startingAt: 0) + range(cairn) + range(sqlite)
               + String(format: "%5.2f  %7.1f MB  %7.1f MB  ", ratio, cairn.peakRSSBytes / 1e6, sqlite.peakRSSBytes / 1e6) + notes)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -216,7 +242,7 @@ for workload in selected {
         let s = String(decoding: try encoder.encode(sqlite), as: UTF8.self)
         jsonWorkloads.append(#"{"name": "\#(workload)", "cairn": \#(c), "sqlite": \#(s), "ratio": \#(ratio)}"#)
     } catch {
-        print(workload.padding(toLength: 22, withPad: " ", startingAt: 0) + "failed: \(error)")
+        print(workload.padding(toLength: 24, withPad: " ", startingAt: 0) + "failed: \(error)")
     }
 }
 
