@@ -33,4 +33,11 @@ func app() throws {
     let history: [CommittedTransaction] = try container.history()
     let recovery: RecoveryReport = container.recoveryReport
     _ = (problems, result, statistics, history, recovery)
+
+    // One committed state for a context, and what pins cost.
+    try context.setQueryGenerationFrom(.current)
+    let token: QueryGenerationToken? = context.queryGenerationToken
+    let pinned: [PinnedGeneration] = container.pinnedGenerations
+    _ = (token?.sequence, pinned.first?.retainedBytes)
+    try context.setQueryGenerationFrom(nil)
 }

@@ -1,0 +1,2 @@
+import Cairn
+func f(_ token: QueryGenerationToken) { _ = token.generation }
