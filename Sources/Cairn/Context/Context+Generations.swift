@@ -123,17 +123,20 @@ extension Context {
         guard let generation = token.generation else { return }
         defer { processPendingChanges() }
         mergeExternal(inbox.drain(through: generation.sequence))
+        var objects: [ManagedObject] = []
+        for (_, object) in registered where object.inStore && (!object.isFault || object.prefetched != nil) { objects.append(object) }
+        let states = coordinator.versionsAndPresence(objects.map(\.recordID), at: generation)
         var stale: [RecordID] = [], gone = Set<UInt64>()
-        for (id, object) in registered where object.inStore {
+        for (object, state) in zip(objects, states) {
             if object.isFault {
-                if let row = object.prefetched, row.version != coordinator.version(of: id, at: generation) { object.prefetched = nil }
+                if let row = object.prefetched, row.version != state.version { object.prefetched = nil }
                 continue
             }
-            guard coordinator.version(of: id, at: generation) != object.baseVersion else { continue }
-            if coordinator.contains(id, at: generation) {
-                stale.append(id)
-            } else if !object.hasUnsavedChanges, forgetDeleted(id) {
-                gone.insert(id.rawValue)
+            guard state.version != object.baseVersion else { continue }
+            if state.exists {
+                stale.append(object.recordID)
+            } else if !object.hasUnsavedChanges, forgetDeleted(object.recordID) {
+                gone.insert(object.recordID.rawValue)
             }
         }
         dropReferences(to: gone)

@@ -16,6 +16,10 @@ extension Coordinator {
 
     func contains(_ id: RecordID, at generation: StoreGeneration? = nil) -> Bool { store.contains(id, at: generation) }
 
+    func versionsAndPresence(_ ids: [RecordID], at generation: StoreGeneration? = nil) -> [(version: UInt64, exists: Bool)] {
+        store.versionsAndPresence(ids, at: generation)
+    }
+
     func containsEach(_ ids: [RecordID], at generation: StoreGeneration? = nil) -> [Bool] { store.containsEach(ids, at: generation) }
 
     func ids(entity: UInt16, at generation: StoreGeneration? = nil) -> [RecordID] { store.ids(entity: entity, at: generation) }

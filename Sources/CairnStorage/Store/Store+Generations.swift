@@ -21,7 +21,14 @@ package final class StoreGeneration: @unchecked Sendable {
     package let pinnedBy: String
     let store: Store
     /// The state, one element; emptied under the store's lock (see ``Store/withState(_:_:)``).
-    private var held: [StoreState]
+    private var held: [Frozen]
+
+    /// The state in a box of its own: a read borrows it, with one retain of the box rather
+    /// than one of each of the state's tables.
+    private final class Frozen: Sendable {
+        let state: StoreState
+        init(_ state: StoreState) { self.state = state }
+    }
 
     init(store: Store, state: StoreState, pinnedBy: String) {
         self.store = store
@@ -33,14 +40,17 @@ package final class StoreGeneration: @unchecked Sendable {
         state.indexes = [:]
         state.recentChanges = EntityMap()
         state.frameGroups = FrameGroups()
-        held = [state]
+        held = [Frozen(state)]
     }
 
     deinit {
         store.state.withLock { _ in held.removeAll() }
     }
 
-    var state: StoreState { held[0] }
+    var state: StoreState { held[0].state }
+
+    /// Runs `body` on the state, borrowed.
+    func read<T>(_ body: (borrowing StoreState) throws -> T) rethrows -> T { try body(held[0].state) }
 
     /// Whether `other` is of the same store.
     package func isOf(_ other: Store) -> Bool { store === other }
@@ -115,7 +125,7 @@ extension Store {
     /// A small read of the state at `generation` (the newest, under the lock, when nil).
     func read<T>(at generation: StoreGeneration?, _ read: (StoreState) throws -> T) rethrows -> T {
         guard let generation else { return try state.withLock { try read($0) } }
-        return try read(generation.state)
+        return try generation.read { try read($0) }
     }
 }
 

@@ -175,6 +175,11 @@ package final class Store: Sendable {
         read(at: generation) { $0.version(of: id) }
     }
 
+    /// The versions of `ids` (see ``version(of:at:)``) and whether each exists, in one look at the state.
+    package func versionsAndPresence(_ ids: [RecordID], at generation: StoreGeneration? = nil) -> [(version: UInt64, exists: Bool)] {
+        read(at: generation) { state in ids.map { (state.version(of: $0), state.contains($0)) } }
+    }
+
     /// Whether a record with `id` exists.
     package func contains(_ id: RecordID, at generation: StoreGeneration? = nil) -> Bool {
         read(at: generation) { $0.contains(id) }
