@@ -151,6 +151,44 @@ import Testing
         #expect(try seen(by: pinned).people == ["ann": 31, "cy": 33, "new0": 0])
     }
 
+    @Test func aPinnedContextsSaveStillMeetsTheMergePolicy() throws {
+        let stack = try Stack()
+        try setUp(stack)
+        let pinned = stack.context()
+        try pinned.setQueryGenerationFrom(.current)
+        let ann = try #require(try pinned.fetch(FetchQuery(Person.self, predicate: #Predicate { $0.username == "ann" })).first)
+        let other = stack.context()
+        try #require(try other.existingObject(Person.self, with: ann.objectID)).age = 70
+        try other.save()
+        ann.age = 40
+        let error = #expect(throws: CairnError.self) { try pinned.save() }
+        #expect(error?.code == .conflict, "the save moves to the newest state first, and the clash is a conflict")
+        pinned.mergePolicy = .objectTrumps
+        try pinned.save()
+        #expect(ann.age == 40 && pinned.queryGenerationToken?.sequence == stack.coordinator.lastSequence)
+    }
+
+    /// A reader in another process (a read-only open beside the writer): a context pinned
+    /// there stays at its state across the reader's advances, and moves when asked.
+    @MainActor @Test func aPinnedContextOfAReaderStaysAcrossAdvances() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let app = try ReadOnlyContainerTests.open(directory, readOnly: false)
+        Person(context: app.mainContext).username = "pat"
+        try app.mainContext.save()
+        let widget = try ReadOnlyContainerTests.open(directory, readOnly: true)
+        let context = Context(coordinator: widget.coordinator, model: widget.model)
+        try context.setQueryGenerationFrom(.current)
+        Person(context: app.mainContext).username = "bo"
+        try app.mainContext.save()
+        try app.compact()
+        _ = try widget.advance()
+        #expect(try widget.mainContext.fetch(FetchQuery(Person.self)).count == 2, "the reader moved")
+        #expect(try context.fetch(FetchQuery(Person.self)).map(\.username) == ["pat"], "its pinned context did not")
+        context.processExternalChanges()
+        #expect(try context.fetch(FetchQuery(Person.self)).map(\.username).sorted() == ["bo", "pat"])
+    }
+
     @Test func aTokenPinsAnotherContextAndUnpinningReadsTheNewest() throws {
         let stack = try Stack()
         try setUp(stack)
