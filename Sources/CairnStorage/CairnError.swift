@@ -43,6 +43,9 @@ public struct CairnError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let conflict = Code("conflict")
         /// A managed object was used after it left its context (see ``ManagedObject/isInvalidated``).
         public static let invalidated = Code("invalidated")
+        /// History after a token is no longer held: the store's history retention (or a
+        /// compaction, in a store that keeps none) let it go. Start again from a full read.
+        public static let historyExpired = Code("historyExpired")
     }
 
     /// What went wrong, to match on.

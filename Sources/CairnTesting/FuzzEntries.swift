@@ -34,14 +34,20 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         _ = try? bytes.withUnsafeBytes { try SchemaCoding.decode($0) }
     }
 
-    /// A log file's bytes: every frame parsed, every payload decoded.
+    /// A log file's bytes: every frame parsed, every payload decoded with its history
+    /// notes (FORMAT.md §5.1). The bytes past the header are also decoded as one payload,
+    /// so that mutations reach the payload and notes decoders without a frame checksum to pass.
     static func log(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { buffer in
+            if buffer.count > FileHeader.size + LogFrame.headerSize {
+                _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[(FileHeader.size + LogFrame.headerSize)...]),
+                                                  notes: { _ in }) { _, _ in }
+            }
             _ = try? FileHeader.decode(buffer, expected: .log)
             var offset = min(FileHeader.size, buffer.count)
             var frames = 0
             while frames < 100_000, case .frame(_, _, let payload, let next) = LogFrame.parse(buffer, at: offset) {
-                _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload])) { _, body in
+                _ = try? TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload]), notes: { _ in }) { _, body in
                     if let body { _ = try? ValueCoding.decode(body) }
                 }
                 offset = next

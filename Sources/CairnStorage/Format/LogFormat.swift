@@ -210,10 +210,17 @@ package enum RecordOperation: Sendable, Equatable {
 /// varint  operation count
 /// each:   u8 kind (1 = put, 2 = delete), u64 record ID,
 ///         put only: varint body length, body (FORMAT.md §2.2)
+/// then, in a store that keeps history: the transaction's notes (``TransactionNotes``, §5.1)
 /// ```
 package enum TransactionCoding {
     package static let put: UInt8 = 1
     package static let delete: UInt8 = 2
+
+    /// The size of the payload ``encode(_:timestamp:into:)`` writes for `operations`,
+    /// with `notes` if given.
+    package static func encodedSize(_ operations: [RecordOperation], notes: TransactionNotes?) -> Int {
+        encodedSize(operations) + (notes?.encodedSize ?? 0)
+    }
 
     /// The size of the payload ``encode(_:timestamp:into:)`` writes for `operations`.
     package static func encodedSize(_ operations: [RecordOperation]) -> Int {
@@ -227,15 +234,17 @@ package enum TransactionCoding {
         return size
     }
 
-    package static func encode(_ operations: [RecordOperation], timestamp: UInt64, into writer: inout ByteWriter) {
-        encode(operations, timestamp: timestamp, into: &writer, handingOnPast: .max) { _ in }
+    package static func encode(_ operations: [RecordOperation], timestamp: UInt64, notes: TransactionNotes? = nil,
+                               into writer: inout ByteWriter) {
+        encode(operations, timestamp: timestamp, notes: notes, into: &writer, handingOnPast: .max) { _ in }
     }
 
     /// ``encode(_:timestamp:into:)`` in pieces: whenever `writer` holds `piece` bytes or
     /// more after an operation, `handOn` takes them (and leaves it empty); the last piece
     /// stays in `writer`.
-    package static func encode(_ operations: [RecordOperation], timestamp: UInt64, into writer: inout ByteWriter,
-                              handingOnPast piece: Int, _ handOn: (inout ByteWriter) throws -> Void) rethrows {
+    package static func encode(_ operations: [RecordOperation], timestamp: UInt64, notes: TransactionNotes? = nil,
+                               into writer: inout ByteWriter, handingOnPast piece: Int,
+                               _ handOn: (inout ByteWriter) throws -> Void) rethrows {
         writer.u64(timestamp)
         writer.varint(UInt64(operations.count))
         for operation in operations {
@@ -261,6 +270,7 @@ package enum TransactionCoding {
             }
             if writer.count >= piece { try handOn(&writer) }
         }
+        notes?.encode(into: &writer)
     }
 
     /// Calls `body` with each of `operations` and, for a put, the offset at which
@@ -283,11 +293,14 @@ package enum TransactionCoding {
 
     /// Decodes a payload, calling `body` for each operation with the record body as a
     /// slice of `payload` (nil for a delete). Offsets in errors are relative to `base`.
+    /// The transaction's notes (§5.1), if it has any, are checked, and given to `notes`.
     package static func decode(_ payload: UnsafeRawBufferPointer, base: Int = 0,
-                              _ body: (RecordID, UnsafeRawBufferPointer?) throws -> Void) throws -> UInt64 {
+                               notes: ((TransactionNotes) throws -> Void)? = nil,
+                               _ body: (RecordID, UnsafeRawBufferPointer?) throws -> Void) throws -> UInt64 {
         var reader = ByteReader(payload, base: base)
         let timestamp = try reader.u64("commit time")
         let count = try reader.count("operation count", maximum: FormatLimits.maxOperations, minimumItemSize: 9)
+        let operationsStart = reader.position
         for _ in 0..<count {
             let kindOffset = reader.position
             let kind = try reader.u8("operation kind")
@@ -302,7 +315,26 @@ package enum TransactionCoding {
                 throw reader.failure("unknown operation kind \(kind)", at: kindOffset)
             }
         }
-        guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the last operation") }
+        guard !reader.isAtEnd else { return timestamp }
+        let kinds = try putFlags(payload, base: base, from: operationsStart, count: count)
+        let decoded = try TransactionNotes.decode(&reader, operations: count) { kinds[$0] }
+        guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the transaction's history notes") }
+        try notes?(decoded)
         return timestamp
+    }
+
+    /// Whether each of the `count` operations from `start` (checked already) is a put.
+    private static func putFlags(_ payload: UnsafeRawBufferPointer, base: Int, from start: Int, count: Int) throws -> [Bool] {
+        var reader = ByteReader(payload, base: base)
+        try reader.seek(to: start)
+        var flags: [Bool] = []
+        flags.reserveCapacity(count)
+        for _ in 0..<count {
+            let kind = try reader.u8("operation kind")
+            _ = try reader.u64("record ID")
+            flags.append(kind == put)
+            if kind == put { _ = try reader.slice(try reader.count("record body length", maximum: FormatLimits.maxFramePayload)) }
+        }
+        return flags
     }
 }

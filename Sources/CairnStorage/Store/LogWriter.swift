@@ -32,8 +32,14 @@ final class LogWriter: @unchecked Sendable {
         lastWritten = lastSequence
     }
 
+    /// The format version of the log's header: frames with history notes (FORMAT.md §5.1)
+    /// go only into a log of version 5 or later, which older readers refuse.
+    let version: UInt32
+
     init(file: any StorageFile, fileSystem: any FileSystem, manifest: Manifest, appendOffset: Int,
-         allocatedEnd: Int, lastWritten: UInt64, syncedThrough: UInt64, preallocationBytes: Int) {
+         allocatedEnd: Int, lastWritten: UInt64, syncedThrough: UInt64, preallocationBytes: Int,
+         version: UInt32 = FileHeader.currentVersion) {
+        self.version = version
         self.file = file
         self.fileSystem = fileSystem
         self.manifest = manifest
@@ -59,7 +65,7 @@ final class LogWriter: @unchecked Sendable {
         }
         return LogWriter(file: file, fileSystem: fileSystem, manifest: manifest, appendOffset: FileHeader.size,
                          allocatedEnd: FileHeader.size, lastWritten: header.baseSequence,
-                         syncedThrough: header.baseSequence, preallocationBytes: preallocationBytes)
+                         syncedThrough: header.baseSequence, preallocationBytes: preallocationBytes, version: header.version)
     }
 
     /// Appends `buffer` at the tail with one write, reserving space ahead first if needed.

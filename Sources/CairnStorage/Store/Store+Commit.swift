@@ -21,16 +21,26 @@ final class CommitTicket: Sendable {
     nonisolated(unsafe) var checksUniqueness = true
     /// The sequence number at which the committer checked its unique values, if it did.
     nonisolated(unsafe) var uniquenessCheckedAt: UInt64?
+    /// Who made the transaction, for history (``TransactionNotes/author``).
+    nonisolated(unsafe) var author: String?
+    /// The transaction's notes for history, made by the leader as it writes the frame
+    /// (in a store that keeps history), read by it alone after.
+    nonisolated(unsafe) var notes: TransactionNotes? {
+        didSet { notesLength = notes?.encodedSize ?? 0 }
+    }
+    nonisolated(unsafe) private var notesLength = 0
 
-    /// The exact size of the transaction's payload (``TransactionCoding/encodedSize(_:)``),
+    /// The size of the transaction's operations (``TransactionCoding/encodedSize(_:)``),
     /// computed once for the size limit, the batch's buffer and a streamed frame.
-    let payloadLength: Int
+    let operationsLength: Int
+    /// The exact size of the payload: the operations and the notes, once made.
+    var payloadLength: Int { operationsLength + notesLength }
 
     init(operations: [RecordOperation], durable: Bool, expected: [ExpectedVersion]) {
         self.operations = operations
         self.durable = durable
         self.expected = expected
-        payloadLength = TransactionCoding.encodedSize(operations)
+        operationsLength = TransactionCoding.encodedSize(operations)
     }
 
     func take() -> Outcome? { outcome.withLock { value in defer { value = nil }; return value } }
@@ -92,7 +102,7 @@ extension Store {
     ///   the transaction's unique values against the store (a context's save does): if no
     ///   transaction has committed since, the commit need not check them again.
     package func commit(prepared operations: [RecordOperation], for schema: Schema, expecting expected: [ExpectedVersion],
-                durability: Durability?, uniquenessCheckedAt: UInt64? = nil) throws -> UInt64 {
+                durability: Durability?, uniquenessCheckedAt: UInt64? = nil, author: String? = nil) throws -> UInt64 {
         try checkCommit(count: operations.count)
         let current = self.schema
         // The same entity list in memory is the same schema (the usual case: the coordinator's
@@ -104,7 +114,7 @@ extension Store {
             throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
-                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt)
+                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt, author: author)
     }
 
     /// Throws unless the store takes writes and a transaction of `count` changes.
@@ -251,10 +261,11 @@ extension Store {
     /// - Parameter checkingUniqueness: false only for tests that must write what a file
     ///   could hold but no writer writes (``Store+Uniqueness``).
     package func commit(operations: [RecordOperation], durable: Bool, expected: [ExpectedVersion] = [],
-                checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil) throws -> UInt64 {
+                checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil, author: String? = nil) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
         ticket.checksUniqueness = checkingUniqueness
         ticket.uniquenessCheckedAt = uniquenessCheckedAt
+        ticket.author = author
         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
             throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
@@ -323,6 +334,9 @@ extension Store {
                 let now = nowMilliseconds()
                 var accepted: [(ticket: CommitTicket, sequence: UInt64)] = []
                 var assigned = [UInt64?](repeating: nil, count: batch.count)
+                // What the batch's accepted transactions wrote, for the next one's notes.
+                let keepsHistory = options.history != nil && writer.version >= 5
+                var batchRecords = BatchRecords()
                 writer.buffer.removeAll()
                 // A large batch is written frame by frame in pieces; any other through one
                 // buffer with room for every frame at once (grown by doubling, it would copy
@@ -360,6 +374,15 @@ extension Store {
                             "store at \(path) has used every transaction sequence number (\(FormatLimits.maxSequence))"))
                         continue
                     }
+                    if keepsHistory {
+                        ticket.notes = try notes(for: ticket.operations, author: ticket.author, batch: &batchRecords)
+                        guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
+                            outcomes[index] = .failed(CairnError(.tooLarge,
+                                "transaction of \(ticket.payloadLength) bytes with its history exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it"))
+                            // (Its notes went into the batch's records: the rest of the batch is refused too.)
+                            throw CairnError(.tooLarge, "a transaction of the batch exceeds the frame size limit with its history")
+                        }
+                    }
                     sequence += 1
                     if index < batch.count - 1 {
                         for operation in ticket.operations { batchVersions[operation.id.rawValue] = sequence }
@@ -368,7 +391,7 @@ extension Store {
                     assigned[index] = sequence
                     if !streamed {
                         LogFrame.append(to: &writer.buffer, sequence: sequence, syncedThrough: writer.syncedThrough) {
-                            TransactionCoding.encode(ticket.operations, timestamp: now, into: &$0)
+                            TransactionCoding.encode(ticket.operations, timestamp: now, notes: ticket.notes, into: &$0)
                         }
                     }
                 }
@@ -394,7 +417,7 @@ extension Store {
                         for (ticket, sequence) in accepted {
                             checksums.append(try writer.appendFrame(sequence: sequence, payloadLength: ticket.payloadLength,
                                                                     piece: piece) { payload, handOn in
-                                try TransactionCoding.encode(ticket.operations, timestamp: now, into: &payload,
+                                try TransactionCoding.encode(ticket.operations, timestamp: now, notes: ticket.notes, into: &payload,
                                                              handingOnPast: piece, handOn)
                             })
                         }

@@ -46,13 +46,24 @@ extension Store {
     /// the log file, and the file's mapping (the payload points into it). The log is
     /// mapped, not read (as recovery maps it): it can be as large as the snapshot, and its
     /// pages are then the file's, which the kernel can drop, not a copy on the heap.
-    package func forEachLogTransaction(_ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Returns the log's base sequence: its first transaction is the one after it.
+    @discardableResult
+    package func forEachLogTransaction(_ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws -> UInt64 {
         // Through the store's own handle: a reader's log may since have been retired by a
         // writer's compaction, which leaves an open file readable.
         guard let (file, end) = log.withLock({ $0.map { ($0.file, $0.appendOffset) } }) else { throw closedError() }
         let mapping = try file.map()
-        try withExtendedLifetime(mapping) {
+        return try withExtendedLifetime(mapping) {
             let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])
+            guard buffer.count >= FileHeader.size else {
+                throw CairnError(.corrupt, "the log is shorter than its header", path: file.path, offset: 0)
+            }
+            let base: UInt64
+            do {
+                base = try FileHeader.decode(UnsafeRawBufferPointer(rebasing: buffer[..<FileHeader.size]), expected: .log).baseSequence
+            } catch let error as CairnError {
+                throw error.located(in: file.path)
+            }
             var offset = FileHeader.size
             // Every frame up to the log's end was valid when replayed or written: one that
             // is not now is damage, reported where it is.
@@ -68,6 +79,7 @@ extension Store {
                     throw CairnError(.corrupt, "the log's frame at offset \(offset) is damaged (\(reason))", path: file.path, offset: Int64(offset))
                 }
             }
+            return base
         }
     }
 

@@ -266,12 +266,14 @@ extension Store {
         var offset = FileHeader.size
         var expected = base + 1
         var damage: String?
+        var version = FileHeader.currentVersion
         // For a repair: a checkpoint that shows the log held more than it now does.
         var shownByCheckpoint: CheckpointDirectory?
         do {
             try withExtendedLifetime(mapping) {
                 let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(size, mapping.bytes.count)])
                 let header = try FileHeader.decode(buffer, expected: .log)
+                version = header.version
                 guard header.storeID == manifest.header.storeID else {
                     throw CairnError.corrupt("log belongs to another store (\(header.storeID))", offset: 16)
                 }
@@ -410,7 +412,7 @@ extension Store {
         if options.openMode != .readOnly { try file.sync() }
         return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
                          allocatedEnd: tailIsClean || options.openMode == .normal ? size : offset, lastWritten: expected - 1,
-                         syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes)
+                         syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes, version: version)
     }
 
     /// Cuts a torn tail by writing zeros over it, from `offset` to the file's `size`, where

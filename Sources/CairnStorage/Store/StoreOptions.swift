@@ -71,6 +71,12 @@ public struct StoreOptions: Sendable {
     /// this many records, and twice as many as at its last checkpoint
     /// (``Store/checkpointIfDue()``). Tests lower it.
     package var periodicCheckpointMinimumRecords = 1 << 20
+    /// Whether the store keeps history, and how long (nil, the default: it keeps none).
+    /// With history, each transaction's frame notes what each change did (an insert, the
+    /// properties an update changed, a delete) and the saving context's author, and a
+    /// compaction keeps the history the retention allows (FORMAT.md §5.1, §14). Without,
+    /// the frames are as before and nothing is kept past a compaction.
+    public var history: HistoryRetention?
     /// How the open treats the log (``OpenMode``); `cairn verify` and `cairn repair` set it.
     var openMode = OpenMode.normal
 

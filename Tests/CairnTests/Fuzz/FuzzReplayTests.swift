@@ -19,7 +19,7 @@ import Testing
         seeds[.schema] = [SchemaCoding.encode(TestSchemas.people), SchemaCoding.encode(TestSchemas.blobs)]
         let canonical = try CanonicalStore(smallTransactions(6, seed: 3, maxBlob: 8))
         let compacted = try CanonicalStore(smallTransactions(6, seed: 4, maxBlob: 8), compactAfter: 4)
-        seeds[.log] = [canonical.logBytes, compacted.logBytes]
+        seeds[.log] = [canonical.logBytes, compacted.logBytes, try historyLogSeed()]
         // With attribute indexes stored in the snapshot (FORMAT.md §6.6).
         let indexed = try CanonicalStore(StoredIndexTests.transactions(6), compactAfter: 4, schema: StoredIndexTests.schema)
         seeds[.snapshot] = [compacted.fs.contents(of: compacted.snapshotPath)!, indexed.fs.contents(of: indexed.snapshotPath)!]
@@ -113,6 +113,16 @@ import Testing
             #expect(store.recovery.usedCheckpoint == (checkpoint != nil), "\(store.recovery)")
             try store.close()
         }
+    }
+
+    /// A log whose frames carry history notes (FORMAT.md §5.1): HistoryFeedTests' saves.
+    static func historyLogSeed() throws -> [UInt8] {
+        let fs = MemoryFileSystem()
+        let (coordinator, model) = try HistoryFeedTests.open(fs)
+        _ = try HistoryFeedTests.saves(coordinator, model)
+        let path = coordinator.store.logPath(coordinator.store.log.withLock { $0?.manifest.logNumber } ?? 0)
+        try coordinator.close()
+        return try #require(fs.contents(of: path))
     }
 
     @Test func keptInputsReplayWithoutCrashing() throws {

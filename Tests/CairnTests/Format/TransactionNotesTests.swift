@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import CairnStorage
+
+/// A transaction's history notes (FORMAT.md §5.1): written after the operations, read back
+/// exactly, and every malformed form refused as corrupt with its offset.
+@Suite struct TransactionNotesTests {
+    let operations: [RecordOperation] = [
+        .put(RecordID(entity: 1, serial: 1), body: ValueCoding.encode([.string("a")])),
+        .put(RecordID(entity: 1, serial: 2), body: ValueCoding.encode([.string("b")])),
+        .delete(RecordID(entity: 1, serial: 3)),
+        .delete(RecordID(entity: 1, serial: 4)),
+    ]
+    let notes = TransactionNotes(author: "sync-é", changes: [.insert, .update(slots: [0, 2, 300]), .delete, .absent])
+
+    func payload(_ notes: TransactionNotes?) -> [UInt8] {
+        var writer = ByteWriter()
+        TransactionCoding.encode(operations, timestamp: 42, notes: notes, into: &writer)
+        #expect(writer.count == TransactionCoding.encodedSize(operations, notes: notes))
+        return writer.bytes
+    }
+
+    func decode(_ bytes: [UInt8]) throws -> TransactionNotes? {
+        var found: TransactionNotes?
+        _ = try bytes.withUnsafeBytes { try TransactionCoding.decode($0, base: 1000, notes: { found = $0 }) { _, _ in } }
+        return found
+    }
+
+    @Test func notesRoundTripAndAreOptional() throws {
+        #expect(try decode(payload(notes)) == notes)
+        #expect(try decode(payload(nil)) == nil)
+        #expect(try decode(payload(TransactionNotes(author: "", changes: [.insert, .update(slots: []), .delete, .delete])))?.author == nil)
+    }
+
+    /// The notes' bytes start where the operations end.
+    var notesStart: Int { payload(nil).count }
+
+    func refused(_ bytes: [UInt8], _ fragment: String) {
+        let error = #expect(throws: CairnError.self) { try decode(bytes) }
+        #expect(error?.code == .corrupt)
+        #expect(error?.message.contains(fragment) == true, "\(error?.message ?? "")")
+        #expect((error?.offset ?? 0) >= 1000, "offsets count from the payload's place in the file")
+    }
+
+    @Test func malformedNotesAreCorrupt() throws {
+        let good = payload(notes), start = notesStart
+        var bytes = good
+        bytes[start] = 0x47
+        refused(bytes, "history marker")
+        refused(Array(good.dropLast()), "needs")
+        refused(good + [0], "unexpected bytes after the transaction's history notes")
+        // A change that does not fit its operation: the first (a put) said deleted.
+        let authorLength = Int(good[start + 1])
+        bytes = good
+        bytes[start + 2 + authorLength] = 3
+        refused(bytes, "is a put")
+        // The third (a delete) said inserted.
+        bytes = payload(TransactionNotes(author: nil, changes: [.insert, .insert, .insert, .delete]))
+        refused(bytes, "is a delete")
+        // An unknown kind, slots out of order, an author that is not UTF-8.
+        bytes = payload(TransactionNotes(author: nil, changes: [.insert, .insert, .delete, .delete]))
+        bytes[notesStart + 2] = 9
+        refused(bytes, "unknown history change kind")
+        bytes = payload(TransactionNotes(author: nil, changes: [.insert, .update(slots: [1, 2]), .delete, .delete]))
+        bytes[notesStart + 6] = 1
+        refused(bytes, "out of range or order")
+        bytes = payload(TransactionNotes(author: "ab", changes: [.insert, .insert, .delete, .delete]))
+        bytes[notesStart + 2] = 0xFF
+        refused(bytes, "UTF-8")
+    }
+}
