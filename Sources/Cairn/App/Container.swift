@@ -55,6 +55,8 @@ public final class Container: Sendable {
     ///     gone when the container is.
     ///   - durability: `.durable` (the default) syncs every save to disk.
     ///   - compaction: when the store folds its log into a new snapshot by itself.
+    ///   - history: whether the store keeps history, and how long (``HistoryRetention``;
+    ///     nil, the default: none past the log, see ``history(after:)``).
     ///   - modelVersion: the model's version, stored with the store: a model older than
     ///     the store's, with another layout, is refused rather than migrated back.
     ///   - migration: what to do when the model differs from the store's (lightweight
@@ -66,7 +68,8 @@ public final class Container: Sendable {
     ///     The model must be the store's (a reader does not migrate).
     public init(name: String = "Cairn", entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],
                 storage: Storage, durability: Durability = .durable, compaction: CompactionPolicy = .default,
-                modelVersion: UInt32 = 1, migration: MigrationPolicy = .lightweight, readOnly: Bool = false) throws {
+                history: HistoryRetention? = nil, modelVersion: UInt32 = 1, migration: MigrationPolicy = .lightweight,
+                readOnly: Bool = false) throws {
         self.name = name
         model = try Model(types: entities, entities: dynamicEntities + [Container.queueEntity], version: modelVersion)
         var options: StoreOptions
@@ -79,6 +82,7 @@ public final class Container: Sendable {
             options = StoreOptions(fileSystem: MemoryFileSystem(), durability: durability, compaction: compaction,
                                    preallocationBytes: 64 << 10)
         }
+        options.history = history
         if readOnly {
             options.readOnly = true
             options.createIfMissing = false
@@ -183,6 +187,23 @@ extension Container {
 
     /// Record counts, file sizes and the last commit: see ``Coordinator/statistics``.
     public var statistics: StoreStatistics { coordinator.statistics }
+
+    /// The token of the newest committed state (see ``history(after:)``).
+    public var historyToken: HistoryToken { coordinator.historyToken }
+
+    /// The transactions after `token` (nil: every one the store holds), oldest first: see
+    /// ``Coordinator/history(after:)``.
+    public func history(after token: HistoryToken?) throws -> [HistoryTransaction] { try coordinator.history(after: token) }
+
+    /// What changed since `token`, with the current values of the objects it touched: see
+    /// ``Coordinator/changes(since:)``.
+    public func changes(since token: HistoryToken) throws -> HistoryChanges { try coordinator.changes(since: token) }
+
+    /// The transactions after `token` as they commit: see ``Coordinator/transactions(after:every:)``.
+    public func transactions(after token: HistoryToken? = nil,
+                             every interval: Duration = .milliseconds(50)) -> AsyncThrowingStream<HistoryTransaction, any Error> {
+        coordinator.transactions(after: token, every: interval)
+    }
 
     /// The query generations contexts hold, with what each costs
     /// (see ``Context/setQueryGenerationFrom(_:)``).

@@ -118,7 +118,7 @@ extension Context {
                     object.hasUnsavedChanges ? nil : ExpectedVersion(id: object.recordID, version: version)
                 }
                 let changes = try coordinator.save(items, from: inbox, durability: durability,
-                                                   uniquenessCheckedAt: uniquenessCheckedAt, reads: reads)
+                                                   uniquenessCheckedAt: uniquenessCheckedAt, reads: reads, author: transactionAuthor)
                 let saved = wantsDidSave ? didSaveChanges(of: changed, sequence: changes.sequence) : nil
                 didSave(changed, sequence: changes.sequence)
                 return saved

@@ -25,6 +25,11 @@ public final class Context {
     public let undoManager = UndoStack()
     /// A name for debugging.
     public var name: String?
+    /// The author history records for this context's saves and batches (Core Data's
+    /// `transactionAuthor`), in a store that keeps history (``Container/history(after:)``):
+    /// a name per process, device or feature, so that a change feed can tell its own
+    /// writes from others'. Nil: none.
+    public var transactionAuthor: String?
     /// This context's number, never reused in the process: an object records the number of
     /// its context beside its weak reference to it (``ManagedObject/belongs(to:)``).
     let serial = Context.serials.wrappingAdd(1, ordering: .relaxed).newValue

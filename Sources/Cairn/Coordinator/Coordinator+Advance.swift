@@ -25,10 +25,6 @@ extension Coordinator {
     /// The names of slots (attributes, then relationships) of entity `number`.
     private func keyNames(_ slots: [Int], entity number: UInt16) -> Set<String> {
         guard !slots.isEmpty, let entity = entitiesByNumber[number] else { return [] }
-        let attributes = entity.attributes.count
-        return Set(slots.compactMap { slot in
-            slot < attributes ? entity.attributes[slot].name
-                : slot - attributes < entity.relationships.count ? entity.relationships[slot - attributes].name : nil
-        })
+        return Set(slots.compactMap { Self.propertyName(slot: $0, of: entity) })
     }
 }
