@@ -148,7 +148,7 @@ extension Coordinator {
     }
 
     /// A store history entry as the objects' history.
-    private func transaction(_ entry: Store.HistoryEntry, storeID: String) -> HistoryTransaction {
+    private func transaction(_ entry: HistoryEntry, storeID: String) -> HistoryTransaction {
         var result = HistoryTransaction(token: HistoryToken(storeID: storeID, sequence: entry.sequence),
                                         date: Date(timeIntervalSince1970: Double(entry.time) / 1000), author: entry.author,
                                         inserted: [], updated: [:], deleted: [])

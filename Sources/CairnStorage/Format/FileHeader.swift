@@ -11,6 +11,7 @@ package struct FileHeader: Equatable, Sendable {
         case snapshot = "CAIRNSNP"
         case manifest = "CAIRNMAN"
         case checkpoint = "CAIRNCKP"
+        case history = "CAIRNHST"
 
         var magic: [UInt8] { Array(rawValue.utf8) }
     }

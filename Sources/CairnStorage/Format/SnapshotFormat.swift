@@ -297,6 +297,8 @@ package enum StoreFileName {
     package static func log(_ number: UInt64) -> String { padded(number) + ".log" }
     /// The checkpoint of log `number` (FORMAT.md §12).
     package static func checkpoint(_ number: UInt64) -> String { padded(number) + ".checkpoint" }
+    /// The history kept with snapshot `number` (FORMAT.md §14).
+    package static func history(_ number: UInt64) -> String { padded(number) + ".history" }
 
     static func padded(_ number: UInt64) -> String {
         let digits = String(number)

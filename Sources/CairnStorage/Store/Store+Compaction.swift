@@ -1,3 +1,4 @@
+import Foundation
 /// What a compaction did (``Container/compact()``).
 public struct CompactionResult: Sendable, Equatable {
     /// The store's files before, in bytes.
@@ -126,6 +127,12 @@ extension Store {
         }
         let snapshotPath = joinPath(path, snapshotName)
         try fileSystem.rename(temporaryPath, snapshotPath)
+        // The history the retention keeps goes beside the new snapshot, before the switch.
+        // (A migration's history is not kept: its changed slots are of the old schema.)
+        if let retention = options.history, newSchema == nil {
+            try writeHistory(retention, for: snapshotNumber, storeID: storeID, lastSequence: lastSequence, now: now,
+                             old: manifest.snapshotNumber, log: current, snapshot: snapshot)
+        }
         let newManifest = Manifest(header: FileHeader(kind: .manifest, storeID: storeID, fileNumber: 0, baseSequence: 0,
                                                       createdMilliseconds: now),
                                    snapshotNumber: snapshotNumber, logNumber: logNumber, nextFileNumber: logNumber + 1)
@@ -160,7 +167,40 @@ extension Store {
         try? fileSystem.remove(joinPath(path, StoreFileName.snapshot(manifest.snapshotNumber)))
         try? fileSystem.remove(joinPath(path, StoreFileName.log(manifest.logNumber)))
         try? fileSystem.remove(joinPath(path, StoreFileName.checkpoint(manifest.logNumber)))
+        try? fileSystem.remove(joinPath(path, StoreFileName.history(manifest.snapshotNumber)))
         return CompactionResult(bytesBefore: bytesBefore, bytesAfter: reader.fileSize + newLog.appendOffset, records: records)
+    }
+
+    /// Writes `N.history` for snapshot `number` (FORMAT.md §14): the history kept with the
+    /// old snapshot `old` and the transactions of the log `log`, as much as `retention`
+    /// keeps (written whole, synced, then renamed into place; the compaction's directory
+    /// sync makes the name durable before the manifest names the snapshot). Kept history
+    /// that does not read back whole stops the compaction: it is never dropped unseen.
+    private func writeHistory(_ retention: HistoryRetention, for number: UInt64, storeID: UUID, lastSequence: UInt64,
+                              now: UInt64, old: UInt64, log: LogWriter, snapshot: SnapshotReader) throws {
+        var entries: [HistoryEntry]
+        do { entries = try keptHistory(snapshotNumber: old)?.entries ?? [] } catch let error as CairnError {
+            throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history is damaged (\(error.message)); nothing was compacted",
+                                                 path: error.path, offset: error.offset))
+        }
+        let logged = try Self.logHistory(file: log.file, end: log.appendOffset, snapshot: snapshot, after: nil)
+        if let last = entries.last?.sequence, last != logged.base {
+            throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history ends at transaction \(last), not at its snapshot's \(logged.base); nothing was compacted",
+                                                 path: joinPath(path, StoreFileName.history(old))))
+        }
+        entries += logged.entries
+        let kept = Self.retained(entries, by: retention, now: now)
+        let header = FileHeader(kind: .history, storeID: storeID, fileNumber: number,
+                                baseSequence: kept.first.map { $0.sequence - 1 } ?? lastSequence, createdMilliseconds: now)
+        let finalPath = joinPath(path, StoreFileName.history(number))
+        let temporary = finalPath + StoreFileName.temporarySuffix
+        let file = try fileSystem.open(temporary, create: true, truncate: true)
+        do {
+            defer { file.close() }
+            try file.write(HistoryFileCoding.encode(Array(kept), header: header), at: 0)
+            try file.sync()
+        }
+        try fileSystem.rename(temporary, finalPath)
     }
 
     /// Checks that the log still holds every frame of `state` as it was written (each

@@ -52,6 +52,13 @@ extension Store {
         // Through the store's own handle: a reader's log may since have been retired by a
         // writer's compaction, which leaves an open file readable.
         guard let (file, end) = log.withLock({ $0.map { ($0.file, $0.appendOffset) } }) else { throw closedError() }
+        return try Self.forEachTransaction(in: file, end: end, body)
+    }
+
+    /// ``forEachLogTransaction(_:)`` of the log `file`, up to `end`.
+    @discardableResult
+    static func forEachTransaction(in file: any StorageFile, end: Int,
+                                   _ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws -> UInt64 {
         let mapping = try file.map()
         return try withExtendedLifetime(mapping) {
             let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])

@@ -1,94 +1,138 @@
 /// Reading history: the transactions after a sequence number, each with what it did to
-/// each record, from the frames' notes (FORMAT.md §5.1).
+/// each record: from the log's frames and their notes (FORMAT.md §5.1), and before the
+/// log, from the history file a compaction kept (§14).
 extension Store {
-    /// One record a transaction changed, as history reports it.
-    package struct HistoryChange: Sendable, Equatable {
-        package enum Kind: Sendable, Equatable { case insert, update, delete }
-        package var id: RecordID
-        package var kind: Kind
-        /// For an update: the slots (attributes, then relationships) it changed, or nil
-        /// when its frame has no notes (written without history).
-        package var slots: [Int]?
-    }
-
-    /// One committed transaction, as history reports it.
-    package struct HistoryEntry: Sendable, Equatable {
-        package var sequence: UInt64
-        /// When it was committed, in milliseconds since 1970.
-        package var time: UInt64
-        package var author: String?
-        package var changes: [HistoryChange]
-    }
-
-    /// The history the store holds: the transactions after `sequence`, oldest first, and
-    /// the first sequence number it can report from (a token older is expired).
+    /// The history the store holds after a sequence number.
     package struct HistoryWindow: Sendable {
+        /// The transactions after the sequence asked for, oldest first.
         package var entries: [HistoryEntry]
-        /// Transactions after this one are held; one at or before it may not be.
+        /// Transactions after this one are held; one at or before it is not.
         package var start: UInt64
-        /// The last transaction read.
+        /// The last transaction held.
         package var end: UInt64
     }
 
-    /// The transactions after `sequence` (nil: every one held), up to the newest, read
-    /// from the log. Throws `.historyExpired` if transactions after `sequence` are no
-    /// longer held (a compaction folded them), and `.invalidArgument` for a sequence past
-    /// the newest.
+    /// The transactions after `sequence` (nil: every one held), up to the newest. Throws
+    /// `.historyExpired` if transactions after `sequence` are no longer held (a
+    /// compaction let them go), and `.invalidArgument` for a sequence past the newest.
     package func history(after sequence: UInt64?) throws -> HistoryWindow {
-        // (Read again if a compaction swapped the files between taking the snapshot and the log.)
+        // (Read again if a compaction swapped the files between taking them and reading.)
         for _ in 0..<3 {
-            let snapshot = state.withLock { $0.snapshot }
-            var window = HistoryWindow(entries: [], start: 0, end: 0)
-            // Whether each record the log touched exists after it, for frames without notes.
-            var exists: [UInt64: Bool] = [:]
-            let base = try forEachLogTransaction { number, payload, offset, _ in
-                window.end = number
-                let wanted = number > (sequence ?? 0)
-                var entry = HistoryEntry(sequence: number, time: 0, author: nil, changes: [])
-                var operations: [(id: RecordID, put: Bool)] = []
-                var notes: TransactionNotes?
-                entry.time = try TransactionCoding.decode(payload, base: offset, notes: { notes = $0 }) { id, body in
-                    operations.append((id, body != nil))
+            // The snapshot, log and kept history of one state: a compaction switches them
+            // while it holds the log.
+            guard let (snapshot, file, end, snapshotNumber) = log.withLock({ writer in
+                writer.map { (state.withLock { $0.snapshot }, $0.file, $0.appendOffset, $0.manifest.snapshotNumber) }
+            }) else { throw closedError() }
+            let logged = try Self.logHistory(file: file, end: end, snapshot: snapshot, after: sequence)
+            guard logged.base == snapshot.footer.lastSequence else { continue }
+            var window = HistoryWindow(entries: logged.entries, start: logged.base, end: max(logged.end, logged.base))
+            if sequence.map({ $0 < logged.base }) ?? true, let kept = try keptHistory(snapshotNumber: snapshotNumber) {
+                if let last = kept.entries.last?.sequence, last != logged.base {
+                    throw CairnError(.corrupt, "the kept history ends at transaction \(last), not at its snapshot's \(logged.base)",
+                                     path: joinPath(path, StoreFileName.history(snapshotNumber)))
                 }
-                if let notes {
-                    entry.author = notes.author
-                    for (operation, change) in zip(operations, notes.changes) {
-                        exists[operation.id.rawValue] = operation.put
-                        guard wanted else { continue }
-                        switch change {
-                        case .insert: entry.changes.append(HistoryChange(id: operation.id, kind: .insert, slots: nil))
-                        case .update(let slots): entry.changes.append(HistoryChange(id: operation.id, kind: .update, slots: slots))
-                        case .delete: entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
-                        case .absent: break
-                        }
-                    }
-                } else {
-                    for operation in operations {
-                        let existed = exists[operation.id.rawValue] ?? snapshot.contains(operation.id)
-                        exists[operation.id.rawValue] = operation.put
-                        guard wanted else { continue }
-                        if operation.put {
-                            entry.changes.append(HistoryChange(id: operation.id, kind: existed ? .update : .insert, slots: nil))
-                        } else if existed {
-                            entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
-                        }
-                    }
+                window.entries = kept.entries.filter { $0.sequence > (sequence ?? 0) } + window.entries
+                window.start = kept.header.baseSequence
+            }
+            if let sequence {
+                guard sequence >= window.start else {
+                    throw CairnError(.historyExpired,
+                                     "the history after transaction \(sequence) is no longer held: the store holds it from transaction \(window.start + 1)")
                 }
-                if wanted { window.entries.append(entry) }
-            }
-            guard base == snapshot.footer.lastSequence else { continue }
-            window.start = base
-            if window.end < base { window.end = base }
-            guard let sequence else { return window }
-            guard sequence >= base else {
-                throw CairnError(.historyExpired,
-                                 "the history after transaction \(sequence) is no longer held: the store holds it from transaction \(base + 1)")
-            }
-            guard sequence <= window.end else {
-                throw CairnError(.invalidArgument, "transaction \(sequence) is past the store's newest, \(window.end)")
+                guard sequence <= window.end else {
+                    throw CairnError(.invalidArgument, "transaction \(sequence) is past the store's newest, \(window.end)")
+                }
             }
             return window
         }
         throw CairnError(.historyExpired, "the store compacted three times while its history was read; read it again")
+    }
+
+    /// The history file kept with snapshot `number`, read and checked, or nil if there is none.
+    func keptHistory(snapshotNumber number: UInt64) throws -> (header: FileHeader, entries: [HistoryEntry])? {
+        let filePath = joinPath(path, StoreFileName.history(number))
+        guard fileSystem.exists(filePath) else { return nil }
+        let file = try fileSystem.openForReading(filePath)
+        defer { file.close() }
+        let bytes = try file.read(at: 0, count: Int(try file.size()))
+        do {
+            let kept = try bytes.withUnsafeBytes { try HistoryFileCoding.decode($0) }
+            guard kept.header.storeID.uuidString == storeID, kept.header.fileNumber == number else {
+                throw CairnError.corrupt("the history file is of another store or snapshot", offset: 16)
+            }
+            return kept
+        } catch let error as CairnError {
+            throw error.located(in: filePath)
+        }
+    }
+
+    /// The transactions of the log `file` (up to `end`) after `sequence` (nil: all), with
+    /// the log's base sequence and its last transaction. Frames with notes are reported
+    /// by them; others by replaying which records exist (from `snapshot`, the log's).
+    static func logHistory(file: any StorageFile, end: Int, snapshot: SnapshotReader,
+                           after sequence: UInt64?) throws -> (entries: [HistoryEntry], base: UInt64, end: UInt64) {
+        var entries: [HistoryEntry] = []
+        var last: UInt64 = 0
+        // Whether each record the log touched exists after it, for frames without notes.
+        var exists: [UInt64: Bool] = [:]
+        let base = try forEachTransaction(in: file, end: end) { number, payload, offset, _ in
+            last = number
+            let wanted = number > (sequence ?? 0)
+            var entry = HistoryEntry(sequence: number, time: 0, author: nil, changes: [])
+            var operations: [(id: RecordID, put: Bool)] = []
+            var notes: TransactionNotes?
+            entry.time = try TransactionCoding.decode(payload, base: offset, notes: { notes = $0 }) { id, body in
+                operations.append((id, body != nil))
+            }
+            if let notes {
+                entry.author = notes.author
+                for (operation, change) in zip(operations, notes.changes) {
+                    exists[operation.id.rawValue] = operation.put
+                    guard wanted else { continue }
+                    switch change {
+                    case .insert: entry.changes.append(HistoryChange(id: operation.id, kind: .insert, slots: nil))
+                    case .update(let slots): entry.changes.append(HistoryChange(id: operation.id, kind: .update, slots: slots))
+                    case .delete: entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
+                    case .absent: break
+                    }
+                }
+            } else {
+                for operation in operations {
+                    let existed = exists[operation.id.rawValue] ?? snapshot.contains(operation.id)
+                    exists[operation.id.rawValue] = operation.put
+                    guard wanted else { continue }
+                    if operation.put {
+                        entry.changes.append(HistoryChange(id: operation.id, kind: existed ? .update : .insert, slots: nil))
+                    } else if existed {
+                        entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
+                    }
+                }
+            }
+            if wanted { entries.append(entry) }
+        }
+        return (entries, base, last)
+    }
+
+    /// The newest of `entries` that `retention` keeps, at `now` (milliseconds since 1970):
+    /// always a run that ends with the newest, so what is kept has no gap.
+    static func retained(_ entries: [HistoryEntry], by retention: HistoryRetention, now: UInt64) -> ArraySlice<HistoryEntry> {
+        switch retention {
+        case .unlimited:
+            return entries[...]
+        case .transactions(let count):
+            return entries.suffix(max(0, count))
+        case .age(let seconds):
+            let oldest = now &- UInt64(max(0, min(seconds, 1e12)) * 1000)
+            let first = entries.lastIndex { $0.time < oldest }.map { $0 + 1 } ?? 0
+            return entries[first...]
+        case .bytes(let limit):
+            var total = 0, first = entries.count
+            while first > 0 {
+                total += HistoryFileCoding.frameSize(of: entries[first - 1])
+                guard total <= limit else { break }
+                first -= 1
+            }
+            return entries[first...]
+        }
     }
 }

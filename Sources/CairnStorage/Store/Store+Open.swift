@@ -498,14 +498,15 @@ extension Store {
         }
     }
 
-    /// Removes snapshot, log and temporary files the manifest does not name.
+    /// Removes snapshot, log, checkpoint, history and temporary files the manifest does not
+    /// name (a history file is named by its snapshot's number, FORMAT.md §14).
     private static func removeUnnamedFiles(in path: String, manifest: Manifest, fileSystem fs: any FileSystem) throws -> [String] {
         let keep: Set<String> = [StoreFileName.manifest, StoreFileName.lock,
                                  StoreFileName.snapshot(manifest.snapshotNumber), StoreFileName.log(manifest.logNumber),
-                                 StoreFileName.checkpoint(manifest.logNumber)]
+                                 StoreFileName.checkpoint(manifest.logNumber), StoreFileName.history(manifest.snapshotNumber)]
         let stale = try fs.listDirectory(path).filter { name in
             !keep.contains(name) && (name.hasSuffix(StoreFileName.temporarySuffix) || name.hasSuffix(".snapshot") || name.hasSuffix(".log")
-                || name.hasSuffix(".checkpoint"))
+                || name.hasSuffix(".checkpoint") || name.hasSuffix(".history"))
         }.sorted()
         // Best effort: a file left behind is harmless (the manifest does not name it) and is
         // tried again at the next open, so failing to remove it must not keep the store shut.

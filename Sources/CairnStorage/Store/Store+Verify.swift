@@ -58,6 +58,12 @@ extension Store {
                 problems.append(Problem(record: nil, message: "\(error)"))
             }
         }
+        // History (FORMAT.md §14): the kept file and the log's notes, read whole and checked.
+        do { _ = try history(after: nil) } catch let error as CairnError {
+            problems.append(Problem(record: nil, message: "history: \(error.message)", path: error.path, offset: error.offset))
+        } catch {
+            problems.append(Problem(record: nil, message: "history: \(error)"))
+        }
         let destinations = Set(schema.entities.flatMap { $0.relationships.compactMap { schema.entity(named: $0.destination)?.number } })
         var kept: [UInt16: KeptRecords] = [:]
         var uniquenessProblems: [Problem] = []

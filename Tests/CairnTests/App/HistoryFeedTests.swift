@@ -171,3 +171,133 @@ import Testing
         #expect(seen == [1, 2, 3, 4, 5])
     }
 }
+
+/// History across compactions: kept in the history file by the retention, read back
+/// exactly, expired past it; and at every crash point of a workload with compactions,
+/// the reopened store's history is exactly its committed transactions'.
+@Suite struct KeptHistoryTests {
+    @Test func historySurvivesCompactionsAndReopens() throws {
+        let fs = MemoryFileSystem()
+        var (coordinator, model) = try HistoryFeedTests.open(fs)
+        _ = try HistoryFeedTests.saves(coordinator, model)
+        let first = try coordinator.history(after: nil)
+        try coordinator.compact()
+        #expect(try coordinator.history(after: nil) == first, "kept across the compaction, authors and changed keys too")
+        let context = Context(coordinator: coordinator, model: model)
+        context.transactionAuthor = "later"
+        Person(context: context).username = "cy"
+        try context.save()
+        try coordinator.compact()
+        let all = try coordinator.history(after: nil)
+        #expect(all.count == 4 && Array(all.prefix(3)) == first && all.last?.author == "later")
+        #expect(try coordinator.history(after: first[1].token).map(\.token.sequence) == [3, 4], "from a token inside the kept part")
+        try coordinator.close()
+        (coordinator, model) = try HistoryFeedTests.open(fs)
+        #expect(try coordinator.history(after: nil) == all)
+        #expect(try fs.listDirectory("/db").filter { $0.hasSuffix(".history") }.count == 1, "one history file, the snapshot's")
+        try coordinator.close()
+    }
+
+    @Test(arguments: [HistoryRetention.transactions(2), .transactions(0), .bytes(200)])
+    func retentionKeepsTheNewestAndExpiresTheRest(retention: HistoryRetention) throws {
+        let (coordinator, model) = try HistoryFeedTests.open(history: retention)
+        _ = try HistoryFeedTests.saves(coordinator, model)
+        let first = try coordinator.history(after: nil)
+        try coordinator.compact()
+        let kept = try coordinator.history(after: nil)
+        #expect(kept.count < first.count, "\(retention) let some go")
+        #expect(kept == Array(first.suffix(kept.count)), "what is kept is the newest, without a gap")
+        // The token before the oldest kept transaction is the oldest one still served.
+        let expired = HistoryToken(storeID: coordinator.storeID, sequence: first[first.count - kept.count - 1].token.sequence - 1)
+        let error = #expect(throws: CairnError.self) { try coordinator.history(after: expired) }
+        #expect(error?.code == .historyExpired)
+        if let oldestKept = kept.first {
+            #expect(try coordinator.history(after: HistoryToken(storeID: coordinator.storeID, sequence: oldestKept.token.sequence - 1)) == kept)
+        }
+    }
+
+    /// Each retention keeps the newest entries, as a run with no gap.
+    @Test func retentionKeepsARunEndingWithTheNewest() {
+        let entries = (1...10).map { HistoryEntry(sequence: UInt64($0), time: UInt64($0) * 1000, author: nil, changes: []) }
+        #expect(Store.retained(entries, by: .unlimited, now: 10_000).map(\.sequence) == Array(1...10))
+        #expect(Store.retained(entries, by: .transactions(3), now: 10_000).map(\.sequence) == [8, 9, 10])
+        #expect(Store.retained(entries, by: .age(seconds: 2.5), now: 10_000).map(\.sequence) == [8, 9, 10])
+        #expect(Store.retained(entries, by: .age(seconds: 0), now: 20_000).isEmpty)
+        let frame = HistoryFileCoding.frameSize(of: entries[0])
+        #expect(Store.retained(entries, by: .bytes(frame * 4 + 1), now: 0).map(\.sequence) == [7, 8, 9, 10])
+        #expect(Store.retained(entries, by: .bytes(0), now: 0).isEmpty)
+    }
+
+    @Test func damagedKeptHistoryIsReportedAndNotDropped() throws {
+        let fs = MemoryFileSystem()
+        let (coordinator, model) = try HistoryFeedTests.open(fs)
+        _ = try HistoryFeedTests.saves(coordinator, model)
+        try coordinator.compact()
+        let name = try #require(try fs.listDirectory("/db").first { $0.hasSuffix(".history") })
+        var bytes = try #require(fs.contents(of: "/db/" + name))
+        bytes[bytes.count - 9] ^= 0x40
+        try fs.setContents(of: "/db/" + name, to: bytes)
+        let error = #expect(throws: CairnError.self) { try coordinator.history(after: nil) }
+        #expect(error?.code == .corrupt && error?.path?.hasSuffix(name) == true)
+        #expect(throws: CairnError.self) { try coordinator.compact() }
+        #expect(coordinator.verify().contains { $0.path?.hasSuffix(name) == true }, "verify names the damaged history file")
+        #expect(fs.contents(of: "/db/" + name) == bytes, "the damaged history is kept as it is")
+    }
+
+    /// The crash workload with history kept: at every sync point, kept, dropped or
+    /// garbled, the reopened store's history holds exactly one entry for each of its
+    /// transactions, none more, each with the kinds its changes had.
+    @Test func everySyncPointKeepsExactlyTheCommittedHistory() throws {
+        let fs = MemoryFileSystem()
+        var options = memoryOptions(fs)
+        options.history = .unlimited
+        let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: options)
+        let tracker = Locked(CrashTracker())
+        // The kinds of each transaction's changes, by sequence (index 0 unused).
+        let expected = Locked<[[HistoryChange]]>([[]])
+        let failures = Locked<[String]>([])
+        let modes: [MemoryFileSystem.CrashMode] = [.keepAll, .dropAll, .random(seed: 1), .random(seed: 2)]
+        verifyCrashImagesAtEverySync(of: fs, modes: modes, tracker: tracker, adjusting: { $0.history = .unlimited }) { store in
+            do {
+                let entries = try store.history(after: nil).entries
+                let wanted = expected.value
+                guard entries.map(\.sequence) == Array(0..<store.lastSequence).map({ $0 + 1 }) else {
+                    return failures.withLock { $0.append("history holds \(entries.map(\.sequence)) at \(store.lastSequence)") }
+                }
+                for entry in entries where entry.changes.map({ HistoryChange(id: $0.id, kind: $0.kind, slots: nil) }) != wanted[Int(entry.sequence)] {
+                    failures.withLock { $0.append("transaction \(entry.sequence): \(entry.changes) is not \(wanted[Int(entry.sequence)])") }
+                }
+            } catch {
+                failures.withLock { $0.append("history unreadable: \(error)") }
+            }
+        }
+        var workload = BlobWorkload(seed: 7)
+        for index in 1...120 {
+            let before = workload.model
+            let changes = workload.nextTransaction(maxBlob: 40)
+            var state = before, kinds: [HistoryChange] = []
+            for change in changes {
+                switch change {
+                case .put(let id, let values):
+                    kinds.append(HistoryChange(id: id, kind: state[id] == nil ? .insert : .update, slots: nil))
+                    state[id] = values
+                case .delete(let id):
+                    if state.removeValue(forKey: id) != nil { kinds.append(HistoryChange(id: id, kind: .delete, slots: nil)) }
+                }
+            }
+            expected.withLock { $0.append(kinds) }
+            let durable = index % 5 != 0
+            tracker.withLock { $0.attempted = UInt64(index); $0.states.append(workload.model) }
+            let sequence = try store.commit(changes, durability: durable ? .durable : .deferred)
+            if durable { tracker.withLock { $0.acknowledged = sequence } }
+            if index % 30 == 0 {
+                try store.compact()
+                tracker.withLock { $0.acknowledged = sequence }
+            }
+        }
+        try store.close()
+        #expect(tracker.value.failures.isEmpty, "\(tracker.value.failures.prefix(3))")
+        #expect(failures.value.isEmpty, "\(failures.value.prefix(3))")
+        #expect(tracker.value.checked >= 400, "crash states checked: \(tracker.value.checked)")
+    }
+}

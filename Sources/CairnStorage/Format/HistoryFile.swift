@@ -1,0 +1,155 @@
+/// History a compaction keeps (FORMAT.md §14): the history file `NNNNNN.history`, kept
+/// with snapshot NNNNNN, holding the transactions before that snapshot that the store's
+/// retention keeps.
+
+/// One record a transaction changed, as history reports it.
+package struct HistoryChange: Sendable, Equatable {
+    package enum Kind: UInt8, Sendable, Equatable { case insert = 1, update = 2, delete = 3 }
+    package var id: RecordID
+    package var kind: Kind
+    /// For an update: the slots (attributes, then relationships) it changed, or nil when
+    /// they were not recorded (a frame written without history).
+    package var slots: [Int]?
+
+    package init(id: RecordID, kind: Kind, slots: [Int]?) {
+        (self.id, self.kind, self.slots) = (id, kind, slots)
+    }
+}
+
+/// One committed transaction, as history reports it.
+package struct HistoryEntry: Sendable, Equatable {
+    package var sequence: UInt64
+    /// When it was committed, in milliseconds since 1970.
+    package var time: UInt64
+    package var author: String?
+    package var changes: [HistoryChange]
+
+    package init(sequence: UInt64, time: UInt64, author: String?, changes: [HistoryChange]) {
+        (self.sequence, self.time, self.author, self.changes) = (sequence, time, author, changes)
+    }
+}
+
+/// A history file's entries: after the 64-byte header (kind `CAIRNHST`, base sequence:
+/// the transaction before the first entry), one frame per entry in the log's frame format
+/// (§4.1), whose sequence is the transaction's, synced-through the one before it, and
+/// whose payload is:
+///
+/// ```
+/// u64     commit time, milliseconds since 1970-01-01 UTC
+/// varint  author length a (0: none), a bytes of UTF-8
+/// varint  change count
+/// each:   u8 kind (1 insert, 2 update, 3 delete), u64 record ID,
+///         update only: varint slot flag (0: not recorded, 1: recorded),
+///         recorded: varint slot count k, k varints ascending
+/// ```
+package enum HistoryFileCoding {
+    /// The bytes of a history file holding `entries` (consecutive sequences after `base`).
+    package static func encode(_ entries: [HistoryEntry], header: FileHeader) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.append(header.encoded())
+        for entry in entries {
+            LogFrame.append(to: &writer, sequence: entry.sequence, syncedThrough: entry.sequence - 1) { payload in
+                payload.u64(entry.time)
+                payload.string(entry.author ?? "")
+                payload.varint(UInt64(entry.changes.count))
+                for change in entry.changes {
+                    payload.u8(change.kind.rawValue)
+                    payload.u64(change.id.rawValue)
+                    guard change.kind == .update else { continue }
+                    guard let slots = change.slots else {
+                        payload.varint(0)
+                        continue
+                    }
+                    payload.varint(1)
+                    payload.varint(UInt64(slots.count))
+                    for slot in slots { payload.varint(UInt64(slot)) }
+                }
+            }
+        }
+        return writer.bytes
+    }
+
+    /// The header and entries of a history file's bytes, each checked: the header, every
+    /// frame's checksum, sequences one after another from the header's base, and every
+    /// payload. Anything else is corrupt (offsets are the file's).
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (header: FileHeader, entries: [HistoryEntry]) {
+        let header = try FileHeader.decode(bytes, expected: .history)
+        var entries: [HistoryEntry] = []
+        var offset = FileHeader.size
+        var expected = header.baseSequence + 1
+        while offset < bytes.count {
+            switch LogFrame.parse(bytes, at: offset) {
+            case .frame(let sequence, _, let payload, let next):
+                guard sequence == expected else {
+                    throw CairnError.corrupt("history entry for transaction \(sequence) where \(expected) was expected", offset: offset + 8)
+                }
+                entries.append(try entry(UnsafeRawBufferPointer(rebasing: bytes[payload]), sequence: sequence, base: payload.lowerBound))
+                expected += 1
+                offset = next
+            case .unused:
+                throw CairnError.corrupt("the history file holds zero bytes before its end", offset: offset)
+            case .invalid(let reason):
+                throw CairnError.corrupt("history frame damaged (\(reason))", offset: offset)
+            }
+        }
+        return (header, entries)
+    }
+
+    /// One entry's payload.
+    static func entry(_ payload: UnsafeRawBufferPointer, sequence: UInt64, base: Int) throws -> HistoryEntry {
+        var reader = ByteReader(payload, base: base)
+        let time = try reader.u64("commit time")
+        let author = try reader.string("transaction author", maximum: FormatLimits.maxNameBytes)
+        let count = try reader.count("history change count", maximum: FormatLimits.maxOperations, minimumItemSize: 9)
+        var changes: [HistoryChange] = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count {
+            let kindAt = reader.position
+            guard let kind = HistoryChange.Kind(rawValue: try reader.u8("history change kind")) else {
+                throw reader.failure("unknown history change kind", at: kindAt)
+            }
+            let id = RecordID(rawValue: try reader.u64("record ID"))
+            var slots: [Int]?
+            if kind == .update {
+                let flagAt = reader.position
+                switch try reader.varint("changed slots flag") {
+                case 0: break
+                case 1:
+                    let count = try reader.count("changed slot count", maximum: FormatLimits.maxValuesPerRecord)
+                    var recorded: [Int] = []
+                    recorded.reserveCapacity(count)
+                    for _ in 0..<count {
+                        let at = reader.position
+                        let slot = try reader.varint("changed slot")
+                        guard slot < UInt64(FormatLimits.maxValuesPerRecord), recorded.last.map({ slot > UInt64($0) }) ?? true else {
+                            throw reader.failure("changed slot \(slot) is out of range or order", at: at)
+                        }
+                        recorded.append(Int(slot))
+                    }
+                    slots = recorded
+                default:
+                    throw reader.failure("changed slots flag is neither 0 nor 1", at: flagAt)
+                }
+            }
+            changes.append(HistoryChange(id: id, kind: kind, slots: slots))
+        }
+        guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the history entry") }
+        return HistoryEntry(sequence: sequence, time: time, author: author.isEmpty ? nil : author, changes: changes)
+    }
+
+    /// The bytes an entry's frame takes (for a retention by bytes).
+    package static func frameSize(of entry: HistoryEntry) -> Int {
+        var size = 8 + ByteWriter.varintSize(UInt64(entry.author?.utf8.count ?? 0)) + (entry.author?.utf8.count ?? 0)
+        size += ByteWriter.varintSize(UInt64(entry.changes.count))
+        for change in entry.changes {
+            size += 9
+            if change.kind == .update {
+                size += 1
+                if let slots = change.slots {
+                    size += ByteWriter.varintSize(UInt64(slots.count)) + slots.reduce(0) { $0 + ByteWriter.varintSize(UInt64($1)) }
+                }
+            }
+        }
+        return LogFrame.frameSize(payloadLength: size)
+    }
+}
