@@ -25,6 +25,6 @@ extension Coordinator {
     /// The names of slots (attributes, then relationships) of entity `number`.
     private func keyNames(_ slots: [Int], entity number: UInt16) -> Set<String> {
         guard !slots.isEmpty, let entity = entitiesByNumber[number] else { return [] }
-        return Set(slots.compactMap { Self.propertyName(slot: $0, of: entity) })
+        return Set(slots.compactMap(entity.propertyName(slot:)))
     }
 }

@@ -157,25 +157,18 @@ extension Coordinator {
             let id = ObjectID(recordID: change.id, entityName: entity.name)
             switch change.kind {
             case .insert: result.inserted.append(id)
-            case .update: result.updated[id] = Set((change.slots ?? []).compactMap { Self.propertyName(slot: $0, of: entity) })
+            case .update: result.updated[id] = Set((change.slots ?? []).compactMap(entity.propertyName(slot:)))
             case .delete: result.deleted.append(id)
             }
         }
         return result
     }
 
-    /// The name of slot `slot` of `entity` (attributes, then relationships).
-    static func propertyName(slot: Int, of entity: EntityDescription) -> String? {
-        let attributes = entity.attributes.count
-        if slot < attributes { return entity.attributes[slot].name }
-        return slot - attributes < entity.relationships.count ? entity.relationships[slot - attributes].name : nil
-    }
-
     /// `values` of a record of `entity`, by property name.
     static func named(_ values: [Value], entity: EntityDescription) -> [String: Value] {
         var result: [String: Value] = [:]
         for (slot, value) in values.enumerated() {
-            if let name = propertyName(slot: slot, of: entity) { result[name] = value }
+            if let name = entity.propertyName(slot: slot) { result[name] = value }
         }
         return result
     }

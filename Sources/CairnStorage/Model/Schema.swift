@@ -413,3 +413,12 @@ public struct RelationshipDescription: Hashable, Sendable {
         self.renamingIdentifier = renamingIdentifier
     }
 }
+
+extension EntityDescription {
+    /// The name of slot `slot` of a record (attributes, then relationships, FORMAT.md §2.2),
+    /// or nil past them.
+    package func propertyName(slot: Int) -> String? {
+        if slot < attributes.count { return slot >= 0 ? attributes[slot].name : nil }
+        return slot - attributes.count < relationships.count ? relationships[slot - attributes.count].name : nil
+    }
+}

@@ -128,8 +128,13 @@ extension Store {
         let snapshotPath = joinPath(path, snapshotName)
         try fileSystem.rename(temporaryPath, snapshotPath)
         // The history the retention keeps goes beside the new snapshot, before the switch.
-        // (A migration's history is not kept: its changed slots are of the old schema.)
-        if let retention = options.history, newSchema == nil {
+        // An opener that sets no retention (a tool's compaction) keeps what the store kept:
+        // a history file, or notes in the log. (A migration's history is not kept: its
+        // changed slots are of the old schema.)
+        let keeps = try options.history != nil || fileSystem.exists(joinPath(path, StoreFileName.history(manifest.snapshotNumber)))
+            || Self.hasNotes(log: current.file, end: current.appendOffset)
+        if keeps, newSchema == nil {
+            let retention = options.history ?? .unlimited
             try writeHistory(retention, for: snapshotNumber, storeID: storeID, lastSequence: lastSequence, now: now,
                              old: manifest.snapshotNumber, log: current, snapshot: snapshot)
         }
@@ -201,6 +206,29 @@ extension Store {
             try file.sync()
         }
         try fileSystem.rename(temporary, finalPath)
+    }
+
+    /// Whether any transaction of the log `log` (up to `end`) carries history notes. The
+    /// frames were checked when replayed or written: they are walked by their lengths and
+    /// their operations read in place, without the checksums' pass over every byte (a
+    /// large body's pages stay untouched).
+    static func hasNotes(log: any StorageFile, end: Int) throws -> Bool {
+        let mapping = try log.map()
+        return try withExtendedLifetime(mapping) {
+            let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])
+            var offset = FileHeader.size
+            while offset + LogFrame.headerSize <= buffer.count {
+                let length = Int(UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)))
+                let next = offset + LogFrame.frameSize(payloadLength: length)
+                guard length > 0, next <= buffer.count else { return false }
+                var noted = false
+                _ = try TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[(offset + LogFrame.headerSize)..<(offset + LogFrame.headerSize + length)]),
+                                                 base: offset + LogFrame.headerSize, notes: { _ in noted = true }) { _, _ in }
+                if noted { return true }
+                offset = next
+            }
+            return false
+        }
     }
 
     /// Checks that the log still holds every frame of `state` as it was written (each

@@ -301,3 +301,36 @@ import Testing
         #expect(tracker.value.checked >= 400, "crash states checked: \(tracker.value.checked)")
     }
 }
+
+/// `cairn history` on a store that keeps history: tokens, authors, records with their
+/// current values and changed keys, `--since` a token, across a compaction by `cairn
+/// compact` (which keeps the history the app kept).
+@Suite struct HistoryCommandTokenTests {
+    @Test func historyPrintsTokensAuthorsAndRecords() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let model = try Stack.model()
+        var options = StoreOptions(compaction: .manual)
+        options.history = .unlimited
+        do {
+            let coordinator = try Coordinator(path: directory, schema: model.schema, options: options)
+            defer { try? coordinator.close() }
+            _ = try HistoryFeedTests.saves(coordinator, model)
+        }
+        #expect(try CLI.run(["compact", directory]).status == 0)
+        let text = try CLI.run(["history", directory])
+        #expect(text.status == 0, "\(text.err)")
+        let lines = text.out.split(separator: "\n")
+        #expect(lines.count == 3 && lines[0].hasSuffix("\tapp") && lines[2].hasSuffix("\tsync"), "\(lines)")
+        let json = try CLI.run(["history", directory, "--json"]).out.split(separator: "\n")
+        #expect(json.count == 3)
+        #expect(json[1].contains(#""author": "sync""#) && json[1].contains(#""change": "update", "keys": ["#), "\(json[1])")
+        #expect(json[1].contains(#""age": 30"#), "an update carries the record's current values: \(json[1])")
+        #expect(json[2].contains(#""change": "delete""#))
+        let token = try #require(json[0].split(separator: "\"").dropFirst().first { $0.contains(":") && $0.count > 30 })
+        let since = try CLI.run(["history", directory, "--since", String(token)])
+        #expect(since.out.split(separator: "\n").count == 2, "\(since.out)\(since.err)")
+        let wrong = try CLI.run(["history", directory, "--since", "another:1"])
+        #expect(wrong.status != 0 && wrong.err.contains("another"))
+    }
+}
