@@ -40,4 +40,13 @@ func app() throws {
     let pinned: [PinnedGeneration] = container.pinnedGenerations
     _ = (token?.sequence, pinned.first?.retainedBytes)
     try context.setQueryGenerationFrom(nil)
+
+    // History: tokens, what changed since, a feed.
+    context.transactionAuthor = "app"
+    let start: HistoryToken = container.historyToken
+    let since: HistoryChanges = try container.changes(since: start)
+    let transactions: [HistoryTransaction] = try container.history(after: start)
+    let feed: AsyncThrowingStream<HistoryTransaction, any Error> = container.transactions(after: since.token)
+    let retention: HistoryRetention = .transactions(100)
+    _ = (transactions.first?.updated, feed, retention, CairnError.Code.historyExpired)
 }

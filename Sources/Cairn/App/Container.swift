@@ -224,7 +224,7 @@ extension Container {
 
     /// What opening the store at `url` with this model would migrate, and the data each
     /// step would drop, without changing the store: the same steps
-    /// ``init(name:entities:dynamicEntities:storage:durability:compaction:modelVersion:migration:readOnly:)``
+    /// ``init(name:entities:dynamicEntities:storage:durability:compaction:history:modelVersion:migration:readOnly:)``
     /// would take with `migration` (`.stages` forecasts the stages given; any other policy,
     /// a lightweight migration). A store already at the model forecasts no steps.
     public static func migrationForecast(at url: URL, entities: [ManagedObject.Type], dynamicEntities: [EntityDescription] = [],

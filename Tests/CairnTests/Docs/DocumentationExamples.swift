@@ -488,6 +488,68 @@ enum QueryGenerationsExample {
     }
 }
 
+/// HistoryAndSync.md
+enum HistoryAndSyncExample {
+    final class Note: ManagedObject {
+        @Attribute var text: String = ""
+    }
+
+    /// What a consumer saw: the rows it mirrored, and the transactions the feed uploaded.
+    @MainActor static func run(in url: URL) async throws -> (mirrored: [String], uploaded: Int) {
+        let container = try Container(name: "Notes", entities: [Note.self], storage: .onDisk(url),
+                                      history: .transactions(10_000))
+        container.mainContext.transactionAuthor = "app"     // who made this context's saves
+
+        var mirror: [ObjectID: String] = [:]
+        func remove(_ id: ObjectID) { mirror[id] = nil }
+        func upsert(_ id: ObjectID, _ values: [String: Value]) {
+            if case .string(let text)? = values["text"] { mirror[id] = text }
+        }
+        var lastToken = container.historyToken
+        let first = Note(context: container.mainContext), second = Note(context: container.mainContext)
+        first.text = "milk"
+        second.text = "eggs"
+        try container.mainContext.save()
+        first.text = "oat milk"
+        container.mainContext.delete(second)
+        try container.mainContext.save()
+        try container.compact()   // the history is kept across it
+
+        let changes = try container.changes(since: lastToken)
+        for transaction in changes.transactions {
+            for id in transaction.deleted { remove(id) }                     // gone since
+            for id in transaction.inserted + Array(transaction.updated.keys) {
+                if let values = changes.current[id] { upsert(id, values) }   // as it is now
+            }
+        }
+        lastToken = changes.token                                            // resume from here
+
+        let uploaded = Locked(0)
+        func upload(_ transaction: HistoryTransaction) async throws { uploaded.withLock { $0 += 1 } }
+        let feed = Task { @MainActor [lastToken] in
+            var lastToken = lastToken
+            for try await transaction in container.transactions(after: lastToken) {
+                if transaction.author == "sync" { continue }          // our own sync's writes
+                try await upload(transaction)
+                lastToken = transaction.token
+            }
+        }
+        let sync = container.newBackgroundContext()
+        try await sync.perform { context in
+            context.transactionAuthor = "sync"
+            Note(context: context).text = "from the server"
+            try context.save()
+        }
+        Note(context: container.mainContext).text = "bread"
+        try container.mainContext.save()
+        while uploaded.value < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))
+        feed.cancel()
+        _ = try await feed.value
+        return (mirror.values.sorted(), uploaded.value)
+    }
+}
+
 @Suite struct DocumentationExampleTests {
     /// The README's example, run where it says: in /tmp/demo.cairn (removed first and after).
     @MainActor @Test func readme() async throws {
@@ -564,6 +626,14 @@ enum QueryGenerationsExample {
     @MainActor @Test func queryGenerations() async throws {
         let seen = try await QueryGenerationsExample.run()
         #expect(seen.before == 1 && seen.pinned == 1 && seen.moved == 2 && seen.listed == 1)
+    }
+
+    @MainActor @Test func historyAndSync() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let seen = try await HistoryAndSyncExample.run(in: URL(fileURLWithPath: directory))
+        #expect(seen.mirrored == ["oat milk"])
+        #expect(seen.uploaded == 1, "the app's save, not the sync's")
     }
 
     @Test func objectQueue() throws {

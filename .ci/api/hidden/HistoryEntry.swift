@@ -1,0 +1,2 @@
+import Cairn
+func f(_ entry: HistoryEntry) {}
