@@ -99,9 +99,13 @@ struct CairnSide {
         self.path = path
         self.durability = durability
         model = try Model(Row.self, Mixed.self, Parent.self, Child.self, Keyed.self)
-        coordinator = try Coordinator(path: path, schema: model.schema,
-                                      options: StoreOptions(durability: durability, compaction: .default))
+        var options = StoreOptions(durability: durability, compaction: .default)
+        options.history = CairnSide.history
+        coordinator = try Coordinator(path: path, schema: model.schema, options: options)
     }
+
+    /// The history every store of this process keeps (the `…_history` workloads set it).
+    nonisolated(unsafe) static var history: HistoryRetention?  // one thread: the child's main
 
     /// A context with undo off (as Core Data's on iOS): SQLite keeps no undo history.
     /// insert_bulk_undo measures the default, undo on.
@@ -191,6 +195,11 @@ struct SQLiteSide {
 /// Runs one repetition of a workload on one engine, in this process, in `directory`.
 func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) throws -> Measurement {
     let path = directory + "/store"
+    if name.hasSuffix("_history") {
+        // The workload with history kept (FORMAT.md §5.1): its notes, and a history file per compaction.
+        CairnSide.history = .unlimited
+        return try runWorkload(String(name.dropLast("_history".count)), engine: engine, scale: scale, directory: directory)
+    }
     if let (workload, readers) = Followers.split(name) {
         // The store first, for the readers to open; then the workload beside them.
         switch engine {
@@ -707,7 +716,8 @@ let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_con
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph", "graph_count",
                      "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
                      "append_children", "query_pending", "query_sorted", "query_sorted_indexed",
-                     "commit_single_4readers", "insert_bulk_4readers"]
+                     "commit_single_4readers", "insert_bulk_4readers",
+                     "commit_single_history", "insert_bulk_history", "update_all_history"]
 
 /// graph's store: `parents` parents of `children` children each, saved and closed.
 func makeGraphStore(path: String, parents: Int, children: Int) throws {

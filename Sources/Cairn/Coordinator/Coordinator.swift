@@ -193,8 +193,14 @@ public final class Coordinator: Sendable {
             }
         }
         expected += reads
+        // For history: the slots each update changed, which the context knows (a record it
+        // read at the version this commit expects); only in a store that keeps history.
+        let slots: [UInt64?]? = store.options.history == nil ? nil : items.map { item in
+            guard item.kind == .update, case .mask(let mask, _) = item.changedKeys else { return nil }
+            return mask
+        }
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability,
-                                        uniquenessCheckedAt: uniquenessCheckedAt, author: author)
+                                        uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: slots)
         return announce(sequence, except: source, count: items.count) { (items[$0].id, items[$0].kind, items[$0].changedKeys) }
     }
 

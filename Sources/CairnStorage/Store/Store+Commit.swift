@@ -23,6 +23,8 @@ final class CommitTicket: Sendable {
     nonisolated(unsafe) var uniquenessCheckedAt: UInt64?
     /// Who made the transaction, for history (``TransactionNotes/author``).
     nonisolated(unsafe) var author: String?
+    /// The slots each operation's committer changed, where it knows them (see ``Store/notes(for:author:slots:batch:)``).
+    nonisolated(unsafe) var changedSlots: [UInt64?]?
     /// The transaction's notes for history, made by the leader as it writes the frame
     /// (in a store that keeps history), read by it alone after.
     nonisolated(unsafe) var notes: TransactionNotes? {
@@ -102,7 +104,8 @@ extension Store {
     ///   the transaction's unique values against the store (a context's save does): if no
     ///   transaction has committed since, the commit need not check them again.
     package func commit(prepared operations: [RecordOperation], for schema: Schema, expecting expected: [ExpectedVersion],
-                durability: Durability?, uniquenessCheckedAt: UInt64? = nil, author: String? = nil) throws -> UInt64 {
+                durability: Durability?, uniquenessCheckedAt: UInt64? = nil, author: String? = nil,
+                changedSlots: [UInt64?]? = nil) throws -> UInt64 {
         try checkCommit(count: operations.count)
         let current = self.schema
         // The same entity list in memory is the same schema (the usual case: the coordinator's
@@ -114,7 +117,7 @@ extension Store {
             throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
-                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt, author: author)
+                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: changedSlots)
     }
 
     /// Throws unless the store takes writes and a transaction of `count` changes.
@@ -261,11 +264,13 @@ extension Store {
     /// - Parameter checkingUniqueness: false only for tests that must write what a file
     ///   could hold but no writer writes (``Store+Uniqueness``).
     package func commit(operations: [RecordOperation], durable: Bool, expected: [ExpectedVersion] = [],
-                checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil, author: String? = nil) throws -> UInt64 {
+                checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil, author: String? = nil,
+                changedSlots: [UInt64?]? = nil) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
         ticket.checksUniqueness = checkingUniqueness
         ticket.uniquenessCheckedAt = uniquenessCheckedAt
         ticket.author = author
+        ticket.changedSlots = changedSlots
         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
             throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
@@ -375,7 +380,8 @@ extension Store {
                         continue
                     }
                     if keepsHistory {
-                        ticket.notes = try notes(for: ticket.operations, author: ticket.author, batch: &batchRecords)
+                        ticket.notes = try notes(for: ticket.operations, author: ticket.author, slots: ticket.changedSlots,
+                                                 batch: &batchRecords)
                         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
                             outcomes[index] = .failed(CairnError(.tooLarge,
                                 "transaction of \(ticket.payloadLength) bytes with its history exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it"))

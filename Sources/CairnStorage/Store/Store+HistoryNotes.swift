@@ -20,25 +20,32 @@ public enum HistoryRetention: Sendable, Hashable {
 extension Store {
     /// What the records a batch's earlier transactions wrote now hold (nil: deleted), by
     /// raw ID: the state a later transaction of the batch is noted against.
-    typealias BatchRecords = [UInt64: [UInt8]?]
+    typealias BatchRecords = IDMap<UInt64, [UInt8]?>
 
     /// The notes of `operations` by `author`, committed after the store's state and the
-    /// batch's earlier transactions (`batch`, to which they are added).
-    func notes(for operations: [RecordOperation], author: String?, batch: inout BatchRecords) throws -> TransactionNotes {
+    /// batch's earlier transactions (`batch`, to which they are added). `slots[i]`, when
+    /// given, is a mask of the slots operation `i`'s committer changed in a record it read
+    /// at the version the commit expects (a context's save): used for an update as it
+    /// is, rather than found by decoding the record before and after.
+    func notes(for operations: [RecordOperation], author: String?, slots hints: [UInt64?]?,
+               batch: inout BatchRecords) throws -> TransactionNotes {
         try withState({ ($0.overlay, $0.snapshot, $0.bodies) }) { taken in
             let (overlay, snapshot, bodies) = taken
             var changes: [TransactionNotes.Change] = []
             changes.reserveCapacity(operations.count)
-            for operation in operations {
+            // (Room first: a large transaction would grow the table by doubling, rehashing it each time.)
+            batch.reserveCapacity(batch.count + operations.count)
+            for (index, operation) in operations.enumerated() {
                 let id = operation.id, raw = id.rawValue
-                // The record as it was: from this batch, else from the store's state.
+                // Where the record was: in this batch, else in the store's state (its body
+                // is read only if an update's slots are to be found by comparing).
                 let before: Before
                 if let written = batch[raw] {
                     before = written.map { .body($0) } ?? .absent
                 } else if let entry = overlay.lookup(id.entity, { $0[raw] }) {
-                    before = entry.isLive ? .stored(try bodies.body(entry)) : .absent
+                    before = entry.isLive ? .logged(entry) : .absent
                 } else if let place = snapshot.place(of: id) {
-                    before = .stored(try snapshot.body(at: place, id: id))
+                    before = .snapshot(place)
                 } else {
                     before = .absent
                 }
@@ -52,8 +59,18 @@ extension Store {
                         changes.append(.insert)
                         continue
                     }
+                    if let hints, index < hints.count, var mask = hints[index] {
+                        var slots: [Int] = []
+                        slots.reserveCapacity(mask.nonzeroBitCount)
+                        while mask != 0 {
+                            slots.append(mask.trailingZeroBitCount)
+                            mask &= mask - 1
+                        }
+                        changes.append(.update(slots: slots))
+                        continue
+                    }
                     let now = try body.withUnsafeBytes { try ValueCoding.decode($0) }
-                    let was = try before.values()
+                    let was = try before.values(id: id, snapshot: snapshot, bodies: bodies)
                     changes.append(.update(slots: now.indices.filter { $0 >= was.count || !Value.same(was[$0], now[$0]) }))
                 }
             }
@@ -61,22 +78,26 @@ extension Store {
         }
     }
 
-    /// A record before an operation: absent, or its body (valid while the state taken is).
+    /// Where a record was before an operation: absent, written earlier in the batch, in
+    /// the log (an overlay entry) or in the snapshot.
     private enum Before {
         case absent
         case body([UInt8])
-        case stored(UnsafeRawBufferPointer)
+        case logged(OverlayEntry)
+        case snapshot(SnapshotReader.Place)
 
         var exists: Bool {
             if case .absent = self { return false }
             return true
         }
 
-        func values() throws -> [Value] {
+        /// Its values, its body read (and checked) from where it is.
+        func values(id: RecordID, snapshot: SnapshotReader, bodies: LogBodies) throws -> [Value] {
             switch self {
             case .absent: return []
             case .body(let bytes): return try bytes.withUnsafeBytes { try ValueCoding.decode($0) }
-            case .stored(let bytes): return try ValueCoding.decode(bytes)
+            case .logged(let entry): return try ValueCoding.decode(try bodies.body(entry))
+            case .snapshot(let place): return try ValueCoding.decode(try snapshot.body(at: place, id: id))
             }
         }
     }

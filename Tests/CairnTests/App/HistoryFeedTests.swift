@@ -334,3 +334,51 @@ import Testing
         #expect(wrong.status != 0 && wrong.err.contains("another"))
     }
 }
+
+/// The changed slots a context's save notes (from what it changed) are exactly the slots
+/// whose stored values differ, as decoding the record before and after finds them: over
+/// random saves that set values to what they already were, back and forth, and changed.
+@Suite struct NotedSlotsTests {
+    @Test(arguments: [1, 2, 3] as [UInt64]) func notedSlotsAreTheSlotsThatDiffer(seed: UInt64) throws {
+        let (coordinator, model) = try HistoryFeedTests.open()
+        let context = Context(coordinator: coordinator, model: model)
+        let people = (0..<4).map { index -> Person in
+            let person = Person(context: context)
+            person.username = "p\(index)"
+            return person
+        }
+        try context.save()
+        var states: [UInt64: [RecordID: [Value]]] = [:]
+        func snapshot() throws -> [RecordID: [Value]] {
+            var result: [RecordID: [Value]] = [:]
+            for person in people { result[person.recordID] = try coordinator.store.get(person.recordID)?.values }
+            return result
+        }
+        states[coordinator.lastSequence] = try snapshot()
+        var random = SplitMix64(seed: seed)
+        for _ in 0..<60 {
+            for person in people where random.next() % 2 == 0 {
+                switch random.next() % 4 {
+                case 0: person.age = person.age                                      // the same value
+                case 1: person.age = Int(random.next() % 3)                          // maybe the same
+                case 2: person.name = random.next() % 2 == 0 ? nil : "n\(random.next() % 2)"
+                default:
+                    let age = person.age
+                    person.age = age + 1
+                    person.age = age                                                 // and back
+                }
+            }
+            guard context.hasChanges else { continue }
+            try context.save()
+            states[coordinator.lastSequence] = try snapshot()
+        }
+        for entry in try coordinator.store.history(after: 1).entries {
+            let before = try #require(states[entry.sequence - 1]), after = try #require(states[entry.sequence])
+            for change in entry.changes where change.kind == .update {
+                let was = try #require(before[change.id]), now = try #require(after[change.id])
+                let differ = now.indices.filter { !Value.same(was[$0], now[$0]) }
+                #expect(change.slots == differ, "transaction \(entry.sequence), \(change.id)")
+            }
+        }
+    }
+}
