@@ -29,7 +29,9 @@ final class V1Book: ManagedObject {
     static func copy(version: Int) throws -> String {
         let directory = NSTemporaryDirectory() + "cairn-v\(version)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        for name in ["MANIFEST", "000003.snapshot", "000004.log"] {
+        // (Version 5's fixture keeps history: 000003.history too.)
+        for name in ["MANIFEST", "000003.snapshot", "000004.log", "000003.history"]
+        where FileManager.default.fileExists(atPath: fixtures + "/format-v\(version)/" + name) {
             try FileManager.default.copyItem(atPath: fixtures + "/format-v\(version)/" + name, toPath: directory + "/" + name)
         }
         return directory
@@ -48,10 +50,12 @@ final class V1Book: ManagedObject {
         let path = Self.fixtures + "/format-v\(FileHeader.currentVersion)"
         try? FileManager.default.removeItem(atPath: path)
         let model = try Model(V1Author.self, V1Book.self)
-        let coordinator = try Coordinator(path: path, schema: model.schema,
-                                          options: StoreOptions(compaction: .manual, preallocationBytes: 4096))
+        var options = StoreOptions(compaction: .manual, preallocationBytes: 4096)
+        options.history = .unlimited  // (version 5 on: the history notes and the history file)
+        let coordinator = try Coordinator(path: path, schema: model.schema, options: options)
         defer { try? coordinator.close() }
         let context = Context(coordinator: coordinator, model: model)
+        context.transactionAuthor = "fixture"
         var authors: [V1Author] = []
         for i in 0..<50 {
             let author = V1Author.create(in: context)
@@ -120,7 +124,7 @@ final class V1Book: ManagedObject {
         #expect(years.count == expected)
     }
 
-    @Test(arguments: [1, 2, 3, 4])
+    @Test(arguments: [1, 2, 3, 4, 5])
     func anOlderStoreOpensReadsAndCompactsIntoTheCurrentVersion(version: Int) throws {
         let path = try Self.copy(version: version)
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -140,5 +144,30 @@ final class V1Book: ManagedObject {
         let coordinator = try Coordinator(path: path, schema: model.schema, options: options)
         defer { try? coordinator.close() }
         try Self.check(Context(coordinator: coordinator, model: model))
+    }
+
+    /// Version 5's fixture kept history: its three transactions (the first from the
+    /// history file written by the compaction, the others from the log's notes) with
+    /// their author, kinds and changed keys; and older fixtures report their log's
+    /// transactions, with kinds found by replay.
+    @Test func theHistoryOfVersionFiveReadsBack() throws {
+        let path = try Self.copy(version: 5)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let model = try Model(V1Author.self, V1Book.self)
+        let coordinator = try Coordinator(path: path, schema: model.schema, options: StoreOptions(compaction: .manual))
+        defer { try? coordinator.close() }
+        let history = try coordinator.history(after: nil)
+        #expect(history.map(\.token.sequence) == [1, 2, 3])
+        #expect(history.allSatisfy { $0.author == "fixture" })
+        #expect(history[0].inserted.count == 200 && history[0].updated.isEmpty)
+        #expect(history[1].updated.count == 5 && history[1].updated.values.allSatisfy { $0 == ["name", "born"] })
+        #expect(history[1].deleted.count == 4, "author 7 and its three books")
+        #expect(history[2].inserted.count == 2)
+        let older = try Self.copy(version: 4)
+        defer { try? FileManager.default.removeItem(atPath: older) }
+        let four = try Coordinator(path: older, schema: model.schema, options: StoreOptions(compaction: .manual))
+        defer { try? four.close() }
+        let logged = try four.history(after: nil)
+        #expect(logged.map(\.author) == [nil, nil] && logged[0].updated.count == 5 && logged[0].updated.values.allSatisfy(\.isEmpty))
     }
 }
