@@ -41,6 +41,12 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   .build/release/cairn-bench --undo-cost 100000
   echo '```'
   echo
+  echo "History: reading 100k transactions back, from the log and from the history file (\`cairn-bench --history 100000\`)."
+  echo
+  echo '```'
+  .build/release/cairn-bench --history 100000
+  echo '```'
+  echo
   echo "Query generations: what one pinned context holds while another updates every record once (\`cairn-bench --generations 100000\`)."
   echo
   echo '```'

@@ -12,6 +12,7 @@ import Glibc
 ///     swift run -c release --package-path Benchmarks cairn-bench --scaling [MAX]   (see Scaling.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --readers [N]   (see Readers.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --generations [N]   (see Generations.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --history [N]   (see HistoryRead.swift)
 ///
 /// Each repetition of each workload runs in a fresh child process and a fresh directory,
 /// alternating the engines, after one warm-up run of each; the child reports its time and
@@ -54,6 +55,16 @@ if arguments.first == "--readers" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("cairn-bench --readers: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--history" {
+    do {
+        try runHistoryRead(count: Int(arguments.dropFirst().first ?? "") ?? 100_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --history: \(error)\n".utf8))
         exit(1)
     }
 }
