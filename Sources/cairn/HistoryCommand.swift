@@ -103,6 +103,11 @@ enum HistoryCommand: Command {
                 pairs.append(("record", RecordJSON.line(entity: entity, id: change.id, values: record.values)))
             } else {
                 pairs.append(("record", JSONText.object([("entity", JSONText.string(entity.name)), ("id", JSONText.string(change.id.description))])))
+                if !change.keptSlots.isEmpty {
+                    pairs.append(("kept", JSONText.object(zip(change.keptSlots, change.keptValues).compactMap { slot, value in
+                        entity.propertyName(slot: slot).map { ($0, JSONText.value(value)) }
+                    })))
+                }
             }
             records.append(JSONText.object(pairs))
         }

@@ -118,7 +118,8 @@ extension Context {
                     object.hasUnsavedChanges ? nil : ExpectedVersion(id: object.recordID, version: version)
                 }
                 let changes = try coordinator.save(items, from: inbox, durability: durability,
-                                                   uniquenessCheckedAt: uniquenessCheckedAt, reads: reads, author: transactionAuthor)
+                                                   uniquenessCheckedAt: uniquenessCheckedAt, reads: reads, author: transactionAuthor,
+                                                   keptOnDeletion: keptOnDeletion(of: items.lazy.filter { $0.kind == .delete }.map(\.id.entity)))
                 let saved = wantsDidSave ? didSaveChanges(of: changed, sequence: changes.sequence) : nil
                 didSave(changed, sequence: changes.sequence)
                 return saved

@@ -57,6 +57,11 @@ open class ManagedObject: CustomStringConvertible {
     /// ``Ignored`` cannot wrap (`let`, `weak`, `lazy`). A ``Model`` refuses any other stored
     /// property that is not declared with one of Cairn's wrappers.
     open class var ignoredProperties: Set<String> { [] }
+    /// The properties whose values history keeps when an object is deleted (Core Data's
+    /// `preservesValueInHistoryOnDeletion`): the tombstone a sync reads to find the row to
+    /// remove elsewhere (``HistoryTransaction/tombstones``). Only in a store that keeps
+    /// history; the values are the record's as the delete found it.
+    open class var preservedInHistoryOnDeletion: Set<String> { [] }
 
     // An object's stored state is touched only on its context's isolation, by Cairn's own
     // code, so the dynamic exclusivity checks (a runtime call per access) are skipped on

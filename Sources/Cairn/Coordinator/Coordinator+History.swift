@@ -49,6 +49,10 @@ public struct HistoryTransaction: Sendable, Equatable {
     public var updated: [ObjectID: Set<String>]
     /// Objects it deleted.
     public var deleted: [ObjectID]
+    /// For deleted objects whose class keeps values on deletion
+    /// (``ManagedObject/preservedInHistoryOnDeletion``): those values, by property name,
+    /// as the delete found them.
+    public var tombstones: [ObjectID: [String: Value]] = [:]
 }
 
 /// What changed since a token: the transactions after it, and the current values of the
@@ -158,7 +162,15 @@ extension Coordinator {
             switch change.kind {
             case .insert: result.inserted.append(id)
             case .update: result.updated[id] = Set((change.slots ?? []).compactMap(entity.propertyName(slot:)))
-            case .delete: result.deleted.append(id)
+            case .delete:
+                result.deleted.append(id)
+                if !change.keptSlots.isEmpty {
+                    var kept: [String: Value] = [:]
+                    for (slot, value) in zip(change.keptSlots, change.keptValues) {
+                        if let name = entity.propertyName(slot: slot) { kept[name] = value }
+                    }
+                    result.tombstones[id] = kept
+                }
             }
         }
         return result
@@ -171,5 +183,24 @@ extension Coordinator {
             if let name = entity.propertyName(slot: slot) { result[name] = value }
         }
         return result
+    }
+}
+
+extension Context {
+    /// For history: the slots whose values a delete of each of `entities` keeps (its
+    /// class's ``ManagedObject/preservedInHistoryOnDeletion``); empty in a store that
+    /// keeps no history.
+    func keptOnDeletion(of entities: some Sequence<UInt16>) -> [UInt16: [Int]] {
+        guard coordinator.store.options.history != nil else { return [:] }
+        var kept: [UInt16: [Int]] = [:], seen = Set<UInt16>()
+        for number in entities where seen.insert(number).inserted {
+            guard let entity = coordinator.entity(number: number), let type = model.objectClass(for: entity.name) else { continue }
+            let names = type.preservedInHistoryOnDeletion
+            guard !names.isEmpty else { continue }
+            kept[number] = (0..<(entity.attributes.count + entity.relationships.count)).filter {
+                entity.propertyName(slot: $0).map(names.contains) ?? false
+            }
+        }
+        return kept
     }
 }

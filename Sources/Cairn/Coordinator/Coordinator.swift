@@ -169,7 +169,8 @@ public final class Coordinator: Sendable {
     /// the save's unique values (``Store/commit(prepared:for:expecting:durability:uniquenessCheckedAt:)``).
     /// `reads`: versions of records the save relied on without writing them, expected too.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil,
-              uniquenessCheckedAt: UInt64? = nil, reads: [ExpectedVersion] = [], author: String? = nil) throws -> ChangeSet {
+              uniquenessCheckedAt: UInt64? = nil, reads: [ExpectedVersion] = [], author: String? = nil,
+              keptOnDeletion: [UInt16: [Int]] = [:]) throws -> ChangeSet {
         var operations: [RecordOperation] = []
         operations.reserveCapacity(items.count)
         var expected: [ExpectedVersion] = []
@@ -200,7 +201,8 @@ public final class Coordinator: Sendable {
             return mask
         }
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability,
-                                        uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: slots)
+                                        uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: slots,
+                                        keptOnDeletion: keptOnDeletion)
         return announce(sequence, except: source, count: items.count) { (items[$0].id, items[$0].kind, items[$0].changedKeys) }
     }
 
@@ -214,8 +216,9 @@ public final class Coordinator: Sendable {
     /// operations (reading an operation back copies its body, a retain and a release each).
     func commitBatch(_ operations: [RecordOperation], from source: Inbox, kind: SaveItem.Kind, id: (Int) -> RecordID,
                      expecting expected: [ExpectedVersion], keys: [ChangedKeys], durability: Durability?,
-                     author: String? = nil) throws -> ChangeSet {
-        let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability, author: author)
+                     author: String? = nil, keptOnDeletion: [UInt16: [Int]] = [:]) throws -> ChangeSet {
+        let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability, author: author,
+                                        keptOnDeletion: keptOnDeletion)
         return announce(sequence, except: source, count: operations.count) { index in
             (id(index), kind, keys.isEmpty ? .names([]) : keys[index])
         }

@@ -267,7 +267,8 @@ extension Context {
                              expecting expected: [ExpectedVersion], keys: [Coordinator.ChangedKeys],
                              durability: Durability?) throws {
         _ = try coordinator.commitBatch(operations, from: inbox, kind: kind, id: id, expecting: expected, keys: keys,
-                                        durability: durability, author: transactionAuthor)
+                                        durability: durability, author: transactionAuthor,
+                                        keptOnDeletion: kind == .delete ? keptOnDeletion(of: operations.map(\.id.entity)) : [:])
         // A pinned context reads on at the state after its batch, as after its save.
         if pinnedGeneration != nil { return moveGenerationToNewest() }
         switch kind {

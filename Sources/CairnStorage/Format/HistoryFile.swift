@@ -10,9 +10,12 @@ package struct HistoryChange: Sendable, Equatable {
     /// For an update: the slots (attributes, then relationships) it changed, or nil when
     /// they were not recorded (a frame written without history).
     package var slots: [Int]?
+    /// For a delete: the slots whose values it kept (the tombstone), ascending, and those values.
+    package var keptSlots: [Int] = []
+    package var keptValues: [Value] = []
 
-    package init(id: RecordID, kind: Kind, slots: [Int]?) {
-        (self.id, self.kind, self.slots) = (id, kind, slots)
+    package init(id: RecordID, kind: Kind, slots: [Int]?, keptSlots: [Int] = [], keptValues: [Value] = []) {
+        (self.id, self.kind, self.slots, self.keptSlots, self.keptValues) = (id, kind, slots, keptSlots, keptValues)
     }
 }
 
@@ -41,6 +44,8 @@ package struct HistoryEntry: Sendable, Equatable {
 /// each:   u8 kind (1 insert, 2 update, 3 delete), u64 record ID,
 ///         update only: varint slot flag (0: not recorded, 1: recorded),
 ///         recorded: varint slot count k, k varints ascending
+///         delete only: varint kept slot count k (0: none), k varints ascending, and
+///         when k > 0 varint length b, b bytes: the kept values as a record body (§2.2)
 /// ```
 package enum HistoryFileCoding {
     /// The bytes of a history file holding `entries` (consecutive sequences after `base`).
@@ -55,6 +60,11 @@ package enum HistoryFileCoding {
                 for change in entry.changes {
                     payload.u8(change.kind.rawValue)
                     payload.u64(change.id.rawValue)
+                    if change.kind == .delete {
+                        payload.varint(UInt64(change.keptSlots.count))
+                        for slot in change.keptSlots { payload.varint(UInt64(slot)) }
+                        if !change.keptSlots.isEmpty { payload.lengthPrefixed(ValueCoding.encode(change.keptValues)) }
+                    }
                     guard change.kind == .update else { continue }
                     guard let slots = change.slots else {
                         payload.varint(0)
@@ -96,7 +106,7 @@ package enum HistoryFileCoding {
     }
 
     /// One entry's payload.
-    static func entry(_ payload: UnsafeRawBufferPointer, sequence: UInt64, base: Int) throws -> HistoryEntry {
+    package static func entry(_ payload: UnsafeRawBufferPointer, sequence: UInt64, base: Int) throws -> HistoryEntry {
         var reader = ByteReader(payload, base: base)
         let time = try reader.u64("commit time")
         let author = try reader.string("transaction author", maximum: FormatLimits.maxNameBytes)
@@ -110,6 +120,17 @@ package enum HistoryFileCoding {
             }
             let id = RecordID(rawValue: try reader.u64("record ID"))
             var slots: [Int]?
+            if kind == .delete {
+                let countAt = reader.position
+                if try reader.varint("kept slot count") == 0 {
+                    changes.append(HistoryChange(id: id, kind: kind, slots: nil))
+                    continue
+                }
+                try reader.seek(to: countAt)
+                let (kept, values) = try TransactionNotes.keptValues(&reader)
+                changes.append(HistoryChange(id: id, kind: kind, slots: nil, keptSlots: kept, keptValues: values))
+                continue
+            }
             if kind == .update {
                 let flagAt = reader.position
                 switch try reader.varint("changed slots flag") {
@@ -143,6 +164,14 @@ package enum HistoryFileCoding {
         size += ByteWriter.varintSize(UInt64(entry.changes.count))
         for change in entry.changes {
             size += 9
+            if change.kind == .delete {
+                size += ByteWriter.varintSize(UInt64(change.keptSlots.count))
+                    + change.keptSlots.reduce(0) { $0 + ByteWriter.varintSize(UInt64($1)) }
+                if !change.keptSlots.isEmpty {
+                    let body = ValueCoding.encode(change.keptValues).count
+                    size += ByteWriter.varintSize(UInt64(body)) + body
+                }
+            }
             if change.kind == .update {
                 size += 1
                 if let slots = change.slots {

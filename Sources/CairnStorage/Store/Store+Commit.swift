@@ -25,6 +25,8 @@ final class CommitTicket: Sendable {
     nonisolated(unsafe) var author: String?
     /// The slots each operation's committer changed, where it knows them (see ``Store/notes(for:author:slots:batch:)``).
     nonisolated(unsafe) var changedSlots: [UInt64?]?
+    /// The slots a delete keeps, by entity (see ``Store/notes(for:author:slots:kept:batch:)``).
+    nonisolated(unsafe) var keptOnDeletion: [UInt16: [Int]] = [:]
     /// The transaction's notes for history, made by the leader as it writes the frame
     /// (in a store that keeps history), read by it alone after.
     nonisolated(unsafe) var notes: TransactionNotes? {
@@ -105,7 +107,7 @@ extension Store {
     ///   transaction has committed since, the commit need not check them again.
     package func commit(prepared operations: [RecordOperation], for schema: Schema, expecting expected: [ExpectedVersion],
                 durability: Durability?, uniquenessCheckedAt: UInt64? = nil, author: String? = nil,
-                changedSlots: [UInt64?]? = nil) throws -> UInt64 {
+                changedSlots: [UInt64?]? = nil, keptOnDeletion: [UInt16: [Int]] = [:]) throws -> UInt64 {
         try checkCommit(count: operations.count)
         let current = self.schema
         // The same entity list in memory is the same schema (the usual case: the coordinator's
@@ -117,7 +119,8 @@ extension Store {
             throw CairnError(.schemaMismatch, "the store's schema changed after the records of this transaction were checked; save again")
         }
         return try commit(operations: operations, durable: (durability ?? options.durability) == .durable,
-                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: changedSlots)
+                          expected: expected, uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: changedSlots,
+                          keptOnDeletion: keptOnDeletion)
     }
 
     /// Throws unless the store takes writes and a transaction of `count` changes.
@@ -265,12 +268,13 @@ extension Store {
     ///   could hold but no writer writes (``Store+Uniqueness``).
     package func commit(operations: [RecordOperation], durable: Bool, expected: [ExpectedVersion] = [],
                 checkingUniqueness: Bool = true, uniquenessCheckedAt: UInt64? = nil, author: String? = nil,
-                changedSlots: [UInt64?]? = nil) throws -> UInt64 {
+                changedSlots: [UInt64?]? = nil, keptOnDeletion: [UInt16: [Int]] = [:]) throws -> UInt64 {
         let ticket = CommitTicket(operations: operations, durable: durable, expected: expected)
         ticket.checksUniqueness = checkingUniqueness
         ticket.uniquenessCheckedAt = uniquenessCheckedAt
         ticket.author = author
         ticket.changedSlots = changedSlots
+        ticket.keptOnDeletion = keptOnDeletion
         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
             throw CairnError(.tooLarge, "transaction of \(ticket.payloadLength) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it")
         }
@@ -381,7 +385,7 @@ extension Store {
                     }
                     if keepsHistory {
                         ticket.notes = try notes(for: ticket.operations, author: ticket.author, slots: ticket.changedSlots,
-                                                 batch: &batchRecords)
+                                                 kept: ticket.keptOnDeletion, batch: &batchRecords)
                         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
                             outcomes[index] = .failed(CairnError(.tooLarge,
                                 "transaction of \(ticket.payloadLength) bytes with its history exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it"))

@@ -27,8 +27,11 @@ extension Store {
     /// given, is a mask of the slots operation `i`'s committer changed in a record it read
     /// at the version the commit expects (a context's save): used for an update as it
     /// is, rather than found by decoding the record before and after.
+    ///
+    /// `kept[entity]` are the slots whose values a delete of a record of `entity` keeps
+    /// (its tombstone), read from the record as the delete finds it.
     func notes(for operations: [RecordOperation], author: String?, slots hints: [UInt64?]?,
-               batch: inout BatchRecords) throws -> TransactionNotes {
+               kept: [UInt16: [Int]], batch: inout BatchRecords) throws -> TransactionNotes {
         try withState({ ($0.overlay, $0.snapshot, $0.bodies) }) { taken in
             let (overlay, snapshot, bodies) = taken
             var changes: [TransactionNotes.Change] = []
@@ -51,8 +54,18 @@ extension Store {
                 }
                 switch operation {
                 case .delete:
-                    changes.append(before.exists ? .delete : .absent)
                     batch[raw] = .some(nil)
+                    guard before.exists else {
+                        changes.append(.absent)
+                        continue
+                    }
+                    guard let slots = kept[id.entity], !slots.isEmpty else {
+                        changes.append(.delete)
+                        continue
+                    }
+                    let was = try before.values(id: id, snapshot: snapshot, bodies: bodies)
+                    let present = slots.filter { $0 < was.count }
+                    changes.append(present.isEmpty ? .delete : .deleteKeeping(slots: present, values: present.map { was[$0] }))
                 case .put(_, let body):
                     batch[raw] = .some(body)
                     guard before.exists else {

@@ -93,6 +93,8 @@ extension Store {
                     case .insert: entry.changes.append(HistoryChange(id: operation.id, kind: .insert, slots: nil))
                     case .update(let slots): entry.changes.append(HistoryChange(id: operation.id, kind: .update, slots: slots))
                     case .delete: entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
+                    case .deleteKeeping(let slots, let values):
+                        entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil, keptSlots: slots, keptValues: values))
                     case .absent: break
                     }
                 }

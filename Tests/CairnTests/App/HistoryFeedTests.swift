@@ -46,6 +46,7 @@ import Testing
         #expect(history[1].inserted == [dvd])
         #expect(history[1].updated == [ann: ["age", "name"], bo: ["dvds"]], "the properties each update changed, an inverse too")
         #expect(Set(history[2].deleted) == [bo, dvd], "the cascade's delete with the object's")
+        #expect(history[2].tombstones == [bo: ["username": .string("bo")]], "a Person keeps its username when deleted; a DVD nothing")
         #expect(history[2].updated.isEmpty)
         #expect(history.allSatisfy { abs($0.date.timeIntervalSinceNow) < 60 })
 
@@ -326,7 +327,7 @@ import Testing
         #expect(json.count == 3)
         #expect(json[1].contains(#""author": "sync""#) && json[1].contains(#""change": "update", "keys": ["#), "\(json[1])")
         #expect(json[1].contains(#""age": 30"#), "an update carries the record's current values: \(json[1])")
-        #expect(json[2].contains(#""change": "delete""#))
+        #expect(json[2].contains(#""change": "delete""#) && json[2].contains(#""kept": {"username": "bo"}"#), "\(json[2])")
         let token = try #require(json[0].split(separator: "\"").dropFirst().first { $0.contains(":") && $0.count > 30 })
         let since = try CLI.run(["history", directory, "--since", String(token)])
         #expect(since.out.split(separator: "\n").count == 2, "\(since.out)\(since.err)")

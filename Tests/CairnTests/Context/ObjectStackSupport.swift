@@ -10,6 +10,7 @@ final class Person: ManagedObject {
     @ToMany(inverse: "borrower", deleteRule: .nullify) var borrowed: [DVD]
 
     override class var uniqueness: [[String]] { [["username"]] }
+    override class var preservedInHistoryOnDeletion: Set<String> { ["username"] }
 
     override func validateForInsert() throws {
         if username.isEmpty { throw CairnError(.validation, "Person \(objectID.recordID): 'username' must not be empty") }

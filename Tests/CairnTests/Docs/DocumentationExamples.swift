@@ -492,10 +492,13 @@ enum QueryGenerationsExample {
 enum HistoryAndSyncExample {
     final class Note: ManagedObject {
         @Attribute var text: String = ""
+        @Attribute var serverID: String? = nil
+        override class var preservedInHistoryOnDeletion: Set<String> { ["serverID"] }
     }
 
-    /// What a consumer saw: the rows it mirrored, and the transactions the feed uploaded.
-    @MainActor static func run(in url: URL) async throws -> (mirrored: [String], uploaded: Int) {
+    /// What a consumer saw: the rows it mirrored, the transactions the feed uploaded, and
+    /// the tombstone of the deleted note.
+    @MainActor static func run(in url: URL) async throws -> (mirrored: [String], uploaded: Int, tombstone: [String: Value]?) {
         let container = try Container(name: "Notes", entities: [Note.self], storage: .onDisk(url),
                                       history: .transactions(10_000))
         container.mainContext.transactionAuthor = "app"     // who made this context's saves
@@ -509,6 +512,7 @@ enum HistoryAndSyncExample {
         let first = Note(context: container.mainContext), second = Note(context: container.mainContext)
         first.text = "milk"
         second.text = "eggs"
+        second.serverID = "s2"
         try container.mainContext.save()
         first.text = "oat milk"
         container.mainContext.delete(second)
@@ -523,6 +527,7 @@ enum HistoryAndSyncExample {
             }
         }
         lastToken = changes.token                                            // resume from here
+        let tombstone = changes.transactions.last?.tombstones[second.objectID]
 
         let uploaded = Locked(0)
         func upload(_ transaction: HistoryTransaction) async throws { uploaded.withLock { $0 += 1 } }
@@ -546,7 +551,7 @@ enum HistoryAndSyncExample {
         try await Task.sleep(for: .milliseconds(100))
         feed.cancel()
         _ = try await feed.value
-        return (mirror.values.sorted(), uploaded.value)
+        return (mirror.values.sorted(), uploaded.value, tombstone)
     }
 }
 
@@ -634,6 +639,7 @@ enum HistoryAndSyncExample {
         let seen = try await HistoryAndSyncExample.run(in: URL(fileURLWithPath: directory))
         #expect(seen.mirrored == ["oat milk"])
         #expect(seen.uploaded == 1, "the app's save, not the sync's")
+        #expect(seen.tombstone == ["serverID": .string("s2")])
     }
 
     @Test func objectQueue() throws {

@@ -11,7 +11,8 @@ import Testing
         .delete(RecordID(entity: 1, serial: 3)),
         .delete(RecordID(entity: 1, serial: 4)),
     ]
-    let notes = TransactionNotes(author: "sync-é", changes: [.insert, .update(slots: [0, 2, 300]), .delete, .absent])
+    let notes = TransactionNotes(author: "sync-é", changes: [.insert, .update(slots: [0, 2, 300]),
+                                                           .deleteKeeping(slots: [1, 4], values: [.string("ann"), .null]), .absent])
 
     func payload(_ notes: TransactionNotes?) -> [UInt8] {
         var writer = ByteWriter()
@@ -67,5 +68,12 @@ import Testing
         bytes = payload(TransactionNotes(author: "ab", changes: [.insert, .insert, .delete, .delete]))
         bytes[notesStart + 2] = 0xFF
         refused(bytes, "UTF-8")
+        // A delete keeping values: as many values as slots, and at least one slot.
+        bytes = payload(TransactionNotes(author: nil, changes: [.insert, .insert, .deleteKeeping(slots: [1, 2], values: [.int64(1), .int64(2)]), .delete]))
+        bytes[notesStart + 5] = 1  // the slot count: one slot, two values
+        refused(bytes, "kept")
+        bytes = payload(TransactionNotes(author: nil, changes: [.insert, .insert, .deleteKeeping(slots: [1], values: [.int64(1)]), .delete]))
+        bytes[notesStart + 5] = 0
+        refused(bytes, "keeps none")
     }
 }

@@ -19,7 +19,7 @@ import Testing
         seeds[.schema] = [SchemaCoding.encode(TestSchemas.people), SchemaCoding.encode(TestSchemas.blobs)]
         let canonical = try CanonicalStore(smallTransactions(6, seed: 3, maxBlob: 8))
         let compacted = try CanonicalStore(smallTransactions(6, seed: 4, maxBlob: 8), compactAfter: 4)
-        seeds[.log] = [canonical.logBytes, compacted.logBytes, try historyLogSeed()]
+        seeds[.log] = [canonical.logBytes, compacted.logBytes] + (try historySeeds())
         // With attribute indexes stored in the snapshot (FORMAT.md §6.6).
         let indexed = try CanonicalStore(StoredIndexTests.transactions(6), compactAfter: 4, schema: StoredIndexTests.schema)
         seeds[.snapshot] = [compacted.fs.contents(of: compacted.snapshotPath)!, indexed.fs.contents(of: indexed.snapshotPath)!]
@@ -115,14 +115,19 @@ import Testing
         }
     }
 
-    /// A log whose frames carry history notes (FORMAT.md §5.1): HistoryFeedTests' saves.
-    static func historyLogSeed() throws -> [UInt8] {
+    /// A log whose frames carry history notes (FORMAT.md §5.1): HistoryFeedTests' saves;
+    /// and the history file a compaction then writes (§14).
+    static func historySeeds() throws -> [[UInt8]] {
         let fs = MemoryFileSystem()
         let (coordinator, model) = try HistoryFeedTests.open(fs)
         _ = try HistoryFeedTests.saves(coordinator, model)
         let path = coordinator.store.logPath(coordinator.store.log.withLock { $0?.manifest.logNumber } ?? 0)
+        let log = try #require(fs.contents(of: path))
+        try coordinator.compact()
+        let kept = try #require(try fs.listDirectory("/db").first { $0.hasSuffix(".history") })
+        let history = try #require(fs.contents(of: "/db/" + kept))
         try coordinator.close()
-        return try #require(fs.contents(of: path))
+        return [log, history]
     }
 
     @Test func keptInputsReplayWithoutCrashing() throws {
