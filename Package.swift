@@ -31,6 +31,8 @@ let package = Package(
         .testTarget(name: "CairnTests", dependencies: ["Cairn", "CairnCollections", "CairnInterchange", "CairnStorage", "CairnTesting"]),
         // The writer the SIGKILL soak test kills (TESTING.md): a test helper, not part of `cairn`.
         .executableTarget(name: "cairn-soak-writer", dependencies: ["Cairn", "CairnStorage"], path: "Tests/SoakWriter"),
+        // The example that ships the change feed to PostgreSQL through psql (Examples/PostgresSync).
+        .executableTarget(name: "cairn-pg-sync", dependencies: ["Cairn"], path: "Examples/PostgresSync/Sources/cairn-pg-sync"),
     ],
     swiftLanguageModes: [.v6]
 )
