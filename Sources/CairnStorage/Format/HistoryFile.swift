@@ -135,19 +135,7 @@ package enum HistoryFileCoding {
                 let flagAt = reader.position
                 switch try reader.varint("changed slots flag") {
                 case 0: break
-                case 1:
-                    let count = try reader.count("changed slot count", maximum: FormatLimits.maxValuesPerRecord)
-                    var recorded: [Int] = []
-                    recorded.reserveCapacity(count)
-                    for _ in 0..<count {
-                        let at = reader.position
-                        let slot = try reader.varint("changed slot")
-                        guard slot < UInt64(FormatLimits.maxValuesPerRecord), recorded.last.map({ slot > UInt64($0) }) ?? true else {
-                            throw reader.failure("changed slot \(slot) is out of range or order", at: at)
-                        }
-                        recorded.append(Int(slot))
-                    }
-                    slots = recorded
+                case 1: slots = try TransactionNotes.slotList(&reader, "changed")
                 default:
                     throw reader.failure("changed slots flag is neither 0 nor 1", at: flagAt)
                 }
