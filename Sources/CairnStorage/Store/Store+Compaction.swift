@@ -165,7 +165,10 @@ extension Store {
             newLog.file.close()
             throw error
         }
-        state.withLock { $0.replaceSnapshot(with: reader, log: newBodies) }
+        // (Mapped after the switch, as the snapshot is read: a failure leaves the history
+        // unread until the next open, never wrong.)
+        let history = try? Self.mapHistory(in: path, snapshotNumber: snapshotNumber, options: options)
+        state.withLock { $0.replaceSnapshot(with: reader, log: newBodies, history: history ?? nil) }
         current.file.close()
         writer = newLog
         // Failing to remove an old file loses nothing: open removes files the manifest does not name.

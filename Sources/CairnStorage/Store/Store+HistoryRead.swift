@@ -20,13 +20,16 @@ extension Store {
         for _ in 0..<3 {
             // The snapshot, log and kept history of one state: a compaction switches them
             // while it holds the log.
-            guard let (snapshot, file, end, snapshotNumber) = log.withLock({ writer in
-                writer.map { (state.withLock { $0.snapshot }, $0.file, $0.appendOffset, $0.manifest.snapshotNumber) }
+            guard let (snapshot, file, end, snapshotNumber, mapped) = log.withLock({ writer in
+                writer.map { writer in
+                    state.withLock { ($0.snapshot, writer.file, writer.appendOffset, writer.manifest.snapshotNumber, $0.keptHistory) }
+                }
             }) else { throw closedError() }
             let logged = try Self.logHistory(file: file, end: end, snapshot: snapshot, after: sequence)
             guard logged.base == snapshot.footer.lastSequence else { continue }
             var window = HistoryWindow(entries: logged.entries, start: logged.base, end: max(logged.end, logged.base))
-            if sequence.map({ $0 < logged.base }) ?? true, let kept = try keptHistory(snapshotNumber: snapshotNumber) {
+            if sequence.map({ $0 < logged.base }) ?? true, let mapped,
+               let kept = try keptHistory(mapped, snapshotNumber: snapshotNumber) {
                 if let last = kept.entries.last?.sequence, last != logged.base {
                     throw CairnError(.corrupt, "the kept history ends at transaction \(last), not at its snapshot's \(logged.base)",
                                      path: joinPath(path, StoreFileName.history(snapshotNumber)))
@@ -48,15 +51,13 @@ extension Store {
         throw CairnError(.historyExpired, "the store compacted three times while its history was read; read it again")
     }
 
-    /// The history file kept with snapshot `number`, read and checked, or nil if there is none.
-    func keptHistory(snapshotNumber number: UInt64) throws -> (header: FileHeader, entries: [HistoryEntry])? {
+    /// The history file kept with snapshot `number` (`mapped`, or read now if nil), read
+    /// and checked, or nil if there is none.
+    func keptHistory(_ mapped: FileMapping? = nil, snapshotNumber number: UInt64) throws -> (header: FileHeader, entries: [HistoryEntry])? {
         let filePath = joinPath(path, StoreFileName.history(number))
-        guard fileSystem.exists(filePath) else { return nil }
-        let file = try fileSystem.openForReading(filePath)
-        defer { file.close() }
-        let bytes = try file.read(at: 0, count: Int(try file.size()))
+        guard let mapping = try mapped ?? Self.mapHistory(in: path, snapshotNumber: number, options: options) else { return nil }
         do {
-            let kept = try bytes.withUnsafeBytes { try HistoryFileCoding.decode($0) }
+            let kept = try withExtendedLifetime(mapping) { try HistoryFileCoding.decode(mapping.bytes) }
             guard kept.header.storeID.uuidString == storeID, kept.header.fileNumber == number else {
                 throw CairnError.corrupt("the history file is of another store or snapshot", offset: 16)
             }

@@ -174,9 +174,13 @@ extension Store {
             // is returned).
             snapshot = try SnapshotReader(file: snapshotFile, expectedStore: expected, backgroundChecksumMinimum: options.backgroundChecksumMinimum)
         }
+        // The history kept with the snapshot (FORMAT.md §14), mapped now: a reader goes on
+        // reading it after a writer's compaction retires it, as it does the snapshot.
+        let keptHistory = try mapHistory(in: path, snapshotNumber: manifest.snapshotNumber, options: options)
         func freshState() -> StoreState {
             var state = StoreState(snapshot: snapshot)
             state.recentVersionsLimit = options.recentVersionsLimit
+            state.keptHistory = keptHistory
             return state
         }
         var state = freshState()
@@ -496,6 +500,15 @@ extension Store {
                 "log is damaged at offset \(offset) (\(damage)), and past it, up to offset \(at), more would-be frames than a torn write leaves; run `cairn repair`",
                 offset: offset)
         }
+    }
+
+    /// The history file of snapshot `number`, mapped, or nil if there is none.
+    static func mapHistory(in path: String, snapshotNumber number: UInt64, options: StoreOptions) throws -> FileMapping? {
+        let historyPath = joinPath(path, StoreFileName.history(number))
+        guard options.fileSystem.exists(historyPath) else { return nil }
+        let file = try openStoreFile(historyPath, options: options)
+        defer { file.close() }
+        return try file.map()
     }
 
     /// Removes snapshot, log, checkpoint, history and temporary files the manifest does not

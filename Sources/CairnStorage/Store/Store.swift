@@ -398,6 +398,8 @@ struct StoreState: Sendable {
     /// Secondary indexes: those the snapshot stores (attached once the log is replayed),
     /// and those built since on first use.
     var indexes: [IndexKey: SecondaryIndex] = [:]
+    /// The history file kept with the snapshot (FORMAT.md §14), mapped, if there is one.
+    var keptHistory: FileMapping?
     /// The log offset the checkpoint on disk covers (FORMAT.md §12), if there is one of
     /// this log: a clean close with nothing committed since need not write another.
     var checkpointOffset: Int?

@@ -30,7 +30,8 @@ extension StoreState {
     /// (attached now, each would note every commit's IDs until a lookup reads them);
     /// indexes built in memory stay, as they are keyed by record ID and current, unless
     /// the new snapshot stores them.
-    mutating func replaceSnapshot(with reader: SnapshotReader, log: FileMapping) {
+    mutating func replaceSnapshot(with reader: SnapshotReader, log: FileMapping, history: FileMapping?) {
+        keptHistory = history
         // Indexes built in memory stay: bring them up to date while the overlay still
         // says what changed.
         let kept = indexes.filter { !$0.value.isStored }

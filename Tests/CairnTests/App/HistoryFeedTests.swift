@@ -177,6 +177,33 @@ import Testing
 /// exactly, expired past it; and at every crash point of a workload with compactions,
 /// the reopened store's history is exactly its committed transactions'.
 @Suite struct KeptHistoryTests {
+    /// A reader keeps the history file it opened with, as it keeps its snapshot: a
+    /// writer's compaction that retires the file does not take the reader's history away.
+    @Test func aReaderKeepsTheHistoryItOpenedWith() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let model = try Stack.model()
+        var options = StoreOptions(compaction: .manual)
+        options.history = .unlimited
+        let writer = try Coordinator(path: directory, schema: model.schema, options: options)
+        defer { try? writer.close() }
+        _ = try HistoryFeedTests.saves(writer, model)
+        try writer.compact()
+        var reading = StoreOptions(compaction: .manual)
+        reading.readOnly = true
+        let reader = try Coordinator(path: directory, schema: model.schema, options: reading)
+        defer { try? reader.close() }
+        let seen = try reader.history(after: nil)
+        #expect(seen.count == 3)
+        let context = Context(coordinator: writer, model: model)
+        Person(context: context).username = "dee"
+        try context.save()
+        try writer.compact()  // retires the history file the reader opened with
+        #expect(try reader.history(after: nil) == seen, "the reader reads what it opened")
+        _ = try reader.advance()
+        #expect(try reader.history(after: nil).count == 4, "and the new file once it advances")
+    }
+
     @Test func historySurvivesCompactionsAndReopens() throws {
         let fs = MemoryFileSystem()
         var (coordinator, model) = try HistoryFeedTests.open(fs)
@@ -231,13 +258,17 @@ import Testing
 
     @Test func damagedKeptHistoryIsReportedAndNotDropped() throws {
         let fs = MemoryFileSystem()
-        let (coordinator, model) = try HistoryFeedTests.open(fs)
+        var (coordinator, model) = try HistoryFeedTests.open(fs)
         _ = try HistoryFeedTests.saves(coordinator, model)
         try coordinator.compact()
+        try coordinator.close()
+        // Damaged at rest, then opened.
         let name = try #require(try fs.listDirectory("/db").first { $0.hasSuffix(".history") })
         var bytes = try #require(fs.contents(of: "/db/" + name))
         bytes[bytes.count - 9] ^= 0x40
         try fs.setContents(of: "/db/" + name, to: bytes)
+        (coordinator, model) = try HistoryFeedTests.open(fs)
+        defer { try? coordinator.close() }
         let error = #expect(throws: CairnError.self) { try coordinator.history(after: nil) }
         #expect(error?.code == .corrupt && error?.path?.hasSuffix(name) == true)
         #expect(throws: CairnError.self) { try coordinator.compact() }
