@@ -84,6 +84,9 @@ package enum HistoryFileCoding {
     /// payload. Anything else is corrupt (offsets are the file's).
     package static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (header: FileHeader, entries: [HistoryEntry]) {
         let header = try FileHeader.decode(bytes, expected: .history)
+        guard header.baseSequence < FormatLimits.maxSequence else {
+            throw CairnError.corrupt("history base sequence \(header.baseSequence) is out of range", offset: 40)
+        }
         var entries: [HistoryEntry] = []
         var offset = FileHeader.size
         var expected = header.baseSequence + 1

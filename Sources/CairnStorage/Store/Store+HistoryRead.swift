@@ -125,7 +125,9 @@ extension Store {
         case .transactions(let count):
             return entries.suffix(max(0, count))
         case .age(let seconds):
-            let oldest = now &- UInt64(max(0, min(seconds, 1e12)) * 1000)
+            // (A negative or NaN age keeps none; one past 30,000 years, all.)
+            let span = seconds >= 0 ? UInt64(min(seconds, 1e12) * 1000) : nil
+            let oldest = span.map { now > $0 ? now - $0 : 0 } ?? .max
             let first = entries.lastIndex { $0.time < oldest }.map { $0 + 1 } ?? 0
             return entries[first...]
         case .bytes(let limit):

@@ -254,6 +254,12 @@ import Testing
         let frame = HistoryFileCoding.frameSize(of: entries[0])
         #expect(Store.retained(entries, by: .bytes(frame * 4 + 1), now: 0).map(\.sequence) == [7, 8, 9, 10])
         #expect(Store.retained(entries, by: .bytes(0), now: 0).isEmpty)
+        // Out of range: nothing kept, all kept, never a trap.
+        #expect(Store.retained(entries, by: .age(seconds: .nan), now: 20_000).isEmpty)
+        #expect(Store.retained(entries, by: .age(seconds: -1), now: 20_000).isEmpty)
+        #expect(Store.retained(entries, by: .age(seconds: .infinity), now: 20_000).count == 10)
+        #expect(Store.retained(entries, by: .transactions(-5), now: 0).isEmpty)
+        #expect(Store.retained(entries, by: .bytes(-1), now: 0).isEmpty)
     }
 
     @Test func damagedKeptHistoryIsReportedAndNotDropped() throws {

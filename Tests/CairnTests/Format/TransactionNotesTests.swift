@@ -76,4 +76,12 @@ import Testing
         bytes[notesStart + 5] = 0
         refused(bytes, "keeps none")
     }
+
+    /// A history file whose header claims the largest base sequence is corrupt, not a trap.
+    @Test func aHistoryFileAtTheEndOfSequencesIsCorrupt() throws {
+        let header = FileHeader(kind: .history, storeID: UUID(), fileNumber: 3, baseSequence: .max, createdMilliseconds: 0)
+        let bytes = HistoryFileCoding.encode([], header: header)
+        let error = #expect(throws: CairnError.self) { _ = try bytes.withUnsafeBytes { try HistoryFileCoding.decode($0) } }
+        #expect(error?.code == .corrupt && error?.offset == 40)
+    }
 }
