@@ -74,16 +74,7 @@ enum HistoryCommand: Command {
     /// One transaction: a line of text, or with `json` an NDJSON object with its records.
     static func printEntry(_ entry: HistoryEntry, store: Store, json: Bool) throws {
         let schema = store.schema
-        var counts: [UInt16: (inserts: Int, updates: Int, deletes: Int)] = [:]
-        for change in entry.changes {
-            var count = counts[change.id.entity] ?? (0, 0, 0)
-            switch change.kind {
-            case .insert: count.inserts += 1
-            case .update: count.updates += 1
-            case .delete: count.deletes += 1
-            }
-            counts[change.id.entity] = count
-        }
+        let counts = entry.counts
         let time = Date(timeIntervalSince1970: Double(entry.time) / 1000)
         let parts = counts.sorted { $0.key < $1.key }.map { number, counts -> (String, (Int, Int, Int)) in
             (schema.entity(number: number)?.name ?? "entity \(number)", (counts.inserts, counts.updates, counts.deletes))

@@ -30,6 +30,21 @@ package struct HistoryEntry: Sendable, Equatable {
     package init(sequence: UInt64, time: UInt64, author: String?, changes: [HistoryChange]) {
         (self.sequence, self.time, self.author, self.changes) = (sequence, time, author, changes)
     }
+
+    /// Per entity number: the records it inserted, updated and deleted.
+    package var counts: [UInt16: (inserts: Int, updates: Int, deletes: Int)] {
+        var counts: [UInt16: (inserts: Int, updates: Int, deletes: Int)] = [:]
+        for change in changes {
+            var count = counts[change.id.entity] ?? (0, 0, 0)
+            switch change.kind {
+            case .insert: count.inserts += 1
+            case .update: count.updates += 1
+            case .delete: count.deletes += 1
+            }
+            counts[change.id.entity] = count
+        }
+        return counts
+    }
 }
 
 /// A history file's entries: after the 64-byte header (kind `CAIRNHST`, base sequence:

@@ -13,32 +13,16 @@ extension Store {
         }
     }
 
-    /// Reads the current log from its start: each transaction with its counts. A put is
-    /// an insert if the record did not exist before it (in the snapshot or earlier in
-    /// the log), else an update.
+    /// Reads the current log from its start: each transaction with its counts, from its
+    /// history (``logHistory(file:end:snapshot:after:)``: the frame's notes, or which
+    /// records existed before it). A delete of a record that did not exist is not counted.
     package func history() throws -> [Transaction] {
-        let snapshot = state.withLock { $0.snapshot }
-        var seen = Set<UInt64>()
-        var deleted = Set<UInt64>()
-        var result: [Transaction] = []
-        try forEachLogTransaction { sequence, payload, base, _ in
-            var transaction = Transaction(sequence: sequence, time: 0, changes: [:])
-            transaction.time = try TransactionCoding.decode(payload, base: base) { id, body in
-                var counts = transaction.changes[id.entity] ?? (0, 0, 0)
-                let existed = !deleted.contains(id.rawValue) && (seen.contains(id.rawValue) || snapshot.contains(id))
-                if body == nil {
-                    counts.deletes += 1
-                    deleted.insert(id.rawValue)
-                } else {
-                    if existed { counts.updates += 1 } else { counts.inserts += 1 }
-                    seen.insert(id.rawValue)
-                    deleted.remove(id.rawValue)
-                }
-                transaction.changes[id.entity] = counts
-            }
-            result.append(transaction)
+        guard let (snapshot, file, end) = log.withLock({ writer in
+            writer.map { writer in (state.withLock { $0.snapshot }, writer.file, writer.appendOffset) }
+        }) else { throw closedError() }
+        return try Self.logHistory(file: file, end: end, snapshot: snapshot, after: nil).entries.map {
+            Transaction(sequence: $0.sequence, time: $0.time, changes: $0.counts)
         }
-        return result
     }
 
     /// Calls `body` with each transaction of the current log, in order, up to the end of
