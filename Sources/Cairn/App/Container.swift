@@ -160,22 +160,7 @@ extension Container {
     /// The sequence ends when the task iterating it is cancelled, or with the error an
     /// advance throws (the store closed, or damage in a new frame).
     public func changes(every interval: Duration = .milliseconds(50)) -> AsyncThrowingStream<ChangeSet, any Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task.detached { [coordinator] in
-                do {
-                    while !Task.isCancelled {
-                        for changes in try coordinator.advance() { continuation.yield(changes) }
-                        try await Task.sleep(for: interval)
-                    }
-                    continuation.finish()
-                } catch is CancellationError {
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        Coordinator.polling(every: interval) { [coordinator] in try coordinator.advance() }
     }
 }
 

@@ -1,3 +1,4 @@
+import CairnCollections
 import CairnStorage
 import Foundation
 
@@ -111,19 +112,27 @@ extension Coordinator {
     /// behind what the store holds, and when the task iterating it is cancelled.
     public func transactions(after token: HistoryToken? = nil,
                              every interval: Duration = .milliseconds(50)) -> AsyncThrowingStream<HistoryTransaction, any Error> {
-        let start = token
-        return AsyncThrowingStream { continuation in
-            let task = Task {
+        let last = Protected(token ?? historyToken)
+        return Self.polling(every: interval) { [self] in
+            if store.options.readOnly { _ = try advance() }
+            let after = last.withLock { $0 }
+            guard store.lastSequence > after.sequence else { return [] }
+            let found = try history(after: after)
+            if let newest = found.last { last.withLock { $0 = newest.token } }
+            return found
+        }
+    }
+
+    /// A stream of what `step` finds, called every `interval` on a task of its own until
+    /// the task iterating the stream is cancelled or `step` throws (the stream then ends
+    /// with the error).
+    static func polling<Element: Sendable>(every interval: Duration,
+                                           _ step: @escaping @Sendable () throws -> [Element]) -> AsyncThrowingStream<Element, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task.detached {
                 do {
-                    var last = start ?? self.historyToken
                     while !Task.isCancelled {
-                        if self.store.options.readOnly { _ = try self.advance() }
-                        if self.store.lastSequence > last.sequence {
-                            for transaction in try self.history(after: last) {
-                                continuation.yield(transaction)
-                                last = transaction.token
-                            }
-                        }
+                        for element in try step() { continuation.yield(element) }
                         try await Task.sleep(for: interval)
                     }
                     continuation.finish()
