@@ -97,10 +97,11 @@ extension Store {
             var expected = state.withLock { $0.lastSequence } + 1
             while case .frame(let sequence, _, let payload, let next) = LogFrame.parse(buffer, at: offset), sequence == expected {
                 var puts: [(id: RecordID, body: UnsafeRawBufferPointer?)] = []
+                var notes: TransactionNotes?
                 let timestamp: UInt64
                 do {
                     timestamp = try TransactionCoding.decode(UnsafeRawBufferPointer(rebasing: buffer[payload]),
-                                                             base: payload.lowerBound) { id, body in
+                                                             base: payload.lowerBound, notes: { notes = $0 }) { id, body in
                         try Self.checkLogged(id, sequence: sequence, schema: schema, at: payload.lowerBound)
                         puts.append((id, body))
                     }
@@ -109,8 +110,18 @@ extension Store {
                 }
                 var changes: [AdvancedChange] = []
                 changes.reserveCapacity(puts.count)
-                // Which records existed, in one look at the state: only an update's record is read.
-                let existed = state.withLock { state in puts.map { state.contains($0.id) } }
+                // A frame with notes says what each change did (FORMAT.md §5.1); for one
+                // without, which records existed, in one look at the state: only an
+                // update's record is read.
+                let existed = notes != nil ? [] : state.withLock { state in puts.map { state.contains($0.id) } }
+                for (put, change) in zip(puts, notes?.changes ?? []) {
+                    switch change {
+                    case .insert: changes.append(AdvancedChange(id: put.id, kind: .insert, changedSlots: []))
+                    case .update(let slots): changes.append(AdvancedChange(id: put.id, kind: .update, changedSlots: slots))
+                    case .delete, .deleteKeeping: changes.append(AdvancedChange(id: put.id, kind: .delete, changedSlots: []))
+                    case .absent: break
+                    }
+                }
                 for ((id, body), existed) in zip(puts, existed) {
                     guard let body else {
                         if existed { changes.append(AdvancedChange(id: id, kind: .delete, changedSlots: [])) }

@@ -204,6 +204,31 @@ import Testing
         #expect(try reader.history(after: nil).count == 4, "and the new file once it advances")
     }
 
+    /// A reader advancing over frames with notes takes what each change did from them:
+    /// the change sets name inserts, the keys updates changed, and deletes (not the
+    /// delete of a record that was not there).
+    @Test func aReaderTakesChangesFromTheNotes() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let model = try Stack.model()
+        var options = StoreOptions(compaction: .manual)
+        options.history = .unlimited
+        let writer = try Coordinator(path: directory, schema: model.schema, options: options)
+        defer { try? writer.close() }
+        var reading = StoreOptions(compaction: .manual)
+        reading.readOnly = true
+        let reader = try Coordinator(path: directory, schema: model.schema, options: reading)
+        defer { try? reader.close() }
+        let (ann, bo, dvd) = try HistoryFeedTests.saves(writer, model)
+        _ = try writer.store.commit([.delete(RecordID(entity: ann.recordID.entity, serial: 999))])
+        let sets = try reader.advance()
+        #expect(sets.count == 4)
+        #expect(Set(sets[0].inserted) == [ann, bo])
+        #expect(sets[1].updated == [ann: ["age", "name"], bo: ["dvds"]] && sets[1].inserted == [dvd])
+        #expect(sets[2].deleted == [bo, dvd])
+        #expect(sets[3].isEmpty, "a delete of a record that was not there changed nothing")
+    }
+
     @Test func historySurvivesCompactionsAndReopens() throws {
         let fs = MemoryFileSystem()
         var (coordinator, model) = try HistoryFeedTests.open(fs)
