@@ -131,12 +131,14 @@ extension Store {
         // An opener that sets no retention (a tool's compaction) keeps what the store kept:
         // a history file, or notes in the log. (A migration's history is not kept: its
         // changed slots are of the old schema.)
-        let keeps = try options.history != nil || fileSystem.exists(joinPath(path, StoreFileName.history(manifest.snapshotNumber)))
-            || Self.hasNotes(log: current.file, end: current.appendOffset)
+        // (The history file the open or the last compaction mapped; looked for again only
+        // if none was, so that one whose mapping failed is still carried over.)
+        let oldHistory = try taken.keptHistory ?? Self.mapHistory(in: path, snapshotNumber: manifest.snapshotNumber, options: options)
+        let keeps = try options.history != nil || oldHistory != nil || Self.hasNotes(log: current.file, end: current.appendOffset)
         if keeps, newSchema == nil {
             let retention = options.history ?? .unlimited
             try writeHistory(retention, for: snapshotNumber, storeID: storeID, lastSequence: lastSequence, now: now,
-                             old: manifest.snapshotNumber, log: current, snapshot: snapshot)
+                             old: (manifest.snapshotNumber, oldHistory), log: current, snapshot: snapshot)
         }
         let newManifest = Manifest(header: FileHeader(kind: .manifest, storeID: storeID, fileNumber: 0, baseSequence: 0,
                                                       createdMilliseconds: now),
@@ -185,16 +187,17 @@ extension Store {
     /// sync makes the name durable before the manifest names the snapshot). Kept history
     /// that does not read back whole stops the compaction: it is never dropped unseen.
     private func writeHistory(_ retention: HistoryRetention, for number: UInt64, storeID: UUID, lastSequence: UInt64,
-                              now: UInt64, old: UInt64, log: LogWriter, snapshot: SnapshotReader) throws {
+                              now: UInt64, old: (number: UInt64, mapped: FileMapping?), log: LogWriter,
+                              snapshot: SnapshotReader) throws {
         var entries: [HistoryEntry]
-        do { entries = try keptHistory(snapshotNumber: old)?.entries ?? [] } catch let error as CairnError {
+        do { entries = try old.mapped.flatMap { try keptHistory($0, snapshotNumber: old.number) }?.entries ?? [] } catch let error as CairnError {
             throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history is damaged (\(error.message)); nothing was compacted",
                                                  path: error.path, offset: error.offset))
         }
         let logged = try Self.logHistory(file: log.file, end: log.appendOffset, snapshot: snapshot, after: nil)
         if let last = entries.last?.sequence, last != logged.base {
             throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history ends at transaction \(last), not at its snapshot's \(logged.base); nothing was compacted",
-                                                 path: joinPath(path, StoreFileName.history(old))))
+                                                 path: joinPath(path, StoreFileName.history(old.number))))
         }
         entries += logged.entries
         let kept = Self.retained(entries, by: retention, now: now)
