@@ -35,16 +35,18 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     }
 
     /// A log file's bytes: every frame parsed, every payload decoded with its history
-    /// notes (FORMAT.md §5.1); and the same bytes as a history file (§14). The bytes past
-    /// the header are also decoded as one payload and as one history entry, so that
-    /// mutations reach those decoders without a frame checksum to pass.
+    /// notes (FORMAT.md §5.1); and the same bytes as a history file (§14), past values and
+    /// all. The bytes past the header are also decoded as one payload and as one history
+    /// entry (by versions 5 and 6), so that mutations reach those decoders without a
+    /// frame checksum to pass.
     static func log(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { buffer in
-            _ = try? HistoryFileCoding.decode(buffer)
+            _ = try? HistoryFileCoding.decode(buffer, pastValues: true)
             if buffer.count > FileHeader.size + LogFrame.headerSize {
                 let payload = UnsafeRawBufferPointer(rebasing: buffer[(FileHeader.size + LogFrame.headerSize)...])
                 _ = try? TransactionCoding.decode(payload, notes: { _ in }) { _, _ in }
-                _ = try? HistoryFileCoding.entry(payload, sequence: 1, base: 0)
+                _ = try? HistoryFileCoding.entry(payload, sequence: 1, base: 0, version: 5)
+                _ = try? HistoryFileCoding.entry(payload, sequence: 1, base: 0, pastValues: true)
             }
             _ = try? FileHeader.decode(buffer, expected: .log)
             var offset = min(FileHeader.size, buffer.count)

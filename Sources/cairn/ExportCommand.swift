@@ -74,20 +74,26 @@ final class LineSink {
 enum ExportCommand: Command {
     static let name = "export"
     static let help = """
-        USAGE: cairn export DIR [--entity NAME] [--out FILE]
+        USAGE: cairn export DIR [--entity NAME] [--out FILE] [--as-of TOKEN]
 
         Writes every record (or those of one entity) as NDJSON, one object per line:
         {"entity": "Person", "id": "E1-3", "username": "alice", "age": 30, "dvds": ["E2-5"]}
         Dates are ISO 8601 strings, binary base64, decimals strings, absent values null.
+
+        --as-of TOKEN exports the state just after that transaction (a history token,
+        STOREID:SEQUENCE, as `cairn history --json` prints them, or a sequence number):
+        one since the last compaction, or one the store's kept history still holds.
         """
 
     static func run(_ arguments: [String]) throws {
-        let args = try Arguments(arguments, command: "export", valued: ["--entity", "--out"], switches: [])
+        let args = try Arguments(arguments, command: "export", valued: ["--entity", "--out", "--as-of"], switches: [])
         if args.flags.contains("--help") { return Console.out(help) }
         let directory = try args.positional(0, "the store directory")
         try args.noExtraPositionals(1)
         let store = try openStore(directory, command: "export", readOnly: true)
         defer { try? store.close() }
+        let past = try HistoryCommand.sequence(args.options["--as-of"], store: store, option: "--as-of", command: "export")
+        let generation = try past.map { try store.pastGeneration(at: $0, by: "cairn export") }
         var entities = store.schema.entities.sorted { $0.number < $1.number }
         if let name = args.options["--entity"] {
             guard let entity = store.schema.entity(named: name) else {
@@ -99,7 +105,7 @@ enum ExportCommand: Command {
         let json = args.options["--out"] == nil
         var written = 0
         for entity in entities {
-            try store.scan(entity: entity.number) { id, record in
+            try store.scan(entity: entity.number, at: generation) { id, record in
                 // Checked against the schema, as verify and query check what they read: a
                 // short record is an error naming it, not a line of nulls.
                 let values: [Value]

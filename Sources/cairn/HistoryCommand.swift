@@ -57,13 +57,14 @@ enum HistoryCommand: Command {
         }
     }
 
-    /// `--since`'s sequence number: from a token of this store, or a plain number.
-    static func sequence(_ text: String?, store: Store) throws -> UInt64? {
+    /// The sequence number an option (`--since`, `--as-of`) names: from a token of this
+    /// store, or a plain number.
+    static func sequence(_ text: String?, store: Store, option: String = "--since", command: String = "history") throws -> UInt64? {
         guard let text else { return nil }
         if let sequence = UInt64(text) { return sequence }
         guard let token = HistoryToken(text) else {
-            throw UsageError(message: "--since needs a history token (STOREID:SEQUENCE) or a sequence number, not '\(text)'",
-                             command: "history")
+            throw UsageError(message: "\(option) needs a history token (STOREID:SEQUENCE) or a sequence number, not '\(text)'",
+                             command: command)
         }
         guard token.storeID == store.storeID else {
             throw CairnError(.invalidArgument, "the history token is of store \(token.storeID), not of this one (\(store.storeID))")

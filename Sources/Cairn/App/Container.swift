@@ -194,6 +194,17 @@ extension Container {
     /// (see ``Context/setQueryGenerationFrom(_:)``).
     public var pinnedGenerations: [PinnedGeneration] { coordinator.pinnedGenerations }
 
+    /// A new context that reads the committed state just after `token`'s transaction, and
+    /// cannot save: see ``Coordinator/queryGeneration(asOf:)``. Its objects, fetches,
+    /// counts and relationships are those of that state while the store goes on.
+    public func context(asOf token: HistoryToken) throws -> Context {
+        let context = Context(coordinator: coordinator, model: model)
+        context.name = "as of \(token.sequence)"
+        context.undoManager.isEnabled = false
+        try context.setQueryGenerationFrom(coordinator.queryGeneration(asOf: token))
+        return context
+    }
+
     /// Checks every byte and record of the store, changing nothing: see ``Coordinator/verify()``.
     public func verify() -> [StoreProblem] { coordinator.verify() }
 

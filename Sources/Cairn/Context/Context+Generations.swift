@@ -56,6 +56,24 @@ extension Coordinator {
     func pinGeneration(by label: String) -> QueryGenerationToken {
         QueryGenerationToken(store.pinGeneration(by: label))
     }
+
+    /// A token for the committed state just after `token`'s transaction, a past state the
+    /// store rebuilds from its history: a context given it with
+    /// ``Context/setQueryGenerationFrom(_:)`` (or made by ``Container/context(asOf:)``)
+    /// sees exactly the objects that state had, with fetches, predicates and
+    /// relationships, and cannot save. The store goes on meanwhile.
+    ///
+    /// A state since the last compaction is rebuilt from the log. One before it needs the
+    /// history the store keeps (``StoreOptions/history``): throws `.historyExpired` when
+    /// the retention let it go, `.invalidArgument` for a token of another store or past
+    /// the newest state. Rebuilding reads the log, and the kept history back to the token;
+    /// the token then holds in memory the values of the records changed since.
+    public func queryGeneration(asOf token: HistoryToken) throws -> QueryGenerationToken {
+        guard token.storeID == storeID else {
+            throw CairnError(.invalidArgument, "the history token is of store \(token.storeID), not of this one (\(storeID))")
+        }
+        return QueryGenerationToken(try store.pastGeneration(at: token.sequence, by: "as of \(token.sequence)"))
+    }
 }
 
 extension Context {
@@ -78,11 +96,28 @@ extension Context {
     /// index (the indexes follow the newest state). See ``Coordinator/pinnedGenerations``
     /// for what generations cost.
     ///
-    /// Throws for a child context (it reads at its root's generation) and for a token of
-    /// another store.
+    /// A token of a past state (``Coordinator/queryGeneration(asOf:)``) makes the context
+    /// read that state from now on, and only that: it reads again every object it has
+    /// loaded, takes in no other saves, refuses to save, and stays there.
+    ///
+    /// Throws for a child context (it reads at its root's generation), for a token of
+    /// another store, for a context that reads a past state, and for a past state's token
+    /// given to a context with unsaved changes.
     public func setQueryGenerationFrom(_ token: QueryGenerationToken?) throws {
         guard parent == nil else {
             throw CairnError(.invalidArgument, "a child context reads at its root context's query generation; pin the root")
+        }
+        if readsThePast {
+            throw CairnError(.invalidArgument, "this context reads the past state after transaction \(readGeneration?.sequence ?? 0) and stays there; make a new context to read another")
+        }
+        if let generation = token?.generation, generation.isPast, let token {
+            guard generation.isOf(coordinator.store) else {
+                throw CairnError(.invalidArgument, "the query generation token is of another store")
+            }
+            guard !hasChanges else {
+                throw CairnError(.invalidArgument, "a context with unsaved changes cannot read a past state; save or roll back first")
+            }
+            return moveToThePast(token)
         }
         guard let token else {
             pinnedGeneration = nil
@@ -109,9 +144,27 @@ extension Context {
         return root.pinnedGeneration?.generation
     }
 
+    /// Whether this context (or its root) reads a past state, and so cannot save.
+    var readsThePast: Bool { readGeneration?.isPast ?? false }
+
+    /// Throws if this context reads a past state: nothing is written from one.
+    func refuseWritesToThePast() throws {
+        guard let generation = readGeneration, generation.isPast else { return }
+        throw CairnError(.invalidArgument, "this context reads the past state after transaction \(generation.sequence), and cannot save or change the store")
+    }
+
+    /// Reads the past state `token` from now on: every loaded object is read again there,
+    /// and other saves are let go of as they come (nothing is merged into the past).
+    private func moveToThePast(_ token: QueryGenerationToken) {
+        pinnedGeneration = token
+        inbox.ignore()
+        for (_, object) in registered where object.inStore && !object.isFault { refresh(object, mergeChanges: false) }
+        processPendingChanges()
+    }
+
     /// For a pinned context: moves to the newest committed state.
     func moveGenerationToNewest() {
-        guard pinnedGeneration != nil else { return }
+        guard pinnedGeneration != nil, !readsThePast else { return }
         move(to: coordinator.pinGeneration(by: generationLabel))
     }
 

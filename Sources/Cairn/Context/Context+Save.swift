@@ -34,6 +34,7 @@ extension Context {
             push(changed, into: parent)
             parent.processPendingChanges()
         } else {
+            try refuseWritesToThePast()
             saved = try saveToStore(changed, prepared: items, durability: durability)
             // A pinned context reads on at the state just after its save.
             moveGenerationToNewest()

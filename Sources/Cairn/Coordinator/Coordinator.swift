@@ -334,11 +334,14 @@ final class Inbox: Sendable {
         /// Whether a merge job is scheduled and has not drained yet.
         var scheduled = false
         var wake: (@Sendable () -> Void)?
+        /// Whether posts are let go of: the context reads a past state and merges nothing.
+        var ignoring = false
     }
     private let state = Protected(State())
 
     func post(_ changes: ChangeSet) {
         let wake = state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.ignoring else { return nil }
             state.pending.append(changes)
             guard let wake = state.wake, !state.scheduled else { return nil }
             state.scheduled = true
@@ -348,6 +351,14 @@ final class Inbox: Sendable {
     }
 
     var hasPending: Bool { state.withLock { !$0.pending.isEmpty } }
+
+    /// Lets go of what is pending and of every post from now on.
+    func ignore() {
+        state.withLock { state in
+            state.ignoring = true
+            state.pending = []
+        }
+    }
 
     func drain() -> [ChangeSet] {
         state.withLock { state in

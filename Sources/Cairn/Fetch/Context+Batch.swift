@@ -308,6 +308,7 @@ extension Context {
         guard parent == nil else {
             throw CairnError(.invalidArgument, "batch operations run on the store: use a context without a parent, not a child context")
         }
+        try refuseWritesToThePast()
         processExternalChanges()
         try throwDeferredError()
         return try entityDescription(name)

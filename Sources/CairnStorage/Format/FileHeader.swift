@@ -19,9 +19,9 @@ package struct FileHeader: Equatable, Sendable {
     /// FORMAT.md §1.4: the header is 64 bytes.
     package static let size = 64
     /// FORMAT.md §1.1: the format version this build writes.
-    package static let currentVersion: UInt32 = 5
+    package static let currentVersion: UInt32 = 6
     /// FORMAT.md §1.1, §11: the versions this build reads; any other is refused.
-    package static let readableVersions: ClosedRange<UInt32> = 1...5
+    package static let readableVersions: ClosedRange<UInt32> = 1...6
 
     package var kind: Kind
     package var version: UInt32 = FileHeader.currentVersion

@@ -13,9 +13,14 @@ package struct HistoryChange: Sendable, Equatable {
     /// For a delete: the slots whose values it kept (the tombstone), ascending, and those values.
     package var keptSlots: [Int] = []
     package var keptValues: [Value] = []
+    /// For an update or a delete: the record's body (FORMAT.md §2.2) before it, which a
+    /// read of a past state needs; nil where it was not kept (history written by format
+    /// version 5, or read without past values).
+    package var before: [UInt8]?
 
-    package init(id: RecordID, kind: Kind, slots: [Int]?, keptSlots: [Int] = [], keptValues: [Value] = []) {
+    package init(id: RecordID, kind: Kind, slots: [Int]?, keptSlots: [Int] = [], keptValues: [Value] = [], before: [UInt8]? = nil) {
         (self.id, self.kind, self.slots, self.keptSlots, self.keptValues) = (id, kind, slots, keptSlots, keptValues)
+        self.before = before
     }
 }
 
@@ -61,10 +66,17 @@ package struct HistoryEntry: Sendable, Equatable {
 ///         recorded: varint slot count k, k varints ascending
 ///         delete only: varint kept slot count k (0: none), k varints ascending, and
 ///         when k > 0 varint length b, b bytes: the kept values as a record body (§2.2)
+///         version 6, update and delete: varint p (0: not kept), p − 1 bytes: the
+///         record's body before the change (§2.2)
 /// ```
 package enum HistoryFileCoding {
-    /// The bytes of a history file holding `entries` (consecutive sequences after `base`).
+    /// The first format version whose history files keep records' values before a change.
+    package static let pastValuesVersion: UInt32 = 6
+
+    /// The bytes of a history file holding `entries` (consecutive sequences after `base`),
+    /// laid out by the header's version.
     package static func encode(_ entries: [HistoryEntry], header: FileHeader) -> [UInt8] {
+        let pastValues = header.version >= pastValuesVersion
         var writer = ByteWriter()
         writer.append(header.encoded())
         for entry in entries {
@@ -80,14 +92,23 @@ package enum HistoryFileCoding {
                         for slot in change.keptSlots { payload.varint(UInt64(slot)) }
                         if !change.keptSlots.isEmpty { payload.lengthPrefixed(ValueCoding.encode(change.keptValues)) }
                     }
-                    guard change.kind == .update else { continue }
-                    guard let slots = change.slots else {
-                        payload.varint(0)
-                        continue
+                    if change.kind == .update {
+                        if let slots = change.slots {
+                            payload.varint(1)
+                            payload.varint(UInt64(slots.count))
+                            for slot in slots { payload.varint(UInt64(slot)) }
+                        } else {
+                            payload.varint(0)
+                        }
                     }
-                    payload.varint(1)
-                    payload.varint(UInt64(slots.count))
-                    for slot in slots { payload.varint(UInt64(slot)) }
+                    if pastValues, change.kind != .insert {
+                        if let before = change.before {
+                            payload.varint(UInt64(before.count) + 1)
+                            payload.append(before)
+                        } else {
+                            payload.varint(0)
+                        }
+                    }
                 }
             }
         }
@@ -96,8 +117,11 @@ package enum HistoryFileCoding {
 
     /// The header and entries of a history file's bytes, each checked: the header, every
     /// frame's checksum, sequences one after another from the header's base, and every
-    /// payload. Anything else is corrupt (offsets are the file's).
-    package static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (header: FileHeader, entries: [HistoryEntry]) {
+    /// payload. Anything else is corrupt (offsets are the file's). Records' values before
+    /// each change are checked and skipped unless `pastValues` asks for them. Entries up
+    /// to transaction `after` are checked by their frames only, and left out.
+    package static func decode(_ bytes: UnsafeRawBufferPointer, pastValues: Bool = false,
+                               after: UInt64 = 0) throws -> (header: FileHeader, entries: [HistoryEntry]) {
         let header = try FileHeader.decode(bytes, expected: .history)
         guard header.baseSequence < FormatLimits.maxSequence else {
             throw CairnError.corrupt("history base sequence \(header.baseSequence) is out of range", offset: 40)
@@ -111,7 +135,10 @@ package enum HistoryFileCoding {
                 guard sequence == expected else {
                     throw CairnError.corrupt("history entry for transaction \(sequence) where \(expected) was expected", offset: offset + 8)
                 }
-                entries.append(try entry(UnsafeRawBufferPointer(rebasing: bytes[payload]), sequence: sequence, base: payload.lowerBound))
+                if sequence > after {
+                    entries.append(try entry(UnsafeRawBufferPointer(rebasing: bytes[payload]), sequence: sequence, base: payload.lowerBound,
+                                             version: header.version, pastValues: pastValues))
+                }
                 expected += 1
                 offset = next
             case .unused:
@@ -123,8 +150,11 @@ package enum HistoryFileCoding {
         return (header, entries)
     }
 
-    /// One entry's payload.
-    package static func entry(_ payload: UnsafeRawBufferPointer, sequence: UInt64, base: Int) throws -> HistoryEntry {
+    /// One entry's payload, laid out by format `version`; records' values before each
+    /// change are read when `pastValues` asks for them, else checked and skipped.
+    package static func entry(_ payload: UnsafeRawBufferPointer, sequence: UInt64, base: Int,
+                              version: UInt32 = FileHeader.currentVersion, pastValues: Bool = false) throws -> HistoryEntry {
+        let hasPastValues = version >= pastValuesVersion
         var reader = ByteReader(payload, base: base)
         let time = try reader.u64("commit time")
         let author = try reader.string("transaction author", maximum: FormatLimits.maxNameBytes)
@@ -137,28 +167,34 @@ package enum HistoryFileCoding {
                 throw reader.failure("unknown history change kind", at: kindAt)
             }
             let id = RecordID(rawValue: try reader.u64("record ID"))
-            var slots: [Int]?
+            var change = HistoryChange(id: id, kind: kind, slots: nil)
             if kind == .delete {
                 let countAt = reader.position
-                if try reader.varint("kept slot count") == 0 {
-                    changes.append(HistoryChange(id: id, kind: kind, slots: nil))
-                    continue
+                if try reader.varint("kept slot count") != 0 {
+                    try reader.seek(to: countAt)
+                    (change.keptSlots, change.keptValues) = try TransactionNotes.keptValues(&reader)
                 }
-                try reader.seek(to: countAt)
-                let (kept, values) = try TransactionNotes.keptValues(&reader)
-                changes.append(HistoryChange(id: id, kind: kind, slots: nil, keptSlots: kept, keptValues: values))
-                continue
             }
             if kind == .update {
                 let flagAt = reader.position
                 switch try reader.varint("changed slots flag") {
                 case 0: break
-                case 1: slots = try TransactionNotes.slotList(&reader, "changed")
+                case 1: change.slots = try TransactionNotes.slotList(&reader, "changed")
                 default:
                     throw reader.failure("changed slots flag is neither 0 nor 1", at: flagAt)
                 }
             }
-            changes.append(HistoryChange(id: id, kind: kind, slots: slots))
+            if hasPastValues, kind != .insert {
+                let length = try reader.count("past value length", maximum: FormatLimits.maxFramePayload, minimumItemSize: 0)
+                if length > 0 {
+                    if pastValues {
+                        change.before = try reader.bytes(length - 1, "past value")
+                    } else {
+                        try reader.skip(length - 1, "past value")
+                    }
+                }
+            }
+            changes.append(change)
         }
         guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the history entry") }
         return HistoryEntry(sequence: sequence, time: time, author: author.isEmpty ? nil : author, changes: changes)
@@ -183,6 +219,10 @@ package enum HistoryFileCoding {
                 if let slots = change.slots {
                     size += ByteWriter.varintSize(UInt64(slots.count)) + slots.reduce(0) { $0 + ByteWriter.varintSize(UInt64($1)) }
                 }
+            }
+            if change.kind != .insert {
+                let before = change.before.map { $0.count + 1 } ?? 0
+                size += ByteWriter.varintSize(UInt64(before)) + max(0, before - 1)
             }
         }
         return LogFrame.frameSize(payloadLength: size)

@@ -190,11 +190,11 @@ extension Store {
                               now: UInt64, old: (number: UInt64, mapped: FileMapping?), log: LogWriter,
                               snapshot: SnapshotReader) throws {
         var entries: [HistoryEntry]
-        do { entries = try old.mapped.flatMap { try keptHistory($0, snapshotNumber: old.number) }?.entries ?? [] } catch let error as CairnError {
+        do { entries = try old.mapped.flatMap { try keptHistory($0, snapshotNumber: old.number, pastValues: true) }?.entries ?? [] } catch let error as CairnError {
             throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history is damaged (\(error.message)); nothing was compacted",
                                                  path: error.path, offset: error.offset))
         }
-        let logged = try Self.logHistory(file: log.file, end: log.appendOffset, snapshot: snapshot, after: nil)
+        let logged = try Self.logHistory(file: log.file, end: log.appendOffset, snapshot: snapshot, after: nil, pastValues: true)
         if let last = entries.last?.sequence, last != logged.base {
             throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history ends at transaction \(last), not at its snapshot's \(logged.base); nothing was compacted",
                                                  path: joinPath(path, StoreFileName.history(old.number))))

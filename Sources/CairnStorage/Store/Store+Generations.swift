@@ -19,6 +19,9 @@ package final class StoreGeneration: @unchecked Sendable {
     package let sequence: UInt64
     /// Who pinned it (a context's name), for ``Store/pinnedGenerations``.
     package let pinnedBy: String
+    /// Whether it is a past state rebuilt from history (``Store/pastGeneration(at:by:)``)
+    /// rather than the newest state when it was pinned.
+    package let isPast: Bool
     let store: Store
     /// The state, one element; emptied under the store's lock (see ``Store/withState(_:_:)``).
     private var held: [Frozen]
@@ -30,10 +33,11 @@ package final class StoreGeneration: @unchecked Sendable {
         init(_ state: StoreState) { self.state = state }
     }
 
-    init(store: Store, state: StoreState, pinnedBy: String) {
+    init(store: Store, state: StoreState, pinnedBy: String, isPast: Bool = false) {
         self.store = store
         self.sequence = state.lastSequence
         self.pinnedBy = pinnedBy
+        self.isPast = isPast
         var state = state
         // What a read at the generation does not use: the indexes follow the store's
         // newest state (a read here scans), the rest serves commits and checkpoints.
@@ -72,7 +76,11 @@ extension Store {
     /// Pins the newest committed state: reads given the generation see it until the
     /// generation is let go.
     package func pinGeneration(by label: String) -> StoreGeneration {
-        let generation = state.withLock { StoreGeneration(store: self, state: $0, pinnedBy: label) }
+        register(state.withLock { StoreGeneration(store: self, state: $0, pinnedBy: label) })
+    }
+
+    /// Lists `generation` in ``pinnedGenerations`` for as long as it is alive.
+    func register(_ generation: StoreGeneration) -> StoreGeneration {
         generations.withLock { list in
             list.removeAll { $0.generation == nil }
             list.append(WeakGeneration(generation: generation))

@@ -52,12 +52,14 @@ extension Store {
     }
 
     /// The history file kept with snapshot `number` (`mapped`, or read now if nil), read
-    /// and checked, or nil if there is none.
-    func keptHistory(_ mapped: FileMapping? = nil, snapshotNumber number: UInt64) throws -> (header: FileHeader, entries: [HistoryEntry])? {
+    /// and checked, or nil if there is none; with records' values before each change when
+    /// `pastValues` asks for them.
+    func keptHistory(_ mapped: FileMapping? = nil, snapshotNumber number: UInt64,
+                     pastValues: Bool = false, after: UInt64 = 0) throws -> (header: FileHeader, entries: [HistoryEntry])? {
         let filePath = joinPath(path, StoreFileName.history(number))
         guard let mapping = try mapped ?? Self.mapHistory(in: path, snapshotNumber: number, options: options) else { return nil }
         do {
-            let kept = try withExtendedLifetime(mapping) { try HistoryFileCoding.decode(mapping.bytes) }
+            let kept = try withExtendedLifetime(mapping) { try HistoryFileCoding.decode(mapping.bytes, pastValues: pastValues, after: after) }
             guard kept.header.storeID.uuidString == storeID, kept.header.fileNumber == number else {
                 throw CairnError.corrupt("the history file is of another store or snapshot", offset: 16)
             }
@@ -70,45 +72,61 @@ extension Store {
     /// The transactions of the log `file` (up to `end`) after `sequence` (nil: all), with
     /// the log's base sequence and its last transaction. Frames with notes are reported
     /// by them; others by replaying which records exist (from `snapshot`, the log's).
+    /// With `pastValues`, each update and delete carries the record's body before it: from
+    /// the log's earlier put of the record, or else from `snapshot`.
     static func logHistory(file: any StorageFile, end: Int, snapshot: SnapshotReader,
-                           after sequence: UInt64?) throws -> (entries: [HistoryEntry], base: UInt64, end: UInt64) {
+                           after sequence: UInt64?, pastValues: Bool = false) throws -> (entries: [HistoryEntry], base: UInt64, end: UInt64) {
         var entries: [HistoryEntry] = []
         var last: UInt64 = 0
         // Whether each record the log touched exists after it, for frames without notes.
         var exists: [UInt64: Bool] = [:]
+        // With `pastValues`: each record's last body in the log so far (nil: deleted),
+        // valid while the walk's mapping is.
+        var latest: [UInt64: UnsafeRawBufferPointer?] = [:]
+        func before(_ id: RecordID) throws -> [UInt8]? {
+            if let body = latest[id.rawValue] { return body.map { [UInt8]($0) } }
+            guard let place = snapshot.place(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) { [UInt8](try snapshot.body(at: place, id: id)) }
+        }
         let base = try forEachTransaction(in: file, end: end) { number, payload, offset, _ in
             last = number
             let wanted = number > (sequence ?? 0)
             var entry = HistoryEntry(sequence: number, time: 0, author: nil, changes: [])
-            var operations: [(id: RecordID, put: Bool)] = []
+            var operations: [(id: RecordID, body: UnsafeRawBufferPointer?)] = []
             var notes: TransactionNotes?
             entry.time = try TransactionCoding.decode(payload, base: offset, notes: { notes = $0 }) { id, body in
-                operations.append((id, body != nil))
+                operations.append((id, body))
+            }
+            func note(_ change: HistoryChange, of operation: (id: RecordID, body: UnsafeRawBufferPointer?)) throws {
+                guard wanted else { return }
+                var change = change
+                if pastValues, change.kind != .insert { change.before = try before(operation.id) }
+                entry.changes.append(change)
             }
             if let notes {
                 entry.author = notes.author
                 for (operation, change) in zip(operations, notes.changes) {
-                    exists[operation.id.rawValue] = operation.put
-                    guard wanted else { continue }
+                    exists[operation.id.rawValue] = operation.body != nil
                     switch change {
-                    case .insert: entry.changes.append(HistoryChange(id: operation.id, kind: .insert, slots: nil))
-                    case .update(let slots): entry.changes.append(HistoryChange(id: operation.id, kind: .update, slots: slots))
-                    case .delete: entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
+                    case .insert: try note(HistoryChange(id: operation.id, kind: .insert, slots: nil), of: operation)
+                    case .update(let slots): try note(HistoryChange(id: operation.id, kind: .update, slots: slots), of: operation)
+                    case .delete: try note(HistoryChange(id: operation.id, kind: .delete, slots: nil), of: operation)
                     case .deleteKeeping(let slots, let values):
-                        entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil, keptSlots: slots, keptValues: values))
+                        try note(HistoryChange(id: operation.id, kind: .delete, slots: nil, keptSlots: slots, keptValues: values), of: operation)
                     case .absent: break
                     }
+                    if pastValues { latest[operation.id.rawValue] = .some(operation.body) }
                 }
             } else {
                 for operation in operations {
                     let existed = exists[operation.id.rawValue] ?? snapshot.contains(operation.id)
-                    exists[operation.id.rawValue] = operation.put
-                    guard wanted else { continue }
-                    if operation.put {
-                        entry.changes.append(HistoryChange(id: operation.id, kind: existed ? .update : .insert, slots: nil))
+                    exists[operation.id.rawValue] = operation.body != nil
+                    if operation.body != nil {
+                        try note(HistoryChange(id: operation.id, kind: existed ? .update : .insert, slots: nil), of: operation)
                     } else if existed {
-                        entry.changes.append(HistoryChange(id: operation.id, kind: .delete, slots: nil))
+                        try note(HistoryChange(id: operation.id, kind: .delete, slots: nil), of: operation)
                     }
+                    if pastValues { latest[operation.id.rawValue] = .some(operation.body) }
                 }
             }
             if wanted { entries.append(entry) }

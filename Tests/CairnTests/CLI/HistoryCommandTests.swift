@@ -26,3 +26,46 @@ import Testing
         #expect(json.count == 3 && json[0].contains(#""Person": {"inserts": 2, "updates": 0, "deletes": 0}"#), "\(json)")
     }
 }
+
+/// `cairn export --as-of`: the state just after a transaction, from the log and, before
+/// the last compaction, from the kept history's past values.
+@Suite struct ExportAsOfTests {
+    @Test func exportsThePastStateATokenNames() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let model = try Stack.model()
+        var options = StoreOptions(compaction: .manual)
+        options.history = .unlimited
+        let coordinator = try Coordinator(path: dir, schema: model.schema, options: options)
+        let context = Context(coordinator: coordinator, model: model)
+        let ann = Person(context: context)
+        ann.username = "ann"
+        ann.age = 20
+        try context.save()
+        ann.age = 40
+        Person(context: context).username = "bo"
+        try context.save()
+        try coordinator.compact()
+        context.delete(ann)
+        try context.save()
+        let storeID = coordinator.storeID
+        try coordinator.close()
+
+        func people(_ arguments: [String]) throws -> [String] {
+            let run = try CLI.run(["export", dir, "--entity", "Person"] + arguments)
+            #expect(run.status == 0, "\(run.err)")
+            return run.out.split(separator: "\n").map { line in
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                return "\(object?["username"] ?? "?") \(object?["age"] ?? "?")"
+            }.sorted()
+        }
+        #expect(try people([]) == ["bo 0"])
+        #expect(try people(["--as-of", "1"]) == ["ann 20"], "before the compaction: from the history's past values")
+        #expect(try people(["--as-of", "\(storeID):2"]) == ["ann 40", "bo 0"])
+        #expect(try people(["--as-of", "0"]) == [])
+        let future = try CLI.run(["export", dir, "--as-of", "9"])
+        #expect(future.status != 0 && future.err.contains("past the store's newest"), "\(future.err)")
+        let other = try CLI.run(["export", dir, "--as-of", "other:1"])
+        #expect(other.status != 0 && other.err.contains("of store other"), "\(other.err)")
+    }
+}

@@ -29,9 +29,8 @@ final class V1Book: ManagedObject {
     static func copy(version: Int) throws -> String {
         let directory = NSTemporaryDirectory() + "cairn-v\(version)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        // (Version 5's fixture keeps history: 000003.history too.)
-        for name in ["MANIFEST", "000003.snapshot", "000004.log", "000003.history"]
-        where FileManager.default.fileExists(atPath: fixtures + "/format-v\(version)/" + name) {
+        // (The store's files: from version 5 on, a history file too.)
+        for name in try FileManager.default.contentsOfDirectory(atPath: fixtures + "/format-v\(version)") where name != "README.md" {
             try FileManager.default.copyItem(atPath: fixtures + "/format-v\(version)/" + name, toPath: directory + "/" + name)
         }
         return directory
@@ -78,6 +77,8 @@ final class V1Book: ManagedObject {
         }
         context.delete(authors[7])
         try context.save()
+        // (Version 6 on: the history file keeps the renames' and deletes' past values.)
+        try coordinator.store.compact()
         let late = V1Author.create(in: context)
         late.name = "author-100"
         late.born = 1999
@@ -124,11 +125,12 @@ final class V1Book: ManagedObject {
         #expect(years.count == expected)
     }
 
-    @Test(arguments: [1, 2, 3, 4, 5])
+    @Test(arguments: [1, 2, 3, 4, 5, 6])
     func anOlderStoreOpensReadsAndCompactsIntoTheCurrentVersion(version: Int) throws {
         let path = try Self.copy(version: version)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        #expect(try Self.version(of: path + "/000003.snapshot") == UInt32(version))
+        let original = try Store.readManifest(in: path, fileSystem: POSIXFileSystem())
+        #expect(try Self.version(of: path + "/" + StoreFileName.snapshot(original.snapshotNumber)) == UInt32(version))
         let model = try Model(V1Author.self, V1Book.self)
         let options = StoreOptions(compaction: .manual)
         do {
@@ -169,5 +171,31 @@ final class V1Book: ManagedObject {
         defer { try? four.close() }
         let logged = try four.history(after: nil)
         #expect(logged.map(\.author) == [nil, nil] && logged[0].updated.count == 5 && logged[0].updated.values.allSatisfy(\.isEmpty))
+    }
+
+    /// Past states of the fixtures that keep history: each transaction's state, rebuilt
+    /// from version 6's past values (before its snapshot) and version 5's log.
+    @Test(arguments: [5, 6])
+    func pastStatesOfAFixtureReadBack(version: Int) throws {
+        let path = try Self.copy(version: version)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let model = try Model(V1Author.self, V1Book.self)
+        let coordinator = try Coordinator(path: path, schema: model.schema, options: StoreOptions(compaction: .manual))
+        defer { try? coordinator.close() }
+        func context(asOf sequence: UInt64) throws -> Context {
+            let context = Context(coordinator: coordinator, model: model)
+            try context.setQueryGenerationFrom(coordinator.queryGeneration(asOf: HistoryToken(storeID: coordinator.storeID, sequence: sequence)))
+            return context
+        }
+        #expect(try context(asOf: 0).fetch(FetchQuery(V1Author.self)).isEmpty)
+        let first = try context(asOf: 1)
+        let authors = try first.fetch(FetchQuery(V1Author.self))
+        #expect(authors.count == 50 && authors.allSatisfy { $0.name.hasPrefix("author-") && $0.books.count == 3 })
+        #expect(try first.count(for: FetchQuery(V1Book.self)) == 150)
+        #expect(try first.fetch(FetchQuery(V1Author.self, format: "born == 2000")).isEmpty)
+        let second = try context(asOf: 2)
+        #expect(try second.fetch(FetchQuery(V1Author.self, format: "born == 2000")).count == 5)
+        #expect(try second.count(for: FetchQuery(V1Author.self)) == 49 && second.count(for: FetchQuery(V1Book.self)) == 147)
+        try Self.check(try context(asOf: 3))
     }
 }

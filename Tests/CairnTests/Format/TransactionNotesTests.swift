@@ -84,4 +84,40 @@ import Testing
         let error = #expect(throws: CairnError.self) { _ = try bytes.withUnsafeBytes { try HistoryFileCoding.decode($0) } }
         #expect(error?.code == .corrupt && error?.offset == 40)
     }
+
+    /// Version 6 history files keep each update's and delete's past value, read back when
+    /// asked for and skipped otherwise; version 5's layout has none, and a past value's
+    /// length past the entry's end is corrupt.
+    @Test func pastValuesRoundTripByVersion() throws {
+        let before = ValueCoding.encode([.string("old"), .int64(7)])
+        let entry = HistoryEntry(sequence: 4, time: 99, author: "a", changes: [
+            HistoryChange(id: RecordID(entity: 1, serial: 1), kind: .insert, slots: nil),
+            HistoryChange(id: RecordID(entity: 1, serial: 2), kind: .update, slots: [0], before: before),
+            HistoryChange(id: RecordID(entity: 1, serial: 3), kind: .delete, slots: nil, keptSlots: [0], keptValues: [.string("x")], before: before),
+            HistoryChange(id: RecordID(entity: 1, serial: 4), kind: .update, slots: nil, before: nil),
+        ])
+        func file(version: UInt32) -> [UInt8] {
+            var header = FileHeader(kind: .history, storeID: UUID(), fileNumber: 3, baseSequence: 3, createdMilliseconds: 0)
+            header.version = version
+            return HistoryFileCoding.encode([entry], header: header)
+        }
+        let six = file(version: 6)
+        #expect(HistoryFileCoding.frameSize(of: entry) == six.count - FileHeader.size)
+        #expect(try six.withUnsafeBytes { try HistoryFileCoding.decode($0, pastValues: true) }.entries == [entry])
+        let skipped = try six.withUnsafeBytes { try HistoryFileCoding.decode($0) }.entries[0]
+        #expect(skipped.changes.allSatisfy { $0.before == nil } && skipped.changes.map(\.kind) == entry.changes.map(\.kind))
+        let five = try file(version: 5).withUnsafeBytes { try HistoryFileCoding.decode($0, pastValues: true) }.entries[0]
+        #expect(five.changes.allSatisfy { $0.before == nil } && five.changes[2].keptValues == [.string("x")])
+        #expect(try six.withUnsafeBytes { try HistoryFileCoding.decode($0, after: 4) }.entries.isEmpty, "entries up to `after` left out")
+        // The last past value's length claims one byte more than the entry holds.
+        let payload = six.withUnsafeBytes { bytes -> [UInt8] in
+            guard case .frame(_, _, let range, _) = LogFrame.parse(bytes, at: FileHeader.size) else { return [] }
+            return Array(bytes[range])
+        }
+        #expect(try payload.withUnsafeBytes { try HistoryFileCoding.entry($0, sequence: 4, base: 0, pastValues: true) } == entry)
+        let error = #expect(throws: CairnError.self) {
+            _ = try Array(payload.dropLast()).withUnsafeBytes { try HistoryFileCoding.entry($0, sequence: 4, base: 0, pastValues: true) }
+        }
+        #expect(error?.code == .corrupt)
+    }
 }
