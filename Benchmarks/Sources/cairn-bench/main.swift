@@ -13,6 +13,7 @@ import Glibc
 ///     swift run -c release --package-path Benchmarks cairn-bench --readers [N]   (see Readers.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --generations [N]   (see Generations.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --history [N]   (see HistoryRead.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --past [N]   (see PastStates.swift)
 ///
 /// Each repetition of each workload runs in a fresh child process and a fresh directory,
 /// alternating the engines, after one warm-up run of each; the child reports its time and
@@ -65,6 +66,16 @@ if arguments.first == "--history" {
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("cairn-bench --history: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--past" {
+    do {
+        try runPastStates(records: Int(arguments.dropFirst().first ?? "") ?? 1_000_000)
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --past: \(error)\n".utf8))
         exit(1)
     }
 }

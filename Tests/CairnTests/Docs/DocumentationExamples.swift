@@ -498,7 +498,8 @@ enum HistoryAndSyncExample {
 
     /// What a consumer saw: the rows it mirrored, the transactions the feed uploaded, and
     /// the tombstone of the deleted note.
-    @MainActor static func run(in url: URL) async throws -> (mirrored: [String], uploaded: Int, tombstone: [String: Value]?) {
+    @MainActor static func run(in url: URL) async throws -> (mirrored: [String], uploaded: Int, tombstone: [String: Value]?,
+                                                             then: [String]) {
         let container = try Container(name: "Notes", entities: [Note.self], storage: .onDisk(url),
                                       history: .transactions(10_000))
         container.mainContext.transactionAuthor = "app"     // who made this context's saves
@@ -514,6 +515,7 @@ enum HistoryAndSyncExample {
         second.text = "eggs"
         second.serverID = "s2"
         try container.mainContext.save()
+        let beforeEdits = container.historyToken
         first.text = "oat milk"
         container.mainContext.delete(second)
         try container.mainContext.save()
@@ -528,6 +530,9 @@ enum HistoryAndSyncExample {
         }
         lastToken = changes.token                                            // resume from here
         let tombstone = changes.transactions.last?.tombstones[second.objectID]
+
+        let past = try container.context(asOf: beforeEdits)   // reads that state, cannot save
+        let then = try past.fetch(FetchQuery(Note.self)).map(\.text).sorted()
 
         let uploaded = Locked(0)
         func upload(_ transaction: HistoryTransaction) async throws { uploaded.withLock { $0 += 1 } }
@@ -551,7 +556,7 @@ enum HistoryAndSyncExample {
         try await Task.sleep(for: .milliseconds(100))
         feed.cancel()
         _ = try await feed.value
-        return (mirror.values.sorted(), uploaded.value, tombstone)
+        return (mirror.values.sorted(), uploaded.value, tombstone, then)
     }
 }
 
@@ -640,6 +645,7 @@ enum HistoryAndSyncExample {
         #expect(seen.mirrored == ["oat milk"])
         #expect(seen.uploaded == 1, "the app's save, not the sync's")
         #expect(seen.tombstone == ["serverID": .string("s2")])
+        #expect(seen.then == ["eggs", "milk"], "the state before the edits, across the compaction")
     }
 
     @Test func objectQueue() throws {
