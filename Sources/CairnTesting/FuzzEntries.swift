@@ -23,11 +23,13 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         }
     }
 
+    /// Record values (FORMAT.md §2.2), and the same bytes as a context's kept undo stacks.
     static func value(_ bytes: [UInt8]) {
         if let values = try? ValueCoding.decode(bytes) {
             // What decodes must encode back to the same bytes (NaN payloads aside).
             _ = ValueCoding.encode(values)
         }
+        if let stacks = try? KeptUndoCoding.decode(bytes) { _ = KeptUndoCoding.encode(stacks) }
     }
 
     static func schema(_ bytes: [UInt8]) {

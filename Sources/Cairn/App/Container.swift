@@ -114,6 +114,9 @@ public final class Container: Sendable {
     /// The persistent FIFO queue named `name` (the same storage for every call with that name).
     public func queue<Element: Codable & Sendable>(named name: String, of type: Element.Type = Element.self) throws -> ObjectQueue<Element> {
         let elementType = String(reflecting: Element.self)
+        guard !name.hasPrefix("\u{0}") else {
+            throw CairnError(.invalidArgument, "queue names starting with a NUL character are Cairn's own (kept undo)")
+        }
         let storage = try queues.withLock { queues -> ObjectQueueStorage in
             if let known = queues[name] {
                 guard known.elementType == elementType else {

@@ -118,9 +118,13 @@ extension Context {
                 let reads = repairReads.compactMap { object, _, version in
                     object.hasUnsavedChanges ? nil : ExpectedVersion(id: object.recordID, version: version)
                 }
+                // The undo stacks this context keeps, written with its changes.
+                let undo = try keptUndoWrite(for: items)
                 let changes = try coordinator.save(items, from: inbox, durability: durability,
                                                    uniquenessCheckedAt: uniquenessCheckedAt, reads: reads, author: transactionAuthor,
-                                                   keptOnDeletion: keptOnDeletion(of: items.lazy.filter { $0.kind == .delete }.map(\.id.entity)))
+                                                   keptOnDeletion: keptOnDeletion(of: items.lazy.filter { $0.kind == .delete }.map(\.id.entity)),
+                                                   also: undo.map { [$0.operation] } ?? [])
+                if let undo, let kept = keptUndo { (kept.recordID, kept.expected) = (undo.id, undo.expected) }
                 let saved = wantsDidSave ? didSaveChanges(of: changed, sequence: changes.sequence) : nil
                 didSave(changed, sequence: changes.sequence)
                 return saved

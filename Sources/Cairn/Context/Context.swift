@@ -94,6 +94,8 @@ public final class Context {
     @exclusivity(unchecked) var pinnedGeneration: QueryGenerationToken?
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
     @exclusivity(unchecked) var refusedWrites: [CairnError] = []
+    /// The undo stacks this context keeps in the store, if it does (``keepUndo(named:)``).
+    @exclusivity(unchecked) var keptUndo: KeptUndo?
     /// During a save: records deleted elsewhere that a merge policy inserts again, with the
     /// version the delete left (their insert expects it: another context may have brought
     /// them back first).

@@ -140,6 +140,25 @@ public final class UndoStack {
             }
         }
 
+        /// The groups with records, oldest first, and their names (for keeping them in the
+        /// store, ``Context/keepUndo(named:)``).
+        var groups: [(name: String?, records: [Record])] {
+            var result: [(name: String?, records: [Record])] = []
+            for index in firstRecord..<records.count {
+                let record = records[index]
+                if record.opensGroup || result.isEmpty { result.append((names[index], [])) }
+                result[result.count - 1].records.append(record)
+            }
+            return result
+        }
+
+        /// Appends a closed group of `records` named `name` (none if `records` is empty).
+        mutating func appendGroup(named name: String?, _ records: [Record]) {
+            guard !records.isEmpty else { return }
+            open(named: name)
+            for record in records { append(record) }
+        }
+
         /// Whether the last group holds no record (asked at the end of every change outside
         /// a group).
         var lastIsEmpty: Bool { emptyOpen || recordedGroups == 0 }
@@ -285,6 +304,15 @@ public final class UndoStack {
     /// The objects whose whole state the open group has recorded (their later changes in it
     /// record nothing).
     @exclusivity(unchecked) private var wholeInOpenGroup: Set<ObjectIdentifier> = []
+    /// How many of the oldest undo groups, and of the oldest redo groups, an earlier launch
+    /// kept in the store (``Context/keepUndo(named:)``): undoing or redoing one checks
+    /// first that no other writer changed its objects since.
+    @exclusivity(unchecked) var keptUndoGroups = 0
+    @exclusivity(unchecked) var keptRedoGroups = 0
+    /// Why the last ``Context/undo()`` or ``Context/redo()`` did nothing: a group an
+    /// earlier launch kept whose objects another writer changed since (a `.conflict`
+    /// error naming them); nil after one that ran.
+    @exclusivity(unchecked) public private(set) var refusal: CairnError?
 
     /// An empty undo manager, enabled, that keeps ``defaultLevelsLimit`` groups. Each context
     /// has its own (``Context/undoManager``).
@@ -338,7 +366,7 @@ public final class UndoStack {
         if undoStack.lastIsEmpty {
             _ = undoStack.popLast()
         } else {
-            if !redoStack.isEmpty { redoStack.removeAll() }
+            if !redoStack.isEmpty { removeRedoActions() }
             trim()
         }
     }
@@ -368,7 +396,10 @@ public final class UndoStack {
     public func setActionName(_ name: String) { undoStack.lastName = name }
 
     /// Forgets what could be redone (a change undone because it failed to save).
-    func removeRedoActions() { redoStack.removeAll() }
+    func removeRedoActions() {
+        redoStack.removeAll()
+        keptRedoGroups = 0
+    }
 
     /// Forgets every undo and redo group, and closes any open group.
     public func removeAllActions() {
@@ -377,10 +408,31 @@ public final class UndoStack {
         wholeInOpenGroup.removeAll()
         depth = 0
         eventOpen = false
+        keptUndoGroups = 0
+        keptRedoGroups = 0
     }
 
     private func trim() {
-        if levelsLimit > 0 { undoStack.keep(atMost: levelsLimit + (depth > 0 ? 1 : 0)) }
+        guard levelsLimit > 0 else { return }
+        let before = undoStack.count
+        undoStack.keep(atMost: levelsLimit + (depth > 0 ? 1 : 0))
+        keptUndoGroups = max(0, keptUndoGroups - (before - undoStack.count))
+    }
+
+    /// The closed undo and redo groups, oldest first (for ``Context/keepUndo(named:)``).
+    var closedGroups: (undo: [(name: String?, records: [Record])], redo: [(name: String?, records: [Record])]) {
+        (undoStack.groups, redoStack.groups)
+    }
+
+    /// Replaces both stacks with groups an earlier launch kept, each undone or redone only
+    /// if its objects are as it left them (``Context/keepUndo(named:)``).
+    func restoreKept(undo: [(name: String?, records: [Record])], redo: [(name: String?, records: [Record])]) {
+        removeAllActions()
+        for group in undo { undoStack.appendGroup(named: group.name, group.records) }
+        for group in redo { redoStack.appendGroup(named: group.name, group.records) }
+        keptUndoGroups = undoStack.count
+        keptRedoGroups = redoStack.count
+        trim()
     }
 
     // MARK: Recording (called by the context)
@@ -490,6 +542,15 @@ public final class UndoStack {
     func undo(in context: Context) {
         if depth > 0 { depth = 1; endGrouping() }
         guard let (name, records) = undoStack.popLast() else { return }
+        if undoStack.count < keptUndoGroups {
+            if let conflict = context.keptGroupConflict(records, named: name, undoing: true) {
+                undoStack.appendGroup(named: name, records)
+                refusal = conflict
+                return
+            }
+            keptUndoGroups = undoStack.count
+        }
+        refusal = nil
         redoStack.open(named: name)
         replay(records, in: context, reversingInto: &redoStack)
         // An undo that changed nothing (its list edits were undone elsewhere) leaves nothing to redo.
@@ -499,6 +560,15 @@ public final class UndoStack {
     func redo(in context: Context) {
         endEvent()  // (a change made since clears what could be redone)
         guard depth == 0, let (name, records) = redoStack.popLast() else { return }
+        if redoStack.count < keptRedoGroups {
+            if let conflict = context.keptGroupConflict(records, named: name, undoing: false) {
+                redoStack.appendGroup(named: name, records)
+                refusal = conflict
+                return
+            }
+            keptRedoGroups = redoStack.count
+        }
+        refusal = nil
         undoStack.open(named: name)
         replay(records, in: context, reversingInto: &undoStack)
         if undoStack.lastIsEmpty { _ = undoStack.popLast() }

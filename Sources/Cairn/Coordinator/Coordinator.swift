@@ -168,9 +168,10 @@ public final class Coordinator: Sendable {
     /// `uniquenessCheckedAt`: the store's last sequence number when the context checked
     /// the save's unique values (``Store/commit(prepared:for:expecting:durability:uniquenessCheckedAt:)``).
     /// `reads`: versions of records the save relied on without writing them, expected too.
+    /// `extra`: operations on Cairn's own records (kept undo) in the same transaction.
     func save(_ items: [SaveItem], from source: Inbox?, durability: Durability? = nil,
               uniquenessCheckedAt: UInt64? = nil, reads: [ExpectedVersion] = [], author: String? = nil,
-              keptOnDeletion: [UInt16: [Int]] = [:]) throws -> ChangeSet {
+              keptOnDeletion: [UInt16: [Int]] = [:], also extra: [RecordOperation] = []) throws -> ChangeSet {
         var operations: [RecordOperation] = []
         operations.reserveCapacity(items.count)
         var expected: [ExpectedVersion] = []
@@ -194,12 +195,15 @@ public final class Coordinator: Sendable {
             }
         }
         expected += reads
+        // (Cairn's own records written with the save, such as kept undo: no version expected,
+        // and no listener told.)
+        operations += extra
         // For history: the slots each update changed, which the context knows (a record it
         // read at the version this commit expects); only in a store that keeps history.
         let slots: [UInt64?]? = store.options.history == nil ? nil : items.map { item in
             guard item.kind == .update, case .mask(let mask, _) = item.changedKeys else { return nil }
             return mask
-        }
+        } + extra.map { _ in nil }
         let sequence = try store.commit(prepared: operations, for: schema, expecting: expected, durability: durability,
                                         uniquenessCheckedAt: uniquenessCheckedAt, author: author, changedSlots: slots,
                                         keptOnDeletion: keptOnDeletion)

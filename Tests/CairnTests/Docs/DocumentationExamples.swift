@@ -147,6 +147,42 @@ enum ContextsExample {
     }
 }
 
+/// ContextsAndUndo.md: undo across launches.
+enum KeptUndoExample {
+    typealias Person = GettingStartedExample.Person
+
+    /// The name after an undo in a second launch, and the refusal of a step another
+    /// writer overtook.
+    static func run(in url: URL) throws -> (name: String?, refused: Bool) {
+        var container = try Container(name: "Undo", entities: [Person.self], storage: .onDisk(url))
+        var editor = Context(coordinator: container.coordinator, model: container.model)
+        try editor.keepUndo(named: "editor")
+        let ann = Person(context: editor)
+        ann.username = "ann"
+        try editor.save()
+        editor.undoGroup(named: "Rename") { ann.name = "Ann" }
+        editor.undoGroup(named: "Rename again") { ann.name = "Ann Lee" }
+        try editor.save()
+        try container.close()
+
+        container = try Container(name: "Undo", entities: [Person.self], storage: .onDisk(url))
+        editor = Context(coordinator: container.coordinator, model: container.model)
+        try editor.keepUndo(named: "editor")    // at launch: takes back what was kept
+        editor.undo()                           // the last step before the relaunch
+        if let refusal = editor.undoManager.refusal { print(refusal.message) }
+        try editor.save()
+        let name = try editor.fetch(Person.self).first?.name
+        // Another writer renames ann: the step before is refused.
+        let other = Context(coordinator: container.coordinator, model: container.model)
+        try other.fetch(Person.self).first?.name = "Annie"
+        try other.save()
+        editor.undo()
+        let refused = editor.undoManager.refusal?.code == .conflict
+        try container.close()
+        return (name, refused)
+    }
+}
+
 /// FetchingAndLiveResults.md
 enum FetchingExample {
     typealias Person = GettingStartedExample.Person
@@ -586,6 +622,10 @@ enum HistoryAndSyncExample {
 
     @MainActor @Test func contextsAndUndo() throws {
         #expect(try ContextsExample.run() == ["ann", "no name", "Ann Lee"])
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let kept = try KeptUndoExample.run(in: URL(fileURLWithPath: directory))
+        #expect(kept.name == "Ann" && kept.refused)
     }
 
     @MainActor @Test func fetchingAndLiveResults() throws {
