@@ -217,10 +217,10 @@ package final class Store: Sendable {
     }
 
     /// Every record of an entity, in ID order, from one consistent state.
-    package func records(entity: UInt16) throws -> [Record] {
+    package func records(entity: UInt16, at generation: StoreGeneration? = nil) throws -> [Record] {
         var result: [Record] = []
         let description = schema.entity(number: entity)
-        try scan(entity: entity) { id, record in result.append(Record(id: id, values: try decodeLocated(record, id: id, entity: description))) }
+        try scan(entity: entity, at: generation) { id, record in result.append(Record(id: id, values: try decodeLocated(record, id: id, entity: description))) }
         return result
     }
 

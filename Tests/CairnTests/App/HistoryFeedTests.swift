@@ -310,7 +310,7 @@ import Testing
     /// The crash workload with history kept: at every sync point, kept, dropped or
     /// garbled, the reopened store's history holds exactly one entry for each of its
     /// transactions, none more, each with the kinds its changes had.
-    @Test func everySyncPointKeepsExactlyTheCommittedHistory() throws {
+    @Test func everySyncPointKeepsExactlyTheCommittedHistoryAndPastStates() throws {
         let fs = MemoryFileSystem()
         var options = memoryOptions(fs)
         options.history = .unlimited
@@ -329,6 +329,15 @@ import Testing
                 }
                 for entry in entries where entry.changes.map({ HistoryChange(id: $0.id, kind: $0.kind, slots: nil) }) != wanted[Int(entry.sequence)] {
                     failures.withLock { $0.append("transaction \(entry.sequence): \(entry.changes) is not \(wanted[Int(entry.sequence)])") }
+                }
+                // Past states, rebuilt from the log and the kept past values, are those
+                // the transactions left.
+                let last = store.lastSequence, states = tracker.value.states
+                for sequence in Set([0, 1, last / 3, last / 2, last > 0 ? last - 1 : 0, last]) where sequence <= last {
+                    let generation = try store.pastGeneration(at: sequence, by: "crash check")
+                    if try contents(of: store, at: generation) != states[Int(sequence)] {
+                        failures.withLock { $0.append("the past state after transaction \(sequence) differs, at \(last)") }
+                    }
                 }
             } catch {
                 failures.withLock { $0.append("history unreadable: \(error)") }

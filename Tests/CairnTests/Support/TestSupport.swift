@@ -44,12 +44,14 @@ enum TestSchemas {
 /// The expected contents of a store: record ID → values.
 typealias Contents = [RecordID: [Value]]
 
-/// Everything in a store, by entity, as a `Contents`.
-func contents(of store: Store) throws -> Contents {
+/// Everything in a store (at `generation`, or the newest state), by entity, as a `Contents`.
+func contents(of store: Store, at generation: StoreGeneration? = nil) throws -> Contents {
     var model: Contents = [:]
     for entity in store.schema.entities {
-        for record in try store.records(entity: entity.number) { model[record.id] = record.values }
-        #expect(store.count(entity: entity.number) == store.ids(entity: entity.number).count)
+        let records = try store.records(entity: entity.number, at: generation)
+        for record in records { model[record.id] = record.values }
+        #expect(store.count(entity: entity.number, at: generation) == store.ids(entity: entity.number, at: generation).count)
+        #expect(store.count(entity: entity.number, at: generation) == records.count)
     }
     return model
 }
