@@ -74,11 +74,14 @@ package enum HistoryFileCoding {
     package static let pastValuesVersion: UInt32 = 6
 
     /// The bytes of a history file holding `entries` (consecutive sequences after `base`),
-    /// laid out by the header's version.
-    package static func encode(_ entries: [HistoryEntry], header: FileHeader) -> [UInt8] {
+    /// laid out by the header's version, after the frames `carried` (whole frames of a
+    /// history file of that version, copied as they are).
+    package static func encode(_ entries: some Collection<HistoryEntry>, header: FileHeader,
+                               carrying carried: [UnsafeRawBufferPointer] = []) -> [UInt8] {
         let pastValues = header.version >= pastValuesVersion
         var writer = ByteWriter()
         writer.append(header.encoded())
+        for frame in carried { writer.append(frame) }
         for entry in entries {
             LogFrame.append(to: &writer, sequence: entry.sequence, syncedThrough: entry.sequence - 1) { payload in
                 payload.u64(entry.time)
@@ -148,6 +151,36 @@ package enum HistoryFileCoding {
             }
         }
         return (header, entries)
+    }
+
+    /// A history file's frames, each checked (its checksum, its sequence one after the
+    /// header's base, a payload long enough for its time) but not decoded: what a
+    /// compaction carries into the next history file as it is.
+    package static func frames(_ bytes: UnsafeRawBufferPointer) throws -> (header: FileHeader, frames: [(sequence: UInt64, time: UInt64, range: Range<Int>)]) {
+        let header = try FileHeader.decode(bytes, expected: .history)
+        guard header.baseSequence < FormatLimits.maxSequence else {
+            throw CairnError.corrupt("history base sequence \(header.baseSequence) is out of range", offset: 40)
+        }
+        var frames: [(sequence: UInt64, time: UInt64, range: Range<Int>)] = []
+        var offset = FileHeader.size
+        var expected = header.baseSequence + 1
+        while offset < bytes.count {
+            switch LogFrame.parse(bytes, at: offset) {
+            case .frame(let sequence, _, let payload, let next):
+                guard sequence == expected else {
+                    throw CairnError.corrupt("history entry for transaction \(sequence) where \(expected) was expected", offset: offset + 8)
+                }
+                guard payload.count >= 8 else { throw CairnError.corrupt("history entry shorter than its commit time", offset: payload.lowerBound) }
+                frames.append((sequence, bytes.loadUnaligned(fromByteOffset: payload.lowerBound, as: UInt64.self).littleEndian, offset..<next))
+                expected += 1
+                offset = next
+            case .unused:
+                throw CairnError.corrupt("the history file holds zero bytes before its end", offset: offset)
+            case .invalid(let reason):
+                throw CairnError.corrupt("history frame damaged (\(reason))", offset: offset)
+            }
+        }
+        return (header, frames)
     }
 
     /// One entry's payload, laid out by format `version`; records' values before each

@@ -186,29 +186,55 @@ extension Store {
     /// keeps (written whole, synced, then renamed into place; the compaction's directory
     /// sync makes the name durable before the manifest names the snapshot). Kept history
     /// that does not read back whole stops the compaction: it is never dropped unseen.
+    /// The old file's frames are copied as they are when this version wrote them (their
+    /// checksums checked), and decoded and written again otherwise.
     private func writeHistory(_ retention: HistoryRetention, for number: UInt64, storeID: UUID, lastSequence: UInt64,
                               now: UInt64, old: (number: UInt64, mapped: FileMapping?), log: LogWriter,
                               snapshot: SnapshotReader) throws {
-        var entries: [HistoryEntry]
-        do { entries = try old.mapped.flatMap { try keptHistory($0, snapshotNumber: old.number, pastValues: true) }?.entries ?? [] } catch let error as CairnError {
-            throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history is damaged (\(error.message)); nothing was compacted",
-                                                 path: error.path, offset: error.offset))
+        // The old file's transactions: whole frames to copy, or entries to write again.
+        var frames: [(sequence: UInt64, time: UInt64, range: Range<Int>)] = []
+        var entries: [HistoryEntry] = []
+        let oldBytes = old.mapped.map { $0.bytes } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        do {
+            if let mapped = old.mapped {
+                let carried = try withExtendedLifetime(mapped) { try HistoryFileCoding.frames(mapped.bytes) }
+                guard carried.header.storeID.uuidString == storeID.uuidString, carried.header.fileNumber == old.number else {
+                    throw CairnError.corrupt("the history file is of another store or snapshot", offset: 16)
+                }
+                if carried.header.version == FileHeader.currentVersion {
+                    frames = carried.frames
+                } else {
+                    entries = try HistoryFileCoding.decode(mapped.bytes, pastValues: true).entries
+                }
+            }
+        } catch let error as CairnError {
+            let located = error.path == nil ? error.located(in: joinPath(path, StoreFileName.history(old.number))) : error
+            throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history is damaged (\(located.message)); nothing was compacted",
+                                                 path: located.path, offset: located.offset))
         }
         let logged = try Self.logHistory(file: log.file, end: log.appendOffset, snapshot: snapshot, after: nil, pastValues: true)
-        if let last = entries.last?.sequence, last != logged.base {
+        if let last = entries.last?.sequence ?? frames.last?.sequence, last != logged.base {
             throw RewriteAbort(error: CairnError(.corrupt, "the store's kept history ends at transaction \(last), not at its snapshot's \(logged.base); nothing was compacted",
                                                  path: joinPath(path, StoreFileName.history(old.number))))
         }
         entries += logged.entries
-        let kept = Self.retained(entries, by: retention, now: now)
-        let header = FileHeader(kind: .history, storeID: storeID, fileNumber: number,
-                                baseSequence: kept.first.map { $0.sequence - 1 } ?? lastSequence, createdMilliseconds: now)
+        // Oldest first: the frames carried, then the entries.
+        let first = Self.firstRetained(count: frames.count + entries.count,
+                                       time: { $0 < frames.count ? frames[$0].time : entries[$0 - frames.count].time },
+                                       frameSize: { $0 < frames.count ? frames[$0].range.count : HistoryFileCoding.frameSize(of: entries[$0 - frames.count]) },
+                                       by: retention, now: now)
+        let keptFrames = frames[min(first, frames.count)...], keptEntries = entries[max(0, first - frames.count)...]
+        let base = keptFrames.first.map { $0.sequence - 1 } ?? keptEntries.first.map { $0.sequence - 1 } ?? lastSequence
+        let header = FileHeader(kind: .history, storeID: storeID, fileNumber: number, baseSequence: base, createdMilliseconds: now)
+        let bytes = withExtendedLifetime(old.mapped) {
+            HistoryFileCoding.encode(keptEntries, header: header, carrying: keptFrames.map { UnsafeRawBufferPointer(rebasing: oldBytes[$0.range]) })
+        }
         let finalPath = joinPath(path, StoreFileName.history(number))
         let temporary = finalPath + StoreFileName.temporarySuffix
         let file = try fileSystem.open(temporary, create: true, truncate: true)
         do {
             defer { file.close() }
-            try file.write(HistoryFileCoding.encode(Array(kept), header: header), at: 0)
+            try file.write(bytes, at: 0)
             try file.sync()
         }
         try fileSystem.rename(temporary, finalPath)

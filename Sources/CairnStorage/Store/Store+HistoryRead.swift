@@ -137,25 +137,34 @@ extension Store {
     /// The newest of `entries` that `retention` keeps, at `now` (milliseconds since 1970):
     /// always a run that ends with the newest, so what is kept has no gap.
     static func retained(_ entries: [HistoryEntry], by retention: HistoryRetention, now: UInt64) -> ArraySlice<HistoryEntry> {
+        entries[firstRetained(count: entries.count, time: { entries[$0].time }, frameSize: { HistoryFileCoding.frameSize(of: entries[$0]) },
+                              by: retention, now: now)...]
+    }
+
+    /// The first of `count` transactions, oldest first, each committed at `time(i)` and
+    /// taking `frameSize(i)` bytes in a history file, that `retention` keeps at `now`.
+    static func firstRetained(count: Int, time: (Int) -> UInt64, frameSize: (Int) -> Int,
+                              by retention: HistoryRetention, now: UInt64) -> Int {
         switch retention {
         case .unlimited:
-            return entries[...]
-        case .transactions(let count):
-            return entries.suffix(max(0, count))
+            return 0
+        case .transactions(let kept):
+            return count - min(count, max(0, kept))
         case .age(let seconds):
             // (A negative or NaN age keeps none; one past 30,000 years, all.)
             let span = seconds >= 0 ? UInt64(min(seconds, 1e12) * 1000) : nil
             let oldest = span.map { now > $0 ? now - $0 : 0 } ?? .max
-            let first = entries.lastIndex { $0.time < oldest }.map { $0 + 1 } ?? 0
-            return entries[first...]
+            var first = count
+            while first > 0, time(first - 1) >= oldest { first -= 1 }
+            return first
         case .bytes(let limit):
-            var total = 0, first = entries.count
+            var total = 0, first = count
             while first > 0 {
-                total += HistoryFileCoding.frameSize(of: entries[first - 1])
+                total += frameSize(first - 1)
                 guard total <= limit else { break }
                 first -= 1
             }
-            return entries[first...]
+            return first
         }
     }
 }
