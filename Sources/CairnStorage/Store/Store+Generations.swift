@@ -22,6 +22,9 @@ package final class StoreGeneration: @unchecked Sendable {
     /// Whether it is a past state rebuilt from history (``Store/pastGeneration(at:by:)``)
     /// rather than the newest state when it was pinned.
     package let isPast: Bool
+    /// The bytes of the past values it holds in memory (records' bodies from the history
+    /// file, for a past state before the snapshot).
+    let pastValueBytes: Int
     let store: Store
     /// The state, one element; emptied under the store's lock (see ``Store/withState(_:_:)``).
     private var held: [Frozen]
@@ -33,11 +36,12 @@ package final class StoreGeneration: @unchecked Sendable {
         init(_ state: StoreState) { self.state = state }
     }
 
-    init(store: Store, state: StoreState, pinnedBy: String, isPast: Bool = false) {
+    init(store: Store, state: StoreState, pinnedBy: String, isPast: Bool = false, pastValueBytes: Int = 0) {
         self.store = store
         self.sequence = state.lastSequence
         self.pinnedBy = pinnedBy
         self.isPast = isPast
+        self.pastValueBytes = pastValueBytes
         var state = state
         // What a read at the generation does not use: the indexes follow the store's
         // newest state (a read here scans), the rest serves commits and checkpoints.
@@ -67,8 +71,8 @@ package struct StoreGenerationInfo: Sendable, Equatable {
     /// Records changed by commits after the generation: the versions it keeps apart.
     package var changedRecords: Int
     /// Memory and mapped file bytes it alone keeps alive, estimated: the tables it holds
-    /// that the store's newest state no longer shares, and the snapshot and log a
-    /// compaction retired.
+    /// that the store's newest state no longer shares, the snapshot and log a compaction
+    /// retired, and a past state's values.
     package var retainedBytes: Int
 }
 
@@ -104,7 +108,7 @@ extension Store {
         var changed = 0
         for (_, version) in live.versions where version > sequence { changed += 1 }
         changed += live.versionRuns.count(after: sequence)
-        var bytes = 0
+        var bytes = generation.pastValueBytes
         if pinned.snapshot !== live.snapshot {
             // A compaction since: the retired files, and every table.
             bytes += pinned.snapshot.fileSize + pinned.bodies.mappedCount

@@ -28,9 +28,10 @@ extension Store {
         // What each record changed after `sequence` was then: as the snapshot has it, or
         // the overlay entry to read instead (deleted, a body in the log, or one held).
         var then: [RecordID: OverlayEntry?] = [:]
+        var pastValueBytes = 0
         if sequence < snapshotSequence {
-            try takePastValues(after: sequence, through: snapshotSequence, snapshotNumber: snapshotNumber,
-                               mapped: state.keptHistory, into: &then, bodies: &state.bodies)
+            pastValueBytes = try takePastValues(after: sequence, through: snapshotSequence, snapshotNumber: snapshotNumber,
+                                                mapped: state.keptHistory, into: &then, bodies: &state.bodies)
         }
         // The log: each record's last entry up to `sequence` (frames after the snapshot),
         // and the records changed after it.
@@ -51,14 +52,15 @@ extension Store {
         }
         for id in changedAfter where then[id] == nil { then[id] = .some(lastEntry[id]) }
         state.revert(to: then, sequence: sequence)
-        return register(StoreGeneration(store: self, state: state, pinnedBy: label, isPast: true))
+        return register(StoreGeneration(store: self, state: state, pinnedBy: label, isPast: true, pastValueBytes: pastValueBytes))
     }
 
     /// Adds to `then` what the records changed after `sequence`, up to the snapshot's
     /// last transaction `through`, were just after `sequence`: the value before the first
     /// of those changes, from the history file kept with snapshot `snapshotNumber`.
+    /// Returns the bytes of the past values it holds.
     private func takePastValues(after sequence: UInt64, through snapshotSequence: UInt64, snapshotNumber: UInt64,
-                                mapped: FileMapping?, into then: inout [RecordID: OverlayEntry?], bodies: inout LogBodies) throws {
+                                mapped: FileMapping?, into then: inout [RecordID: OverlayEntry?], bodies: inout LogBodies) throws -> Int {
         guard let mapped, let kept = try keptHistory(mapped, snapshotNumber: snapshotNumber, pastValues: true, after: sequence),
               kept.header.baseSequence <= sequence else {
             throw CairnError(.historyExpired,
@@ -68,6 +70,7 @@ extension Store {
             throw CairnError(.corrupt, "the kept history ends at transaction \(last), not at its snapshot's \(snapshotSequence)",
                              path: joinPath(path, StoreFileName.history(snapshotNumber)))
         }
+        var held = 0
         for entry in kept.entries {
             for change in entry.changes where then[change.id] == nil {
                 switch change.kind {
@@ -78,9 +81,11 @@ extension Store {
                                          "the state after transaction \(sequence) is not held: the history of transaction \(entry.sequence) keeps no past values (it was kept by format version 5)")
                     }
                     then[change.id] = .some(before.withUnsafeBytes { bodies.hold($0) })
+                    held += before.count
                 }
             }
         }
+        return held
     }
 }
 

@@ -133,6 +133,8 @@ import Testing
         past.processExternalChanges()
         #expect(try World(past) == worlds[sequence], "the past context stays where it is")
         #expect(past.queryGenerationToken?.sequence == sequence)
+        let pinned = coordinator.pinnedGenerations.first { $0.pinnedBy == "as of \(sequence)" }
+        #expect(pinned?.sequence == sequence && (pinned?.retainedBytes ?? 0) > 0, "\(coordinator.pinnedGenerations)")
         try coordinator.close()
     }
 
