@@ -158,6 +158,30 @@ extension Context {
         return targets
     }
 
+    /// How many objects ``relatedObjects(of:slot:keeping:)`` would return, without making
+    /// them when it can: from the IDs of a list the store vouches for (see
+    /// ``listIsCurrent(_:slot:)``), less those this context has deleted. Otherwise (a
+    /// list changed here, a child context, a relationship without an inverse) the objects
+    /// are made and counted.
+    func relatedCount(of object: ManagedObject, slot: Int) -> Int {
+        willRead(object)
+        guard slot < object.values.count else { return 0 }
+        switch object.values[slot] {
+        case .reference:
+            return relatedObjects(of: object, slot: slot).count
+        case .references(let raws):
+            if let kept = keptList(object, slot: slot) { return kept.objects.count }
+            guard parent == nil, listIsCurrent(object, slot: slot) else { return relatedObjects(of: object, slot: slot).count }
+            var count = raws.count
+            if !registered.isEmpty {
+                for raw in raws { if let target = registered[RecordID(rawValue: raw)], !target.exists { count -= 1 } }
+            }
+            return count
+        default:
+            return 0
+        }
+    }
+
     /// Checks that the records of `faults` (among `targets`) exist, without reading them:
     /// those found gone are marked so and left out, the rest go into `batch`.
     private func verifyFaults(_ faults: [ManagedObject], of targets: [ManagedObject],

@@ -614,6 +614,12 @@ open class ManagedObject: CustomStringConvertible {
         }
     }
 
+    /// How many targets the relationship in `slot` holds (see ``Context/relatedCount(of:slot:)``).
+    func relatedCount(_ slot: Int) -> Int {
+        guard let context else { return detachedRelations[slot]?.count ?? 0 }
+        return context.relatedCount(of: self, slot: slot)
+    }
+
     /// Whether the relationship in `slot` holds `target`.
     func relatedContains(_ slot: Int, _ target: ManagedObject) -> Bool {
         guard let context else { return detachedRelations[slot]?.contains { $0 === target } ?? false }

@@ -412,6 +412,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
 /// person.$dvds.append(dvd)        // at the end, unless the list holds it already
 /// person.$dvds.remove(dvd)
 /// person.$dvds.contains(dvd)
+/// person.$dvds.count              // no object made for each DVD
 /// ```
 public struct ToManyEdits<Target: ManagedObject> {
     let object: ManagedObject
@@ -440,6 +441,15 @@ public struct ToManyEdits<Target: ManagedObject> {
     public func contains(_ target: Target) -> Bool {
         slot >= 0 && object.relatedContains(slot, target)
     }
+
+    /// How many targets the relationship holds: `person.dvds.count`, answered from the
+    /// IDs the object's record holds, without making an object for each target (when the
+    /// list is as saved and the relationship has an inverse; otherwise the targets are
+    /// looked up, as the relationship's getter does).
+    public var count: Int { slot >= 0 ? object.relatedCount(slot) : 0 }
+
+    /// Whether the relationship holds no target (see ``count``).
+    public var isEmpty: Bool { count == 0 }
 }
 
 @available(*, unavailable, message: "relationship edits are confined to their object's context")
