@@ -158,7 +158,10 @@ extension Context {
     private func moveToThePast(_ token: QueryGenerationToken) {
         pinnedGeneration = token
         inbox.ignore()
-        for (_, object) in registered where object.inStore && !object.isFault { refresh(object, mergeChanges: false) }
+        for (_, object) in registered where object.inStore {
+            // (A fault's row, read by a fetch at the newest state, is not the past's.)
+            if object.isFault { object.prefetched = nil } else { refresh(object, mergeChanges: false) }
+        }
         processPendingChanges()
     }
 

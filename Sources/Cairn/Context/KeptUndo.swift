@@ -42,6 +42,8 @@ final class KeptUndo {
 /// A transient property's record is not kept (transient values do not outlive a launch).
 package enum KeptUndoCoding {
     static let queuePrefix = "\u{0}undo:"
+    /// The most bytes kept stacks take; beyond it their oldest groups are not kept.
+    static let maximumBytes = FormatLimits.maxValueBytes / 4
 
     /// A group as kept: its name and records by record ID.
     package struct Group: Equatable {
@@ -256,14 +258,32 @@ extension Context {
             case .delete: saved[item.id] = 0
             }
         }
-        for group in stacks.undo + stacks.redo {
-            for (id, _) in group.records where stacks.expected[id] == nil {
-                stacks.expected[id] = try saved[id] ?? kept.expected[id] ?? storedFingerprint(of: id)
+        // What each object is expected to be at an undo: as this save leaves it, unless
+        // another writer changed it since the stacks last expected it (then that stays,
+        // and an undo of a kept group touching it is refused); as expected before, for an
+        // object this save leaves alone.
+        func expect(_ id: RecordID) throws -> UInt64 {
+            let before = kept.expected[id]
+            if let after = saved[id] {
+                guard let before else { return after }
+                return try storedFingerprint(of: id) == before ? after : before
             }
+            return try before ?? storedFingerprint(of: id)
+        }
+        var bytes: [UInt8] = []
+        while true {
+            stacks.expected = [:]
+            for group in stacks.undo + stacks.redo {
+                for (id, _) in group.records where stacks.expected[id] == nil { stacks.expected[id] = try expect(id) }
+            }
+            bytes = KeptUndoCoding.encode(stacks)
+            // (Stacks too large for one value keep their newest groups: the save goes on.)
+            guard bytes.count > KeptUndoCoding.maximumBytes, !(stacks.undo.isEmpty && stacks.redo.isEmpty) else { break }
+            if stacks.redo.count > stacks.undo.count { stacks.redo.removeFirst() } else { stacks.undo.removeFirst() }
         }
         let id = try kept.recordID ?? coordinator.allocateID(entity: kept.entity)
         var preparer = coordinator.makePreparer()
-        let values: [Value] = [.string(kept.queueName), .int64(0), .archived(Data(KeptUndoCoding.encode(stacks)))]
+        let values: [Value] = [.string(kept.queueName), .int64(0), .archived(Data(bytes))]
         return (try preparer.put(id, values), id, stacks.expected)
     }
 

@@ -540,6 +540,7 @@ public final class UndoStack {
     /// Undoes the last group (closing an open one first). The context must be the one
     /// that owns this stack.
     func undo(in context: Context) {
+        refusal = nil
         if depth > 0 { depth = 1; endGrouping() }
         guard let (name, records) = undoStack.popLast() else { return }
         if undoStack.count < keptUndoGroups {
@@ -550,7 +551,6 @@ public final class UndoStack {
             }
             keptUndoGroups = undoStack.count
         }
-        refusal = nil
         redoStack.open(named: name)
         replay(records, in: context, reversingInto: &redoStack)
         // An undo that changed nothing (its list edits were undone elsewhere) leaves nothing to redo.
@@ -558,6 +558,7 @@ public final class UndoStack {
     }
 
     func redo(in context: Context) {
+        refusal = nil
         endEvent()  // (a change made since clears what could be redone)
         guard depth == 0, let (name, records) = redoStack.popLast() else { return }
         if redoStack.count < keptRedoGroups {
@@ -568,7 +569,6 @@ public final class UndoStack {
             }
             keptRedoGroups = redoStack.count
         }
-        refusal = nil
         undoStack.open(named: name)
         replay(records, in: context, reversingInto: &undoStack)
         if undoStack.lastIsEmpty { _ = undoStack.popLast() }

@@ -78,44 +78,57 @@ package enum HistoryFileCoding {
     /// history file of that version, copied as they are).
     package static func encode(_ entries: some Collection<HistoryEntry>, header: FileHeader,
                                carrying carried: [UnsafeRawBufferPointer] = []) -> [UInt8] {
-        let pastValues = header.version >= pastValuesVersion
         var writer = ByteWriter()
         writer.append(header.encoded())
         for frame in carried { writer.append(frame) }
-        for entry in entries {
-            LogFrame.append(to: &writer, sequence: entry.sequence, syncedThrough: entry.sequence - 1) { payload in
-                payload.u64(entry.time)
-                payload.string(entry.author ?? "")
-                payload.varint(UInt64(entry.changes.count))
-                for change in entry.changes {
-                    payload.u8(change.kind.rawValue)
-                    payload.u64(change.id.rawValue)
-                    if change.kind == .delete {
-                        payload.varint(UInt64(change.keptSlots.count))
-                        for slot in change.keptSlots { payload.varint(UInt64(slot)) }
-                        if !change.keptSlots.isEmpty { payload.lengthPrefixed(ValueCoding.encode(change.keptValues)) }
+        for entry in entries { appendFrame(of: entry, version: header.version, to: &writer) }
+        return writer.bytes
+    }
+
+    /// Appends the frame of `entry`, laid out by format `version`, to `writer`.
+    package static func appendFrame(of entry: HistoryEntry, version: UInt32, to writer: inout ByteWriter) {
+        let pastValues = version >= pastValuesVersion
+        LogFrame.append(to: &writer, sequence: entry.sequence, syncedThrough: entry.sequence - 1) { payload in
+            payload.u64(entry.time)
+            payload.string(entry.author ?? "")
+            payload.varint(UInt64(entry.changes.count))
+            for change in entry.changes {
+                payload.u8(change.kind.rawValue)
+                payload.u64(change.id.rawValue)
+                if change.kind == .delete {
+                    payload.varint(UInt64(change.keptSlots.count))
+                    for slot in change.keptSlots { payload.varint(UInt64(slot)) }
+                    if !change.keptSlots.isEmpty { payload.lengthPrefixed(ValueCoding.encode(change.keptValues)) }
+                }
+                if change.kind == .update {
+                    if let slots = change.slots {
+                        payload.varint(1)
+                        payload.varint(UInt64(slots.count))
+                        for slot in slots { payload.varint(UInt64(slot)) }
+                    } else {
+                        payload.varint(0)
                     }
-                    if change.kind == .update {
-                        if let slots = change.slots {
-                            payload.varint(1)
-                            payload.varint(UInt64(slots.count))
-                            for slot in slots { payload.varint(UInt64(slot)) }
-                        } else {
-                            payload.varint(0)
-                        }
-                    }
-                    if pastValues, change.kind != .insert {
-                        if let before = change.before {
-                            payload.varint(UInt64(before.count) + 1)
-                            payload.append(before)
-                        } else {
-                            payload.varint(0)
-                        }
+                }
+                if pastValues, change.kind != .insert {
+                    if let before = change.before {
+                        payload.varint(UInt64(before.count) + 1)
+                        payload.append(before)
+                    } else {
+                        payload.varint(0)
                     }
                 }
             }
         }
-        return writer.bytes
+    }
+
+    /// `entry` as a history file of the current version can hold it: without its past
+    /// values when they would make its frame's payload pass `FormatLimits.maxFramePayload`
+    /// (the states before it then expire; FORMAT.md §14).
+    package static func fitted(_ entry: HistoryEntry) -> HistoryEntry {
+        guard frameSize(of: entry) - LogFrame.headerSize > FormatLimits.maxFramePayload else { return entry }
+        var fitted = entry
+        for index in fitted.changes.indices { fitted.changes[index].before = nil }
+        return fitted
     }
 
     /// The header and entries of a history file's bytes, each checked: the header, every

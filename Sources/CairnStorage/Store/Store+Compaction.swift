@@ -226,15 +226,30 @@ extension Store {
         let keptFrames = frames[min(first, frames.count)...], keptEntries = entries[max(0, first - frames.count)...]
         let base = keptFrames.first.map { $0.sequence - 1 } ?? keptEntries.first.map { $0.sequence - 1 } ?? lastSequence
         let header = FileHeader(kind: .history, storeID: storeID, fileNumber: number, baseSequence: base, createdMilliseconds: now)
-        let bytes = withExtendedLifetime(old.mapped) {
-            HistoryFileCoding.encode(keptEntries, header: header, carrying: keptFrames.map { UnsafeRawBufferPointer(rebasing: oldBytes[$0.range]) })
-        }
         let finalPath = joinPath(path, StoreFileName.history(number))
         let temporary = finalPath + StoreFileName.temporarySuffix
         let file = try fileSystem.open(temporary, create: true, truncate: true)
         do {
             defer { file.close() }
-            try file.write(bytes, at: 0)
+            // Written in pieces: the header, the frames carried (one run of the old file,
+            // from its mapping), then the entries a few megabytes at a time.
+            var offset = 0
+            try file.write(header.encoded(), at: 0)
+            offset += FileHeader.size
+            if let firstFrame = keptFrames.first, let lastFrame = keptFrames.last {
+                let run = UnsafeRawBufferPointer(rebasing: oldBytes[firstFrame.range.lowerBound..<lastFrame.range.upperBound])
+                try withExtendedLifetime(old.mapped) { try file.write(run, at: Int64(offset)) }
+                offset += run.count
+            }
+            var writer = ByteWriter()
+            for entry in keptEntries {
+                HistoryFileCoding.appendFrame(of: entry, version: header.version, to: &writer)
+                if writer.count >= 4 << 20 || entry.sequence == keptEntries.last?.sequence {
+                    try file.write(writer.bytes, at: Int64(offset))
+                    offset += writer.count
+                    writer.removeAll()
+                }
+            }
             try file.sync()
         }
         try fileSystem.rename(temporary, finalPath)

@@ -43,17 +43,23 @@ extension Store {
     @discardableResult
     static func forEachTransaction(in file: any StorageFile, end: Int,
                                    _ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws -> UInt64 {
-        let mapping = try file.map()
-        return try withExtendedLifetime(mapping) {
+        try forEachTransaction(in: try file.map(), path: file.path, end: end, body)
+    }
+
+    /// ``forEachTransaction(in:end:_:)`` of a log mapped already (`path` names it in errors).
+    @discardableResult
+    static func forEachTransaction(in mapping: FileMapping, path: String, end: Int,
+                                   _ body: (UInt64, UnsafeRawBufferPointer, Int, UnsafeRawBufferPointer) throws -> Void) throws -> UInt64 {
+        try withExtendedLifetime(mapping) {
             let buffer = UnsafeRawBufferPointer(rebasing: mapping.bytes[..<min(max(0, end), mapping.bytes.count)])
             guard buffer.count >= FileHeader.size else {
-                throw CairnError(.corrupt, "the log is shorter than its header", path: file.path, offset: 0)
+                throw CairnError(.corrupt, "the log is shorter than its header", path: path, offset: 0)
             }
             let base: UInt64
             do {
                 base = try FileHeader.decode(UnsafeRawBufferPointer(rebasing: buffer[..<FileHeader.size]), expected: .log).baseSequence
             } catch let error as CairnError {
-                throw error.located(in: file.path)
+                throw error.located(in: path)
             }
             var offset = FileHeader.size
             // Every frame up to the log's end was valid when replayed or written: one that
@@ -65,9 +71,9 @@ extension Store {
                     offset = next
                 case .unused:
                     throw CairnError(.corrupt, "the log holds zero bytes at offset \(offset), before its last frame ends at \(buffer.count)",
-                                     path: file.path, offset: Int64(offset))
+                                     path: path, offset: Int64(offset))
                 case .invalid(let reason):
-                    throw CairnError(.corrupt, "the log's frame at offset \(offset) is damaged (\(reason))", path: file.path, offset: Int64(offset))
+                    throw CairnError(.corrupt, "the log's frame at offset \(offset) is damaged (\(reason))", path: path, offset: Int64(offset))
                 }
             }
             return base

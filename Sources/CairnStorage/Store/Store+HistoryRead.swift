@@ -83,10 +83,12 @@ extension Store {
         // With `pastValues`: each record's last body in the log so far (nil: deleted),
         // valid while the walk's mapping is.
         var latest: [UInt64: UnsafeRawBufferPointer?] = [:]
-        func before(_ id: RecordID) throws -> [UInt8]? {
+        // (A snapshot body that does not read back is kept as no past value: the states
+        // before its change expire, and nothing else is lost, since the log replaced it.)
+        func before(_ id: RecordID) -> [UInt8]? {
             if let body = latest[id.rawValue] { return body.map { [UInt8]($0) } }
             guard let place = snapshot.place(of: id) else { return nil }
-            return try withExtendedLifetime(snapshot) { [UInt8](try snapshot.body(at: place, id: id)) }
+            return withExtendedLifetime(snapshot) { (try? snapshot.body(at: place, id: id)).map { [UInt8]($0) } }
         }
         let base = try forEachTransaction(in: file, end: end) { number, payload, offset, _ in
             last = number
@@ -100,7 +102,7 @@ extension Store {
             func note(_ change: HistoryChange, of operation: (id: RecordID, body: UnsafeRawBufferPointer?)) throws {
                 guard wanted else { return }
                 var change = change
-                if pastValues, change.kind != .insert { change.before = try before(operation.id) }
+                if pastValues, change.kind != .insert { change.before = before(operation.id) }
                 entry.changes.append(change)
             }
             if let notes {
@@ -129,7 +131,7 @@ extension Store {
                     if pastValues { latest[operation.id.rawValue] = .some(operation.body) }
                 }
             }
-            if wanted { entries.append(entry) }
+            if wanted { entries.append(pastValues ? HistoryFileCoding.fitted(entry) : entry) }
         }
         return (entries, base, last)
     }

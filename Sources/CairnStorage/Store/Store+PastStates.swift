@@ -10,20 +10,34 @@ extension Store {
     /// while the store goes on. The newest state is pinned as it is.
     ///
     /// Throws `.historyExpired` when the store no longer holds what that state needs (a
-    /// compaction let its history go, or kept it without past values), and
-    /// `.invalidArgument` for a transaction past the newest.
+    /// compaction let its history go, or kept it without past values), `.invalidArgument`
+    /// for a transaction past the newest, and `.poisoned` after a failed write.
     package func pastGeneration(at sequence: UInt64, by label: String) throws -> StoreGeneration {
-        // The state, and the log and history file it was read from: a compaction switches
-        // them while it holds the log.
-        guard let taken = log.withLock({ writer in
-            writer.map { writer in self.state.withLock { ($0, writer.file, writer.appendOffset, writer.manifest.snapshotNumber) } }
+        // (A poisoned store's state holds commits its log no longer does: what they changed
+        // could not be put back.)
+        if let error = poison.withLock({ $0 }) {
+            throw CairnError(.poisoned, "store at \(path) cannot rebuild past states after an earlier failure (\(error.message)); reopen it")
+        }
+        // The state, and the log (mapped, so that a compaction closing it meanwhile does
+        // not matter) and history file it was read from: a compaction switches them while
+        // it holds the log.
+        guard let taken = try log.withLock({ writer in
+            try writer.map { writer in
+                (self.state.withLock { $0 }, try writer.file.map(), writer.file.path, writer.appendOffset, writer.manifest.snapshotNumber)
+            }
         }) else { throw closedError() }
-        var state = taken.0
-        let (file, end, snapshotNumber) = (taken.1, taken.2, taken.3)
+        // The state as taken is let go of under the lock (see ``withState(_:_:)``): the
+        // tables the past state changes share their storage with the store's until then.
+        var held = [taken.0]
+        defer { self.state.withLock { _ in held.removeAll() } }
+        var state = held[0]
+        let (logMapping, logPath, end, snapshotNumber) = (taken.1, taken.2, taken.3, taken.4)
         guard sequence <= state.lastSequence else {
             throw CairnError(.invalidArgument, "transaction \(sequence) is past the store's newest, \(state.lastSequence)")
         }
-        if sequence == state.lastSequence { return register(StoreGeneration(store: self, state: state, pinnedBy: label)) }
+        if sequence == state.lastSequence {
+            return register(StoreGeneration(store: self, state: state, pinnedBy: label, isPast: true))
+        }
         let snapshotSequence = state.snapshot.footer.lastSequence
         // What each record changed after `sequence` was then: as the snapshot has it, or
         // the overlay entry to read instead (deleted, a body in the log, or one held).
@@ -38,7 +52,7 @@ extension Store {
         var lastEntry: [RecordID: OverlayEntry] = [:]
         var changedAfter: [RecordID] = []
         let newest = state.lastSequence
-        try Self.forEachTransaction(in: file, end: end) { number, payload, offset, log in
+        try Self.forEachTransaction(in: logMapping, path: logPath, end: end) { number, payload, offset, log in
             guard number <= newest else { return }
             _ = try TransactionCoding.decode(payload, base: offset) { id, body in
                 if number > sequence {

@@ -173,6 +173,17 @@ import Testing
         #expect(ann.age == 40)
         try context.setQueryGenerationFrom(try coordinator.queryGeneration(asOf: then))
         #expect(ann.age == 20, "the object shows the past state once the context reads it")
+        // Fetched, not yet read (a fault with the row its fetch read), then sent to the past.
+        let reader = Context(coordinator: coordinator, model: model)
+        let fetched = try #require(try reader.fetch(Person.self, where: #Predicate { $0.age > 0 }).first)
+        #expect(fetched.isFault && fetched.prefetched != nil, "a fault with the row its fetch read")
+        try reader.setQueryGenerationFrom(try coordinator.queryGeneration(asOf: then))
+        #expect(fetched.age == 20, "not the row the fetch read at the newest state")
+        // The newest state's token gives a context that cannot save either.
+        let newest = Context(coordinator: coordinator, model: model)
+        try newest.setQueryGenerationFrom(try coordinator.queryGeneration(asOf: coordinator.historyToken))
+        Person(context: newest).username = "late"
+        #expect(throws: CairnError.self) { try newest.save() }
         try coordinator.close()
     }
 

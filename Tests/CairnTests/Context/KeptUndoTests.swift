@@ -188,6 +188,38 @@ import Testing
         try coordinator.close()
     }
 
+    /// A change made between launches stays seen after this launch saves the same object.
+    @Test func aSaveHereDoesNotHideAnotherWritersChange() throws {
+        let fs = MemoryFileSystem()
+        var (coordinator, model) = try Self.open(fs)
+        var context = Context(coordinator: coordinator, model: model)
+        try context.keepUndo(named: "editor")
+        let ann = Person(context: context)
+        ann.username = "ann"
+        try context.save()
+        try context.undoGroup(named: "age") { ann.age = 40 }
+        try context.save()
+        try coordinator.close()
+        (coordinator, _) = try Self.open(fs)
+        let other = Context(coordinator: coordinator, model: model)
+        try #require(try other.fetch(Person.self).first).name = "Ann"
+        try other.save()
+        context = Context(coordinator: coordinator, model: model)
+        try context.keepUndo(named: "editor")
+        let again = try #require(try context.fetch(Person.self).first)
+        try context.undoGroup(named: "rename") { again.name = "Annie" }
+        try context.save()
+        context.undo()
+        try context.save()
+        #expect(again.name == "Ann" && context.undoManager.refusal == nil)
+        context.undo()
+        #expect(context.undoManager.refusal?.code == .conflict, "the writer between launches changed ann")
+        #expect(again.age == 40)
+        context.redo()
+        #expect(context.undoManager.refusal == nil, "a refusal is cleared by the next undo or redo")
+        try coordinator.close()
+    }
+
     @Test func eachNameKeepsItsOwnStacks() throws {
         let fs = MemoryFileSystem()
         var (coordinator, model) = try Self.open(fs)
