@@ -30,10 +30,11 @@ public final class Context {
     /// a name per process, device or feature, so that a change feed can tell its own
     /// writes from others'. Nil: none.
     public var transactionAuthor: String?
-    /// This context's number, never reused in the process: an object records the number of
-    /// its context beside its weak reference to it (``ManagedObject/belongs(to:)``).
+    /// This context's number, never reused in the process.
     let serial = Context.serials.wrappingAdd(1, ordering: .relaxed).newValue
     private static let serials = Atomic<UInt64>(0)
+    /// What its objects keep of it (see ``ContextLink``).
+    let link = ContextLink()
 
     // A context's tables are touched only on its isolation, by Cairn's own code: no
     // dynamic exclusivity checks (a runtime call on every access of the hot paths).
@@ -166,6 +167,8 @@ public final class Context {
     var scanSplit = (threads: Processors.count, minimumPerRun: 8_192)
 
     deinit {
+        // First: its objects find no context from now on.
+        link.detach()
         for continuation in saveContinuations { continuation.finish() }
     }
 
@@ -175,6 +178,7 @@ public final class Context {
         self.model = model
         parent = nil
         automaticallyMergesChangesFromParent = true
+        link.attach(self)
         coordinator.subscribe(inbox)
     }
 
@@ -186,6 +190,7 @@ public final class Context {
         self.parent = parent
         automaticallyMergesChangesFromParent = false
         mergePolicy = parent.mergePolicy
+        link.attach(self)
         parent.children.removeAll { $0.context == nil }
         parent.children.append(WeakContext(context: self))
         if let executor = parent.mergeExecutor { mergeAutomatically(on: executor) }
@@ -655,4 +660,36 @@ extension ManagedObject {
 /// A context held weakly (a parent's list of its children).
 struct WeakContext {
     weak var context: Context?
+}
+
+/// What an object keeps of its context: the context, not retained (an object does not
+/// keep its context alive, and its context holds it), until the context's deinit lets go
+/// of it. An object reaches its context through it with no weak reference: a weak load is
+/// a runtime call on every write, and weak references give the context a side table that
+/// slows every retain and release of it.
+final class ContextLink: @unchecked Sendable {
+    // @unchecked: `unmanaged` is set by its context's init and cleared at the start of its
+    // deinit; it is read on that context's isolation, where its objects are used, which
+    // neither runs beside. (The batch holder's is never set.)
+    @exclusivity(unchecked) private var unmanaged: Unmanaged<Context>?
+
+    /// The link of no context that a batch operation's holder object keeps (see
+    /// ``ManagedObject/holdBatchRecords()``).
+    static let batchHolder = ContextLink()
+
+    func attach(_ context: Context) { unmanaged = .passUnretained(context) }
+    func detach() { unmanaged = nil }
+
+    /// Whether its context is alive.
+    var isAlive: Bool { unmanaged != nil }
+
+    /// The context, retained for the caller, if it is alive.
+    var context: Context? { unmanaged?.takeUnretainedValue() }
+
+    /// Calls `body` with the context, if it is alive, without retaining it: the caller
+    /// holds an object of it, on its isolation, where it cannot go meanwhile.
+    @inline(__always) func withContext<T>(_ body: (Context) throws -> T) rethrows -> T? {
+        guard let unmanaged else { return nil }
+        return try unmanaged._withUnsafeGuaranteedRef(body)
+    }
 }

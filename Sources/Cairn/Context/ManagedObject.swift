@@ -119,24 +119,25 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) private(set) var valuesStamp: UInt32 = 0
     /// The entity, with its stored number once the object is registered.
     @exclusivity(unchecked) public internal(set) var entity: EntityDescription
-    /// The context the object belongs to, if any.
+    /// The context the object belongs to, if any (nil once that context is gone).
     public internal(set) var context: Context? {
-        get { weakContext }
-        set {
-            weakContext = newValue
-            contextSerial = newValue?.serial ?? 0
-        }
+        get { link?.context }
+        set { link = newValue?.link }
     }
-    @exclusivity(unchecked) private weak var weakContext: Context?
-    /// The ``Context/serial`` of `context` when it was set (0: none), which outlives it.
-    @exclusivity(unchecked) private var contextSerial: UInt64 = 0
+    /// Its context's link (see ``ContextLink``), which outlives the context; nil for an
+    /// object in no context.
+    @exclusivity(unchecked) private var link: ContextLink?
 
-    /// Whether the object belongs to `context` (`self.context === context`), by the context's
-    /// number, without loading the weak reference: a load retains the context and releases
-    /// it again, through the runtime's slow path (its objects' weak references give it a side
-    /// table). (Numbers are never reused, and a context that is gone cannot be the one
-    /// asked about.)
-    @inline(__always) func belongs(to context: Context) -> Bool { contextSerial == context.serial }
+    /// Calls `body` with the object's context, if it has one that is alive, without
+    /// retaining it (see ``ContextLink/withContext(_:)``).
+    @inline(__always) func withContext<T>(_ body: (Context) throws -> T) rethrows -> T? {
+        guard let link else { return nil }
+        return try link.withContext(body)
+    }
+
+    /// Whether the object belongs to `context` (`self.context === context`), without
+    /// loading the context.
+    @inline(__always) func belongs(to context: Context) -> Bool { link === context.link }
     /// The record's ID (0 until the object is inserted into a context). Kept alone, as 8
     /// bytes: ``objectID`` adds the entity's name, which each object would otherwise keep a
     /// copy of.
@@ -225,17 +226,19 @@ open class ManagedObject: CustomStringConvertible {
     /// cannot throw.) A new object not yet inserted, or one whose context went before it
     /// was saved, is not invalidated: it can be inserted.
     public var isInvalidated: Bool {
-        recordID.rawValue != 0 && context == nil && (inStore || !exists) && contextSerial != Self.batchHolderSerial
+        recordID.rawValue != 0 && context == nil && (inStore || !exists) && link !== ContextLink.batchHolder
     }
 
     /// Marks the object a batch operation hands its closure, holding each record in turn in
     /// no context (``Context/batchUpdate(_:durability:_:)``): it is never invalidated. (A
-    /// context number no context has, in the field that would otherwise hold 0: no field
-    /// added to every object.)
-    func holdBatchRecords() { contextSerial = Self.batchHolderSerial }
+    /// link no context has, in the field that would otherwise hold nil: no field added to
+    /// every object.)
+    func holdBatchRecords() { link = ContextLink.batchHolder }
     /// Whether the object was in a context that is gone (released), not detached from it.
-    var hadContext: Bool { weakContext == nil && contextSerial != 0 && contextSerial != Self.batchHolderSerial }
-    private static let batchHolderSerial = UInt64.max
+    var hadContext: Bool {
+        guard let link, link !== ContextLink.batchHolder else { return false }
+        return !link.isAlive
+    }
     /// Whether the object has unsaved changes in its context: to what it stores, or to a
     /// ``Transient`` property.
     public var hasChanges: Bool {
@@ -541,7 +544,7 @@ open class ManagedObject: CustomStringConvertible {
         // that holds the record its fetch read and loads alone (no batch): its context's
         // ``Context/load(_:)`` would only take that record (``loadPrefetched()``).
         if isFault, !(faultBatch == nil && loadPrefetched()) {
-            if let context { context.willRead(self) } else { loadPrefetched() }
+            if withContext({ $0.willRead(self) }) == nil { loadPrefetched() }
         }
         makeDefaultsIfPending()
         return slot < values.count ? values[slot] : .null
@@ -559,8 +562,8 @@ open class ManagedObject: CustomStringConvertible {
 
     @usableFromInline
     func write(_ slot: Int, _ value: Value) {
-        if let context {
-            context.write(self, slot: slot, value: value)
+        if withContext({ $0.write(self, slot: slot, value: value) }) != nil {
+            return
         } else if isInvalidated {
             reportInvalidAccess("change \(slot < layout.names.count ? layout.names[slot] : "a property") of")
         } else if slot < values.count {
@@ -573,11 +576,9 @@ open class ManagedObject: CustomStringConvertible {
     /// in-place edit that reads it (see Context+RelatedLists.swift).
     @usableFromInline
     func related(_ slot: Int, keeping: Bool = false) -> [ManagedObject] {
-        guard let context else {
-            if isInvalidated { reportInvalidAccess("read \(slot < layout.names.count ? layout.names[slot] : "a relationship") of") }
-            return detachedRelations[slot] ?? []
-        }
-        return context.relatedObjects(of: self, slot: slot, keeping: keeping)
+        if let objects = withContext({ $0.relatedObjects(of: self, slot: slot, keeping: keeping) }) { return objects }
+        if isInvalidated { reportInvalidAccess("read \(slot < layout.names.count ? layout.names[slot] : "a relationship") of") }
+        return detachedRelations[slot] ?? []
     }
 
     @usableFromInline
