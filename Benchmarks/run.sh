@@ -47,6 +47,12 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   .build/release/cairn-bench --history 100000
   echo '```'
   echo
+  echo "Past states: a context as of 1,000 transactions back on 1M records, from the log, from the history file and after a reopen (\`cairn-bench --past 1000000\`)."
+  echo
+  echo '```'
+  .build/release/cairn-bench --past "$([ "$scale" = full ] && echo 1000000 || echo 100000)"
+  echo '```'
+  echo
   echo "Query generations: what one pinned context holds while another updates every record once (\`cairn-bench --generations 100000\`)."
   echo
   echo '```'
