@@ -542,15 +542,8 @@ public final class UndoStack {
     func undo(in context: Context) {
         refusal = nil
         if depth > 0 { depth = 1; endGrouping() }
-        guard let (name, records) = undoStack.popLast() else { return }
-        if undoStack.count < keptUndoGroups {
-            if let conflict = context.keptGroupConflict(records, named: name, undoing: true) {
-                undoStack.appendGroup(named: name, records)
-                refusal = conflict
-                return
-            }
-            keptUndoGroups = undoStack.count
-        }
+        guard let (name, records) = undoStack.popLast(),
+              takeKept(name, records, from: &undoStack, kept: &keptUndoGroups, undoing: true, in: context) else { return }
         redoStack.open(named: name)
         replay(records, in: context, reversingInto: &redoStack)
         // An undo that changed nothing (its list edits were undone elsewhere) leaves nothing to redo.
@@ -560,19 +553,27 @@ public final class UndoStack {
     func redo(in context: Context) {
         refusal = nil
         endEvent()  // (a change made since clears what could be redone)
-        guard depth == 0, let (name, records) = redoStack.popLast() else { return }
-        if redoStack.count < keptRedoGroups {
-            if let conflict = context.keptGroupConflict(records, named: name, undoing: false) {
-                redoStack.appendGroup(named: name, records)
-                refusal = conflict
-                return
-            }
-            keptRedoGroups = redoStack.count
-        }
+        guard depth == 0, let (name, records) = redoStack.popLast(),
+              takeKept(name, records, from: &redoStack, kept: &keptRedoGroups, undoing: false, in: context) else { return }
         undoStack.open(named: name)
         replay(records, in: context, reversingInto: &undoStack)
         if undoStack.lastIsEmpty { _ = undoStack.popLast() }
         trim()
+    }
+
+    /// Whether the group just taken from `stack` may run: one an earlier launch kept (one
+    /// of the `kept` oldest) only if its objects are as this context left them; if not, it
+    /// goes back on the stack and ``refusal`` says why.
+    private func takeKept(_ name: String?, _ records: [Record], from stack: inout GroupLog, kept: inout Int,
+                          undoing: Bool, in context: Context) -> Bool {
+        guard stack.count < kept else { return true }
+        if let conflict = context.keptGroupConflict(records, named: name, undoing: undoing) {
+            stack.appendGroup(named: name, records)
+            refusal = conflict
+            return false
+        }
+        kept = stack.count
+        return true
     }
 
     /// Puts `records` back, last first; records into `reverse` (whose group is open), for

@@ -138,30 +138,11 @@ package enum HistoryFileCoding {
     /// to transaction `after` are checked by their frames only, and left out.
     package static func decode(_ bytes: UnsafeRawBufferPointer, pastValues: Bool = false,
                                after: UInt64 = 0) throws -> (header: FileHeader, entries: [HistoryEntry]) {
-        let header = try FileHeader.decode(bytes, expected: .history)
-        guard header.baseSequence < FormatLimits.maxSequence else {
-            throw CairnError.corrupt("history base sequence \(header.baseSequence) is out of range", offset: 40)
-        }
+        let (header, frames) = try frames(bytes)
         var entries: [HistoryEntry] = []
-        var offset = FileHeader.size
-        var expected = header.baseSequence + 1
-        while offset < bytes.count {
-            switch LogFrame.parse(bytes, at: offset) {
-            case .frame(let sequence, _, let payload, let next):
-                guard sequence == expected else {
-                    throw CairnError.corrupt("history entry for transaction \(sequence) where \(expected) was expected", offset: offset + 8)
-                }
-                if sequence > after {
-                    entries.append(try entry(UnsafeRawBufferPointer(rebasing: bytes[payload]), sequence: sequence, base: payload.lowerBound,
-                                             version: header.version, pastValues: pastValues))
-                }
-                expected += 1
-                offset = next
-            case .unused:
-                throw CairnError.corrupt("the history file holds zero bytes before its end", offset: offset)
-            case .invalid(let reason):
-                throw CairnError.corrupt("history frame damaged (\(reason))", offset: offset)
-            }
+        for frame in frames where frame.sequence > after {
+            entries.append(try entry(UnsafeRawBufferPointer(rebasing: bytes[frame.payload]), sequence: frame.sequence,
+                                     base: frame.payload.lowerBound, version: header.version, pastValues: pastValues))
         }
         return (header, entries)
     }
@@ -169,12 +150,13 @@ package enum HistoryFileCoding {
     /// A history file's frames, each checked (its checksum, its sequence one after the
     /// header's base, a payload long enough for its time) but not decoded: what a
     /// compaction carries into the next history file as it is.
-    package static func frames(_ bytes: UnsafeRawBufferPointer) throws -> (header: FileHeader, frames: [(sequence: UInt64, time: UInt64, range: Range<Int>)]) {
+    package static func frames(_ bytes: UnsafeRawBufferPointer) throws
+        -> (header: FileHeader, frames: [(sequence: UInt64, time: UInt64, range: Range<Int>, payload: Range<Int>)]) {
         let header = try FileHeader.decode(bytes, expected: .history)
         guard header.baseSequence < FormatLimits.maxSequence else {
             throw CairnError.corrupt("history base sequence \(header.baseSequence) is out of range", offset: 40)
         }
-        var frames: [(sequence: UInt64, time: UInt64, range: Range<Int>)] = []
+        var frames: [(sequence: UInt64, time: UInt64, range: Range<Int>, payload: Range<Int>)] = []
         var offset = FileHeader.size
         var expected = header.baseSequence + 1
         while offset < bytes.count {
@@ -184,7 +166,7 @@ package enum HistoryFileCoding {
                     throw CairnError.corrupt("history entry for transaction \(sequence) where \(expected) was expected", offset: offset + 8)
                 }
                 guard payload.count >= 8 else { throw CairnError.corrupt("history entry shorter than its commit time", offset: payload.lowerBound) }
-                frames.append((sequence, bytes.loadUnaligned(fromByteOffset: payload.lowerBound, as: UInt64.self).littleEndian, offset..<next))
+                frames.append((sequence, bytes.loadUnaligned(fromByteOffset: payload.lowerBound, as: UInt64.self).littleEndian, offset..<next, payload))
                 expected += 1
                 offset = next
             case .unused:

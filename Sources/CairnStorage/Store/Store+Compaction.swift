@@ -192,7 +192,7 @@ extension Store {
                               now: UInt64, old: (number: UInt64, mapped: FileMapping?), log: LogWriter,
                               snapshot: SnapshotReader) throws {
         // The old file's transactions: whole frames to copy, or entries to write again.
-        var frames: [(sequence: UInt64, time: UInt64, range: Range<Int>)] = []
+        var frames: [(sequence: UInt64, time: UInt64, range: Range<Int>, payload: Range<Int>)] = []
         var entries: [HistoryEntry] = []
         let oldBytes = old.mapped.map { $0.bytes } ?? UnsafeRawBufferPointer(start: nil, count: 0)
         do {
