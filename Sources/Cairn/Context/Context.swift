@@ -668,28 +668,27 @@ struct WeakContext {
 /// a runtime call on every write, and weak references give the context a side table that
 /// slows every retain and release of it.
 final class ContextLink: @unchecked Sendable {
-    // @unchecked: `unmanaged` is set by its context's init and cleared at the start of its
+    // @unchecked: `reference` is set by its context's init and cleared at the start of its
     // deinit; it is read on that context's isolation, where its objects are used, which
     // neither runs beside. (The batch holder's is never set.)
-    @exclusivity(unchecked) private var unmanaged: Unmanaged<Context>?
+    @exclusivity(unchecked) private var reference = UnretainedReference<Context>()
 
     /// The link of no context that a batch operation's holder object keeps (see
     /// ``ManagedObject/holdBatchRecords()``).
     static let batchHolder = ContextLink()
 
-    func attach(_ context: Context) { unmanaged = .passUnretained(context) }
-    func detach() { unmanaged = nil }
+    func attach(_ context: Context) { reference.set(context) }
+    func detach() { reference.set(nil) }
 
     /// Whether its context is alive.
-    var isAlive: Bool { unmanaged != nil }
+    var isAlive: Bool { reference.isSet }
 
     /// The context, retained for the caller, if it is alive.
-    var context: Context? { unmanaged?.takeUnretainedValue() }
+    var context: Context? { reference.object }
 
     /// Calls `body` with the context, if it is alive, without retaining it: the caller
     /// holds an object of it, on its isolation, where it cannot go meanwhile.
     @inline(__always) func withContext<T>(_ body: (Context) throws -> T) rethrows -> T? {
-        guard let unmanaged else { return nil }
-        return try unmanaged._withUnsafeGuaranteedRef(body)
+        try reference.withObject(body)
     }
 }

@@ -14,7 +14,7 @@ final class KeptUndo {
     /// The record the stacks are kept in, once there is one.
     var recordID: RecordID?
     /// For every object the kept groups touch: a fingerprint of its record as this context
-    /// last saved it or read it (``KeptUndoCoding/fingerprint(_:)``; 0: no record). An
+    /// last saved it or read it (`RecordFingerprint`; 0: no record). An
     /// undo of a group an earlier launch kept checks its objects against these.
     var expected: [RecordID: UInt64] = [:]
 
@@ -67,11 +67,6 @@ package enum KeptUndoCoding {
         var expected: [RecordID: UInt64]
         var undo: [Group]
         var redo: [Group]
-    }
-
-    /// A record body's fingerprint: its CRC-32C and length, never 0 (0 stands for no record).
-    static func fingerprint(_ body: UnsafeRawBufferPointer) -> UInt64 {
-        UInt64(CRC32C.checksum(body)) << 32 | UInt64(truncatingIfNeeded: body.count) & 0x7FFF_FFFF | 1 << 31
     }
 
     package static func encode(_ stacks: Stacks) -> [UInt8] {
@@ -252,12 +247,7 @@ extension Context {
         }
         var stacks = KeptUndoCoding.Stacks(expected: [:], undo: groups(closed.undo), redo: groups(closed.redo))
         var saved: [RecordID: UInt64] = [:]
-        for item in items {
-            switch item.operation {
-            case .put(_, let body): saved[item.id] = body.withUnsafeBytes(KeptUndoCoding.fingerprint)
-            case .delete: saved[item.id] = 0
-            }
-        }
+        for item in items { saved[item.id] = item.operation.fingerprint }
         // What each object is expected to be at an undo: as this save leaves it, unless
         // another writer changed it since the stacks last expected it (then that stays,
         // and an undo of a kept group touching it is refused); as expected before, for an
@@ -289,7 +279,7 @@ extension Context {
 
     /// The fingerprint of record `id` as the store holds it now (0: none).
     func storedFingerprint(of id: RecordID) throws -> UInt64 {
-        try coordinator.store.withBody(of: id, KeptUndoCoding.fingerprint) ?? 0
+        try coordinator.store.fingerprint(of: id)
     }
 
     /// Why a kept group (`undoing` it, or redoing it) may not run: one of its objects is

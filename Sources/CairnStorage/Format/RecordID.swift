@@ -44,3 +44,25 @@ public struct RecordID: RawRepresentable, Hashable, Comparable, Sendable, Custom
 
 // Record IDs key the tables every object and record passes through (`rawValue` is the key).
 extension RecordID: IDMapKey {}
+
+/// A record body's fingerprint (FORMAT.md §2.2 bytes): its CRC-32C and length, never 0,
+/// so that 0 can stand for no record. Kept undo compares records by it
+/// (`Context.keepUndo(named:)`).
+package enum RecordFingerprint {
+    package static func of(_ body: UnsafeRawBufferPointer) -> UInt64 {
+        UInt64(CRC32C.checksum(body)) << 32 | UInt64(truncatingIfNeeded: body.count) & 0x7FFF_FFFF | 1 << 31
+    }
+
+    package static func of(_ body: [UInt8]) -> UInt64 { body.withUnsafeBytes(of) }
+}
+
+extension RecordOperation {
+    /// The fingerprint of what the operation leaves: its body's, or 0 for a delete.
+    package var fingerprint: UInt64 {
+        switch self {
+        case .put(_, let body): RecordFingerprint.of(body)
+        case .delete: 0
+        }
+    }
+}
+

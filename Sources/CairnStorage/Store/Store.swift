@@ -149,6 +149,12 @@ package final class Store: Sendable {
         }
     }
 
+    /// The fingerprint of record `id` as the store holds it now (``RecordFingerprint``; 0:
+    /// no record).
+    package func fingerprint(of id: RecordID) throws -> UInt64 {
+        try withBody(of: id, RecordFingerprint.of) ?? 0
+    }
+
     /// The record with `id` and its version, read together, or nil if it does not exist.
     /// The version is the sequence number of the transaction that last changed the
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
