@@ -97,8 +97,9 @@ extension Context {
     /// the new version, and its save is no conflict; otherwise it keeps its old version,
     /// and its save conflicts for the merge policy to resolve. A relationship changed
     /// there takes the other side's edits in meanwhile all the same (a to-many list keeps
-    /// its own edits too): the lists of this context agree with their inverses, which
-    /// other objects read anew, until the save resolves the conflict.
+    /// its own edits too), and stands on the store's value: the lists of this context agree
+    /// with their inverses, which other objects read anew, until the save resolves the
+    /// conflict with the edits made here alone.
     private func mergeIntoChanged(_ object: ManagedObject) {
         guard object.exists, object.inStore, let base = object.base,
               let (stored, version) = try? sourceValues(for: object.recordID) else { return }
@@ -118,6 +119,9 @@ extension Context {
                 } else {
                     continue
                 }
+                // (The base takes the store's list too: what differs from it is this
+                // context's own edits, which the save's conflict resolution weighs.)
+                newBase[slot] = stored[slot]
                 if !Value.same(taken, values[slot]) {
                     values[slot] = taken
                     refreshed.append(slot)
