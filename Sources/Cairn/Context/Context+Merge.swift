@@ -95,40 +95,14 @@ extension Context {
     /// Data's merge does. If nothing changed there clashes with a change here (the same
     /// attribute, or any relationship, changed on both sides), the object now stands on
     /// the new version, and its save is no conflict; otherwise it keeps its old version,
-    /// and its save conflicts for the merge policy to resolve. A relationship changed
-    /// there takes the other side's edits in meanwhile all the same (a to-many list keeps
-    /// its own edits too), and stands on the store's value: the lists of this context agree
-    /// with their inverses, which other objects read anew, until the save resolves the
-    /// conflict with the edits made here alone.
+    /// and its save conflicts for the merge policy to resolve.
     private func mergeIntoChanged(_ object: ManagedObject) {
         guard object.exists, object.inStore, let base = object.base,
               let (stored, version) = try? sourceValues(for: object.recordID) else { return }
         let attributes = object.entity.attributes.count
         var values = object.values, newBase = base, clash = false, refreshed: [Int] = []
         for slot in values.indices where slot < base.count && slot < stored.count && !Value.same(stored[slot], base[slot]) {
-            let changedHere = !Value.same(values[slot], base[slot])
-            if slot >= attributes {
-                clash = true
-                // (Not the objects deleted here: their delete took them out of every list.)
-                let deletedHere = { (raw: UInt64) in self.registered[RecordID(rawValue: raw)].map { !$0.exists } ?? false }
-                let taken: Value
-                if object.entity.relationships[slot - attributes].isToMany {
-                    taken = Self.mergedReferences(read: base[slot], child: values[slot], parent: stored[slot], dropping: deletedHere)
-                } else if !changedHere {
-                    taken = stored[slot].referencedIDs.first.map { deletedHere($0) ? .null : .reference($0) } ?? .null
-                } else {
-                    continue
-                }
-                // (The base takes the store's list too: what differs from it is this
-                // context's own edits, which the save's conflict resolution weighs.)
-                newBase[slot] = stored[slot]
-                if !Value.same(taken, values[slot]) {
-                    values[slot] = taken
-                    refreshed.append(slot)
-                }
-                continue
-            }
-            if changedHere {
+            if slot >= attributes || !Value.same(values[slot], base[slot]) {
                 clash = true
                 continue
             }
