@@ -57,23 +57,30 @@ extension Store {
     /// opens every file for reading only, and changes no byte and no file. It may run
     /// while a writer in another process holds the store: when a compaction retires the
     /// files the manifest named between the reads of the manifest and of the files, the
-    /// open reads the new manifest and starts again (FORMAT.md §13).
+    /// open reads the new manifest and starts again (FORMAT.md §13), as it does when it
+    /// finds the log damaged while a writer took or left the store.
     private static func openReader(at path: String, schema: Schema?, fileSystem fs: any FileSystem,
                                    options: StoreOptions) throws -> Store {
         let manifestPath = joinPath(path, StoreFileName.manifest)
         guard fs.exists(manifestPath) else {
             throw CairnError(.notFound, "no store at \(path) (no MANIFEST)", path: fs.isDirectory(path) ? manifestPath : path)
         }
+        let lockPath = joinPath(path, StoreFileName.lock)
         var attempts = 0
         while true {
             let before = try readManifest(in: path, fileSystem: fs)
+            let holder = fs.lockHolder(lockPath)
             do {
                 return try checkingSchema(schema, of: try openExisting(at: path, options: options, lock: NoLock()))
             } catch {
                 attempts += 1
                 // Files gone from under the open are a compaction's doing only if the
-                // manifest changed meanwhile; anything else is the store's state.
-                guard attempts < 16, let after = try? readManifest(in: path, fileSystem: fs), after != before else { throw error }
+                // manifest changed meanwhile. A log judged damaged while a writer took or
+                // left the store meanwhile was being written (a writer's recovery rewrites
+                // the tail a crash left): it is read again. Anything else is the store's state.
+                let manifestChanged = (try? readManifest(in: path, fileSystem: fs)).map { $0 != before } ?? false
+                let writerChanged = (error as? CairnError)?.code == .corrupt && fs.lockHolder(lockPath) != holder
+                guard attempts < 16, manifestChanged || writerChanged else { throw error }
             }
         }
     }
