@@ -68,15 +68,6 @@ extension Context {
             }
             for raw in raws {
                 if let target = registered[RecordID(rawValue: raw)], !target.exists {
-                    // A link the target's delete nullifies that came from the store after
-                    // it (another save, merged here, linked the record this context
-                    // deletes): dropped, as the delete rule would have. A link made here
-                    // to a deleted object is the app's mistake, reported.
-                    let slot = entity.attributes.count + offset
-                    if let inverse = relationship.inverse, target.entity.relationships.first(where: { $0.name == inverse })?.deleteRule == .nullify,
-                       dropStoredLinksToDeleted(of: object, slot: slot) {
-                        break
-                    }
                     failures.append(naming(CairnError(.validation,
                         "\(label()): relationship '\(relationship.name)' points at deleted \(target.entity.name) \(target.recordID)"),
                         object, key: relationship.name))
@@ -85,30 +76,6 @@ extension Context {
             }
         }
         return failures
-    }
-
-    /// Takes the objects deleted here out of the relationship in `slot` of `object`, if
-    /// every one of them was linked in the store's values it stands on (its base); returns
-    /// whether it did.
-    private func dropStoredLinksToDeleted(of object: ManagedObject, slot: Int) -> Bool {
-        guard let base = object.base, slot < base.count else { return false }
-        let stored = Set(base[slot].referencedIDs)
-        let value = object.values[slot]
-        var kept: [UInt64] = []
-        for raw in value.referencedIDs {
-            if let target = registered[RecordID(rawValue: raw)], !target.exists {
-                guard stored.contains(raw) else { return false }
-                continue
-            }
-            kept.append(raw)
-        }
-        changeGeneration &+= 1
-        if case .references = value {
-            object.setValue(.references(kept), at: slot)
-        } else {
-            object.setValue(kept.first.map { .reference($0) } ?? .null, at: slot)
-        }
-        return true
     }
 
     private func denyFailures(_ object: ManagedObject, _ label: () -> String) -> [CairnError] {
