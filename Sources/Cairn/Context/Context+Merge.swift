@@ -37,7 +37,6 @@ extension Context {
     /// A context pinned to a query generation moves to the newest committed state first
     /// (see ``setQueryGenerationFrom(_:)``).
     public func processExternalChanges() {
-        if readsThePast { return }
         if pinnedGeneration != nil { return moveGenerationToNewest() }
         guard inbox.hasPending else { return }
         defer { processPendingChanges() }

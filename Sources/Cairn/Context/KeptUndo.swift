@@ -61,6 +61,27 @@ package enum KeptUndoCoding {
         case whole(values: [Value], exists: Bool, isRegistered: Bool)
         case inserted(slot: Int, raw: UInt64, index: Int)
         case removed(slot: Int, raw: UInt64, index: Int)
+
+        /// An undo record as kept; nil for a transient property's, which is not kept.
+        init?(_ recorded: UndoStack.Recorded) {
+            switch recorded {
+            case .value(let slot, let value): self = .value(slot: slot, value)
+            case .whole(let values, let exists, let isRegistered): self = .whole(values: values, exists: exists, isRegistered: isRegistered)
+            case .inserted(let slot, let raw, let index): self = .inserted(slot: slot, raw: raw, index: index)
+            case .removed(let slot, let raw, let index): self = .removed(slot: slot, raw: raw, index: index)
+            case .transient: return nil
+            }
+        }
+
+        /// The undo record it stands for.
+        var undoRecorded: UndoStack.Recorded {
+            switch self {
+            case .value(let slot, let value): .value(slot: slot, value)
+            case .whole(let values, let exists, let isRegistered): .whole(values: values, exists: exists, isRegistered: isRegistered)
+            case .inserted(let slot, let raw, let index): .inserted(slot: slot, raw: raw, index: index)
+            case .removed(let slot, let raw, let index): .removed(slot: slot, raw: raw, index: index)
+            }
+        }
     }
 
     package struct Stacks: Equatable {
@@ -211,13 +232,19 @@ extension Context {
                 throw CairnError(.invalidArgument, "the kept undo names record \(id), of an entity this store no longer has")
             }
             _ = try load(object)
-            let restored: UndoStack.Recorded
+            // (Checked against the entity as it is now: a kept record that does not fit it
+            // is damage, not something to put back.)
+            let width = object.entity.attributes.count + object.entity.relationships.count
+            let fits: Bool
             switch recorded {
-            case .value(let slot, let value): restored = .value(slot: slot, value)
-            case .whole(let values, let exists, let isRegistered): restored = .whole(values: values, exists: exists, isRegistered: isRegistered)
-            case .inserted(let slot, let raw, let index): restored = .inserted(slot: slot, raw: raw, index: index)
-            case .removed(let slot, let raw, let index): restored = .removed(slot: slot, raw: raw, index: index)
+            case .value(let slot, _): fits = slot < width
+            case .whole(let values, _, _): fits = values.count == width
+            case .inserted(let slot, _, _), .removed(let slot, _, _): fits = slot >= object.entity.attributes.count && slot < width
             }
+            guard fits else {
+                throw CairnError(.corrupt, "the kept undo's record of \(object.entity.name) \(id) does not fit the entity's \(width) properties")
+            }
+            let restored = recorded.undoRecorded
             records.append(UndoStack.Record(object: object, recorded: restored))
         }
         return (group.name, records)
@@ -233,15 +260,7 @@ extension Context {
         func groups(_ list: [(name: String?, records: [UndoStack.Record])]) -> [KeptUndoCoding.Group] {
             list.map { group in
                 KeptUndoCoding.Group(name: group.name, records: group.records.compactMap { record in
-                    let recorded: KeptUndoCoding.Recorded
-                    switch record.recorded {
-                    case .value(let slot, let value): recorded = .value(slot: slot, value)
-                    case .whole(let values, let exists, let isRegistered): recorded = .whole(values: values, exists: exists, isRegistered: isRegistered)
-                    case .inserted(let slot, let raw, let index): recorded = .inserted(slot: slot, raw: raw, index: index)
-                    case .removed(let slot, let raw, let index): recorded = .removed(slot: slot, raw: raw, index: index)
-                    case .transient: return nil
-                    }
-                    return (record.object.recordID, recorded)
+                    KeptUndoCoding.Recorded(record.recorded).map { (record.object.recordID, $0) }
                 })
             }
         }

@@ -258,10 +258,24 @@ import Testing
         let fresh = Context(coordinator: coordinator, model: model)
         let error = #expect(throws: CairnError.self) { try fresh.keepUndo(named: "bad") }
         #expect(error?.code == .corrupt && error?.message.contains("'bad'") == true)
+        // Stacks that decode but do not fit the entity (a whole state of one value).
+        let ann = Person(context: fresh)
+        ann.username = "ann"
+        try fresh.save()
+        let misfit = KeptUndoCoding.Stacks(expected: [:], undo: [KeptUndoCoding.Group(name: "x", records: [
+            (ann.objectID.recordID, .whole(values: [.string("ann")], exists: true, isRegistered: true)),
+        ])], redo: [])
+        let other = try coordinator.allocateID(entity: entity.number)
+        try coordinator.commitQueue([.put(other, [.string(KeptUndoCoding.queuePrefix + "misfit"), .int64(0),
+                                                  .archived(Data(KeptUndoCoding.encode(misfit)))])], durability: .durable)
+        let misfitError = #expect(throws: CairnError.self) { try Self.stack(coordinator, model).keepUndo(named: "misfit") }
+        #expect(misfitError?.code == .corrupt, "\(String(describing: misfitError))")
         let container = try Container(entities: [Person.self], storage: .inMemory)
         #expect(throws: CairnError.self) { _ = try container.queue(named: "\u{0}undo:x", of: String.self) }
         try coordinator.close()
     }
+
+    static func stack(_ coordinator: Coordinator, _ model: Model) -> Context { Context(coordinator: coordinator, model: model) }
 
     @Test func theStacksRoundTrip() throws {
         let stacks = KeptUndoCoding.Stacks(
