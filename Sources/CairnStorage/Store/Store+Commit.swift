@@ -373,8 +373,10 @@ extension Store {
                     // Checked by the committer against this very state (nothing committed
                     // since, before it or in this batch), and with no later ticket in the
                     // batch to claim against it, it is not checked again.
-                    let current = ticket.uniquenessCheckedAt == sequence && index == batch.count - 1
-                    if !uniqueness.isEmpty, ticket.checksUniqueness, !current, let conflict = try uniquenessConflict(ticket.operations, groups: uniqueness, batch: &claims) {
+                    let last = index == batch.count - 1
+                    let current = ticket.uniquenessCheckedAt == sequence && last
+                    if !uniqueness.isEmpty, ticket.checksUniqueness, !current,
+                       let conflict = try uniquenessConflict(ticket.operations, groups: uniqueness, batch: &claims, later: !last) {
                         outcomes[index] = .failed(conflict)
                         continue
                     }

@@ -25,10 +25,12 @@ extension Store {
     /// The conflict, if a put of `operations` claims unique values another record holds:
     /// one in the store (not changed by this ticket or an earlier one of the batch), one
     /// an earlier ticket of the batch wrote, or another put of the same ticket. Otherwise
-    /// records the ticket's claims in `batch` and returns nil.
-    package func uniquenessConflict(_ operations: [RecordOperation], groups: [UInt16: [[Int]]], batch: inout BatchClaims) throws -> CairnError? {
+    /// records the ticket's claims in `batch`, for the tickets after it (`later`), and
+    /// returns nil.
+    package func uniquenessConflict(_ operations: [RecordOperation], groups: [UInt16: [[Int]]], batch: inout BatchClaims,
+                                    later: Bool) throws -> CairnError? {
         guard operations.contains(where: { groups[$0.id.entity] != nil }) else {
-            for operation in operations { batch.touched.insert(operation.id.rawValue) }
+            if later { for operation in operations { batch.touched.insert(operation.id.rawValue) } }
             return nil
         }
         let mine = Set(operations.map(\.id.rawValue))
@@ -63,8 +65,10 @@ extension Store {
                 claims[key] = id
             }
         }
-        batch.claims.merge(claims) { _, new in new }
-        batch.touched.formUnion(mine)
+        if later {
+            batch.claims.merge(claims) { _, new in new }
+            batch.touched.formUnion(mine)
+        }
         return nil
     }
 }
