@@ -95,10 +95,12 @@ func runScalingStep(_ step: ScalingStep, count: Int, directory: String) throws -
     }
 }
 
-/// `cairn-bench --scaling [MAX]`: the scaling table at 10k, 100k, 1M and MAX records (10M
-/// unless given), one child process per step, printed as a table with each step's cost
-/// per record and peak resident set.
-func runScaling(maximum: Int) throws {
+/// `cairn-bench --scaling [MAX] [--json FILE]`: the scaling table at 10k, 100k, 1M and MAX
+/// records (10M unless given), one child process per step, printed as a table with each
+/// step's cost per record and peak resident set; with `--json`, each step's time and peak
+/// resident set also written to FILE, for `--charts`.
+func runScaling(maximum: Int, json: String? = nil) throws {
+    var records: [ScalingRecord] = []
     let sizes = [10_000, 100_000, 1_000_000, 10_000_000].filter { $0 < maximum } + [maximum]
     print("scaling: one entity of three attributes (an indexed Int64, a String, a Double); each step in a fresh process")
     print("import: batchInsert in transactions of 100k, durable, automatic compaction, then a clean close; open: open plus one lookup by the indexed key")
@@ -128,6 +130,11 @@ func runScaling(maximum: Int) throws {
         func mb(_ m: Measurement?) -> String { f((m?.extra["peakRSS"] ?? 0) / 1_048_576, 0) + " MB" }
         let imported = results[.importRecords], opened = results[.openAndLookup], scanned = results[.scan]
         let compacted = results[.compact], reopened = results[.openCompacted], afterKill = results[.openAfterKill]
+        for step in ScalingStep.allCases where step != .importKilled {
+            guard let measured = results[step] else { continue }
+            records.append(ScalingRecord(records: size, step: step.rawValue, seconds: measured.seconds,
+                                         peakRSSBytes: measured.extra["peakRSS"] ?? 0))
+        }
         let perRecord = { (m: Measurement?, unit: Double) in f((m?.seconds ?? 0) / Double(size) * unit, 2) }
         print(row([String(size), f((imported?.extra["logBytes"] ?? 0) / 1_048_576, 1) + " MB",
                f(imported?.seconds ?? 0, 3), perRecord(imported, 1e6), mb(imported),
@@ -136,6 +143,11 @@ func runScaling(maximum: Int) throws {
                f(compacted?.seconds ?? 0, 3), perRecord(compacted, 1e6), mb(compacted),
                f((reopened?.seconds ?? 0) * 1000, 1), mb(reopened),
                f((afterKill?.seconds ?? 0) * 1000, 1), mb(afterKill)]))
+    }
+    if let json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try encoder.encode(records).write(to: URL(fileURLWithPath: json))
     }
 }
 

@@ -9,7 +9,8 @@ import Glibc
 ///     swift run -c release --package-path Benchmarks cairn-bench [--scale small|full] [--only NAME] [--reps N] [--json FILE]
 ///     swift run -c release --package-path Benchmarks cairn-bench --phases [N]   (see Phases.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --undo-cost [N]   (see UndoCost.swift)
-///     swift run -c release --package-path Benchmarks cairn-bench --scaling [MAX]   (see Scaling.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --scaling [MAX] [--json FILE]   (see Scaling.swift)
+///     swift run -c release --package-path Benchmarks cairn-bench --charts RESULTS_JSON SCALING_JSON DIR   (see Charts.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --readers [N]   (see Readers.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --generations [N]   (see Generations.swift)
 ///     swift run -c release --package-path Benchmarks cairn-bench --history [N]   (see HistoryRead.swift)
@@ -42,10 +43,26 @@ if arguments.first == "--undo-cost" {
 
 if arguments.first == "--scaling" {
     do {
-        try runScaling(maximum: Int(arguments.dropFirst().first ?? "") ?? 10_000_000)
+        let rest = Array(arguments.dropFirst())
+        let json = rest.firstIndex(of: "--json").flatMap { $0 + 1 < rest.count ? rest[$0 + 1] : nil }
+        try runScaling(maximum: Int(rest.first ?? "") ?? 10_000_000, json: json)
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("cairn-bench --scaling: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
+if arguments.first == "--charts" {
+    guard arguments.count == 4 else {
+        FileHandle.standardError.write(Data("usage: cairn-bench --charts RESULTS_JSON SCALING_JSON DIRECTORY\n".utf8))
+        exit(2)
+    }
+    do {
+        try runCharts(results: arguments[1], scaling: arguments[2], directory: arguments[3])
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cairn-bench --charts: \(error)\n".utf8))
         exit(1)
     }
 }
