@@ -206,6 +206,38 @@ extension Context {
         }
     }
 
+    /// Whether `object`, deleted here, may have a partner its delete rules missed, which
+    /// still points back at it in the store: a partner it was related to as read (through
+    /// a relationship with an inverse and a nullify or cascade rule) that this save neither
+    /// deletes nor changes. A delete reaches the partners as this context has them when it
+    /// is made; a partner with changes here whose list another save changed keeps its own
+    /// list until its save, and if it then loses its changes (or never named the deleted
+    /// object here), it reads the store's list again, naming the deleted object, which the
+    /// save would leave pointing at nothing.
+    func mayHaveStrayPartners(_ object: ManagedObject) -> Bool {
+        let relationships = object.entity.relationships
+        guard !relationships.isEmpty else { return false }
+        let read = object.base ?? object.values
+        let attributes = object.entity.attributes.count
+        for (offset, relationship) in relationships.enumerated() where relationship.inverse != nil
+            && (relationship.deleteRule == .nullify || relationship.deleteRule == .cascade) && attributes + offset < read.count {
+            let stray = read[attributes + offset].referencedIDs.contains { raw in
+                guard let partner = registered[RecordID(rawValue: raw)] else { return true }
+                return partner.exists && !partner.hasUnsavedChanges
+            }
+            if stray { return true }
+        }
+        return false
+    }
+
+    /// Applies the delete rules of `objects` (deleted here, see ``mayHaveStrayPartners(_:)``)
+    /// again, inside an undo group, to their partners as the store has them now.
+    func settleStrayPartners(of objects: [ManagedObject]) {
+        undoManager.withGroup(in: self) {
+            for object in objects { releaseAll(ofDeleted: object, formerly: Self.relationshipTargets(of: object, nil)) }
+        }
+    }
+
     /// A delete that stands after a merge (inside an undo group): its delete rules reach
     /// the records related to it here or in the store that still point back at it (not one
     /// this context moved elsewhere). A `deny` relationship keeps its live targets, for

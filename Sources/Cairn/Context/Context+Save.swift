@@ -62,7 +62,10 @@ extension Context {
     ///
     /// - Returns: the objects with changes, in ID order, and their save items (nil unless
     ///   `preparing`).
-    private func validateChanges(preparing: Bool) throws -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?) {
+    ///
+    /// A save into the store first settles the partners its deletes may have missed (see
+    /// ``mayHaveStrayPartners(_:)``), then validates again.
+    private func validateChanges(preparing: Bool, settling: Bool = true) throws -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?) {
         // A copy: a validation hook may change the set, and the places stay those of this one.
         let pending = dirty
         var changed: [ManagedObject] = []
@@ -72,8 +75,10 @@ extension Context {
         if preparing { items.reserveCapacity(pending.count) }
         // Every failure is collected, so that a form can mark every invalid field at once.
         var failures: [CairnError] = []
+        var strays: [ManagedObject] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
+            if preparing && settling && object.isDeletedHere && mayHaveStrayPartners(object) { strays.append(object) }
             if !object.layout.derivations.isEmpty, object.exists {
                 undoManager.withGroup(in: self) { updateDerivations(of: object) }
             }
@@ -81,6 +86,10 @@ extension Context {
             guard found.isEmpty else { failures += found; return }
             changed.append(object)
             if preparing && failures.isEmpty { items.append(try saveItem(for: object, preparer: &preparer)) }
+        }
+        if !strays.isEmpty {
+            settleStrayPartners(of: strays)
+            return try validateChanges(preparing: preparing, settling: false)
         }
         if !failures.isEmpty { throw CairnError.validationFailed(failures) }
         return (changed, preparing ? items : nil)

@@ -67,7 +67,8 @@ extension Context {
                                        object, key: relationship.name))
             }
             for raw in raws {
-                if let target = registered[RecordID(rawValue: raw)], !target.exists {
+                if let target = registered[RecordID(rawValue: raw)], !target.exists,
+                   !linkAwaitsMerge(object, slot: entity.attributes.count + offset, to: target) {
                     failures.append(naming(CairnError(.validation,
                         "\(label()): relationship '\(relationship.name)' points at deleted \(target.entity.name) \(target.recordID)"),
                         object, key: relationship.name))
@@ -76,6 +77,20 @@ extension Context {
             }
         }
         return failures
+    }
+
+    /// Whether the link in `slot` of `object` to `target`, an object deleted here, is one
+    /// the store made (it was there when `object` was read) that another save may have
+    /// made or undone meanwhile: the store changed `object`'s record, or `target`'s, after
+    /// this context read it. The save then conflicts, and the merge by the policy settles
+    /// the link (or the save fails as a conflict); the validation after the merge refuses
+    /// it if it stays. (A merge keeps a changed object's list as it is here until its
+    /// save, and an object read after another save moved `target` to it names `target`.)
+    private func linkAwaitsMerge(_ object: ManagedObject, slot: Int, to target: ManagedObject) -> Bool {
+        guard parent == nil, object.inStore, let base = object.base, slot < base.count,
+              base[slot].referencedIDs.contains(target.recordID.rawValue) else { return false }
+        return coordinator.version(of: object.recordID) != object.baseVersion
+            || (target.inStore && coordinator.version(of: target.recordID) != target.baseVersion)
     }
 
     private func denyFailures(_ object: ManagedObject, _ label: () -> String) -> [CairnError] {

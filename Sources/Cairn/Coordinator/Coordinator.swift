@@ -177,14 +177,15 @@ public final class Coordinator: Sendable {
         var expected: [ExpectedVersion] = []
         expected.reserveCapacity(items.reduce(0) { $0 + ($1.kind == .insert ? 0 : 1) })
         // Built only if a saved entity has relationships to check.
-        var saved: (deleted: Set<RecordID>, inserted: Set<RecordID>)?
+        var saved: (deleted: [RecordID: UInt64], inserted: Set<RecordID>)?
         // Items are read in place, field by field: `for item in items` would copy each whole
         // item (retaining its values, key names and encoded body, then releasing them).
         try items.withUnsafeBufferPointer { items in
             for index in items.indices {
                 let id = items[index].id, kind = items[index].kind
                 if kind != .delete, entitiesByNumber[id.entity]?.relationships.isEmpty != true {
-                    let sets = saved ?? (Set(items.filter { $0.kind == .delete }.map(\.id)), Set(items.filter { $0.kind == .insert }.map(\.id)))
+                    let sets = saved ?? (Dictionary(items.filter { $0.kind == .delete }.map { ($0.id, $0.baseVersion) }) { first, _ in first },
+                                         Set(items.filter { $0.kind == .insert }.map(\.id)))
                     saved = sets
                     try checkReferences(of: items[index], deleted: sets.deleted, inserted: sets.inserted)
                 }
@@ -275,7 +276,10 @@ public final class Coordinator: Sendable {
     }
 
     /// Every reference of a saved record must name a record that exists after the save.
-    private func checkReferences(of item: SaveItem, deleted: Set<RecordID>, inserted: Set<RecordID>) throws {
+    /// Each reference of `item` names a record that exists after the save: one in the
+    /// store that the save does not delete (`deleted`: each with the version its delete
+    /// expects), or one it inserts.
+    private func checkReferences(of item: SaveItem, deleted: [RecordID: UInt64], inserted: Set<RecordID>) throws {
         guard let entity = entitiesByNumber[item.id.entity] else {
             throw CairnError(.invalidArgument, "\(item.id) belongs to no entity of the model")
         }
@@ -284,13 +288,22 @@ public final class Coordinator: Sendable {
             let targets = value.referencedIDs
             for raw in targets {
                 let target = RecordID(rawValue: raw)
-                let exists = !deleted.contains(target) && (inserted.contains(target) || store.contains(target))
+                let deletedVersion = deleted[target]
+                let exists = deletedVersion == nil && (inserted.contains(target) || store.contains(target))
                 guard exists else {
                     // A record deleted by a concurrent save (it has a version: it changed since
                     // the store opened) is a conflict for the merge policy, not a mistake.
-                    if !deleted.contains(target), store.version(of: target) != 0 {
+                    if deletedVersion == nil, store.version(of: target) != 0 {
                         throw CairnError(.conflict,
                                          "\(entity.name) \(item.id): relationship '\(relationship.name)' points at \(target), which a concurrent save deleted")
+                    }
+                    // A link to a record this save deletes, where another save changed either
+                    // record since it was read (and may have made or undone the link): the
+                    // commit would conflict, and the merge by the policy settles the link.
+                    if let deletedVersion, store.version(of: target) != deletedVersion
+                        || (item.kind == .update && store.version(of: item.id) != item.baseVersion) {
+                        throw CairnError(.conflict,
+                                         "\(entity.name) \(item.id): relationship '\(relationship.name)' points at \(target), which this save deletes, and a concurrent save changed one of them")
                     }
                     throw CairnError(.validation,
                                      "\(entity.name) \(item.id): relationship '\(relationship.name)' points at \(target), which does not exist")
