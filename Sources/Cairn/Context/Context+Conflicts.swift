@@ -209,11 +209,14 @@ extension Context {
     /// Whether `object`, deleted here, may have a partner its delete rules missed, which
     /// still points back at it in the store: a partner it was related to as read (through
     /// a relationship with an inverse and a nullify or cascade rule) that this save neither
-    /// deletes nor changes. A delete reaches the partners as this context has them when it
-    /// is made; a partner with changes here whose list another save changed keeps its own
-    /// list until its save, and if it then loses its changes (or never named the deleted
-    /// object here), it reads the store's list again, naming the deleted object, which the
-    /// save would leave pointing at nothing.
+    /// deletes nor changes. Asked just before each commit attempt, once upserts and merges
+    /// (which may take a partner's changes away) have settled what the save holds.
+    ///
+    /// A delete reaches the partners as this context has them when it is made; a partner
+    /// with changes here whose list another save changed keeps its own list until its
+    /// save, and if it then loses its changes (or never named the deleted object here), it
+    /// reads the store's list again, naming the deleted object, which the save would leave
+    /// pointing at nothing.
     func mayHaveStrayPartners(_ object: ManagedObject) -> Bool {
         let relationships = object.entity.relationships
         guard !relationships.isEmpty else { return false }

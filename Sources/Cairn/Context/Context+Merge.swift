@@ -50,6 +50,8 @@ extension Context {
             for id in changes.deleted where forgetDeleted(id.recordID) { forgotten.insert(id.recordID.rawValue) }
             dropReferences(to: forgotten)
             for id in changes.updated.keys { refreshUpdated(id.recordID) }
+            // (A record inserted again under an ID this context found gone: see `refreshUpdated`.)
+            for id in changes.inserted { refreshUpdated(id.recordID) }
             onExternalChanges?(changes)
         }
     }
@@ -73,7 +75,10 @@ extension Context {
     /// Takes the records `raws`, deleted elsewhere and gone here, out of the relationships
     /// of the objects with unsaved changes, as the delete took them out of the stored
     /// records: the other objects re-read theirs, but a changed object keeps its values
-    /// until its save, and its save failed on a list still naming a deleted record.
+    /// until its save, and its save failed on a list still naming a deleted record. They
+    /// leave the values as read too: the store dropped them, not this context, and a merge
+    /// policy that later meets them in the store again (a save that brought one back)
+    /// must not take their absence here for an edit.
     func dropReferences(to raws: Set<UInt64>) {
         guard !raws.isEmpty else { return }
         for (_, object) in dirty where object.exists && !object.isFault && object.hasUnsavedChanges {
@@ -82,9 +87,15 @@ extension Context {
                 let value = object.values[slot]
                 let targets = value.referencedIDs
                 guard targets.contains(where: raws.contains) else { continue }
+                let isToMany = object.entity.relationships[slot - attributes].isToMany
                 let kept = targets.filter { !raws.contains($0) }
                 changeGeneration &+= 1
-                object.setValue(object.entity.relationships[slot - attributes].isToMany ? .references(kept) : .null, at: slot)
+                object.setValue(isToMany ? .references(kept) : .null, at: slot)
+                if var base = object.base, slot < base.count, base[slot].referencedIDs.contains(where: raws.contains) {
+                    let read = base[slot].referencedIDs.filter { !raws.contains($0) }
+                    base[slot] = isToMany ? .references(read) : .null
+                    object.base = base
+                }
             }
         }
     }
@@ -124,9 +135,23 @@ extension Context {
     /// read for it and, if loaded and without unsaved changes, reads the new values: at
     /// once if observed, telling the observers of the properties that changed only, else
     /// as a fault, on its next read.
+    ///
+    /// An object a read found gone (its record deleted elsewhere, see
+    /// ``ManagedObject/markGone()``) whose record another save brought back (a merge policy
+    /// that saves a changed object deleted elsewhere again, under the same ID) exists again,
+    /// as a fault: a fetch that finds the record hands it out, and it must take writes.
     func refreshUpdated(_ id: RecordID) {
         guard let object = registered[id] else { return }
         object.prefetched = nil
+        if !object.exists && !object.inStore && dirty[id] == nil {
+            changeGeneration &+= 1
+            relatedListsChanged()
+            object.inStore = true
+            object.exists = true
+            object.isFault = true
+            object.values = []
+            return
+        }
         guard !object.isFault else { return }
         if object.hasUnsavedChanges {
             mergeIntoChanged(object)

@@ -18,7 +18,7 @@ extension Context {
         try throwDeferredError()
         try throwRefusedWrite()
         let generation = changeGeneration
-        var (changed, items) = try validateChanges(preparing: parent == nil)
+        var (changed, items, deletions) = try validateChanges(preparing: parent == nil)
         guard !changed.isEmpty else {
             clearChanges(saved: 0)
             return
@@ -27,6 +27,7 @@ extension Context {
         if changeGeneration != generation {
             changed = objectsToSave()
             items = nil
+            deletions = nil
         }
         let saved: ChangeSet?
         if let parent {
@@ -35,7 +36,7 @@ extension Context {
             parent.processPendingChanges()
         } else {
             try refuseWritesToThePast()
-            saved = try saveToStore(changed, prepared: items, durability: durability)
+            saved = try saveToStore(changed, prepared: items, deletions: deletions, durability: durability)
             // A pinned context reads on at the state just after its save.
             moveGenerationToNewest()
         }
@@ -60,12 +61,10 @@ extension Context {
     /// each separate pass over the objects (finding the changed ones, sorting, validating,
     /// encoding) missed the cache again on every object.
     ///
-    /// - Returns: the objects with changes, in ID order, and their save items (nil unless
-    ///   `preparing`).
-    ///
-    /// A save into the store first settles the partners its deletes may have missed (see
-    /// ``mayHaveStrayPartners(_:)``), then validates again.
-    private func validateChanges(preparing: Bool, settling: Bool = true) throws -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?) {
+    /// - Returns: the objects with changes, in ID order, their save items and the deleted
+    ///   ones among them that have relationships (nil unless `preparing`).
+    private func validateChanges(preparing: Bool) throws
+        -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?, deletions: [ManagedObject]?) {
         // A copy: a validation hook may change the set, and the places stay those of this one.
         let pending = dirty
         var changed: [ManagedObject] = []
@@ -75,10 +74,10 @@ extension Context {
         if preparing { items.reserveCapacity(pending.count) }
         // Every failure is collected, so that a form can mark every invalid field at once.
         var failures: [CairnError] = []
-        var strays: [ManagedObject] = []
+        var deletions: [ManagedObject] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
-            if preparing && settling && object.isDeletedHere && mayHaveStrayPartners(object) { strays.append(object) }
+            if preparing && object.isDeletedHere && !object.entity.relationships.isEmpty { deletions.append(object) }
             if !object.layout.derivations.isEmpty, object.exists {
                 undoManager.withGroup(in: self) { updateDerivations(of: object) }
             }
@@ -87,20 +86,18 @@ extension Context {
             changed.append(object)
             if preparing && failures.isEmpty { items.append(try saveItem(for: object, preparer: &preparer)) }
         }
-        if !strays.isEmpty {
-            settleStrayPartners(of: strays)
-            return try validateChanges(preparing: preparing, settling: false)
-        }
         if !failures.isEmpty { throw CairnError.validationFailed(failures) }
-        return (changed, preparing ? items : nil)
+        return (changed, preparing ? items : nil, preparing ? deletions : nil)
     }
 
     // MARK: Root save
 
     /// Commits `validated` (the changed objects) as one store transaction, resolving
-    /// conflicts by the merge policy and retrying. `prepared` are their items, if made.
+    /// conflicts by the merge policy and retrying. `prepared` are their items, if made,
+    /// and `deletions` the deleted objects among them that have relationships, if known.
     /// Returns what the save changed if anyone listens for it (see ``onDidSave``).
-    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, durability: Durability?) throws -> ChangeSet? {
+    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, deletions: [ManagedObject]?,
+                             durability: Durability?) throws -> ChangeSet? {
         var changed = validated
         var prepared = prepared
         defer { repairReads = []; reinserted = [:] }
@@ -112,12 +109,23 @@ extension Context {
             try enforceUniqueness()
             // Conflict resolution and upserts (an adopted record changes the changed set,
             // which moves the generation) change what there is to save.
+            var deleted = deletions
             if attempt > 0 || changeGeneration != generation {
+                changed = objectsToSave()
+                prepared = nil
+                deleted = nil
+            }
+            // Just before the commit, when upserts and merges have settled what it saves: a
+            // delete whose rules missed a partner that still points back at it in the store
+            // takes them again (see ``mayHaveStrayPartners(_:)``).
+            let strays = (deleted ?? changed).filter { $0.isDeletedHere && mayHaveStrayPartners($0) }
+            if !strays.isEmpty {
+                settleStrayPartners(of: strays)
                 changed = objectsToSave()
                 prepared = nil
             }
             // A merge changed values the first validation saw: what it made is checked too.
-            if attempt > 0 {
+            if attempt > 0 || !strays.isEmpty {
                 let failures = inIDOrder(changed).flatMap(validationFailures(of:))
                 if !failures.isEmpty { throw CairnError.validationFailed(failures) }
             }

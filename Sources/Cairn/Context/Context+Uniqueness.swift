@@ -8,7 +8,9 @@ import Foundation
 /// the values — unless the merge policy says to upsert (as Core Data does):
 /// `.objectTrumps` / `.overwrite` keep the new values on the existing record,
 /// `.storeTrumps` / `.rollback` keep the existing record's values. Either way the new
-/// object takes the existing record's ID, and references to it follow.
+/// object takes the existing record's ID (or, when this context has changed its own object
+/// of the existing record, merges into that object and leaves the context), and
+/// references to it follow.
 extension Context {
     func enforceUniqueness() throws {
         guard coordinator.hasUniquenessConstraints else { return }
@@ -61,10 +63,13 @@ extension Context {
                 }
                 let provisional = object.recordID
                 let keepingNewValues = mergePolicy == .objectTrumps || mergePolicy == .overwrite
-                if let claimant {
-                    // Another object of this save claims the values (an insert, too, has no
-                    // stored values to adopt): the two become the first claimant.
-                    absorb(object, into: claimant, keepingNewValues: keepingNewValues)
+                // Another object of this save claims the values (an insert, too, has no
+                // stored values to adopt), or this context has changed the stored rival (its
+                // values here, not the store's, are the ones to keep): the two become one.
+                if let survivor = claimant ?? registered[rival].flatMap({ mine in
+                    mine !== object && mine.exists && !mine.isFault && mine.hasUnsavedChanges ? mine : nil
+                }) {
+                    absorb(object, into: survivor, keepingNewValues: keepingNewValues)
                     renamed[provisional.rawValue] = rival.rawValue
                     break
                 }
