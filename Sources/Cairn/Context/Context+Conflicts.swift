@@ -206,38 +206,66 @@ extension Context {
         }
     }
 
-    /// Whether `object`, deleted here, may have a partner its delete rules missed, which
-    /// still points back at it in the store: a partner it was related to as read (through
-    /// a relationship with an inverse and a nullify or cascade rule) that this save neither
-    /// deletes nor changes. Asked just before each commit attempt, once upserts and merges
-    /// (which may take a partner's changes away) have settled what the save holds.
+    /// Whether `object`, deleted or changed here, may have a partner that still points back
+    /// at it in the store after the save: a partner it was related to as read, and is not
+    /// now (every one, for a delete), through a relationship with an inverse (and, for a
+    /// delete, a nullify or cascade rule), that this save neither deletes nor changes.
+    /// Asked just before each commit attempt, once upserts and merges (which may take a
+    /// partner's changes away) have settled what the save holds.
     ///
-    /// A delete reaches the partners as this context has them when it is made; a partner
-    /// with changes here whose list another save changed keeps its own list until its
-    /// save, and if it then loses its changes (or never named the deleted object here), it
-    /// reads the store's list again, naming the deleted object, which the save would leave
-    /// pointing at nothing.
+    /// An edit reaches the partners as this context has them when it is made; a partner
+    /// this context read before another save linked it to `object` (or one with changes
+    /// here whose list another save changed, which keeps its own list until its save)
+    /// does not name `object` here, and the edit leaves it as it is, though the store's
+    /// list names `object`: the save would leave it pointing at a record that is gone, or
+    /// that points elsewhere.
     func mayHaveStrayPartners(_ object: ManagedObject) -> Bool {
-        let relationships = object.entity.relationships
-        guard !relationships.isEmpty else { return false }
-        let read = object.base ?? object.values
-        let attributes = object.entity.attributes.count
-        for (offset, relationship) in relationships.enumerated() where relationship.inverse != nil
-            && (relationship.deleteRule == .nullify || relationship.deleteRule == .cascade) && attributes + offset < read.count {
-            let stray = read[attributes + offset].referencedIDs.contains { raw in
-                guard let partner = registered[RecordID(rawValue: raw)] else { return true }
-                return partner.exists && !partner.hasUnsavedChanges
-            }
-            if stray { return true }
-        }
-        return false
+        !strayLinks(of: object, firstOnly: true).isEmpty
     }
 
-    /// Applies the delete rules of `objects` (deleted here, see ``mayHaveStrayPartners(_:)``)
-    /// again, inside an undo group, to their partners as the store has them now.
+    /// The relationships (by offset) and the partners as read that ``mayHaveStrayPartners(_:)``
+    /// finds, or the first of them.
+    private func strayLinks(of object: ManagedObject, firstOnly: Bool) -> [(offset: Int, raw: UInt64)] {
+        let relationships = object.entity.relationships
+        guard !relationships.isEmpty, object.inStore else { return [] }
+        let attributes = object.entity.attributes.count
+        let deleted = !object.exists
+        var found: [(offset: Int, raw: UInt64)] = []
+        for (offset, relationship) in relationships.enumerated() where relationship.inverse != nil
+            && (!deleted || relationship.deleteRule == .nullify || relationship.deleteRule == .cascade) {
+            let slot = attributes + offset
+            guard slot < object.values.count, deleted || !object.savedValueUnchanged(at: slot),
+                  let read = object.savedValue(at: slot)?.referencedIDs, !read.isEmpty else { continue }
+            let now = deleted ? [] : object.values[slot].referencedIDs
+            let kept = now.count > 8 ? Set(now) : nil
+            for raw in read where !(kept?.contains(raw) ?? now.contains(raw)) {
+                let partner = registered[RecordID(rawValue: raw)]
+                guard partner.map({ $0.exists && !$0.hasUnsavedChanges }) ?? true else { continue }
+                found.append((offset, raw))
+                if firstOnly { return found }
+            }
+        }
+        return found
+    }
+
+    /// Makes the partners ``mayHaveStrayPartners(_:)`` finds for `objects` let go of them,
+    /// inside an undo group, as the store has them now: a deleted object's delete rules
+    /// reach them again; a changed one's partners that still name it lose it.
     func settleStrayPartners(of objects: [ManagedObject]) {
         undoManager.withGroup(in: self) {
-            for object in objects { releaseAll(ofDeleted: object, formerly: Self.relationshipTargets(of: object, nil)) }
+            for object in objects {
+                guard object.exists else {
+                    releaseAll(ofDeleted: object, formerly: Self.relationshipTargets(of: object, nil))
+                    continue
+                }
+                let raw = object.recordID.rawValue
+                for (offset, partnerRaw) in strayLinks(of: object, firstOnly: false) {
+                    guard let inverse = object.entity.relationships[offset].inverse, let partner = liveCurrent(partnerRaw),
+                          let slot = partner.layout.index(of: inverse), slot < partner.values.count,
+                          partner.values[slot].referencedIDs.contains(raw) else { continue }
+                    unlink(partner, inverse, from: raw)
+                }
+            }
         }
     }
 

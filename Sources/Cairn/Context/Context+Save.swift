@@ -61,8 +61,9 @@ extension Context {
     /// each separate pass over the objects (finding the changed ones, sorting, validating,
     /// encoding) missed the cache again on every object.
     ///
-    /// - Returns: the objects with changes, in ID order, their save items and the deleted
-    ///   ones among them that have relationships (nil unless `preparing`).
+    /// - Returns: the objects with changes, in ID order, their save items, and those among
+    ///   them that may have let go of a partner: the stored ones deleted or with a changed
+    ///   relationship (nil unless `preparing`).
     private func validateChanges(preparing: Bool) throws
         -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?, deletions: [ManagedObject]?) {
         // A copy: a validation hook may change the set, and the places stay those of this one.
@@ -77,7 +78,7 @@ extension Context {
         var deletions: [ManagedObject] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
-            if preparing && object.isDeletedHere && !object.entity.relationships.isEmpty { deletions.append(object) }
+            if preparing && object.inStore && !object.entity.relationships.isEmpty && object.mayHaveLetGo { deletions.append(object) }
             if !object.layout.derivations.isEmpty, object.exists {
                 undoManager.withGroup(in: self) { updateDerivations(of: object) }
             }
@@ -94,7 +95,7 @@ extension Context {
 
     /// Commits `validated` (the changed objects) as one store transaction, resolving
     /// conflicts by the merge policy and retrying. `prepared` are their items, if made,
-    /// and `deletions` the deleted objects among them that have relationships, if known.
+    /// and `deletions` those among them that may have let go of a partner, if known.
     /// Returns what the save changed if anyone listens for it (see ``onDidSave``).
     private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, deletions: [ManagedObject]?,
                              durability: Durability?) throws -> ChangeSet? {
@@ -116,9 +117,9 @@ extension Context {
                 deleted = nil
             }
             // Just before the commit, when upserts and merges have settled what it saves: a
-            // delete whose rules missed a partner that still points back at it in the store
-            // takes them again (see ``mayHaveStrayPartners(_:)``).
-            let strays = (deleted ?? changed).filter { $0.isDeletedHere && mayHaveStrayPartners($0) }
+            // partner a delete or a change here missed, which still points back in the store,
+            // lets go (see ``mayHaveStrayPartners(_:)``).
+            let strays = (deleted ?? changed).filter { $0.inStore && $0.mayHaveLetGo && mayHaveStrayPartners($0) }
             if !strays.isEmpty {
                 settleStrayPartners(of: strays)
                 changed = objectsToSave()

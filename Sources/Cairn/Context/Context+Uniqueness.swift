@@ -57,12 +57,28 @@ extension Context {
                 }
                 guard let rival else { continue }
                 let values = zip(group, key).map { "\($0) = \($1)" }.joined(separator: ", ")
-                guard object.isInserted, [.objectTrumps, .overwrite, .storeTrumps, .rollback].contains(mergePolicy) else {
+                let upserts = [.objectTrumps, .overwrite, .storeTrumps, .rollback].contains(mergePolicy)
+                let keepingNewValues = mergePolicy == .objectTrumps || mergePolicy == .overwrite
+                // A stored object after a new one that claimed its values first (in ID order):
+                // the new one upserts onto it.
+                if upserts, !object.isInserted, let claimant, claimant.isInserted {
+                    absorb(claimant, into: object, keepingNewValues: keepingNewValues)
+                    renamed[claimant.recordID.rawValue] = object.recordID.rawValue
+                    claimed[claim] = object
+                    break
+                }
+                guard object.isInserted, upserts else {
+                    // A stored object whose values here are as it read them, now held by
+                    // another record: a concurrent save took them (the first one's record
+                    // deleted meanwhile), a conflict rather than a mistake here.
+                    if !object.isInserted, claimant == nil, slots.allSatisfy({ object.savedValueUnchanged(at: $0) }) {
+                        throw CairnError(.conflict,
+                                         "uniqueness of \(entity.name) (\(group.joined(separator: ", "))): \(values) of \(object.recordID) is now held by \(entity.name) \(rival), which a concurrent save wrote")
+                    }
                     throw CairnError(.validation,
                                      "uniqueness of \(entity.name) (\(group.joined(separator: ", "))) violated: \(values) is already used by \(entity.name) \(rival)")
                 }
                 let provisional = object.recordID
-                let keepingNewValues = mergePolicy == .objectTrumps || mergePolicy == .overwrite
                 // Another object of this save claims the values (an insert, too, has no
                 // stored values to adopt), or this context has changed the stored rival (its
                 // values here, not the store's, are the ones to keep): the two become one.
@@ -71,6 +87,7 @@ extension Context {
                 }) {
                     absorb(object, into: survivor, keepingNewValues: keepingNewValues)
                     renamed[provisional.rawValue] = rival.rawValue
+                    claimed[claim] = survivor
                     break
                 }
                 if try adopt(object, as: rival, keepingNewValues: keepingNewValues) {
@@ -116,8 +133,10 @@ extension Context {
         let entity = object.entity
         let candidates = try coordinator.indexedIDs(entity: entity.number, slot: slots[0], matching: .equal([key[0]]))
         for id in candidates where id != object.recordID {
-            if let mine = registered[id], dirty.contains(id) {
-                // Changed here: judge by the context's values (checked above, or not a rival now).
+            // Changed here: judge by the context's values (checked above, or not a rival now).
+            // (An object in the changed set without changes, one read again as a fault
+            // since, is judged by the store's.)
+            if let mine = registered[id], dirty.contains(id), mine.hasUnsavedChanges {
                 guard mine.exists, !mine.isFault else { continue }
                 if zip(slots, key).allSatisfy({ ValueOrder.equal(mine.values[$0.0], $0.1, []) }) { return id }
                 continue
@@ -142,12 +161,16 @@ extension Context {
         }
         let entity = object.entity
         var merged = keepingNewValues ? object.values : stored.values
+        // The stored record's links to objects this context deleted go, as the deletes'
+        // rules would have taken them out had this context read the record first.
+        let deletedHere = { (raw: UInt64) in self.registered[RecordID(rawValue: raw)].map { !$0.exists } ?? false }
         for (offset, relationship) in entity.relationships.enumerated() {
             let slot = entity.attributes.count + offset
             switch (relationship.isToMany, object.values[slot], stored.values[slot]) {
             case (true, .references(let new), .references(let old)):
-                merged[slot] = .references(old + new.filter { !old.contains($0) })
-            case (false, let new, let old):
+                merged[slot] = .references(old.filter { !deletedHere($0) } + new.filter { !old.contains($0) })
+            case (false, let new, var old):
+                if case .reference(let raw) = old, deletedHere(raw) { old = .null }
                 merged[slot] = keepingNewValues ? (new.isNull ? old : new) : (old.isNull ? new : old)
             default: break
             }

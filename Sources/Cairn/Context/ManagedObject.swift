@@ -278,6 +278,30 @@ open class ManagedObject: CustomStringConvertible {
         set { saved = newValue.map { SavedValues(base: $0, values: storedValues) } ?? .none }
     }
 
+    /// Whether a save of this stored object may take it out of a partner's relationship:
+    /// it is deleted here, or a relationship of it was written since it was read.
+    var mayHaveLetGo: Bool {
+        guard inStore else { return false }
+        guard exists else { return true }
+        let attributes = entity.attributes.count
+        switch saved {
+        case .none: return false
+        case .except(let originals): return originals.contains { $0.slot >= attributes }
+        case .whole: return true
+        }
+    }
+
+    /// The value in `slot` as last read from (or saved to) the parent store (nil for a new
+    /// object, which has none).
+    func savedValue(at slot: Int) -> Value? {
+        guard slot < storedValues.count else { return nil }
+        switch saved {
+        case .none: return nil
+        case .except(let originals): return originals.first(where: { $0.slot == slot })?.value ?? storedValues[slot]
+        case .whole(let base): return slot < base.count ? base[slot] : nil
+        }
+    }
+
     /// Whether the value in `slot` is the one last read from (or saved to) the parent store.
     func savedValueUnchanged(at slot: Int) -> Bool {
         guard slot < storedValues.count else { return false }
