@@ -33,6 +33,16 @@ package final class MemoryFileSystem: FileSystem {
         case random(seed: UInt64)
     }
 
+    /// The file system as another process finds it after this one was killed: every write
+    /// stays, and what was not synced is still not durable (the kernel holds it, and a
+    /// power loss may still lose it). Locks are not carried over.
+    package func afterProcessKill() -> MemoryFileSystem {
+        var image = state.withLock { $0 }
+        image.locks = []
+        image.syncCount = 0
+        return MemoryFileSystem(state: image)
+    }
+
     /// What is being synced when ``onSync`` is called.
     package enum SyncPoint: Sendable {
         case file(String)

@@ -15,6 +15,11 @@ final class LogWriter: @unchecked Sendable {
     private(set) var syncedThrough: UInt64
     /// The end of what the last successful sync covered: bytes past it may not be on disk.
     private(set) var syncedOffset: Int
+    /// Whether the frames recovered at open may not be durable yet (a process killed after
+    /// writing them left them in the page cache): the file is synced before the first new
+    /// frame, which records them as synced-through (FORMAT.md §4.2), or at the first sync
+    /// asked for, not on the open's path.
+    private var recoveredUnsynced: Bool
     /// The end of everything written, which a frame written in pieces takes past
     /// `appendOffset` before it is whole.
     private var writtenEnd = 0
@@ -38,7 +43,8 @@ final class LogWriter: @unchecked Sendable {
 
     init(file: any StorageFile, fileSystem: any FileSystem, manifest: Manifest, appendOffset: Int,
          allocatedEnd: Int, lastWritten: UInt64, syncedThrough: UInt64, preallocationBytes: Int,
-         version: UInt32 = FileHeader.currentVersion) {
+         version: UInt32 = FileHeader.currentVersion, recoveredUnsynced: Bool = false) {
+        self.recoveredUnsynced = recoveredUnsynced
         self.version = version
         self.file = file
         self.fileSystem = fileSystem
@@ -134,10 +140,19 @@ final class LogWriter: @unchecked Sendable {
     /// Syncs the file if anything up to `sequence` may not be durable yet.
     func sync(through sequence: UInt64) throws {
         let target = max(sequence, lastWritten)
-        guard syncedThrough < target else { return }
+        guard syncedThrough < target || recoveredUnsynced else { return }
         try file.sync()
+        recoveredUnsynced = false
         syncedThrough = target
         syncedOffset = appendOffset
+    }
+
+    /// Syncs the frames recovered at open, if that is still to do: before a new frame
+    /// records them as synced-through.
+    func syncRecovered() throws {
+        guard recoveredUnsynced else { return }
+        try file.sync()
+        recoveredUnsynced = false
     }
 
     /// After a failed write or sync: zeroes the header of every frame the last successful

@@ -335,6 +335,8 @@ extension Store {
                 // Versions change only under the log lock, which this thread holds, so the
                 // store's are read in place; `batchVersions` holds what earlier tickets of
                 // this batch will change (copying the store's table would make every commit O(records)).
+                // (Frames built below record the recovered ones as synced-through.)
+                try poisonOnFailure(discarding: writer) { try writer.syncRecovered() }
                 var sequence = state.withLock { $0.lastSequence }
                 var batchVersions: [UInt64: UInt64] = [:]
                 // Unique values are decided here, where commits are serialised (see Store+Uniqueness.swift).

@@ -418,12 +418,16 @@ extension Store {
             // that follows retires the whole log.)
             if options.openMode == .normal { try zeroTail(of: file, from: offset, to: size) }
         }
-        // Make what was recovered durable (after a process kill it may sit only in the
-        // page cache), so new frames may truthfully record it as synced.
-        if options.openMode != .readOnly { try file.sync() }
+        // What was recovered must be durable (after a process kill it may sit only in the
+        // page cache) before new frames record it as synced. A tail that was cut is synced
+        // now; a clean one when the first new frame is written or a sync is asked for,
+        // which keeps the sync off the open's path (FORMAT.md §9 step 8).
+        let deferSync = tailIsClean && options.openMode == .normal
+        if options.openMode != .readOnly && !deferSync { try file.sync() }
         return LogWriter(file: file, fileSystem: options.fileSystem, manifest: manifest, appendOffset: offset,
                          allocatedEnd: tailIsClean || options.openMode == .normal ? size : offset, lastWritten: expected - 1,
-                         syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes, version: version)
+                         syncedThrough: expected - 1, preallocationBytes: options.preallocationBytes, version: version,
+                         recoveredUnsynced: deferSync)
     }
 
     /// Cuts a torn tail by writing zeros over it, from `offset` to the file's `size`, where

@@ -277,6 +277,43 @@ func smallTransactions(_ count: Int, seed: UInt64, maxBlob: Int = 24) -> [[Chang
 
     /// Damage in a frame that was never synced, followed by a later frame of the same
     /// unsynced group, is a torn write (frames record what was durable when written).
+    /// A killed writer's frames, whole but maybe not yet durable, are synced by the next
+    /// writer before its first frame records them as synced-through (FORMAT.md §4.2), not
+    /// while it opens: an open that writes nothing waits for no sync, and no power loss
+    /// after a frame written since leaves a frame that claims lost ones durable.
+    @Test func aKilledWritersFramesAreSyncedBeforeTheNextFrameNotAtTheOpen() throws {
+        let fs = MemoryFileSystem()
+        var workload = BlobWorkload(seed: 5)
+        var states = [workload.model]
+        let writer = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs, durability: .deferred))
+        try writer.commit(workload.nextTransaction(), durability: .durable)
+        states.append(workload.model)
+        for _ in 0..<4 {
+            try writer.commit(workload.nextTransaction())  // deferred: left to the page cache
+            states.append(workload.model)
+        }
+        let killed = fs.afterProcessKill()
+        let store = try Store.open(at: "/db", options: memoryOptions(killed, durability: .deferred))
+        #expect(killed.syncCount == 0, "the open of a clean tail waits for no sync")
+        #expect(try contents(of: store) == states[5])
+        // A power loss now may lose the killed writer's deferred frames, never more.
+        for seed in 0..<16 as Range<UInt64> {
+            let reopened = try Store.open(at: "/db", options: memoryOptions(killed.crashImage(.random(seed: seed))))
+            let found = try contents(of: reopened)
+            #expect(reopened.lastSequence >= 1 && found == states[Int(reopened.lastSequence)])
+        }
+        try store.commit(workload.nextTransaction())  // deferred, recording 5 as synced-through
+        states.append(workload.model)
+        #expect(killed.syncCount == 1, "the recovered frames synced before the new one")
+        for seed in 0..<64 as Range<UInt64> {
+            let image = killed.crashImage(.random(seed: seed))
+            let reopened = try Store.open(at: "/db", options: memoryOptions(image))
+            #expect(reopened.lastSequence >= 5, "seed \(seed): recovered frames lost after they were synced")
+            #expect(try contents(of: reopened) == states[Int(reopened.lastSequence)])
+        }
+        _ = writer  // (the killed writer's store is never closed on `killed`)
+    }
+
     @Test func unsyncedDamageFollowedByUnsyncedFramesIsATornTail() throws {
         let fs = MemoryFileSystem()
         let store = try Store.open(at: "/db", schema: TestSchemas.blobs, options: memoryOptions(fs, durability: .deferred))
