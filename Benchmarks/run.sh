@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates Benchmarks/RESULTS.md (and results.json) from a full run: Cairn and SQLite
-# side by side, 5 repetitions each. Needs the system SQLite (apt-get install libsqlite3-dev).
+# Regenerates Benchmarks/RESULTS.md (and results.json, scaling.json and the SVG charts in
+# charts/) from a full run: Cairn and SQLite side by side, 5 repetitions each. Needs the
+# system SQLite (apt-get install libsqlite3-dev).
 #   Benchmarks/run.sh [full|small]
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -9,6 +10,9 @@ scale="${1:-full}"
 scaling_max=$([ "$scale" = full ] && echo 10000000 || echo 100000)
 swift build -c release
 table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json)
+# The scaling steps run before RESULTS.md is written, so that both charts can head their tables.
+scaling=$(.build/release/cairn-bench --scaling "$scaling_max" --json scaling.json)
+.build/release/cairn-bench --charts results.json scaling.json charts
 {
   echo "# Benchmark results"
   echo
@@ -30,6 +34,8 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo "query_sorted: ten pages of 20 (offsets 0, 1,000, ..., 9,000) of 200k records sorted by an unindexed attribute, descending, ties by ID; query_sorted_indexed the same by an indexed one."
   echo "RSS is the peak resident set of a workload's timed part (setup excluded; the whole process's"
   echo "peak, setup included, is processPeakRSSBytes in results.json)."
+  echo
+  echo '![Cairn against SQLite, workload by workload](charts/ratios.svg)'
   echo
   echo '```'
   echo "$table"
@@ -62,8 +68,11 @@ table=$(.build/release/cairn-bench --scale "$scale" --reps 5 --json results.json
   echo "Scaling: the same steps at 10k, 100k, 1M and 10M records (\`cairn-bench --scaling\`; \`--scaling N\` stops at N)."
   echo "Cairn only: each step's time, cost per record and peak resident set, to show how they grow with the store."
   echo
+  echo "![Each scaling step's time against the number of records](charts/scaling-time.svg)"
+  echo "![Each scaling step's peak resident set against the number of records](charts/scaling-memory.svg)"
+  echo
   echo '```'
-  .build/release/cairn-bench --scaling "$scaling_max"
+  echo "$scaling"
   echo '```'
 } > RESULTS.md
 echo "$table"
