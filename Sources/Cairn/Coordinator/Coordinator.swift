@@ -275,8 +275,7 @@ public final class Coordinator: Sendable {
         return changeSet
     }
 
-    /// Every reference of a saved record must name a record that exists after the save.
-    /// Each reference of `item` names a record that exists after the save: one in the
+    /// Each reference of `item` must name a record that exists after the save: one in the
     /// store that the save does not delete (`deleted`: each with the version its delete
     /// expects), or one it inserts.
     private func checkReferences(of item: SaveItem, deleted: [RecordID: UInt64], inserted: Set<RecordID>) throws {
