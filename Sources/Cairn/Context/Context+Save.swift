@@ -18,7 +18,7 @@ extension Context {
         try throwDeferredError()
         try throwRefusedWrite()
         let generation = changeGeneration
-        var (changed, items, deletions) = try validateChanges(preparing: parent == nil)
+        var (changed, items, lettingGo) = try validateChanges(preparing: parent == nil)
         guard !changed.isEmpty else {
             clearChanges(saved: 0)
             return
@@ -27,7 +27,7 @@ extension Context {
         if changeGeneration != generation {
             changed = objectsToSave()
             items = nil
-            deletions = nil
+            lettingGo = nil
         }
         let saved: ChangeSet?
         if let parent {
@@ -36,7 +36,7 @@ extension Context {
             parent.processPendingChanges()
         } else {
             try refuseWritesToThePast()
-            saved = try saveToStore(changed, prepared: items, deletions: deletions, durability: durability)
+            saved = try saveToStore(changed, prepared: items, lettingGo: lettingGo, durability: durability)
             // A pinned context reads on at the state just after its save.
             moveGenerationToNewest()
         }
@@ -65,7 +65,7 @@ extension Context {
     ///   them that may have let go of a partner: the stored ones deleted or with a changed
     ///   relationship (nil unless `preparing`).
     private func validateChanges(preparing: Bool) throws
-        -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?, deletions: [ManagedObject]?) {
+        -> (changed: [ManagedObject], items: [Coordinator.SaveItem]?, lettingGo: [ManagedObject]?) {
         // A copy: a validation hook may change the set, and the places stay those of this one.
         let pending = dirty
         var changed: [ManagedObject] = []
@@ -75,10 +75,10 @@ extension Context {
         if preparing { items.reserveCapacity(pending.count) }
         // Every failure is collected, so that a form can mark every invalid field at once.
         var failures: [CairnError] = []
-        var deletions: [ManagedObject] = []
+        var lettingGo: [ManagedObject] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
-            if preparing && object.inStore && !object.entity.relationships.isEmpty && object.mayHaveLetGo { deletions.append(object) }
+            if preparing && object.inStore && !object.entity.relationships.isEmpty && object.mayHaveLetGo { lettingGo.append(object) }
             if !object.layout.derivations.isEmpty, object.exists {
                 undoManager.withGroup(in: self) { updateDerivations(of: object) }
             }
@@ -88,16 +88,16 @@ extension Context {
             if preparing && failures.isEmpty { items.append(try saveItem(for: object, preparer: &preparer)) }
         }
         if !failures.isEmpty { throw CairnError.validationFailed(failures) }
-        return (changed, preparing ? items : nil, preparing ? deletions : nil)
+        return (changed, preparing ? items : nil, preparing ? lettingGo : nil)
     }
 
     // MARK: Root save
 
     /// Commits `validated` (the changed objects) as one store transaction, resolving
     /// conflicts by the merge policy and retrying. `prepared` are their items, if made,
-    /// and `deletions` those among them that may have let go of a partner, if known.
+    /// and `lettingGo` those among them that may have let go of a partner, if known.
     /// Returns what the save changed if anyone listens for it (see ``onDidSave``).
-    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, deletions: [ManagedObject]?,
+    private func saveToStore(_ validated: [ManagedObject], prepared: [Coordinator.SaveItem]?, lettingGo: [ManagedObject]?,
                              durability: Durability?) throws -> ChangeSet? {
         var changed = validated
         var prepared = prepared
@@ -110,16 +110,16 @@ extension Context {
             try enforceUniqueness()
             // Conflict resolution and upserts (an adopted record changes the changed set,
             // which moves the generation) change what there is to save.
-            var deleted = deletions
+            var lettingGoNow = lettingGo
             if attempt > 0 || changeGeneration != generation {
                 changed = objectsToSave()
                 prepared = nil
-                deleted = nil
+                lettingGoNow = nil
             }
             // Just before the commit, when upserts and merges have settled what it saves: a
             // partner a delete or a change here missed, which still points back in the store,
             // lets go (see ``mayHaveStrayPartners(_:)``).
-            let strays = (deleted ?? changed).filter { $0.inStore && $0.mayHaveLetGo && mayHaveStrayPartners($0) }
+            let strays = (lettingGoNow ?? changed).filter { $0.inStore && $0.mayHaveLetGo && mayHaveStrayPartners($0) }
             if !strays.isEmpty {
                 settleStrayPartners(of: strays)
                 changed = objectsToSave()
