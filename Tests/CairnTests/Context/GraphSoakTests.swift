@@ -36,4 +36,35 @@ import Testing
             if !problems.isEmpty { return }
         }
     }
+
+    /// The same turns, some of them made by a child context that saves into the context
+    /// whose turn it is, which saves into the store on a later turn.
+    @Test(arguments: Array(1...12) as [UInt64], [MergePolicy.error, .storeTrumps, .objectTrumps, .overwrite, .rollback])
+    func childContextsSavingThroughTheirParentsKeepTheStoreWhole(seed: UInt64, policy: MergePolicy) throws {
+        let stack = try Stack()
+        let contexts = (0..<3).map { _ in stack.context() }
+        for context in contexts { context.mergePolicy = policy }
+        var random = SplitMix64(seed: seed)
+        for step in 0..<300 {
+            let context = contexts[Int(random.next() % 3)]
+            do {
+                switch random.next() % 4 {
+                case 0:
+                    try context.save()
+                case 1:
+                    let child = Context(parent: context)
+                    try MergeSoakTests.randomEdit(in: child, &random, throughQueries: false)
+                    try child.save()
+                default:
+                    try MergeSoakTests.randomEdit(in: context, &random, throughQueries: seed % 2 == 0)
+                }
+            } catch let error as CairnError
+                        where error.code == .conflict || (policy == .error && error.code == .validation && error.message.contains("uniqueness")) {
+                context.rollback()
+            }
+            let problems = stack.coordinator.store.verify()
+            #expect(problems.isEmpty, "seed \(seed), \(policy), step \(step): \(problems.prefix(3))")
+            if !problems.isEmpty { return }
+        }
+    }
 }
