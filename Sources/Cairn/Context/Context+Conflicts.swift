@@ -258,12 +258,9 @@ extension Context {
                     releaseAll(ofDeleted: object, formerly: Self.relationshipTargets(of: object, nil))
                     continue
                 }
-                let raw = object.recordID.rawValue
-                for (offset, partnerRaw) in strayLinks(of: object, firstOnly: false) {
-                    guard let inverse = object.entity.relationships[offset].inverse, let partner = liveCurrent(partnerRaw),
-                          let slot = partner.layout.index(of: inverse), slot < partner.values.count,
-                          partner.values[slot].referencedIDs.contains(raw) else { continue }
-                    unlink(partner, inverse, from: raw)
+                // (A partner gone from the store meanwhile has nothing to let go of.)
+                for (offset, partnerRaw) in strayLinks(of: object, firstOnly: false) where liveCurrent(partnerRaw) != nil {
+                    unlinkInverse(of: object, slot: object.entity.attributes.count + offset, at: partnerRaw)
                 }
             }
         }

@@ -78,7 +78,7 @@ extension Context {
         var lettingGo: [ManagedObject] = []
         try pending.forEachInKeyOrder { object in
             guard object.hasUnsavedChanges else { return }
-            if preparing && object.inStore && !object.entity.relationships.isEmpty && object.mayHaveLetGo { lettingGo.append(object) }
+            if preparing && !object.entity.relationships.isEmpty && object.mayHaveLetGo { lettingGo.append(object) }
             if !object.layout.derivations.isEmpty, object.exists {
                 undoManager.withGroup(in: self) { updateDerivations(of: object) }
             }
@@ -119,7 +119,7 @@ extension Context {
             // Just before the commit, when upserts and merges have settled what it saves: a
             // partner a delete or a change here missed, which still points back in the store,
             // lets go (see ``mayHaveStrayPartners(_:)``).
-            let strays = (lettingGoNow ?? changed).filter { $0.inStore && $0.mayHaveLetGo && mayHaveStrayPartners($0) }
+            let strays = (lettingGoNow ?? changed).filter { $0.mayHaveLetGo && mayHaveStrayPartners($0) }
             if !strays.isEmpty {
                 settleStrayPartners(of: strays)
                 changed = objectsToSave()
