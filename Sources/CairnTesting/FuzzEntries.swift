@@ -23,14 +23,24 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         }
     }
 
-    /// Record values (FORMAT.md §2.2), and the same bytes as a context's kept undo stacks.
+    /// Record values (FORMAT.md §2.2), also kept undecoded for objects (``RecordArena``: a
+    /// kept record must read as decoded, against an entity that takes its values and one
+    /// of ten integers), and the same bytes as a context's kept undo stacks.
     static func value(_ bytes: [UInt8]) {
         if let values = try? ValueCoding.decode(bytes) {
             // What decodes must encode back to the same bytes (NaN payloads aside).
             _ = ValueCoding.encode(values)
+            if let entity = KeptRecordCheck.entity(taking: values), let mismatch = KeptRecordCheck.mismatch(bytes, entity: entity) {
+                preconditionFailure("kept record: \(mismatch)")
+            }
         }
+        if let mismatch = KeptRecordCheck.mismatch(bytes, entity: integers) { preconditionFailure("kept record: \(mismatch)") }
         if let stacks = try? KeptUndoCoding.decode(bytes) { _ = KeptUndoCoding.encode(stacks) }
     }
+
+    /// An entity of ten required integers, as a record the value target may be kept against.
+    private static let integers = EntityDescription(name: "Integers", number: 1,
+                                                    attributes: (0..<10).map { AttributeDescription(name: "a\($0)", type: .int64) })
 
     static func schema(_ bytes: [UInt8]) {
         _ = try? bytes.withUnsafeBytes { try SchemaCoding.decode($0) }

@@ -180,12 +180,12 @@ extension Context {
         defer { processPendingChanges() }
         mergeExternal(inbox.drain(through: generation.sequence))
         var objects: [ManagedObject] = []
-        for (_, object) in registered where object.inStore && (!object.isFault || object.prefetched != nil) { objects.append(object) }
+        for (_, object) in registered where object.inStore && (!object.isFault || object.prefetchedVersion != nil) { objects.append(object) }
         let states = coordinator.versionsAndPresence(objects.map(\.recordID), at: generation)
         var stale: [RecordID] = [], gone = Set<UInt64>()
         for (object, state) in zip(objects, states) {
             if object.isFault {
-                if let row = object.prefetched, row.version != state.version { object.prefetched = nil }
+                if let version = object.prefetchedVersion, version != state.version { object.prefetched = nil }
                 continue
             }
             guard state.version != object.baseVersion else { continue }

@@ -106,9 +106,8 @@ extension Context {
     /// The live targets of a relationship slot, as registered objects or faults.
     func relatedObjects(of object: ManagedObject, slot: Int, keeping: Bool = false) -> [ManagedObject] {
         willRead(object)
-        guard slot < object.values.count else { return [] }
         let raws: [UInt64]
-        switch object.values[slot] {
+        switch object.currentValue(at: slot) {
         case .reference(let raw): raws = [raw]
         case .references(let list): raws = list
         default: return []
@@ -543,7 +542,7 @@ extension Context {
     func refreshIfStale(_ object: ManagedObject) {
         guard parent == nil, object.inStore else { return }
         if object.isFault {
-            if let row = object.prefetched, row.version != coordinator.version(of: object.recordID, at: readGeneration) {
+            if let version = object.prefetchedVersion, version != coordinator.version(of: object.recordID, at: readGeneration) {
                 object.prefetched = nil
             }
             return

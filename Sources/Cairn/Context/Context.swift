@@ -91,6 +91,8 @@ public final class Context {
     /// The class last inserted and its entity as the coordinator describes it.
     @exclusivity(unchecked) private var lastInserted: (layout: PropertyLayout, entity: EntityDescription)?
     let inbox = Inbox()
+    /// Where fetches keep the records of the faults they make, undecoded (see ``RecordArena``).
+    let keptRecords = RecordArena()
     /// The query generation this context reads at, if pinned (``setQueryGenerationFrom(_:)``).
     @exclusivity(unchecked) var pinnedGeneration: QueryGenerationToken?
     @exclusivity(unchecked) var deferredErrors: [CairnError] = []
@@ -389,11 +391,11 @@ public final class Context {
             object.faultBatch = nil
         }
         if object.loadPrefetched() { return true }
-        guard let (values, version) = try sourceValues(for: object.recordID) else {
+        guard let (row, version) = try sourceRow(for: object.recordID) else {
             object.markGone()
             return false
         }
-        object.setLoaded(values)
+        object.setLoaded(row)
         object.baseVersion = version
         object.isFault = false
         return true
@@ -410,6 +412,13 @@ public final class Context {
 
     private func fire(_ object: ManagedObject) {
         do { try load(object) } catch let error as CairnError { recordError(error) } catch {}
+    }
+
+    /// ``sourceValues(for:)`` for a fault to load: a record of the store kept undecoded
+    /// where it can be (see ``RecordArena``).
+    private func sourceRow(for id: RecordID) throws -> (row: StoredRow, version: UInt64)? {
+        if let parent { return try parent.currentValues(for: id).map { (.decoded($0.values), $0.version) } }
+        return try coordinator.getRow(id, at: readGeneration, keepingIn: keptRecords)
     }
 
     /// The values of `id` as this context's source sees them (parent, or store), with

@@ -74,7 +74,47 @@ open class ManagedObject: CustomStringConvertible {
     // cache misses fewer lines of each.
 
     @exclusivity(unchecked) private(set) var layout: PropertyLayout
-    @exclusivity(unchecked) private var storedValues: [Value]
+    @exclusivity(unchecked) private var decodedValues: [Value]
+    /// The record a fetch read, kept undecoded, while no value but one that decodes in place
+    /// has been read (``RecordArena``); its values are then decoded into `decodedValues` on
+    /// their first use of another kind. Nil for most objects.
+    @exclusivity(unchecked) private var kept: KeptValues?
+    /// What holds the kept record's bytes, while `kept` reads them.
+    @exclusivity(unchecked) private var keptOwner: RecordChunk?
+    /// The values: the decoded ones, decoding a kept record first (so every use of the
+    /// values but ``read(_:)`` sees them decoded).
+    private var storedValues: [Value] {
+        _read {
+            if kept != nil { decodeKept() }
+            yield decodedValues
+        }
+        set {
+            if kept != nil { letGoOfKept() }
+            decodedValues = newValue
+        }
+        _modify {
+            if kept != nil { decodeKept() }
+            yield &decodedValues
+        }
+    }
+
+    /// The number of values, kept or decoded.
+    private var valueCount: Int { kept?.count ?? decodedValues.count }
+
+    /// Whether the values are a kept record not decoded yet (for tests).
+    var holdsKeptRecord: Bool { kept != nil }
+
+    /// Decodes the kept record into `decodedValues`, letting go of it.
+    @inline(never) private func decodeKept() {
+        guard let record = kept else { return }
+        decodedValues = record.all()
+        letGoOfKept()
+    }
+
+    private func letGoOfKept() {
+        kept = nil
+        keptOwner = nil
+    }
     /// Transient values and observation (see ``ObjectExtras``); nil for most objects.
     @exclusivity(unchecked) @usableFromInline final var extras: ObjectExtras?
     /// True until the values are loaded.
@@ -156,11 +196,46 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
     /// The fetch batch this fault loads with (see ``FetchQuery/fetchBatchSize``).
     @exclusivity(unchecked) var faultBatch: FaultBatch?
+    /// For a fault: the row's values (empty when the row is kept: `kept`) and version.
+    @exclusivity(unchecked) private var prefetchedRow: (values: [Value], version: UInt64)?
     /// For a fault: the row (values and version) the fetch that made it already read, so
-    /// firing it needs no second read. Dropped when the record changes elsewhere.
-    @exclusivity(unchecked) var prefetched: (values: [Value], version: UInt64)?
-    /// Relationships set before the object was inserted into a context.
-    @exclusivity(unchecked) var detachedRelations: [Int: [ManagedObject]] = Dictionary()  // (not `[:]`, which called the literal initializer for every object)
+    /// firing it needs no second read. Dropped when the record changes elsewhere. A kept
+    /// row waits in `kept`, which a fault does not read otherwise.
+    var prefetched: (row: StoredRow, version: UInt64)? {
+        get {
+            guard let (values, version) = prefetchedRow else { return nil }
+            if isFault, let kept, let keptOwner { return (.kept(KeptRecord(owner: keptOwner, values: kept)), version) }
+            return (.decoded(values), version)
+        }
+        set {
+            if isFault, kept != nil { letGoOfKept() }
+            switch newValue {
+            case nil: prefetchedRow = nil
+            case (.decoded(let values), let version)?: prefetchedRow = (values, version)
+            case (.kept(let record), let version)?:
+                prefetchedRow = ([], version)
+                if isFault {
+                    kept = record.values
+                    keptOwner = record.owner
+                } else {
+                    prefetchedRow = (StoredRow.kept(record).values, version)
+                }
+            }
+        }
+    }
+    /// The version of the row in ``prefetched``, if any.
+    var prefetchedVersion: UInt64? { prefetchedRow?.version }
+    /// Relationships set before the object was inserted into a context (with the extras:
+    /// few objects have any).
+    var detachedRelations: [Int: [ManagedObject]] {
+        get { extras?.detachedRelations ?? [:] }
+        set {
+            guard extras != nil || !newValue.isEmpty else { return }
+            let extras = self.extras ?? ObjectExtras()
+            self.extras = extras
+            extras.detachedRelations = newValue
+        }
+    }
 
     /// A new object not yet in any context (insert it, or use ``init(context:)``).
     public required init() {
@@ -171,7 +246,7 @@ open class ManagedObject: CustomStringConvertible {
             ?? (PrototypeBuilder.isBuilding(type) ? PropertyLayout.placeholder : PropertyLayout.of(type))
         self.layout = layout
         entity = layout.entity
-        storedValues = layout.defaults
+        decodedValues = layout.defaults
         recordID = RecordID(rawValue: 0)
         madeDefaultsPending = !layout.madeDefaults.isEmpty
     }
@@ -294,17 +369,17 @@ open class ManagedObject: CustomStringConvertible {
     /// The value in `slot` as last read from (or saved to) the parent store (nil for a new
     /// object, which has none).
     func savedValue(at slot: Int) -> Value? {
-        guard slot < storedValues.count else { return nil }
+        guard slot < valueCount else { return nil }
         switch saved {
         case .none: return nil
-        case .except(let originals): return originals.first(where: { $0.slot == slot })?.value ?? storedValues[slot]
+        case .except(let originals): return originals.first(where: { $0.slot == slot })?.value ?? currentValue(at: slot)
         case .whole(let base): return slot < base.count ? base[slot] : nil
         }
     }
 
     /// Whether the value in `slot` is the one last read from (or saved to) the parent store.
     func savedValueUnchanged(at slot: Int) -> Bool {
-        guard slot < storedValues.count else { return false }
+        guard slot < valueCount else { return false }
         switch saved {
         case .none: return false
         case .except(let originals):
@@ -395,9 +470,16 @@ open class ManagedObject: CustomStringConvertible {
     /// relationship) such a fault has nothing to read, and reads give the defaults.
     @discardableResult
     func loadPrefetched() -> Bool {
-        guard let (values, version) = prefetched else { return false }
-        prefetched = nil
-        setLoaded(values)
+        guard let (values, version) = prefetchedRow else { return false }
+        prefetchedRow = nil
+        if let kept, let keptOwner {
+            // The kept row stays kept, as the values, for reads to decode in place.
+            setLoaded(kept: kept, owner: keptOwner)
+        } else if values.isEmpty && !layout.defaults.isEmpty {
+            return false  // a kept row let go of when the fault took values another way
+        } else {
+            setLoaded(values)
+        }
         baseVersion = version
         isFault = false
         return true
@@ -416,6 +498,21 @@ open class ManagedObject: CustomStringConvertible {
     func setValues(_ new: [Value], changed: [Int]) {
         guard let extras, extras.isObserved else { return storeValues(new) }
         extras.changing(self, slots: changed) { storeValues(new) }
+    }
+
+    /// ``setLoaded(_:)-([Value])`` of a row read from the parent store, decoded or kept.
+    func setLoaded(_ row: StoredRow) {
+        switch row {
+        case .decoded(let values): setLoaded(values)
+        case .kept(let record): setLoaded(kept: record.values, owner: record.owner)
+        }
+    }
+
+    /// ``setLoaded(_:)-([Value])`` of a kept record, left undecoded.
+    private func setLoaded(kept values: KeptValues, owner: RecordChunk) {
+        setLoaded([])
+        kept = values
+        keptOwner = owner
     }
 
     /// The values of a fault just read from the parent store, which are now also its saved ones.
@@ -496,8 +593,15 @@ open class ManagedObject: CustomStringConvertible {
 
     /// The names of keys whose values differ from the last saved ones.
     public var changedKeys: Set<String> {
-        guard let base, !isFault else { return isInserted ? Set(layout.names) : [] }
-        return Set(layout.names.indices.filter { !Value.same(base[$0], values[$0]) }.map { layout.names[$0] })
+        guard !isFault else { return isInserted ? Set(layout.names) : [] }
+        switch saved {
+        case .none: return isInserted ? Set(layout.names) : []
+        case .except(let originals):
+            // Only the slots written can differ (and an object not written keeps a kept record).
+            return Set(originals.filter { !Value.same($0.value, storedValues[$0.slot]) }.map { layout.names[$0.slot] })
+        case .whole(let base):
+            return Set(layout.names.indices.filter { !Value.same(base[$0], values[$0]) }.map { layout.names[$0] })
+        }
     }
 
     /// The changed keys with their last saved values (`.null` for a new object).
@@ -571,7 +675,15 @@ open class ManagedObject: CustomStringConvertible {
             if withContext({ $0.willRead(self) }) == nil { loadPrefetched() }
         }
         makeDefaultsIfPending()
-        return slot < values.count ? values[slot] : .null
+        return currentValue(at: slot)
+    }
+
+    /// The value in `slot` now (`.null` past the last), read in place from a kept record;
+    /// no fault fired, no initial value made.
+    @inline(__always)
+    func currentValue(at slot: Int) -> Value {
+        if let kept { return kept.value(at: slot) }
+        return slot < decodedValues.count ? decodedValues[slot] : .null
     }
 
     /// A write that cannot be made (a value that does not archive): the value stays as it

@@ -2,14 +2,16 @@ import CairnStorage
 import Observation
 
 /// What few objects need, kept apart so that the others pay one nil reference: the values
-/// of ``Transient`` properties, and observation for an object of a context that observes
-/// its objects (``Context/observesObjects``).
+/// of ``Transient`` properties, observation for an object of a context that observes its
+/// objects (``Context/observesObjects``), and relationships set before an insert.
 @usableFromInline
 final class ObjectExtras {
     /// The transient values set, by the site of their declaration.
     var transients: [DeclarationSite: Any] = [:]
     /// Whether a transient value changed since the object's last save.
     var transientsChanged = false
+    /// Relationships set before the object was inserted into a context.
+    var detachedRelations: [Int: [ManagedObject]] = [:]
     /// The object's observation registrar, once it is observable.
     var registrar: ObservationRegistrar? { didSet { isObserved = registrar != nil } }
     /// Whether `registrar` is set: what a write tests (a flag of this class, not an

@@ -12,6 +12,11 @@ extension Coordinator {
         try store.getVersioned(id, at: generation)
     }
 
+    /// ``getVersioned(_:at:)`` of a row kept in `arena` where it can be (``Store/getRow(_:at:keepingIn:)``).
+    func getRow(_ id: RecordID, at generation: StoreGeneration? = nil, keepingIn arena: RecordArena) throws -> (row: StoredRow, version: UInt64)? {
+        try store.getRow(id, at: generation, keepingIn: arena)
+    }
+
     func version(of id: RecordID, at generation: StoreGeneration? = nil) -> UInt64 { store.version(of: id, at: generation) }
 
     func contains(_ id: RecordID, at generation: StoreGeneration? = nil) -> Bool { store.contains(id, at: generation) }

@@ -37,9 +37,9 @@ extension Context {
             // released again when the rows go.
             if let version = rows[index].version {
                 if object.isFault {
-                    object.prefetched = (rows[index].takeValues(), version)
+                    object.prefetched = (rows[index].take(), version)
                 } else {
-                    showFetched(object, rows[index].takeValues(), version: version)
+                    showFetched(object, rows[index].take().values, version: version)
                 }
             }
             objects.append(object)
@@ -67,7 +67,7 @@ extension Context {
         for row in rows where row.id.entity == entity.number {
             guard let object = (row.registered ?? self.object(for: row.id, entity: entity, type: type)) as? T else { continue }
             if let version = row.version {
-                if object.isFault && !followsFetches { object.prefetched = (row.values, version) } else {
+                if object.isFault && !followsFetches { object.prefetched = (row.fetched, version) } else {
                     showFetched(object, row.values, version: version)
                 }
             }
@@ -127,21 +127,28 @@ extension Context {
                 // A fault keeps the record read here; a loaded object keeps its own values,
                 // unless it is to show the state the fetch read and another save changed it.
                 if known.isFault {
-                    known.prefetched = (try Store.decodeRecord(record, id: id, entity: entity), version)
+                    known.prefetched = (try fetchedRow(record, id: id, entity: entity), version)
                 } else if known.baseVersion != version, followsFetches {
                     showFetched(known, try Store.decodeRecord(record, id: id, entity: entity), version: version)
                 }
                 objects.append(known)
             } else {
                 // The values first, then their object: made one after the other, they lie together.
-                let values = try Store.decodeRecord(record, id: id, entity: entity)
+                let row = try fetchedRow(record, id: id, entity: entity)
                 let object = newFault(id, entity: entity, type: type)
                 guard fetchedClass != nil || isFetched(object) else { return }
-                object.prefetched = (values, version)
+                object.prefetched = (row, version)
                 objects.append(object)
             }
         }
         return objects
+    }
+
+    /// A stored record a fetch read for a fault: kept undecoded when its values decode in
+    /// place (``RecordArena``), decoded and checked otherwise.
+    @inline(__always)
+    func fetchedRow(_ record: borrowing StoredRecord, id: RecordID, entity: EntityDescription) throws -> StoredRow {
+        try keptRecords.row(record, id: id, entity: entity)
     }
 
     /// Whether the objects a fetch hands back show the state it read: in a root context
@@ -159,7 +166,7 @@ extension Context {
     func showFetched(_ object: ManagedObject, _ values: [Value], version: UInt64) {
         guard followsFetches, object.inStore, object.exists, !object.hasUnsavedChanges else { return }
         if object.isFault {
-            object.prefetched = (values, version)
+            object.prefetched = (.decoded(values), version)
             _ = object.loadPrefetched()
             return
         }
@@ -420,7 +427,9 @@ extension Context {
     /// scan did not decode (``RowValues``) has no values and no version.
     struct FetchRow {
         let id: RecordID
-        private(set) var values: [Value]
+        /// The values, decoded, or the record kept to decode when read (a row only
+        /// ``fetch(_:)`` makes an object of).
+        private(set) var fetched: StoredRow
         let version: UInt64?
         /// The object registered here for `id`, when the scan looked it up and found it of
         /// the class the model gives its entity, and that class a `T` (so the fetch need
@@ -429,10 +438,24 @@ extension Context {
         /// object later would find most of them out of the cache again.
         var registered: ManagedObject? = nil
 
+        init(id: RecordID, values: [Value], version: UInt64?, registered: ManagedObject? = nil) {
+            self.init(id: id, fetched: .decoded(values), version: version, registered: registered)
+        }
+
+        init(id: RecordID, fetched: StoredRow, version: UInt64?, registered: ManagedObject? = nil) {
+            self.id = id
+            self.fetched = fetched
+            self.version = version
+            self.registered = registered
+        }
+
+        /// The values, decoded.
+        var values: [Value] { fetched.values }
+
         /// The row's values, leaving it none.
-        mutating func takeValues() -> [Value] {
-            defer { values = [] }
-            return values
+        mutating func take() -> StoredRow {
+            defer { fetched = .decoded([]) }
+            return fetched
         }
     }
 

@@ -177,8 +177,10 @@ extension FetchPlan {
                                 }
                             }
                         }
-                        matches.append(FetchRow(id: id, values: try Store.decodeRecord(record, id: id, entity: entity),
-                                                version: version, registered: known))
+                        // (Kept undecoded where it can be for an object's fault; decoded for a sort.)
+                        let fetched = wanted == .all ? .decoded(try Store.decodeRecord(record, id: id, entity: entity))
+                            : try context.fetchedRow(record, id: id, entity: entity)
+                        matches.append(FetchRow(id: id, fetched: fetched, version: version, registered: known))
                         if limited && matches.count >= enough { throw ScanEnough() }
                     }
                 } else {

@@ -175,6 +175,27 @@ package final class Store: Sendable {
         }
     }
 
+    /// ``getVersioned(_:at:)`` of a row kept in `arena` where it can be (``RecordArena``).
+    package func getRow(_ id: RecordID, at generation: StoreGeneration? = nil,
+                        keepingIn arena: RecordArena) throws -> (row: StoredRow, version: UInt64)? {
+        let (entry, snapshot, version, bodies) = read(at: generation) {
+            ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id), $0.bodies)
+        }
+        let entity = snapshot.schema.entity(number: id.entity)
+        func row(_ body: UnsafeRawBufferPointer) throws -> StoredRow {
+            if let entity, let kept = arena.keep(StoredRecord(body), entity: entity) { return .kept(kept) }
+            return .decoded(try decodeLocated(body, id: id, entity: entity))
+        }
+        switch entry {
+        case let entry? where entry.isLive:
+            return try withExtendedLifetime(bodies) { (try row(bodies.body(entry)), version) }
+        case .some: return nil
+        case nil:
+            guard let place = snapshot.place(of: id) else { return nil }
+            return try withExtendedLifetime(snapshot) { (try row(snapshot.body(at: place, id: id)), version) }
+        }
+    }
+
     /// The version of a record (existing or deleted): the sequence number of the
     /// transaction that last changed it since the store was opened, or 0.
     package func version(of id: RecordID, at generation: StoreGeneration? = nil) -> UInt64 {

@@ -1,0 +1,177 @@
+/// Stored record bodies copied out of the store's files into memory the object layer owns,
+/// for fetched objects that decode a value when it is read rather than all of them up front.
+///
+/// A record is kept only when every value is of a kind that decodes without allocating
+/// (nil, booleans, integers, reals, dates, UUIDs and to-one references) and fits its
+/// entity: the copy is checked as a decode would check it, value by value, so a read of a
+/// kept value cannot fail. Its bodies lie back to back in chunks of their own memory,
+/// never written again once kept, so a file that changes under the store afterwards cannot
+/// change a value already checked.
+///
+/// Each record is kept as its body's length, the byte offset of each value in it, then the
+/// body itself: a value is read in place at its offset, with no pass over the ones before.
+package final class RecordArena {
+    private var chunk: RecordChunk?
+    /// Whether records are kept at all (false: every one is decoded, as before records were
+    /// kept; the property tests compare the two).
+    package var keeps = true
+
+    package init() {}
+
+    /// A copy of `record` to read later, or nil when it holds a value of a kind that
+    /// allocates when decoded, is larger than ``RecordChunk/largestKept``, or does not decode
+    /// and fit `entity` (the caller then decodes it as usual, which names what is wrong).
+    package func keep(_ record: borrowing StoredRecord, entity: EntityDescription) -> KeptRecord? {
+        let bytes = record.bytes
+        guard keeps, let count = record.shortValueCount, count > 0 else { return nil }
+        let kinds = entity.kinds.stored
+        let size = 8 + 2 * count + bytes.count
+        guard count == kinds.count, size <= RecordChunk.largestKept else { return nil }
+        if chunk.map({ $0.capacity - $0.used < size }) ?? true { chunk = RecordChunk() }
+        guard let chunk else { return nil }
+        let start = chunk.used
+        let header = chunk.base + start
+        let table = header + 8
+        var reader = ByteReader(bytes)
+        reader.position = 1
+        let fits = kinds.withUnsafeBufferPointer { kinds in
+            for slot in 0..<count {
+                let at = reader.position
+                // (Nothing is kept until the end: a record refused here leaves the chunk as it was.)
+                guard at < bytes.count else { return false }
+                let tag = bytes[at]
+                guard tag < 32, RecordChunk.inPlaceTags & 1 << UInt32(tag) != 0,
+                      (tag == Value.Tag.boolTrue.rawValue ? 1 << UInt32(Value.Tag.boolFalse.rawValue) : 1 << UInt32(tag)) & kinds[slot] != 0
+                else { return false }
+                // A common encoding is stepped over (it decodes as framed); any other is
+                // decoded, as a read will decode it, and so checked (an int16's range, say).
+                if let next = ByteReader.skipCommon(bytes, at: at) {
+                    reader.position = next
+                } else if (try? reader.nextValue()) == nil {
+                    return false
+                }
+                table.storeBytes(of: UInt16(at).littleEndian, toByteOffset: 2 * slot, as: UInt16.self)
+            }
+            return true
+        }
+        guard fits else { return nil }
+        guard reader.isAtEnd else { return nil }
+        header.storeBytes(of: UInt16(count).littleEndian, as: UInt16.self)
+        header.storeBytes(of: 0, toByteOffset: 2, as: UInt16.self)
+        header.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: 4, as: UInt32.self)
+        if let source = bytes.baseAddress {
+            (table + 2 * count).copyMemory(from: source, byteCount: bytes.count)
+        }
+        chunk.used += size
+        return KeptRecord(owner: chunk, values: KeptValues(UnsafeRawPointer(header)))
+    }
+}
+
+extension RecordArena {
+    /// A stored record read for an object: kept here where it can be, decoded and checked
+    /// otherwise (which throws for a record that does not decode or fit `entity`).
+    package func row(_ record: borrowing StoredRecord, id: RecordID, entity: EntityDescription?) throws -> StoredRow {
+        if let entity, let kept = keep(record, entity: entity) { return .kept(kept) }
+        return .decoded(try Store.decodeRecord(record, id: id, entity: entity))
+    }
+}
+
+/// A stored record read for an object, which takes it as its values: decoded, or kept
+/// undecoded (``RecordArena``).
+package enum StoredRow {
+    case decoded([Value])
+    case kept(KeptRecord)
+
+    /// The values, decoded.
+    package var values: [Value] {
+        switch self {
+        case .decoded(let values): return values
+        case .kept(let record): return withExtendedLifetime(record.owner) { record.values.all() }
+        }
+    }
+}
+
+@available(*, unavailable, message: "a record arena belongs to one context")
+extension RecordArena: Sendable {}
+
+/// One block of kept record bodies (see ``RecordArena``), freed when the last record kept
+/// in it is let go of.
+package final class RecordChunk {
+    /// The size of a chunk.
+    static let capacity = 32 << 10
+    /// The largest record kept (its body with its length and offsets): a chunk then holds
+    /// at least 16, and a record too large for what is left of one wastes at most that.
+    package static let largestKept = capacity / 16
+
+    let base: UnsafeMutableRawPointer
+    let capacity = RecordChunk.capacity
+    /// Bytes kept so far, from `base`. Only the arena that made the chunk writes here, past
+    /// every record it has handed out.
+    var used = 0
+
+    init() { base = .allocate(byteCount: RecordChunk.capacity, alignment: 8) }
+
+    deinit { base.deallocate() }
+
+    /// The tags of values that decode without allocating (and so are read in place), as
+    /// bits: nil, booleans, integers, reals, dates, UUIDs and to-one references.
+    static let inPlaceTags: UInt32 = [Value.Tag.null, .boolFalse, .boolTrue, .int8, .int16, .int32, .int64, .float, .double,
+                                      .date, .uuid, .reference].reduce(0) { $0 | 1 << UInt32($1.rawValue) }
+}
+
+@available(*, unavailable, message: "a record chunk belongs to one context")
+extension RecordChunk: Sendable {}
+
+/// A record kept by a ``RecordArena``: its chunk, which holds its bytes, and the values
+/// read from them.
+package struct KeptRecord {
+    /// The chunk that holds the record, to be retained while the values are read.
+    package let owner: RecordChunk
+    /// The values.
+    package let values: KeptValues
+
+    package init(owner: RecordChunk, values: KeptValues) {
+        self.owner = owner
+        self.values = values
+    }
+}
+
+/// The values of a ``KeptRecord``, read in place while its chunk is retained: a plain
+/// position, which an object reads without retaining the chunk again for each read.
+package struct KeptValues {
+    /// The record: its value count (UInt16), two bytes unused, its body's length (UInt32),
+    /// the offset of each value in the body (UInt16 each), then the body.
+    private let start: UnsafeRawPointer
+
+    fileprivate init(_ start: UnsafeRawPointer) { self.start = start }
+
+    /// The number of values (the entity's attributes and relationships).
+    package var count: Int { Int(UInt16(littleEndian: start.loadUnaligned(as: UInt16.self))) }
+
+    /// The body, after the header and offsets.
+    private var body: UnsafeRawBufferPointer {
+        let length = Int(UInt32(littleEndian: start.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+        return UnsafeRawBufferPointer(start: start + 8 + 2 * count, count: length)
+    }
+
+    /// The value in `slot`; `.null` past the last.
+    package func value(at slot: Int) -> Value {
+        guard slot >= 0, slot < count else { return .null }
+        let offset = UInt16(littleEndian: start.loadUnaligned(fromByteOffset: 8 + 2 * slot, as: UInt16.self))
+        var reader = ByteReader(body)
+        reader.position = Int(offset)
+        // (Checked when kept: a value that failed to decode was never kept. Nil stands in
+        // for one all the same, rather than a trap.)
+        return (try? reader.nextValue()) ?? .null
+    }
+
+    /// Every value, in slot order.
+    package func all() -> [Value] {
+        var reader = ByteReader(body)
+        reader.position = 1  // after the value count, one byte (fewer than 128 values)
+        var values: [Value] = []
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append((try? reader.nextValue()) ?? .null) }
+        return values
+    }
+}
