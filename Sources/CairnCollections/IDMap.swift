@@ -421,6 +421,12 @@ extension IDMap where Value: AnyObject {
     /// caches.
     /// The map holds every value for the call: `self` cannot change while it runs.
     @inlinable public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
+        try forEachInKeyOrder { _, value in try body(value) }
+    }
+
+    /// ``forEachInKeyOrder(_:)`` with each key: a caller that passes over some keys does
+    /// not touch their values.
+    @inlinable public func forEachInKeyOrder(_ body: (Key, Value) throws -> Void) rethrows {
         var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
         pairs.reserveCapacity(count)
         if let zero { pairs.append((0, Unmanaged.passUnretained(zero))) }
@@ -430,7 +436,7 @@ extension IDMap where Value: AnyObject {
         }
         RadixSort.sort(&pairs) { $0.key }
         try withExtendedLifetime(self) {
-            for pair in pairs { try body(pair.value.takeUnretainedValue()) }
+            for pair in pairs { try body(Key(rawValue: pair.key), pair.value.takeUnretainedValue()) }
         }
     }
 }

@@ -496,7 +496,10 @@ extension Context {
            let candidates = pendingCandidates(entity: entity.number, slot: conditionSlot, wanted: wanted) {
             for object in candidates { takePending(object.recordID, object) }
         } else {
-            for (id, object) in pending where id.entity == entity.number { takePending(id, object) }
+            // In ID order: the rows need no sort after (when no stored row is among them),
+            // and objects made one after another are read one after another, which the
+            // cache fetches ahead of.
+            pending.forEachInKeyOrder { id, object in if id.entity == entity.number { takePending(id, object) } }
         }
         if let top {
             // The rows not offered yet (changed objects, and the stored ones of a child or of
