@@ -17,12 +17,14 @@ extension Context {
         // (Objects of constrained entities picked by their ID's entity number first: asking
         // every changed object of the save whether it has changes would compare its values.)
         let constrained = coordinator.constrainedEntities
+        // (In ID order, the order of object IDs: from a walk in key order, which reads the
+        // objects one after another as they were made, rather than at random.)
         var changed: [ManagedObject] = []
-        for (id, object) in dirty where Int(id.entity) < constrained.count && constrained[Int(id.entity)]
-            && object.exists && object.hasUnsavedChanges {
-            changed.append(object)
+        dirty.forEachInKeyOrder { id, object in
+            if Int(id.entity) < constrained.count && constrained[Int(id.entity)] && object.exists && object.hasUnsavedChanges {
+                changed.append(object)
+            }
         }
-        changed.sort { $0.objectID < $1.objectID }
         var claimed: [UniquenessKey: ManagedObject] = [:]
         claimed.reserveCapacity(changed.count)
         var renamed: [UInt64: UInt64] = [:]  // provisional ID → the record adopted
