@@ -31,6 +31,7 @@ scaling=$(.build/release/cairn-bench --scaling "$scaling_max" --json scaling.jso
   echo "query_pending: query_unindexed's ten range queries over 100k new objects not yet saved, against the same queries inside the open transaction that inserted the rows."
   echo "commit_single_4readers, insert_bulk_4readers: commit_single and insert_bulk with four reader processes following the writer, each polling every millisecond (a Cairn reader advances, an SQLite one reads the table's largest ID)."
   echo "commit_single_history, insert_bulk_history, update_all_history: the same workloads with history kept (Container(history: .unlimited)); SQLite's side unchanged."
+  echo "fetch_sorted: fetch_all sorted by an unindexed attribute, descending (ties by ID), against ORDER BY a3 DESC, id."
   echo "query_sorted: ten pages of 20 (offsets 0, 1,000, ..., 9,000) of 200k records sorted by an unindexed attribute, descending, ties by ID; query_sorted_indexed the same by an indexed one."
   echo "RSS is the peak resident set of a workload's timed part (setup excluded; the whole process's"
   echo "peak, setup included, is processPeakRSSBytes in results.json)."

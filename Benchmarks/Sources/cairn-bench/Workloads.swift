@@ -380,7 +380,8 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         guard failures.value == 0 else { throw BenchError("sqlite concurrent inserts failed") }
         return Measurement(seconds: seconds(since: start), operations: writers * each)
 
-    case ("fetch_all", .cairn):
+    case ("fetch_all", .cairn), ("fetch_sorted", .cairn):
+        // fetch_sorted: the same objects sorted by an unindexed attribute, descending.
         let n = 200_000 / scale
         do { let side = try CairnSide(path: path); try side.insertRows(n); side.close() }
         let side = try CairnSide(path: path)
@@ -388,7 +389,9 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let sum = try timedRegion {
             let context = side.context()
             var sum: Int64 = 0
-            for row in try context.fetch(FetchQuery(Row.self)) {
+            let request = name == "fetch_sorted" ? FetchQuery(Row.self, fetchPredicate: nil, sortKeys: [SortKey("a3", ascending: false)])
+                : FetchQuery(Row.self)
+            for row in try context.fetch(request) {
                 sum &+= row.a0 &+ row.a1 &+ row.a2 &+ row.a3 &+ row.a4 &+ row.a5 &+ row.a6 &+ row.a7 &+ row.a8 &+ row.a9
             }
             return sum
@@ -396,12 +399,13 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
         let time = seconds(since: start)
         side.close()
         return Measurement(seconds: time, operations: n, extra: ["checksum": Double(sum)])
-    case ("fetch_all", .sqlite):
+    case ("fetch_all", .sqlite), ("fetch_sorted", .sqlite):
         let n = 200_000 / scale
         let side = try SQLiteSide(path: path)
         try side.insertRows(n)
         let start = startTimedPart()
-        let select = try side.db.prepare("SELECT a0, a1, a2, a3, a4, a5, a6, a7, a8, a9 FROM row")
+        let order = name == "fetch_sorted" ? " ORDER BY a3 DESC, id" : ""
+        let select = try side.db.prepare("SELECT a0, a1, a2, a3, a4, a5, a6, a7, a8, a9 FROM row" + order)
         var sum: Int64 = 0
         while try select.step() { for c in 0..<10 { sum &+= select.int(Int32(c)) } }
         return Measurement(seconds: seconds(since: start), operations: n, extra: ["checksum": Double(sum)])
@@ -713,7 +717,7 @@ func runWorkload(_ name: String, engine: Engine, scale: Int, directory: String) 
     }
 }
 
-let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "open_cold",
+let workloadNames = ["insert_bulk", "insert_mixed", "commit_single", "commit_concurrent", "fetch_all", "fetch_sorted", "open_cold",
                      "point_lookup", "query_unindexed", "query_indexed", "update_all", "delete_compact", "graph", "graph_count",
                      "insert_bulk_batch", "update_all_batch", "delete_compact_batch", "insert_bulk_undo", "insert_unique",
                      "append_children", "query_pending", "query_sorted", "query_sorted_indexed",
