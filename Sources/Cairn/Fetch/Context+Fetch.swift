@@ -39,7 +39,7 @@ extension Context {
                 if object.isFault {
                     object.prefetched = (rows[index].take(), version)
                 } else {
-                    showFetched(object, rows[index].take().values, version: version)
+                    showFetched(object, rows[index].take(), version: version)
                 }
             }
             objects.append(object)
@@ -164,13 +164,21 @@ extension Context {
     /// ``followsFetches``): a fault is loaded with them, a loaded object without unsaved
     /// changes of another version takes them as a merge does, telling its observers.
     func showFetched(_ object: ManagedObject, _ values: [Value], version: UInt64) {
+        showFetched(object, .decoded(values), version: version)
+    }
+
+    /// ``showFetched(_:_:version:)`` of a row as a fetch read it, decoded only if the
+    /// object is to take it.
+    func showFetched(_ object: ManagedObject, _ row: StoredRow, version: UInt64) {
         guard followsFetches, object.inStore, object.exists, !object.hasUnsavedChanges else { return }
         if object.isFault {
-            object.prefetched = (.decoded(values), version)
+            object.prefetched = (row, version)
             _ = object.loadPrefetched()
             return
         }
-        guard object.baseVersion != version, values.count == object.values.count else { return }
+        guard object.baseVersion != version else { return }
+        let values = row.values
+        guard values.count == object.values.count else { return }
         object.prefetched = nil
         changeGeneration &+= 1  // its values change without a write
         relatedListsChanged()
@@ -452,6 +460,14 @@ extension Context {
         /// The values, decoded.
         var values: [Value] { fetched.values }
 
+        /// The value in `slot` (`.null` past the last), read in place from a kept record.
+        func value(at slot: Int) -> Value {
+            switch fetched {
+            case .decoded(let values): return slot >= 0 && slot < values.count ? values[slot] : .null
+            case .kept(let record): return withExtendedLifetime(record.owner) { record.values.value(at: slot) }
+            }
+        }
+
         /// The row's values, leaving it none.
         mutating func take() -> StoredRow {
             defer { fetched = .decoded([]) }
@@ -509,8 +525,8 @@ extension Context {
         }
         if let order {
             // Without an object filter, only the rows up to the window's end are wanted in order.
-            let positions = order.sortedPositions(count: matches.count, ids: matches.map(\.id),
-                                                  values: { matches[$0].values }, resolve: resolver, first: windowEnd)
+            let positions = order.sortedPositions(count: matches.count, ids: matches.map(\.id), values: { matches[$0].values },
+                                                  value: { matches[$0].value(at: $1) }, resolve: resolver, first: windowEnd)
             let sorted = positions.map { matches[$0] }
             return request.objectFilter == nil ? window(sorted, request) : sorted
         }

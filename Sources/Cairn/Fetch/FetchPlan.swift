@@ -139,7 +139,9 @@ extension FetchPlan {
         func read(_ plan: FetchPlan, in context: Context, into matches: inout [FetchRow]) throws {
             let entity = plan.entity, top = plan.top, limited = plan.limited, enough = plan.enough
             let takesAll = plan.compiled == nil
-            let wanted = plan.order == nil ? plan.wanted : .all
+            // (A sort reads each row's values: a row of IDs too, and one for a loaded object.)
+            let sorted = plan.order != nil
+            let wanted = sorted && plan.wanted == .none ? .all : plan.wanted
             // Every record matches: room for them all at once (a hint, the count read apart
             // from the scan), where doubling would copy the rows several times. (Not when
             // only a sorted window's first rows are kept, by `top`.)
@@ -171,13 +173,13 @@ extension FetchPlan {
                                 known = ObjectIdentifier(type(of: object)) == plan.fetchedClass ? object : nil
                                 // (A loaded object is read again only to show this state: see
                                 // ``Context/followsFetches``.)
-                                if !object.isFault && (object.baseVersion == version || !context.followsFetches) {
+                                if !sorted && !object.isFault && (object.baseVersion == version || !context.followsFetches) {
                                     matches.append(FetchRow(id: id, values: [], version: nil, registered: known))
                                     return
                                 }
                             }
                         }
-                        // (Kept undecoded where it can be for an object's fault; decoded for a sort.)
+                        // (Kept undecoded where it can be, for an object and its sort.)
                         let fetched = wanted == .all ? .decoded(try Store.decodeRecord(record, id: id, entity: entity))
                             : try context.fetchedRow(record, id: id, entity: entity)
                         matches.append(FetchRow(id: id, fetched: fetched, version: version, registered: known))

@@ -77,8 +77,11 @@ extension RowOrder {
     /// keeps the first ones met so far and the rest are passed over with one comparison
     /// each, not sorted. Sorting the rows themselves, each with an array of its keys, would
     /// cost retains, and an exclusivity check on the rows, at each comparison.
-    func sortedPositions(count: Int, ids: [RecordID], values: (Int) -> [Value], resolve: CompiledPredicate.Resolver,
-                         first: Int? = nil) -> [Int] {
+    ///
+    /// `value(row, slot)` reads a row's own value (a row kept undecoded reads it in place);
+    /// `values(row)` gives all of them, for a key path that follows a relationship.
+    func sortedPositions(count: Int, ids: [RecordID], values: (Int) -> [Value], value: (Int, Int) -> Value,
+                         resolve: CompiledPredicate.Resolver, first: Int? = nil) -> [Int] {
         let width = paths.count
         let wanted = min(count, max(0, first ?? count))
         guard wanted > 0 else { return [] }
@@ -87,11 +90,10 @@ extension RowOrder {
         keys.reserveCapacity(count * width)
         var integers = width == 1 && !localizedKeys[0]
         for row in 0..<count {
-            let rowValues = values(row)
             for (index, slot) in slots.enumerated() {
                 let key: Value
-                if let slot { key = slot < rowValues.count ? rowValues[slot] : .null } else {
-                    key = CompiledPredicate.follow(paths[index], rowValues, resolve).first ?? .null
+                if let slot { key = value(row, slot) } else {
+                    key = CompiledPredicate.follow(paths[index], values(row), resolve).first ?? .null
                 }
                 if integers { integers = key.integer != nil }
                 keys.append(key)

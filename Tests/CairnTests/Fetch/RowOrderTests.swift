@@ -48,7 +48,8 @@ import Testing
             let keys = rows.map { order.key($0, { _ in nil }) }
             let expected = (0..<count).sorted { order.precedes(keys[$0], ids[$0], keys[$1], ids[$1]) }
             for first in [nil, 0, 1, 5, count / 8, count - 1, count, count + 3] as [Int?] {
-                let positions = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil }, first: first)
+                let positions = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, value: { rows[$0][$1] },
+                                                      resolve: { _ in nil }, first: first)
                 let wanted = Array(expected.prefix(max(0, first ?? count)))
                 #expect(positions == wanted, "count \(count), round \(round), \(descriptors.map(\.keyPath)), first \(String(describing: first))")
             }
@@ -67,7 +68,7 @@ import Testing
         let ids = (0..<count).map { RecordID(entity: 1, serial: UInt64($0 + 1)) }
         for ascending in [true, false] {
             let order = try RowOrder([SortKey("real", ascending: ascending)], entity: Self.entity, schema: Self.schema)
-            let whole = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil })
+            let whole = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, value: { rows[$0][$1] }, resolve: { _ in nil })
             let keys = whole.map { rows[$0][3] }
             let numbers = keys.compactMap { value -> Double? in if case .double(let d) = value, !d.isNaN { return d } else { return nil } }
             #expect(numbers == (ascending ? numbers.sorted() : numbers.sorted(by: >)))
@@ -75,7 +76,8 @@ import Testing
             #expect(nanPositions == Array(ascending ? (count - nanPositions.count)..<count : 0..<nanPositions.count))
             #expect(ValueOrder.nanOrder(.date(Date(timeIntervalSinceReferenceDate: .nan)), .date(Date())) == .orderedDescending, "a NaN date too")
             for first in [1, 3, 10, 49, 50] {
-                let some = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, resolve: { _ in nil }, first: first)
+                let some = order.sortedPositions(count: count, ids: ids, values: { rows[$0] }, value: { rows[$0][$1] },
+                                                      resolve: { _ in nil }, first: first)
                 #expect(some == Array(whole.prefix(first)), "ascending \(ascending), first \(first)")
             }
         }
