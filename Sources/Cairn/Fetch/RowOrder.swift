@@ -90,10 +90,13 @@ extension RowOrder {
         keys.reserveCapacity(count * width)
         var integers = width == 1 && !localizedKeys[0]
         for row in 0..<count {
+            var rowValues: [Value]?  // all of them, once, for the first key path that needs them
             for (index, slot) in slots.enumerated() {
                 let key: Value
                 if let slot { key = value(row, slot) } else {
-                    key = CompiledPredicate.follow(paths[index], values(row), resolve).first ?? .null
+                    let all = rowValues ?? values(row)
+                    rowValues = all
+                    key = CompiledPredicate.follow(paths[index], all, resolve).first ?? .null
                 }
                 if integers { integers = key.integer != nil }
                 keys.append(key)

@@ -8,8 +8,9 @@
 /// never written again once kept, so a file that changes under the store afterwards cannot
 /// change a value already checked.
 ///
-/// Each record is kept as its body's length, the byte offset of each value in it, then the
-/// body itself: a value is read in place at its offset, with no pass over the ones before.
+/// Each record is kept as a header (its value count, two unused bytes, its body's length),
+/// the byte offset of each value in the body, then the body itself: a value is read in
+/// place at its offset, with no pass over the ones before.
 package final class RecordArena {
     private var chunk: RecordChunk?
     /// Whether records are kept at all (false: every one is decoded, as before records were
@@ -97,7 +98,8 @@ extension RecordArena: Sendable {}
 /// One block of kept record bodies (see ``RecordArena``), freed when the last record kept
 /// in it is let go of.
 package final class RecordChunk {
-    /// The size of a chunk.
+    /// The size of a chunk: many records to one allocation, and little memory held by a
+    /// chunk that a few objects still read.
     static let capacity = 32 << 10
     /// The largest record kept (its body with its length and offsets): a chunk then holds
     /// at least 16, and a record too large for what is left of one wastes at most that.

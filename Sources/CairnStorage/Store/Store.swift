@@ -87,7 +87,7 @@ package final class Store: Sendable {
         let snapshot = state.withLock { $0.snapshot }
         if let start = snapshot.offset(of: body) { return error.located(in: snapshot.path, base: Int64(start)) }
         var found: Int?
-        try? forEachLogTransaction { _, payload, base, file in
+        _ = try? forEachLogTransaction { _, payload, base, file in
             _ = try TransactionCoding.decode(payload, base: base) { put, bytes in
                 guard put == id, let bytes else { return }
                 found = Int(bitPattern: bytes.baseAddress) - Int(bitPattern: file.baseAddress)
@@ -159,31 +159,19 @@ package final class Store: Sendable {
     /// The version is the sequence number of the transaction that last changed the
     /// record since the store was opened, or 0; see ``commit(_:expecting:durability:)``.
     package func getVersioned(_ id: RecordID, at generation: StoreGeneration? = nil) throws -> (record: Record, version: UInt64)? {
-        let (entry, snapshot, version, bodies) = read(at: generation) {
-            ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id), $0.bodies)
-        }
-        let entity = snapshot.schema.entity(number: id.entity)
-        switch entry {
-        case let entry? where entry.isLive:
-            return try withExtendedLifetime(bodies) { (Record(id: id, values: try decodeLocated(bodies.body(entry), id: id, entity: entity)), version) }
-        case .some: return nil
-        case nil:
-            guard let place = snapshot.place(of: id) else { return nil }
-            return try withExtendedLifetime(snapshot) {
-                (Record(id: id, values: try decodeLocated(try snapshot.body(at: place, id: id), id: id, entity: entity)), version)
-            }
-        }
+        try getRow(id, at: generation, keepingIn: nil).map { (Record(id: id, values: $0.row.values), $0.version) }
     }
 
-    /// ``getVersioned(_:at:)`` of a row kept in `arena` where it can be (``RecordArena``).
+    /// Record `id` as a row for an object, with its version (as ``getVersioned(_:at:)``):
+    /// kept in `arena` where it can be (``RecordArena``), decoded otherwise or without one.
     package func getRow(_ id: RecordID, at generation: StoreGeneration? = nil,
-                        keepingIn arena: RecordArena) throws -> (row: StoredRow, version: UInt64)? {
+                        keepingIn arena: RecordArena?) throws -> (row: StoredRow, version: UInt64)? {
         let (entry, snapshot, version, bodies) = read(at: generation) {
             ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id), $0.bodies)
         }
         let entity = snapshot.schema.entity(number: id.entity)
         func row(_ body: UnsafeRawBufferPointer) throws -> StoredRow {
-            if let entity, let kept = arena.keep(StoredRecord(body), entity: entity) { return .kept(kept) }
+            if let arena, let entity, let kept = arena.keep(StoredRecord(body), entity: entity) { return .kept(kept) }
             return .decoded(try decodeLocated(body, id: id, entity: entity))
         }
         switch entry {

@@ -118,7 +118,7 @@ import Testing
     /// group commit: eight threads insert, update and delete the same few records at once.
     @Test func concurrentSavesAreNotedInCommitOrder() throws {
         let fs = MemoryFileSystem()
-        let (coordinator, model) = try Self.open(fs)
+        let (coordinator, _) = try Self.open(fs)
         let store = coordinator.store
         let entity = try #require(coordinator.entity(named: "Person")).number
         let ids = try (0..<4).map { _ in try store.allocateID(entity: entity) }

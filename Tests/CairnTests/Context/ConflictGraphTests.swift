@@ -159,7 +159,7 @@ import Testing
     @Test(arguments: policies) func changeAgainstAnAddition(policy: MergePolicy) throws {
         let scene = try Scene(policy: policy)
         try scene.person(scene.pat, in: scene.a).name = "Patricia"
-        let d2 = try scene.giveDVD("d2", to: scene.pat, in: scene.b)
+        _ = try scene.giveDVD("d2", to: scene.pat, in: scene.b)
         try scene.b.save()
         try scene.a.save()
         try scene.expectWhole(policy)

@@ -3,7 +3,7 @@ import Testing
 @testable import Cairn
 @testable import CairnStorage
 
-/// A fetch's sort (``RowOrder/sortedPositions(count:ids:values:resolve:first:)``) gives the
+/// A fetch's sort (``RowOrder/sortedPositions(count:ids:values:value:resolve:first:)``) gives the
 /// order that comparing rows two by two with ``RowOrder/precedes(_:_:_:_:)`` gives (the
 /// order live results keep), and its first positions when asked for only those.
 @Suite struct RowOrderTests {
