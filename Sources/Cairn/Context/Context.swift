@@ -384,21 +384,24 @@ public final class Context {
         if let batch = object.faultBatch {
             // Every member lets go of the batch (one loaded apart meanwhile too: the batch
             // and its members would otherwise hold each other).
-            for member in batch.objects where member !== object {
-                member.faultBatch = nil
-                if member.isFault && member.belongs(to: self) { try load(member) }
+            for member in batch.objects { member.faultBatch = nil }
+            if parent == nil {
+                // The members with no row of their fetch's are read from the store together.
+                var unread: [ManagedObject] = []
+                for member in batch.objects where member.isFault && member.belongs(to: self) {
+                    if !member.loadPrefetched() { unread.append(member) }
+                }
+                if !unread.isEmpty {
+                    let rows = try coordinator.getRows(unread.map(\.recordID), at: readGeneration, keepingIn: keptRecords)
+                    for (member, row) in zip(unread, rows) { member.take(row) }
+                }
+            } else {
+                for member in batch.objects where member !== object && member.isFault && member.belongs(to: self) { try load(member) }
             }
-            object.faultBatch = nil
+            if !object.isFault { return object.exists }
         }
         if object.loadPrefetched() { return true }
-        guard let (row, version) = try sourceRow(for: object.recordID) else {
-            object.markGone()
-            return false
-        }
-        object.setLoaded(row)
-        object.baseVersion = version
-        object.isFault = false
-        return true
+        return object.take(try sourceRow(for: object.recordID))
     }
 
     /// Before any read of an object's value: fire a fault. External changes are not

@@ -500,6 +500,20 @@ open class ManagedObject: CustomStringConvertible {
         extras.changing(self, slots: changed) { storeValues(new) }
     }
 
+    /// Loads a fault with the row read for it from the parent store (nil: its record is
+    /// gone, and it is marked so). Returns whether the record exists.
+    @discardableResult
+    func take(_ row: (row: StoredRow, version: UInt64)?) -> Bool {
+        guard let (row, version) = row else {
+            markGone()
+            return false
+        }
+        setLoaded(row)
+        baseVersion = version
+        isFault = false
+        return true
+    }
+
     /// ``setLoaded(_:)-([Value])`` of a row read from the parent store, decoded or kept.
     func setLoaded(_ row: StoredRow) {
         switch row {

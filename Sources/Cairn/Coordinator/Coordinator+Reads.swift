@@ -17,6 +17,11 @@ extension Coordinator {
         try store.getRow(id, at: generation, keepingIn: arena)
     }
 
+    /// ``getRow(_:at:keepingIn:)`` of each of `ids`, in one state (``Store/getRows(_:at:keepingIn:)``).
+    func getRows(_ ids: [RecordID], at generation: StoreGeneration? = nil, keepingIn arena: RecordArena) throws -> [(row: StoredRow, version: UInt64)?] {
+        try store.getRows(ids, at: generation, keepingIn: arena)
+    }
+
     func version(of id: RecordID, at generation: StoreGeneration? = nil) -> UInt64 { store.version(of: id, at: generation) }
 
     func contains(_ id: RecordID, at generation: StoreGeneration? = nil) -> Bool { store.contains(id, at: generation) }

@@ -169,18 +169,39 @@ package final class Store: Sendable {
         let (entry, snapshot, version, bodies) = read(at: generation) {
             ($0.overlay.lookup(id.entity) { $0[id.rawValue] }, $0.snapshot, $0.version(of: id), $0.bodies)
         }
+        return try withExtendedLifetime((snapshot, bodies)) {
+            try row(id, entry: entry, version: version, snapshot: snapshot, bodies: bodies, arena: arena)
+        }
+    }
+
+    /// ``getRow(_:at:keepingIn:)`` of each of `ids`, all read in one state with one look
+    /// at it (a batch of faults that fire together).
+    package func getRows(_ ids: [RecordID], at generation: StoreGeneration? = nil,
+                         keepingIn arena: RecordArena?) throws -> [(row: StoredRow, version: UInt64)?] {
+        let (entries, versions, snapshot, bodies) = read(at: generation) { state in
+            (ids.map { id in state.overlay.lookup(id.entity) { $0[id.rawValue] } }, ids.map { state.version(of: $0) },
+             state.snapshot, state.bodies)
+        }
+        return try withExtendedLifetime((snapshot, bodies)) {
+            try ids.indices.map { try row(ids[$0], entry: entries[$0], version: versions[$0], snapshot: snapshot, bodies: bodies, arena: arena) }
+        }
+    }
+
+    /// Record `id`'s row from the state read: its log entry (nil: the snapshot's record,
+    /// if any), kept or decoded. `snapshot` and `bodies` must be held for the call.
+    private func row(_ id: RecordID, entry: OverlayEntry?, version: UInt64, snapshot: SnapshotReader, bodies: LogBodies,
+                     arena: RecordArena?) throws -> (row: StoredRow, version: UInt64)? {
         let entity = snapshot.schema.entity(number: id.entity)
         func row(_ body: UnsafeRawBufferPointer) throws -> StoredRow {
             if let arena, let entity, let kept = arena.keep(StoredRecord(body), entity: entity) { return .kept(kept) }
             return .decoded(try decodeLocated(body, id: id, entity: entity))
         }
         switch entry {
-        case let entry? where entry.isLive:
-            return try withExtendedLifetime(bodies) { (try row(bodies.body(entry)), version) }
+        case let entry? where entry.isLive: return (try row(bodies.body(entry)), version)
         case .some: return nil
         case nil:
             guard let place = snapshot.place(of: id) else { return nil }
-            return try withExtendedLifetime(snapshot) { (try row(snapshot.body(at: place, id: id)), version) }
+            return (try row(snapshot.body(at: place, id: id)), version)
         }
     }
 

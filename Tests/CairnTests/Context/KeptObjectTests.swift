@@ -26,7 +26,8 @@ final class KeptSensor: ManagedObject {
 /// Objects whose fetched records are kept undecoded, and decoded on the first read that
 /// needs them whole, behave as objects whose records were decoded up front. Two stacks
 /// run the same random steps (fetches, reads, writes, saves, rollbacks, undo and redo,
-/// refreshes, resets, deletes, inserts, saves from another context, compactions), one
+/// refreshes, resets, deletes, inserts, saves from another context, relationship faults
+/// firing together, compactions), one
 /// keeping records and one decoding every record as before; after every step their
 /// objects must show the same state, value for value.
 @Suite struct KeptObjectTests {
@@ -107,7 +108,7 @@ final class KeptSensor: ManagedObject {
         var keptObjects = 0
         var log: [String] = []
         for step in 0..<400 {
-            let choice = random.next() % 16, pick = random.next(), key = Self.keys[Int(random.next() % UInt64(Self.keys.count))]
+            let choice = random.next() % 17, pick = random.next(), key = Self.keys[Int(random.next() % UInt64(Self.keys.count))]
             var value = Self.randomValue(for: key, &random, sensors: [])
             let sensorPick = Int(random.next() % 4)
             var outcomes: [String] = []
@@ -157,6 +158,11 @@ final class KeptSensor: ManagedObject {
                     do { try world.other.save(); outcome = "other saved" } catch {
                         outcome = "other \((error as? CairnError)?.code ?? .io)"
                         world.other.rollback()
+                    }
+                case 15:
+                    // A sensor's readings, faults that fire together (read in one look at the store).
+                    if sensorPick < world.sensors.count {
+                        outcome = world.sensors[sensorPick].gauges.map { "\($0.key):\($0.count)" }.joined(separator: ",")
                     }
                 default:
                     _ = try world.coordinator.compact()
