@@ -472,9 +472,9 @@ open class ManagedObject: CustomStringConvertible {
     func loadPrefetched() -> Bool {
         guard let (values, version) = prefetchedRow else { return false }
         prefetchedRow = nil
-        if let kept, let keptOwner {
-            // The kept row stays kept, as the values, for reads to decode in place.
-            setLoaded(kept: kept, owner: keptOwner)
+        if kept != nil {
+            // The kept row stays where it is, as the values, for reads to decode in place.
+            setLoadedKept()
         } else if values.isEmpty && !layout.defaults.isEmpty {
             return false  // a kept row let go of when the fault took values another way
         } else {
@@ -518,21 +518,29 @@ open class ManagedObject: CustomStringConvertible {
     func setLoaded(_ row: StoredRow) {
         switch row {
         case .decoded(let values): setLoaded(values)
-        case .kept(let record): setLoaded(kept: record.values, owner: record.owner)
+        case .kept(let record):
+            kept = record.values
+            keptOwner = record.owner
+            setLoadedKept()
         }
     }
 
-    /// ``setLoaded(_:)-([Value])`` of a kept record, left undecoded.
-    private func setLoaded(kept values: KeptValues, owner: RecordChunk) {
-        setLoaded([])
-        kept = values
-        keptOwner = owner
+    /// ``setLoaded(_:)-([Value])`` of the record in `kept`, left undecoded there.
+    private func setLoadedKept() {
+        decodedValues = []
+        markLoaded()
     }
 
     /// The values of a fault just read from the parent store, which are now also its saved ones.
     func setLoaded(_ values: [Value]) {
-        madeDefaultsPending = false  // a stored record: nothing is left to make
         storedValues = values
+        markLoaded()
+    }
+
+    /// After the values were set to a stored record's: they are also the saved ones, and
+    /// no initial value is left to make.
+    private func markLoaded() {
+        madeDefaultsPending = false
         valuesStamp &+= 1
         saved = .except([])
     }
