@@ -121,8 +121,15 @@ extension FetchPlan {
                     if let top, filter != nil || plan.compiled == nil {
                         return try top.offer(id: id, version: version, record: record)
                     }
+                    guard filter == nil, plan.compiled != nil else {
+                        // Nothing left to test on the values: kept undecoded where it can be,
+                        // for an object and its sort.
+                        let fetched: StoredRow = plan.wanted == .all ? .decoded(try Store.decodeRecord(record, id: id, entity: plan.entity))
+                            : try context.fetchedRow(record, id: id, entity: plan.entity)
+                        return matches.append(FetchRow(id: id, fetched: fetched, version: version))
+                    }
                     let values = try Store.decodeRecord(record, id: id, entity: plan.entity)
-                    if filter != nil || plan.accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
+                    if plan.accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
                 }
             } catch is ScanEnough {}
             return PendingCondition(slot: slot, condition: condition)

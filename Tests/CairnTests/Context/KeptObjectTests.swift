@@ -119,8 +119,9 @@ final class KeptSensor: ManagedObject {
                 func target() -> KeptReading? { world.held.isEmpty ? nil : world.held[Int(pick % UInt64(world.held.count))] }
                 switch choice {
                 case 0, 1:
-                    // In ID order (records kept), or sorted by key (records decoded for the sort).
+                    // In ID order or sorted by key; every reading, or those an index finds.
                     var request = FetchQuery(KeptReading.self, fetchPredicate: nil, sortKeys: choice == 0 ? [] : [SortKey("key")])
+                    if pick % 4 == 1 { request.fetchPredicate = try FetchQuery(KeptReading.self, format: "key >= 10").fetchPredicate }
                     if pick % 3 == 0 { request.fetchBatchSize = 7 }
                     world.held = try context.fetch(request)
                     world.sensors = try context.fetch(FetchQuery(KeptSensor.self, fetchPredicate: nil, sortKeys: [SortKey("name")]))
