@@ -234,9 +234,10 @@ extension Context {
         for (offset, relationship) in relationships.enumerated() where relationship.inverse != nil
             && (!deleted || relationship.deleteRule == .nullify || relationship.deleteRule == .cascade) {
             let slot = attributes + offset
-            guard slot < object.values.count, deleted || !object.savedValueUnchanged(at: slot),
+            // (No saved value past the last slot.)
+            guard deleted || !object.savedValueUnchanged(at: slot),
                   let read = object.savedValue(at: slot)?.referencedIDs, !read.isEmpty else { continue }
-            let now = deleted ? [] : object.values[slot].referencedIDs
+            let now = deleted ? [] : object.currentValue(at: slot).referencedIDs
             let kept = now.count > 8 ? Set(now) : nil
             for raw in read where !(kept?.contains(raw) ?? now.contains(raw)) {
                 let partner = registered[RecordID(rawValue: raw)]

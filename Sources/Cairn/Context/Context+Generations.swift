@@ -160,7 +160,7 @@ extension Context {
         inbox.ignore()
         for (_, object) in registered where object.inStore {
             // (A fault's row, read by a fetch at the newest state, is not the past's.)
-            if object.isFault { object.prefetched = nil } else { refresh(object, mergeChanges: false) }
+            if object.isFault { object.dropPrefetched() } else { refresh(object, mergeChanges: false) }
         }
         processPendingChanges()
     }
@@ -185,7 +185,7 @@ extension Context {
         var stale: [RecordID] = [], gone = Set<UInt64>()
         for (object, state) in zip(objects, states) {
             if object.isFault {
-                if let version = object.prefetchedVersion, version != state.version { object.prefetched = nil }
+                if let version = object.prefetchedVersion, version != state.version { object.dropPrefetched() }
                 continue
             }
             guard state.version != object.baseVersion else { continue }

@@ -543,7 +543,7 @@ extension Context {
         guard parent == nil, object.inStore else { return }
         if object.isFault {
             if let version = object.prefetchedVersion, version != coordinator.version(of: object.recordID, at: readGeneration) {
-                object.prefetched = nil
+                object.dropPrefetched()
             }
             return
         }

@@ -62,7 +62,7 @@ extension Context {
     @discardableResult
     func forgetDeleted(_ id: RecordID) -> Bool {
         guard let object = registered[id] else { return true }
-        object.prefetched = nil
+        object.dropPrefetched()
         guard !object.hasUnsavedChanges else { return false }
         registered[id] = nil
         dirty[id] = nil
@@ -142,7 +142,7 @@ extension Context {
     /// as a fault: a fetch that finds the record hands it out, and it must take writes.
     func refreshUpdated(_ id: RecordID) {
         guard let object = registered[id] else { return }
-        object.prefetched = nil
+        object.dropPrefetched()
         if !object.exists && !object.inStore && dirty[id] == nil {
             changeGeneration &+= 1
             relatedListsChanged()

@@ -622,7 +622,7 @@ public final class Context {
         resetGeneration &+= 1
         for object in registered.values {
             object.context = nil
-            object.prefetched = nil
+            object.dropPrefetched()
         }
         registered = [:]
         dirty = [:]
@@ -643,7 +643,7 @@ public final class Context {
         resetGeneration &+= 1
         let local = mergeChanges && !object.isFault ? object.changedKeyIndices.map { ($0, object.values[$0]) } : []
         let wasDeleted = !object.exists
-        object.prefetched = nil
+        object.dropPrefetched()
         object.isFault = true
         object.values = []
         object.exists = true

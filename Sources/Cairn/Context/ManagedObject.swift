@@ -196,34 +196,33 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
     /// The fetch batch this fault loads with (see ``FetchQuery/fetchBatchSize``).
     @exclusivity(unchecked) var faultBatch: FaultBatch?
-    /// For a fault: the row's values (empty when the row is kept: `kept`) and version.
+    /// For a fault: the row its fetch already read, its values (empty when the row waits
+    /// in `kept`) and its version.
     @exclusivity(unchecked) private var prefetchedRow: (values: [Value], version: UInt64)?
-    /// For a fault: the row (values and version) the fetch that made it already read, so
-    /// firing it needs no second read. Dropped when the record changes elsewhere. A kept
-    /// row waits in `kept`, which a fault does not read otherwise.
-    var prefetched: (row: StoredRow, version: UInt64)? {
-        get {
-            guard let (values, version) = prefetchedRow else { return nil }
-            if isFault, let kept, let keptOwner { return (.kept(KeptRecord(owner: keptOwner, values: kept)), version) }
-            return (.decoded(values), version)
-        }
-        set {
-            if isFault, kept != nil { letGoOfKept() }
-            switch newValue {
-            case nil: prefetchedRow = nil
-            case (.decoded(let values), let version)?: prefetchedRow = (values, version)
-            case (.kept(let record), let version)?:
-                prefetchedRow = ([], version)
-                if isFault {
-                    kept = record.values
-                    keptOwner = record.owner
-                } else {
-                    prefetchedRow = (StoredRow.kept(record).values, version)
-                }
-            }
+
+    /// Gives a fault the row its fetch read at `version`, so that firing it needs no second
+    /// read. A kept row waits in `kept`, which a fault does not read otherwise. (A loaded
+    /// object keeps its own values: nothing to do.)
+    func prefetch(_ row: StoredRow, version: UInt64) {
+        guard isFault else { return }
+        dropPrefetched()
+        switch row {
+        case .decoded(let values): prefetchedRow = (values, version)
+        case .kept(let record):
+            prefetchedRow = ([], version)
+            kept = record.values
+            keptOwner = record.owner
         }
     }
-    /// The version of the row in ``prefetched``, if any.
+
+    /// Lets go of the row a fetch read for this fault: the record changed elsewhere, or the
+    /// fault is to read another state.
+    func dropPrefetched() {
+        prefetchedRow = nil
+        if isFault, kept != nil { letGoOfKept() }
+    }
+
+    /// The version of the row a fetch read for this fault, if it holds one.
     var prefetchedVersion: UInt64? { prefetchedRow?.version }
     /// Relationships set before the object was inserted into a context (with the extras:
     /// few objects have any).
@@ -462,7 +461,7 @@ open class ManagedObject: CustomStringConvertible {
         return true
     }
 
-    /// Loads a fault from the record its fetch read with it (``prefetched``), if it kept
+    /// Loads a fault from the record its fetch read with it (``prefetch(_:version:)``), if it kept
     /// one; false if not. The one way a fault takes that record: its context's
     /// ``Context/load(_:)`` asks here first, and a read asks here without the context (see
     /// ``read(_:)``), as does a fault whose context is gone (a function fetched the objects

@@ -37,7 +37,7 @@ extension Context {
             // released again when the rows go.
             if let version = rows[index].version {
                 if object.isFault {
-                    object.prefetched = (rows[index].take(), version)
+                    object.prefetch(rows[index].take(), version: version)
                 } else {
                     showFetched(object, rows[index].take(), version: version)
                 }
@@ -67,7 +67,7 @@ extension Context {
         for row in rows where row.id.entity == entity.number {
             guard let object = (row.registered ?? self.object(for: row.id, entity: entity, type: type)) as? T else { continue }
             if let version = row.version {
-                if object.isFault && !followsFetches { object.prefetched = (row.fetched, version) } else {
+                if object.isFault && !followsFetches { object.prefetch(row.fetched, version: version) } else {
                     showFetched(object, row.values, version: version)
                 }
             }
@@ -127,28 +127,21 @@ extension Context {
                 // A fault keeps the record read here; a loaded object keeps its own values,
                 // unless it is to show the state the fetch read and another save changed it.
                 if known.isFault {
-                    known.prefetched = (try fetchedRow(record, id: id, entity: entity), version)
+                    known.prefetch(try keptRecords.row(record, id: id, entity: entity), version: version)
                 } else if known.baseVersion != version, followsFetches {
                     showFetched(known, try Store.decodeRecord(record, id: id, entity: entity), version: version)
                 }
                 objects.append(known)
             } else {
                 // The values first, then their object: made one after the other, they lie together.
-                let row = try fetchedRow(record, id: id, entity: entity)
+                let row = try keptRecords.row(record, id: id, entity: entity)
                 let object = newFault(id, entity: entity, type: type)
                 guard fetchedClass != nil || isFetched(object) else { return }
-                object.prefetched = (row, version)
+                object.prefetch(row, version: version)
                 objects.append(object)
             }
         }
         return objects
-    }
-
-    /// A stored record a fetch read for a fault: kept undecoded when its values decode in
-    /// place (``RecordArena``), decoded and checked otherwise.
-    @inline(__always)
-    func fetchedRow(_ record: borrowing StoredRecord, id: RecordID, entity: EntityDescription) throws -> StoredRow {
-        try keptRecords.row(record, id: id, entity: entity)
     }
 
     /// Whether the objects a fetch hands back show the state it read: in a root context
@@ -172,14 +165,14 @@ extension Context {
     func showFetched(_ object: ManagedObject, _ row: StoredRow, version: UInt64) {
         guard followsFetches, object.inStore, object.exists, !object.hasUnsavedChanges else { return }
         if object.isFault {
-            object.prefetched = (row, version)
+            object.prefetch(row, version: version)
             _ = object.loadPrefetched()
             return
         }
         guard object.baseVersion != version else { return }
         let values = row.values
         guard values.count == object.values.count else { return }
-        object.prefetched = nil
+        object.dropPrefetched()
         changeGeneration &+= 1  // its values change without a write
         relatedListsChanged()
         object.reload(values)
@@ -461,12 +454,7 @@ extension Context {
         var values: [Value] { fetched.values }
 
         /// The value in `slot` (`.null` past the last), read in place from a kept record.
-        func value(at slot: Int) -> Value {
-            switch fetched {
-            case .decoded(let values): return slot >= 0 && slot < values.count ? values[slot] : .null
-            case .kept(let record): return withExtendedLifetime(record.owner) { record.values.value(at: slot) }
-            }
-        }
+        func value(at slot: Int) -> Value { fetched.value(at: slot) }
 
         /// The row's values, leaving it none.
         mutating func take() -> StoredRow {

@@ -125,7 +125,7 @@ extension FetchPlan {
                         // Nothing left to test on the values: kept undecoded where it can be,
                         // for an object and its sort.
                         let fetched: StoredRow = plan.wanted == .all ? .decoded(try Store.decodeRecord(record, id: id, entity: plan.entity))
-                            : try context.fetchedRow(record, id: id, entity: plan.entity)
+                            : try context.keptRecords.row(record, id: id, entity: plan.entity)
                         return matches.append(FetchRow(id: id, fetched: fetched, version: version))
                     }
                     let values = try Store.decodeRecord(record, id: id, entity: plan.entity)
@@ -188,7 +188,7 @@ extension FetchPlan {
                         }
                         // (Kept undecoded where it can be, for an object and its sort.)
                         let fetched = wanted == .all ? .decoded(try Store.decodeRecord(record, id: id, entity: entity))
-                            : try context.fetchedRow(record, id: id, entity: entity)
+                            : try context.keptRecords.row(record, id: id, entity: entity)
                         matches.append(FetchRow(id: id, fetched: fetched, version: version, registered: known))
                         if limited && matches.count >= enough { throw ScanEnough() }
                     }

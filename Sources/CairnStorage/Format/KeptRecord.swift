@@ -55,8 +55,7 @@ package final class RecordArena {
             }
             return true
         }
-        guard fits else { return nil }
-        guard reader.isAtEnd else { return nil }
+        guard fits, reader.isAtEnd else { return nil }
         header.storeBytes(of: UInt16(count).littleEndian, as: UInt16.self)
         header.storeBytes(of: 0, toByteOffset: 2, as: UInt16.self)
         header.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: 4, as: UInt32.self)
@@ -88,6 +87,14 @@ package enum StoredRow {
         switch self {
         case .decoded(let values): return values
         case .kept(let record): return withExtendedLifetime(record.owner) { record.values.all() }
+        }
+    }
+
+    /// The value in `slot` (`.null` past the last), read in place from a kept record.
+    package func value(at slot: Int) -> Value {
+        switch self {
+        case .decoded(let values): return values.indices.contains(slot) ? values[slot] : .null
+        case .kept(let record): return withExtendedLifetime(record.owner) { record.values.value(at: slot) }
         }
     }
 }

@@ -176,7 +176,7 @@ import Testing
         // Fetched, not yet read (a fault with the row its fetch read), then sent to the past.
         let reader = Context(coordinator: coordinator, model: model)
         let fetched = try #require(try reader.fetch(Person.self, where: #Predicate { $0.age > 0 }).first)
-        #expect(fetched.isFault && fetched.prefetched != nil, "a fault with the row its fetch read")
+        #expect(fetched.isFault && fetched.prefetchedVersion != nil, "a fault with the row its fetch read")
         try reader.setQueryGenerationFrom(try coordinator.queryGeneration(asOf: then))
         #expect(fetched.age == 20, "not the row the fetch read at the newest state")
         // The newest state's token gives a context that cannot save either.
