@@ -26,6 +26,7 @@ scaling=$(.build/release/cairn-bench --scaling "$scaling_max" --json scaling.jso
   echo "delete_compact through Context.batchInsert, batchUpdate and batchDelete (one transaction, no object per record)."
   echo "Contexts have undo off (SQLite keeps no undo history); insert_bulk_undo is insert_bulk with undo on, the default."
   echo "insert_unique: 100k objects with a unique string key in saves of 1,000, against a UNIQUE column in transactions of 1,000."
+  echo "graph_prefetch: graph with the parents' fetch naming their children for prefetching (relationshipKeyPathsForPrefetching = [\\.children]); SQLite's side is graph's."
   echo "graph_count: graph's store, each parent's children counted from the stored IDs (parent.\$children.count; parent.children.count makes a fault per child), against SELECT count(*) per parent."
   echo "append_children: 20k children appended one by one to one parent (parent.children.append(child)) and saved, against 20k rows inserted with the parent's ID."
   echo "query_pending: query_unindexed's ten range queries over 100k new objects not yet saved, against the same queries inside the open transaction that inserted the rows."

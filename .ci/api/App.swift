@@ -24,7 +24,11 @@ func app() throws {
     let adults = try context.fetch(Person.self, where: #Predicate { $0.age >= 18 }, sortBy: [SortDescriptor(\.username)])
     let named = try context.fetch(FetchQuery(Person.self, format: "username IN %@", ["ann", "bob"]))
     let owned = try context.fetch(FetchQuery(DVD.self, sortBy: [SortDescriptor(\.title)], fetchLimit: 10))
-    _ = (adults, named, owned)
+    var withOwners = FetchQuery(DVD.self)
+    withOwners.relationshipKeyPathsForPrefetching = [\.owner]
+    withOwners.relationshipNamesForPrefetching = ["owner.dvds"]
+    let prefetched = try context.fetch(withOwners)
+    _ = (adults, named, owned, prefetched)
 
     // Maintenance goes through the container.
     let problems: [StoreProblem] = container.verify()

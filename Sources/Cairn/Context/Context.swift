@@ -398,6 +398,14 @@ public final class Context {
             } else {
                 for member in batch.objects where member !== object && member.isFault && member.belongs(to: self) { try load(member) }
             }
+            if !batch.prefetching.isEmpty {
+                // (A record met that cannot be read is reported as a fault's would be, and
+                // does not fail this load.)
+                do {
+                    if object.isFault, object.belongs(to: self) { try load(object) }
+                    try prefetch(batch.prefetching, from: batch.objects.filter { $0.belongs(to: self) })
+                } catch let error as CairnError { recordError(error) }
+            }
             if !object.isFault { return object.exists }
         }
         if object.loadPrefetched() { return true }

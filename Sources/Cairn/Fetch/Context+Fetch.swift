@@ -11,7 +11,8 @@ extension Context {
     /// and windowed. Throws for a sort descriptor Cairn cannot sort by, naming it.
     public func fetch<T: ManagedObject>(_ request: FetchQuery<T>) throws -> [T] {
         let request = try request.resolved()
-        if let objects = try fetchInOnePass(request) { return batched(objects, request) }
+        let prefetching = try prefetchPaths(request)
+        if let objects = try fetchInOnePass(request) { return try finished(objects, request, prefetching: prefetching) }
         var rows = try executeRows(request, values: .forUnloadedObjects)
         let entity = try entityDescription(request.entityName)
         let type = model.objectClass(for: entity.name)
@@ -51,7 +52,7 @@ extension Context {
             }
             objects = window(objects, request)
         }
-        return batched(objects, request)
+        return try finished(objects, request, prefetching: prefetching)
     }
 
     /// ``fetch(_:)`` with each object's values as the fetch read them, which it sorted
@@ -59,6 +60,8 @@ extension Context {
     /// be another save's). Not for a request with an object filter.
     func fetchWithValues<T: ManagedObject>(_ request: FetchQuery<T>,
                                            resolver: CompiledPredicate.Resolver? = nil) throws -> [(object: T, values: [Value])] {
+        let request = try request.resolved()
+        let prefetching = try prefetchPaths(request)
         let rows = try executeRows(request, values: .all, resolver: resolver)
         let entity = try entityDescription(request.entityName)
         let type = model.objectClass(for: entity.name)
@@ -73,17 +76,27 @@ extension Context {
             }
             result.append((object, row.values))
         }
-        let objects = batched(result.map(\.object), request)
+        let objects = try finished(result.map(\.object), request, prefetching: prefetching)
         return zip(objects, result).map { ($0, $1.values) }
     }
 
-    /// `objects`, their faults grouped in batches of the request's fetch batch size, if any.
-    private func batched<T: ManagedObject>(_ objects: [T], _ request: FetchQuery<T>) -> [T] {
-        if let size = request.fetchBatchSize, size > 0 {
-            for start in stride(from: 0, to: objects.count, by: size) {
-                let batch = FaultBatch(objects: Array(objects[start..<min(start + size, objects.count)]))
-                for object in batch.objects where object.isFault { object.faultBatch = batch }
+    /// `objects`, their faults grouped in batches of the request's fetch batch size, if
+    /// any, and the relationships of `prefetching` loaded: for all of them now, or, in
+    /// batches, for each batch as it loads.
+    private func finished<T: ManagedObject>(_ objects: [T], _ request: FetchQuery<T>, prefetching: [[String]]) throws -> [T] {
+        guard let size = request.fetchBatchSize, size > 0 else {
+            if !prefetching.isEmpty { try prefetch(prefetching, from: objects) }
+            return objects
+        }
+        for start in stride(from: 0, to: objects.count, by: size) {
+            let batch = FaultBatch(objects: Array(objects[start..<min(start + size, objects.count)]), prefetching: prefetching)
+            var faults = false
+            for object in batch.objects where object.isFault {
+                object.faultBatch = batch
+                faults = true
             }
+            // (A batch with no fault never loads: its relationships are loaded now.)
+            if !faults && !prefetching.isEmpty { try prefetch(prefetching, from: batch.objects) }
         }
         return objects
     }
@@ -594,7 +607,12 @@ extension Context {
 /// fault loads them all.
 final class FaultBatch {
     let objects: [ManagedObject]
-    init(objects: [ManagedObject]) { self.objects = objects }
+    /// The relationships loaded with the batch (its fetch's prefetching), as paths of names.
+    let prefetching: [[String]]
+    init(objects: [ManagedObject], prefetching: [[String]] = []) {
+        self.objects = objects
+        self.prefetching = prefetching
+    }
 
     /// How many of a relationship's faults fire together.
     static let relationshipSize = 64

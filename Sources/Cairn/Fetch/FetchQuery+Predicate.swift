@@ -221,6 +221,23 @@ enum KeyPathNames {
 
     /// `keyPath` as a person reads it, where the runtime can spell it (names are lost for
     /// the computed properties Cairn's wrappers make, on some platforms): else its type.
+    /// The relationship of `type` that `keyPath` reads (`\Person.pets`, `\DVD.owner`), by
+    /// name; nil for anything else.
+    static func relationship(of keyPath: AnyKeyPath, in type: ManagedObject.Type) -> String? {
+        let layout = PropertyLayout.of(type)
+        let relationships = layout.entity.relationships
+        // The probe's relationship holds an object of the relationship's own class, so that
+        // a typed read of it finds the object: one probe per class of target.
+        var tried = Set<ObjectIdentifier>()
+        for index in relationships.indices {
+            let target: ManagedObject.Type? = index < layout.relationshipTargets.count && layout.relationshipTargets[index] != ManagedObject.self
+                ? layout.relationshipTargets[index] : nil
+            guard tried.insert(ObjectIdentifier(target ?? ManagedObject.self)).inserted else { continue }
+            if let name = name(of: keyPath, in: type, target: target), relationships.contains(where: { $0.name == name }) { return name }
+        }
+        return nil
+    }
+
     static func spelled(_ keyPath: AnyKeyPath) -> String {
         let text = keyPath.debugDescription
         return text.contains("<computed") ? "a \(Swift.type(of: keyPath))" : text

@@ -45,6 +45,16 @@ public struct FetchQuery<Result: ManagedObject> {
     public var fetchBatchSize: Int?
     /// Whether the context's unsaved inserts, updates and deletes count (default true).
     public var includesPendingChanges = true
+    /// Relationships whose objects the fetch loads with its results (SwiftData's and Core
+    /// Data's prefetching): the objects every result's `\.owner` or `\.children` holds,
+    /// read from the store together, so that reading them later makes no fault, and
+    /// touches the store no more. Each key path must name a relationship of `Result`; one
+    /// that does not is refused by the fetch, naming it.
+    public var relationshipKeyPathsForPrefetching: [PartialKeyPath<Result>] = []
+    /// More relationships to prefetch, by name (for run-time entities and the command
+    /// line), after ``relationshipKeyPathsForPrefetching``. A dotted path prefetches hop by
+    /// hop: `"owner.pets"` loads each result's owner, then each owner's pets.
+    public var relationshipNamesForPrefetching: [String] = []
     /// Why ``predicate`` is evaluated on objects rather than on stored records (nil if it
     /// is not: no typed predicate, or one that converted).
     public private(set) var inMemoryReason: String?
@@ -124,11 +134,24 @@ public struct FetchQuery<Result: ManagedObject> {
 
     /// The query with ``sortBy`` resolved into ``sortKeys`` (what a fetch runs): throws
     /// for a descriptor that reads no attribute Cairn can sort by, naming it.
+    /// The query with ``sortBy`` resolved into ``sortKeys`` and ``relationshipKeyPathsForPrefetching``
+    /// into ``relationshipNamesForPrefetching`` (what a fetch runs): throws for a
+    /// descriptor that reads no attribute Cairn can sort by, or a key path that names no
+    /// relationship, naming it.
     func resolved() throws -> FetchQuery {
-        guard !sortBy.isEmpty else { return self }
+        guard !sortBy.isEmpty || !relationshipKeyPathsForPrefetching.isEmpty else { return self }
         var query = self
         query.sortKeys = try sortBy.enumerated().map { try SortKey($1, index: $0) } + sortKeys
         query.sortBy = []
+        query.relationshipNamesForPrefetching = try relationshipKeyPathsForPrefetching.enumerated().map { index, keyPath in
+            guard let name = KeyPathNames.relationship(of: keyPath, in: Result.self) else {
+                throw CairnError(.invalidArgument, "relationshipKeyPathsForPrefetching[\(index)] of \(Result.entityName) reads "
+                                 + "\(KeyPathNames.spelled(keyPath)), which is no relationship of \(Result.entityName); "
+                                 + "name a relationship, or a path of them with relationshipNamesForPrefetching")
+            }
+            return name
+        } + relationshipNamesForPrefetching
+        query.relationshipKeyPathsForPrefetching = []
         return query
     }
 }

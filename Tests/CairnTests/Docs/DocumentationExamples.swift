@@ -188,7 +188,7 @@ enum FetchingExample {
     typealias Person = GettingStartedExample.Person
     typealias DVD = GettingStartedExample.DVD
 
-    @MainActor static func run() throws -> (adults: [String], byFormat: Int, sections: [String], changes: Int) {
+    @MainActor static func run() throws -> (adults: [String], byFormat: Int, sections: [String], changes: Int, shelves: [String]) {
         let container = try Container(name: "Fetch", entities: [Person.self, DVD.self], storage: .inMemory)
         let context = container.mainContext
         for name in ["bo", "ann", "cy"] { Person(context: context).username = name }
@@ -207,7 +207,15 @@ enum FetchingExample {
         results.onChange = { _ in changes += 1 }
         Person(context: context).username = "al"
         try context.save()                      // the results follow, with a diff
-        return (adults, byFormat, results.sections.map(\.name), changes)
+
+        let alien = DVD(context: context)
+        alien.title = "Alien"
+        alien.owner = try context.fetch(FetchQuery(Person.self, format: "username == %@", "bo")).first
+        var withDVDs = FetchQuery(Person.self, sortBy: [SortDescriptor(\Person.username)])
+        withDVDs.relationshipKeyPathsForPrefetching = [\.dvds]
+        withDVDs.relationshipNamesForPrefetching = ["dvds.owner"]  // by name, hop by hop
+        let shelves = try context.fetch(withDVDs).map { "\($0.username): \($0.dvds.count)" }
+        return (adults, byFormat, results.sections.map(\.name), changes, shelves)
     }
 }
 
@@ -634,6 +642,7 @@ enum HistoryAndSyncExample {
         #expect(result.byFormat == 2)
         #expect(result.sections == ["a", "b", "c"])
         #expect(result.changes == 1)
+        #expect(result.shelves == ["al: 0", "ann: 0", "bo: 1", "cy: 0"])
     }
 
     @MainActor @Test func concurrency() async throws {
