@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// A fixed number of bits that threads set and test without a lock. A bit once set stays
@@ -5,22 +10,24 @@ import Synchronization
 /// bytes, such as "this frame's checksum was checked", which any thread may find again).
 public final class AtomicBitmap: Sendable {
     public let count: Int
-    // The words are allocated once, initialized here and freed in deinit; they are read
-    // and written only through `Atomic`'s operations, so sharing them is safe.
+    // The words are allocated once, zeroed, and freed in deinit; they are read and written
+    // only through `Atomic`'s operations, so sharing them is safe.
     nonisolated(unsafe) private let words: UnsafeMutablePointer<Atomic<UInt64>>
-    private let wordCount: Int
 
     public init(count: Int) {
         self.count = max(0, count)
-        wordCount = (self.count + 63) / 64
-        words = .allocate(capacity: max(wordCount, 1))
-        for i in 0..<wordCount { (words + i).initialize(to: Atomic(0)) }
+        let wordCount = max((self.count + 63) / 64, 1)
+        // Zeroed by `calloc`, which takes a large map's pages from the system zeroed and
+        // touches none of them: a map of a bit per record of a large snapshot costs its
+        // open nothing until bits are set. (An `Atomic<UInt64>` of zero is its zero bytes:
+        // the words need no other initialization, nor deinitialization.)
+        guard let memory = calloc(wordCount, MemoryLayout<Atomic<UInt64>>.stride) else {
+            preconditionFailure("out of memory for a bitmap of \(self.count) bits")
+        }
+        words = memory.bindMemory(to: Atomic<UInt64>.self, capacity: wordCount)
     }
 
-    deinit {
-        words.deinitialize(count: wordCount)
-        words.deallocate()
-    }
+    deinit { free(words) }
 
     /// Whether bit `i` is set; false for a bit outside the map.
     @inline(__always) public func contains(_ i: Int) -> Bool {
