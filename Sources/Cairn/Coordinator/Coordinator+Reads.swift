@@ -59,9 +59,10 @@ extension Coordinator {
         try store.scanVersioned(entity: entity, parts: parts, minimumPerRun: minimumPerRun, at: generation, where: tester, body)
     }
 
-    func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
-                     _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
-        try store.scanIndexed(entity: entity, slot: slot, matching: condition, body)
+    @discardableResult
+    func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition, first: Int? = nil,
+                     _ body: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws -> Bool {
+        try store.scanIndexed(entity: entity, slot: slot, matching: condition, first: first, body)
     }
 
     func scanInIndexOrder(entity: UInt16, slot: Int, ascending: Bool,

@@ -112,9 +112,32 @@ extension FetchPlan {
         let condition: IndexCondition
 
         func read(_ plan: FetchPlan, in context: Context, into matches: inout [FetchRow]) throws -> PendingCondition? {
+            // A window in ID order needs only the first stored matches: one for each row it
+            // holds, and one more for each changed object (whose stored row is passed over).
+            // If the rest of the predicate turns some of them away, the lookup is made again
+            // for every match.
+            let start = matches.count
+            var first: Int?
+            if plan.limited, plan.top == nil {
+                let (sum, overflow) = plan.enough.addingReportingOverflow(plan.filterPending ? plan.pending.count : 0)
+                first = overflow ? nil : sum
+            }
+            if try read(plan, in: context, first: first, into: &matches), matches.count - start < plan.enough {
+                matches.removeSubrange(start...)
+                try read(plan, in: context, first: nil, into: &matches)
+            }
+            return PendingCondition(slot: slot, condition: condition)
+        }
+
+        /// Reads the matches, at least the first `first` in ID order; returns whether the
+        /// lookup may have left later ones out.
+        @discardableResult
+        private func read(_ plan: FetchPlan, in context: Context, first: Int?, into matches: inout [FetchRow]) throws -> Bool {
             let filter = plan.filter, top = plan.top
+            var truncated = false
             do {
-                try context.coordinator.scanIndexed(entity: plan.entity.number, slot: slot, matching: condition) { id, version, record in
+                truncated = try context.coordinator.scanIndexed(entity: plan.entity.number, slot: slot, matching: condition,
+                                                                first: first) { id, version, record in
                     if matches.count >= plan.enough { throw ScanEnough() }
                     if plan.filterPending && plan.pending.contains(id) { return }
                     if let filter, !(try filter.matches(record, id: id)) { return }
@@ -131,8 +154,10 @@ extension FetchPlan {
                     let values = try Store.decodeRecord(record, id: id, entity: plan.entity)
                     if plan.accepts(values) { matches.append(FetchRow(id: id, values: values, version: version)) }
                 }
-            } catch is ScanEnough {}
-            return PendingCondition(slot: slot, condition: condition)
+            } catch is ScanEnough {
+                return false
+            }
+            return truncated
         }
     }
 

@@ -79,7 +79,7 @@ package final class SecondaryIndex: @unchecked Sendable {
         slot = block.attribute
         stored = (snapshot, block)
         // (The stored entries out of date are those of the IDs the overlay holds: see
-        // ``lookup(_:changes:)``.)
+        // ``lookup(_:changes:first:)``.)
         let slot = self.slot
         // Integers go straight from the bodies into (integer, ID) pairs, with no array of
         // every value first; a long tail's are read and sorted in parts on several threads
@@ -248,9 +248,16 @@ package final class SecondaryIndex: @unchecked Sendable {
         return IndexTiers(stored: stored, sorted: sorted, stale: stale, recent: recent, delta: delta, changes: changes)
     }
 
-    func lookup(_ condition: IndexCondition, changes: EntityOverlay) throws -> [IndexMatch] {
+    /// The records whose values meet `condition`. With `first`, a lookup of equal values
+    /// may stop, for each value, after the first `first` of the snapshot's stored entries
+    /// in ID order that the log has not changed: `completeThrough` is then the highest ID
+    /// through which the matches are all there (the first `first` matches in ID order are
+    /// among them); nil when none were left out.
+    func lookup(_ condition: IndexCondition, changes: EntityOverlay, first: Int? = nil) throws
+        -> (matches: [IndexMatch], completeThrough: UInt64?) {
         catchUp(with: changes)
         var result: [IndexMatch] = []
+        var completeThrough: UInt64?
         if let (snapshot, block) = stored {
             if !storedChecked {
                 try snapshot.checkAttributeIndex(block)
@@ -259,7 +266,7 @@ package final class SecondaryIndex: @unchecked Sendable {
             // A stored entry is out of date when the overlay holds its ID: every change to a
             // snapshot record since the snapshot stays in the overlay (a put, or a delete
             // as `.deleted`) until a compaction makes a new snapshot and new indexes.
-            try Self.collect(condition, count: block.count, skipping: { changes.contains($0) }, into: &result, value: { i in
+            completeThrough = try Self.collect(condition, count: block.count, first: first, skipping: { changes.contains($0) }, into: &result, value: { i in
                 let (id, place) = try snapshot.record(in: block, at: i)
                 let body = try snapshot.body(at: place, id: id)
                 do {
@@ -300,8 +307,8 @@ package final class SecondaryIndex: @unchecked Sendable {
                 if let value, Self.matches(value, condition) { result.append(IndexMatch(id: id, snapshotPlace: nil)) }
             }
         }
-        if case .equal(let wanted) = condition, wanted.count > 1 { return Array(Set(result)) }
-        return result
+        if case .equal(let wanted) = condition, wanted.count > 1 { return (Array(Set(result)), completeThrough) }
+        return (result, completeThrough)
     }
 
     package static func matches(_ value: Value, _ condition: IndexCondition) -> Bool {
@@ -327,9 +334,16 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// values have no unordered members (floating point and decimal have NaN), so does
     /// everything between, and only IDs are read (for a stored index: no record is read);
     /// otherwise each entry is tested.
-    private static func collect(_ condition: IndexCondition, count: Int, prefixes: StringPrefixes? = nil,
+    ///
+    /// With `first` (for a run whose equal values lie in ID order, as a stored index's do),
+    /// the matches of each wanted value of an `equal` condition stop after the first
+    /// `first` not skipped, so long as their IDs are found to ascend; returns the highest ID
+    /// through which the run's matches are all there if any stopped so (the lowest of the
+    /// last IDs taken), else nil.
+    @discardableResult
+    private static func collect(_ condition: IndexCondition, count: Int, first: Int? = nil, prefixes: StringPrefixes? = nil,
                                 skipping: (UInt64) -> Bool, into result: inout [IndexMatch],
-                                value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws {
+                                value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws -> UInt64? {
         // The first position whose value is not `before` (every value before it is).
         func partition(_ before: (Value) -> Bool, within bounds: Range<Int>? = nil) throws -> Int {
             try (bounds ?? 0..<count).partitionPoint { !before(try value($0)) }
@@ -361,6 +375,30 @@ package final class SecondaryIndex: @unchecked Sendable {
                 }
             }
         }
+        // The matches not skipped of the run of values equal to `target` from `start`, up to
+        // the first `first` of them in ID order: `complete` if the run ended before (or
+        // just as) they were found. A skipped entry's value is not read: an entry taken
+        // after it is in the run, so it was too. Nil if the run's IDs are found not to
+        // ascend (the caller then takes the whole run as it would without `first`).
+        func firstOfRun(from start: Int, limit: Int, target: Value, first: Int) throws -> (taken: [IndexMatch], complete: Bool)? {
+            var taken: [IndexMatch] = []
+            var previous: UInt64?
+            var index = start
+            while index < limit, taken.count < first {
+                let found = try match(index)
+                let ascends = previous.map { found.id > $0 } ?? true
+                previous = found.id
+                index += 1
+                if ascends && skipping(found.id) { continue }
+                guard IndexOrder.compare(try value(index - 1), target) == .orderedSame else { return (taken, true) }  // the run ended
+                guard ascends else { return nil }
+                taken.append(found)
+            }
+            if index == limit { return (taken, true) }
+            // (The next entry may still be in the run: the matches are complete through the last taken.)
+            return (taken, false)
+        }
+        var completeThrough: UInt64?
         switch condition {
         case .equal(let wanted):
             for target in wanted {
@@ -368,6 +406,12 @@ package final class SecondaryIndex: @unchecked Sendable {
                 // with its first eight bytes, found by comparing numbers, not strings.
                 let bounds = prefixes.flatMap { prefixes in StringPrefixes.prefix(of: target).map { prefixes.range(of: $0) } }
                 let start = try partition({ IndexOrder.compare($0, target) == .orderedAscending }, within: bounds)
+                if let first, first > 0,
+                   let (taken, complete) = try firstOfRun(from: start, limit: bounds?.upperBound ?? count, target: target, first: first) {
+                    result += taken
+                    if !complete, let last = taken.last { completeThrough = min(completeThrough ?? .max, last.id) }
+                    continue
+                }
                 // The end searched for from the start, in steps that double: a unique
                 // value's lookup takes three comparisons rather than a second search of the
                 // whole run, and m equal values about 2 log m (a stored run reads a record
@@ -390,6 +434,7 @@ package final class SecondaryIndex: @unchecked Sendable {
             } ?? count
             try emit(start..<max(start, end))
         }
+        return completeThrough
     }
 
     /// Whether values of this one's type are all ordered (no NaN), so that a run between
@@ -458,7 +503,7 @@ extension Store {
         let key = try indexKey(entity: entity, slot: slot)
         let matches = try state.withLock { state -> [IndexMatch] in
             guard let index = state.indexes[key] else { return [] }
-            return try index.lookup(condition, changes: state.overlay(of: entity))
+            return try index.lookup(condition, changes: state.overlay(of: entity)).matches
         }
         return matches.map { RecordID(rawValue: $0.id) }
     }
@@ -476,13 +521,13 @@ extension Store {
     /// ``indexedIDs(entity:slot:matching:)`` with where the stored index found each
     /// record, in the state the lookup read: its snapshot, the entity's overlay and the
     /// log's record versions.
-    private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition) throws
-        -> (matches: [IndexMatch], snapshot: SnapshotReader, overlay: EntityOverlay, versions: VersionTable) {
+    private func indexedRecords(entity: UInt16, slot: Int, matching condition: IndexCondition, first: Int? = nil) throws
+        -> (matches: [IndexMatch], completeThrough: UInt64?, snapshot: SnapshotReader, overlay: EntityOverlay, versions: VersionTable) {
         let key = try indexKey(entity: entity, slot: slot)
         return try state.withLock { state in
             let overlay = state.overlay(of: entity)
-            return (try state.indexes[key]?.lookup(condition, changes: overlay) ?? [], state.snapshot, overlay,
-                    state.versionTable)
+            let (matches, complete) = try state.indexes[key]?.lookup(condition, changes: overlay, first: first) ?? ([], nil)
+            return (matches, complete, state.snapshot, overlay, state.versionTable)
         }
     }
 
@@ -492,10 +537,18 @@ extension Store {
     /// the moment, a record a commit changed after the lookup would have to be tested
     /// against the condition again, and each read would take the state's lock and search
     /// the overlay.)
-    package func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition,
-                     _ read: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws {
-        var (matches, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot, matching: condition)
+    ///
+    /// With `first`, the lookup may stop after the first `first` matches in ID order
+    /// (see ``SecondaryIndex/lookup(_:changes:first:)``): only the matches up to where it
+    /// stopped are read, and it returns true, so that a caller that wants more of them
+    /// after all (the rest of its predicate turned some away) can ask again without.
+    @discardableResult
+    package func scanIndexed(entity: UInt16, slot: Int, matching condition: IndexCondition, first: Int? = nil,
+                     _ read: (RecordID, UInt64, borrowing StoredRecord) throws -> Void) throws -> Bool {
+        var (matches, completeThrough, snapshot, overlay, versions) = try indexedRecords(entity: entity, slot: slot,
+                                                                                         matching: condition, first: first)
         RadixSort.sort(&matches) { $0.id }
+        if let completeThrough { matches = Array(matches.prefix { $0.id <= completeThrough }) }
         func body(_ id: RecordID, _ version: UInt64, _ bytes: UnsafeRawBufferPointer) throws {
             try reading(id, bytes) { try read(id, version, StoredRecord($0)) }
         }
@@ -517,6 +570,7 @@ extension Store {
                 }
             }
         }
+        return completeThrough != nil
     }
 
     /// Whether an index over this attribute exists already, in memory or stored in the
@@ -557,7 +611,7 @@ extension Store {
         let key = IndexKey(entity: entity, slot: slot)
         try buildIndexHoldingLog(key)
         let matches = try state.withLock { state -> [IndexMatch] in
-            try state.indexes[key]?.lookup(condition, changes: state.overlay(of: entity)) ?? []
+            try state.indexes[key]?.lookup(condition, changes: state.overlay(of: entity)).matches ?? []
         }
         return matches.map { RecordID(rawValue: $0.id) }
     }

@@ -431,9 +431,16 @@ import Testing
                                .equal([.int32(Int32(high)), .string("s\(low)")])]
             }
             for condition in conditions {
-                let found = try index.lookup(condition, changes: EntityOverlay(overlay, bodies: bodies)).map(\.id)
+                let found = try index.lookup(condition, changes: EntityOverlay(overlay, bodies: bodies)).matches.map(\.id)
                 let expected = Set(model.filter { SecondaryIndex.matches($0.value, condition) }.keys)
                 #expect(found.count == Set(found).count && Set(found) == expected, "step \(step) \(condition)")
+                // Asked for the first few in ID order only, the lookup finds those, and
+                // nothing that does not match.
+                let first = 1 + step % 4
+                let (some, through) = try index.lookup(condition, changes: EntityOverlay(overlay, bodies: bodies), first: first)
+                let someIDs = some.map(\.id).filter { $0 <= through ?? .max }
+                #expect(Set(someIDs).isSubset(of: expected) && someIDs.count == Set(someIDs).count, "step \(step) \(condition) first \(first)")
+                #expect(Array(someIDs.sorted().prefix(first)) == Array(expected.sorted().prefix(first)), "step \(step) \(condition) first \(first)")
             }
         }
     }
