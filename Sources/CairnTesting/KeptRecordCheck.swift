@@ -26,6 +26,10 @@ package enum KeptRecordCheck {
             let expected = decoded.indices.contains(slot) ? decoded[slot] : .null
             guard Value.same(read, expected) else { return "slot \(slot) reads \(read) kept, \(expected) decoded" }
         }
+        let fits = entity.firstValueOfWrongKind(in: decoded) == nil
+        guard kept.values.fitsRequiredKinds == fits else {
+            return "kept as \(fits ? "not " : "")fitting the required kinds, which \(decoded) do\(fits ? "" : " not")"
+        }
         return nil
     }
 
@@ -59,7 +63,8 @@ package enum KeptRecordCheck {
             case .decimal: type = .decimal
             case .archived: type = .archived
             }
-            attributes.append(AttributeDescription(name: "a\(index)", type: type, isOptional: true))
+            // (Every third attribute required: a nil there is stored, but not saved again.)
+            attributes.append(AttributeDescription(name: "a\(index)", type: type, isOptional: index % 3 != 1))
         }
         return EntityDescription(name: "Kept", number: 1, attributes: attributes, relationships: relationships)
     }

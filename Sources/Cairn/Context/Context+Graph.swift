@@ -22,7 +22,7 @@ extension Context {
             setRelationship(of: object, slot: slot, to: ids.compactMap { self.object(for: RecordID(rawValue: $0)) }.filter(\.exists))
             return
         }
-        guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
+        guard slot < object.valueCount, !Value.same(object.currentValue(at: slot), value) else { return }
         undoManager.withGroup(in: self) {
             storePrimitive(object, slot, value)
             if !object.layout.derivations.isEmpty { updateDerivations(of: object) }
@@ -32,7 +32,7 @@ extension Context {
     /// Sets a value with no inverse handling (must run inside an undo group).
     func setPrimitive(_ object: ManagedObject, _ slot: Int, _ value: Value) {
         willRead(object)
-        guard slot < object.values.count, !Value.same(object.values[slot], value) else { return }
+        guard slot < object.valueCount, !Value.same(object.currentValue(at: slot), value) else { return }
         storePrimitive(object, slot, value)
     }
 

@@ -172,9 +172,25 @@ extension Context {
         if object.isDeletedHere {
             return .init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, operation: try preparer.delete(id))
         }
+        if object.holdsKeptRecord {
+            // (The values whole only where the store checks the references.)
+            return .init(id: id, kind: .update, values: object.entity.relationships.isEmpty ? [] : object.keptValues ?? object.values,
+                         baseVersion: object.baseVersion, changedKeys: Self.changedKeys(of: object),
+                         operation: try Self.put(object, id: id, preparer: &preparer))
+        }
         let values = object.values
         return .init(id: id, kind: .update, values: values, baseVersion: object.baseVersion,
                      changedKeys: Self.changedKeys(of: object), operation: try preparer.put(id, values))
+    }
+
+    /// The store's put of `object`'s record under `id`, checked and encoded by `preparer`:
+    /// from the kept record and the values written over it, left undecoded, if it holds
+    /// one; from its values otherwise.
+    static func put(_ object: ManagedObject, id: RecordID, preparer: inout Store.Preparer) throws -> RecordOperation {
+        guard let (kept, owner, written, mask) = object.writtenOverKept else { return try preparer.put(id, object.values) }
+        return try withExtendedLifetime(owner) {
+            try preparer.put(id, kept: kept, written: written, mask: mask) { object.keptValues ?? object.values }
+        }
     }
 
     /// The keys an update changed, as a mask over its values (names only when the

@@ -43,14 +43,25 @@ extension Context {
 
     private func valueFailures(_ object: ManagedObject, _ label: () -> String) -> [CairnError] {
         let entity = object.entity
-        let values = object.values
+        // A kept record (and what was written over it) is read slot by slot, undecoded; of
+        // one whose values all fit their properties, only the values written over it are
+        // checked. Decoded values are checked in place in their array.
+        let kept = object.writtenOverKept
+        let values = kept == nil ? object.values : []
+        let count = kept == nil ? values.count : object.valueCount
+        let written = kept.flatMap { $0.kept.fitsRequiredKinds ? $0.mask : nil }
+        func read(_ slot: Int) -> Value { kept == nil ? values[slot] : object.currentValue(at: slot) }
+        func firstWrong(from start: Int) -> Int? {
+            kept == nil ? entity.firstValueOfWrongKind(in: values, from: start)
+                : entity.firstValueOfWrongKind(count: count, from: start, onlySlots: written, value: object.currentValue(at:))
+        }
         var failures: [CairnError] = []
-        var invalid = entity.firstValueOfWrongKind(in: values)
+        var invalid = firstWrong(from: 0)
         if invalid != nil {
             let attributes = entity.attributes
             while let index = invalid {
-                defer { invalid = entity.firstValueOfWrongKind(in: values, from: index + 1) }
-                let value = values[index], name = attributes[index].name
+                defer { invalid = firstWrong(from: index + 1) }
+                let value = read(index), name = attributes[index].name
                 if value.isNull {
                     let why = object.layout.initialValueProblems[index].map { " (\($0))" } ?? ""
                     failures.append(naming(CairnError(.validation, "\(label()): '\(name)' is required but has no value\(why)"), object, key: name))
@@ -60,8 +71,8 @@ extension Context {
                 }
             }
         }
-        for (offset, relationship) in entity.relationships.enumerated() where entity.attributes.count + offset < values.count {
-            let raws = values[entity.attributes.count + offset].referencedIDs
+        for (offset, relationship) in entity.relationships.enumerated() where entity.attributes.count + offset < count {
+            let raws = read(entity.attributes.count + offset).referencedIDs
             if raws.isEmpty && !relationship.isOptional && !relationship.isToMany {
                 failures.append(naming(CairnError(.validation, "\(label()): relationship '\(relationship.name)' is required but empty"),
                                        object, key: relationship.name))

@@ -99,21 +99,77 @@ open class ManagedObject: CustomStringConvertible {
     }
 
     /// The number of values, kept or decoded.
-    private var valueCount: Int { kept?.count ?? decodedValues.count }
+    var valueCount: Int { kept?.count ?? decodedValues.count }
 
     /// Whether the values are a kept record not decoded yet (for tests).
     var holdsKeptRecord: Bool { kept != nil }
 
-    /// Decodes the kept record into `decodedValues`, letting go of it.
+    /// Decodes the kept record into `decodedValues`, with the values written over it,
+    /// letting go of it.
     @inline(never) private func decodeKept() {
-        guard let record = kept else { return }
-        decodedValues = record.all()
+        guard let values = keptValues else { return }
+        decodedValues = values
         letGoOfKept()
+    }
+
+    /// The values of the kept record with those written over it, decoded (the object
+    /// keeps the record); nil if it holds none.
+    var keptValues: [Value]? {
+        guard let record = kept else { return nil }
+        var values = withExtendedLifetime(keptOwner) { record.all() }
+        if case .written(let written, let mask) = side {
+            var rest = mask, index = 0
+            while rest != 0 {
+                values[rest.trailingZeroBitCount] = written[index]
+                rest &= rest &- 1
+                index += 1
+            }
+        }
+        return values
     }
 
     private func letGoOfKept() {
         kept = nil
         keptOwner = nil
+        if case .written = side { side = .none }
+    }
+
+    /// The values written over the kept record, in slot order, and their slots as a mask
+    /// (``Side/written(_:mask:)``); nil when the object holds no kept record.
+    var writtenOverKept: (kept: KeptValues, owner: RecordChunk?, values: [Value], mask: UInt64)? {
+        guard let kept else { return nil }
+        if case .written(let values, let mask) = side { return (kept, keptOwner, values, mask) }
+        return (kept, keptOwner, [], 0)
+    }
+
+    /// ``currentValue(at:)`` of an object with values written over its kept record (out
+    /// of line: the common read, of a record nothing was written over, stays short).
+    @inline(never) private func writtenOrKeptValue(at slot: Int) -> Value {
+        if case .written(let values, let mask) = side, slot >= 0, slot < 64, mask & (1 << UInt64(slot)) != 0 {
+            return values[(mask & ((1 << UInt64(slot)) &- 1)).nonzeroBitCount]
+        }
+        return kept?.value(at: slot) ?? .null
+    }
+
+    /// Writes `value` over slot `slot` of the kept record (which must be held, with at most
+    /// 64 values), leaving the record undecoded.
+    private func writeOverKept(_ value: Value, at slot: Int) {
+        let bit: UInt64 = 1 << UInt64(slot)
+        var values: [Value] = []
+        var mask: UInt64 = 0
+        if case .written(let held, let heldMask) = side {
+            side = .none  // (`values` then the array's only holder: changed in place)
+            values = held
+            mask = heldMask
+        }
+        let index = (mask & (bit &- 1)).nonzeroBitCount
+        if mask & bit != 0 {
+            values[index] = value
+        } else {
+            values.insert(value, at: index)
+            mask |= bit
+        }
+        side = .written(values, mask: mask)
     }
     /// Transient values and observation (see ``ObjectExtras``); nil for most objects.
     @exclusivity(unchecked) @usableFromInline final var extras: ObjectExtras?
@@ -196,9 +252,26 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
     /// The fetch batch this fault loads with (see ``FetchQuery/fetchBatchSize``).
     @exclusivity(unchecked) var faultBatch: FaultBatch?
-    /// For a fault: the row its fetch already read, its values (empty when the row waits
-    /// in `kept`) and its version.
-    @exclusivity(unchecked) private var prefetchedRow: (values: [Value], version: UInt64)?
+    /// What an object holds beside its values, in one field: a fault never has values
+    /// written, and a loaded object no row of its fetch's waiting.
+    enum Side {
+        case none
+        /// For a fault: the row its fetch already read, its values (empty when the row
+        /// waits in `kept`) and its version.
+        case prefetched([Value], version: UInt64)
+        /// For a loaded object holding a kept record: the values written over it since, in
+        /// slot order, and their slots as a mask (bit `i` for slot `i`). Reads take a
+        /// written value before the record's, and a save encodes the record with them
+        /// (``writtenOverKept``), so a write decodes nothing.
+        case written([Value], mask: UInt64)
+    }
+    @exclusivity(unchecked) private var side = Side.none
+
+    /// For a fault: the row its fetch already read, and its version.
+    private var prefetchedRow: (values: [Value], version: UInt64)? {
+        if case .prefetched(let values, let version) = side { return (values, version) }
+        return nil
+    }
 
     /// Gives a fault the row its fetch read at `version`, so that firing it needs no second
     /// read. A kept row waits in `kept`, which a fault does not read otherwise. (A loaded
@@ -207,9 +280,9 @@ open class ManagedObject: CustomStringConvertible {
         guard isFault else { return }
         dropPrefetched()
         switch row {
-        case .decoded(let values): prefetchedRow = (values, version)
+        case .decoded(let values): side = .prefetched(values, version: version)
         case .kept(let record):
-            prefetchedRow = ([], version)
+            side = .prefetched([], version: version)
             kept = record.values
             keptOwner = record.owner
         }
@@ -218,7 +291,7 @@ open class ManagedObject: CustomStringConvertible {
     /// Lets go of the row a fetch read for this fault: the record changed elsewhere, or the
     /// fault is to read another state.
     func dropPrefetched() {
-        prefetchedRow = nil
+        if case .prefetched = side { side = .none }
         if isFault, kept != nil { letGoOfKept() }
     }
 
@@ -332,7 +405,7 @@ open class ManagedObject: CustomStringConvertible {
         guard !isFault else { return false }
         switch saved {
         case .none: return false
-        case .except(let originals): return originals.contains { !Value.same($0.value, storedValues[$0.slot]) }
+        case .except(let originals): return originals.contains { !Value.same($0.value, currentValue(at: $0.slot)) }
         case .whole(let base): return !Value.sameValues(base, storedValues)
         }
     }
@@ -383,7 +456,7 @@ open class ManagedObject: CustomStringConvertible {
         case .none: return false
         case .except(let originals):
             guard let original = originals.first(where: { $0.slot == slot }) else { return true }
-            return Value.same(original.value, storedValues[slot])
+            return Value.same(original.value, currentValue(at: slot))
         case .whole(let base): return slot < base.count && Value.same(base[slot], storedValues[slot])
         }
     }
@@ -406,7 +479,7 @@ open class ManagedObject: CustomStringConvertible {
     @inline(__always)
     private func storeValue(_ value: Value, at slot: Int) {
         if case .except(var originals) = saved, !originals.contains(where: { $0.slot == slot }) {
-            let original = SavedValue(slot: slot, value: storedValues[slot])
+            let original = SavedValue(slot: slot, value: currentValue(at: slot))
             if originals.isEmpty {
                 // An object's first write since a read or save (most objects get one): a list
                 // made whole, not grown from the empty one through the library's generic
@@ -418,7 +491,11 @@ open class ManagedObject: CustomStringConvertible {
                 saved = .except(originals)
             }
         }
-        storedValues[slot] = value
+        if let kept, slot < kept.count, kept.count <= 64 {
+            writeOverKept(value, at: slot)
+        } else {
+            storedValues[slot] = value
+        }
         valuesStamp &+= 1
     }
 
@@ -470,7 +547,7 @@ open class ManagedObject: CustomStringConvertible {
     @discardableResult
     func loadPrefetched() -> Bool {
         guard let (values, version) = prefetchedRow else { return false }
-        prefetchedRow = nil
+        side = .none
         if kept != nil {
             // The kept row stays where it is, as the values, for reads to decode in place.
             setLoadedKept()
@@ -518,6 +595,7 @@ open class ManagedObject: CustomStringConvertible {
         switch row {
         case .decoded(let values): setLoaded(values)
         case .kept(let record):
+            side = .none  // (what was written over another record held before, or a fetch's row)
             kept = record.values
             keptOwner = record.owner
             setLoadedKept()
@@ -577,9 +655,9 @@ open class ManagedObject: CustomStringConvertible {
     /// The slots whose values differ from the saved ones as a mask (nil when there is no
     /// list of written slots to read it from: a new object, or more than 64 values).
     var changedSlotMask: UInt64? {
-        guard case .except(let originals) = saved, storedValues.count <= 64 else { return nil }
+        guard case .except(let originals) = saved, valueCount <= 64 else { return nil }
         var mask: UInt64 = 0
-        for original in originals where !Value.same(original.value, storedValues[original.slot]) {
+        for original in originals where !Value.same(original.value, currentValue(at: original.slot)) {
             mask |= 1 << UInt64(original.slot)
         }
         return mask
@@ -619,7 +697,7 @@ open class ManagedObject: CustomStringConvertible {
         case .none: return isInserted ? Set(layout.names) : []
         case .except(let originals):
             // Only the slots written can differ (and an object not written keeps a kept record).
-            return Set(originals.filter { !Value.same($0.value, storedValues[$0.slot]) }.map { layout.names[$0.slot] })
+            return Set(originals.filter { !Value.same($0.value, currentValue(at: $0.slot)) }.map { layout.names[$0.slot] })
         case .whole(let base):
             return Set(layout.names.indices.filter { !Value.same(base[$0], values[$0]) }.map { layout.names[$0] })
         }
@@ -628,7 +706,7 @@ open class ManagedObject: CustomStringConvertible {
     /// The changed keys with their last saved values (`.null` for a new object).
     public var committedValuesForChangedKeys: [String: Value] {
         var result: [String: Value] = [:]
-        for key in changedKeys { if let index = layout.index(of: key) { result[key] = base?[index] ?? .null } }
+        for key in changedKeys { if let index = layout.index(of: key) { result[key] = savedValue(at: index) ?? .null } }
         return result
     }
 
@@ -703,7 +781,10 @@ open class ManagedObject: CustomStringConvertible {
     /// no fault fired, no initial value made.
     @inline(__always)
     func currentValue(at slot: Int) -> Value {
-        if let kept { return kept.value(at: slot) }
+        if let kept {
+            if case .written = side { return writtenOrKeptValue(at: slot) }
+            return kept.value(at: slot)
+        }
         return slot < decodedValues.count ? decodedValues[slot] : .null
     }
 
@@ -723,7 +804,7 @@ open class ManagedObject: CustomStringConvertible {
             return
         } else if isInvalidated {
             reportInvalidAccess("change \(slot < layout.names.count ? layout.names[slot] : "a property") of")
-        } else if slot < values.count {
+        } else if slot < valueCount {
             makeDefaultsIfPending()
             setValue(value, at: slot)
         }
@@ -783,8 +864,8 @@ open class ManagedObject: CustomStringConvertible {
         guard let context else { return detachedRelations[slot]?.contains { $0 === target } ?? false }
         guard target.belongs(to: context), target.exists else { return false }
         context.willRead(self)
-        guard slot < values.count else { return false }
-        return values[slot].referencedIDs.contains(target.recordID.rawValue)
+        guard slot < valueCount else { return false }
+        return currentValue(at: slot).referencedIDs.contains(target.recordID.rawValue)
     }
 
     /// What an attribute reads as when its slot holds no value of its type (a fault that

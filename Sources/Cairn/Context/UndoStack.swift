@@ -525,9 +525,9 @@ public final class UndoStack {
     }
 
     private func recordValue(_ object: ManagedObject, slot: Int) {
-        guard slot < object.values.count else { return }
+        guard slot < object.valueCount else { return }
         if !wholeInOpenGroup.isEmpty, wholeInOpenGroup.contains(ObjectIdentifier(object)) { return }
-        undoStack.append(Record(object: object, recorded: .value(slot: slot, object.values[slot])))
+        undoStack.append(Record(object: object, recorded: .value(slot: slot, object.currentValue(at: slot))))
     }
 
     static func state(of object: ManagedObject, in context: Context) -> Recorded {
@@ -588,8 +588,7 @@ public final class UndoStack {
                 reverse.append(Record(object: object, recorded: Self.state(of: object, in: context)))
             case .value(let slot, _):
                 if object.isFault { context.willRead(object) }
-                let values = object.values
-                reverse.append(Record(object: object, recorded: .value(slot: slot, slot < values.count ? values[slot] : .null)))
+                reverse.append(Record(object: object, recorded: .value(slot: slot, object.currentValue(at: slot))))
             case .transient(let change):
                 let current = object.transientValue(at: change.site)
                 reverse.append(Record(object: object, recorded: .transient(TransientChange(site: change.site, value: current))))
@@ -630,7 +629,7 @@ extension Context {
         switch record.recorded {
         case .value(let slot, let value):
             if object.isFault { willRead(object) }
-            if slot < object.values.count { object.setValue(value, at: slot) }
+            if slot < object.valueCount { object.setValue(value, at: slot) }
         case .inserted, .removed:
             _ = undoEdit(record)
         case .transient(let change):

@@ -92,6 +92,9 @@ extension Context {
                 object.inStore = true
                 object.exists = true
                 object.isFault = false
+                // (Decoded into the one holder's values, whose storage each record reuses: a
+                // record kept instead, with the change written over it, measured slower here,
+                // for the array of written values each record then allocates.)
                 if let decoded { object.setLoaded(decoded) } else { try object.setLoaded(decoding: record, id: id, entity: entity) }
                 try change(object)
                 object.applyDerivations()
@@ -105,7 +108,7 @@ extension Context {
                 // (Read again: a validation hook may have changed more.)
                 let changed = Self.changedKeys(of: object)
                 guard !changed.isEmpty else { return }
-                operations.append(try preparer.put(id, object.values))
+                operations.append(try Self.put(object, id: id, preparer: &preparer))
                 expected.append(ExpectedVersion(id: id, version: version))
                 keys.append(changed)
             }

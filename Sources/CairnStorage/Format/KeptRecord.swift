@@ -25,7 +25,7 @@ package final class RecordArena {
     package func keep(_ record: borrowing StoredRecord, entity: EntityDescription) -> KeptRecord? {
         let bytes = record.bytes
         guard keeps, let count = record.shortValueCount, count > 0 else { return nil }
-        let kinds = entity.kinds.stored
+        let kinds = entity.kinds.stored, required = entity.kinds.required
         let size = 8 + 2 * count + bytes.count
         guard count == kinds.count, size <= RecordChunk.largestKept else { return nil }
         if chunk.map({ $0.capacity - $0.used < size }) ?? true { chunk = RecordChunk() }
@@ -35,15 +35,20 @@ package final class RecordArena {
         let table = header + 8
         var reader = ByteReader(bytes)
         reader.position = 1
+        // Whether every value is also of a kind its property requires (a value for a
+        // property that must have one): a save's validation then checks only the values
+        // written over the record.
+        var fitsRequired = true
         let fits = kinds.withUnsafeBufferPointer { kinds in
             for slot in 0..<count {
                 let at = reader.position
                 // (Nothing is kept until the end: a record refused here leaves the chunk as it was.)
                 guard at < bytes.count else { return false }
                 let tag = bytes[at]
-                guard tag < 32, RecordChunk.inPlaceTags & 1 << UInt32(tag) != 0,
-                      (tag == Value.Tag.boolTrue.rawValue ? 1 << UInt32(Value.Tag.boolFalse.rawValue) : 1 << UInt32(tag)) & kinds[slot] != 0
-                else { return false }
+                guard tag < 32, RecordChunk.inPlaceTags & 1 << UInt32(tag) != 0 else { return false }
+                let kind: UInt32 = tag == Value.Tag.boolTrue.rawValue ? 1 << UInt32(Value.Tag.boolFalse.rawValue) : 1 << UInt32(tag)
+                guard kind & kinds[slot] != 0 else { return false }
+                if slot < required.count, kind & required[slot] == 0 { fitsRequired = false }
                 // A common encoding is stepped over (it decodes as framed); any other is
                 // decoded, as a read will decode it, and so checked (an int16's range, say).
                 if let next = ByteReader.skipCommon(bytes, at: at) {
@@ -57,7 +62,8 @@ package final class RecordArena {
         }
         guard fits, reader.isAtEnd else { return nil }
         header.storeBytes(of: UInt16(count).littleEndian, as: UInt16.self)
-        header.storeBytes(of: 0, toByteOffset: 2, as: UInt16.self)
+        header.storeBytes(of: fitsRequired ? 1 : 0, toByteOffset: 2, as: UInt8.self)
+        header.storeBytes(of: 0, toByteOffset: 3, as: UInt8.self)
         header.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: 4, as: UInt32.self)
         if let source = bytes.baseAddress {
             (table + 2 * count).copyMemory(from: source, byteCount: bytes.count)
@@ -148,8 +154,9 @@ package struct KeptRecord {
 /// The values of a ``KeptRecord``, read in place while its chunk is retained: a plain
 /// position, which an object reads without retaining the chunk again for each read.
 package struct KeptValues {
-    /// The record: its value count (UInt16), two bytes unused, its body's length (UInt32),
-    /// the offset of each value in the body (UInt16 each), then the body.
+    /// The record: its value count (UInt16), whether every value fits its property's
+    /// required kinds (a byte, 1 or 0), a byte unused, its body's length (UInt32), the
+    /// offset of each value in the body (UInt16 each), then the body.
     private let start: UnsafeRawPointer
 
     fileprivate init(_ start: UnsafeRawPointer) { self.start = start }
@@ -161,6 +168,19 @@ package struct KeptValues {
     private var body: UnsafeRawBufferPointer {
         let length = Int(UInt32(littleEndian: start.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
         return UnsafeRawBufferPointer(start: start + 8 + 2 * count, count: length)
+    }
+
+    /// Whether every value is of a kind its property requires (see ``EntityDescription/firstValueOfWrongKind(count:from:onlySlots:value:)``).
+    package var fitsRequiredKinds: Bool { start.load(fromByteOffset: 2, as: UInt8.self) != 0 }
+
+    /// The encoded bytes of the values in `slots` (in range, at least one), one after
+    /// another as the record holds them: their tags and payloads.
+    func encoded(_ slots: Range<Int>) -> UnsafeRawBufferPointer {
+        let body = self.body
+        func offset(_ slot: Int) -> Int {
+            slot < count ? Int(UInt16(littleEndian: start.loadUnaligned(fromByteOffset: 8 + 2 * slot, as: UInt16.self))) : body.count
+        }
+        return UnsafeRawBufferPointer(rebasing: body[offset(slots.lowerBound)..<offset(slots.upperBound)])
     }
 
     /// The value in `slot`; `.null` past the last.

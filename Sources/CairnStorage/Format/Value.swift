@@ -438,6 +438,29 @@ final class RecordEncoder {
         }
     }
 
+    /// The body of a kept record (checked when kept) with `written` values, in slot
+    /// order, over the slots of `mask`: the record's other values copied as they are
+    /// encoded. Nil if it does not fit the scratch buffer (the caller then encodes the
+    /// values whole).
+    func encode(_ kept: KeptValues, written writtenValues: [Value], mask: UInt64) -> [UInt8]? {
+        var sink = Sink(base: buffer, capacity: capacity)
+        let count = kept.count
+        sink.varint(UInt64(count))
+        // The record's values between two written ones are copied in one run.
+        var slot = 0, next = 0, rest = mask
+        while slot < count {
+            let written = rest == 0 ? count : min(count, rest.trailingZeroBitCount)
+            if slot < written { sink.append(kept.encoded(slot..<written)) }
+            guard written < count else { break }
+            sink.encode(writtenValues[next])
+            next += 1
+            rest &= rest &- 1
+            slot = written + 1
+        }
+        guard !sink.overflowed else { return nil }
+        return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
+    }
+
     /// Counts the bytes an encoding takes.
     private struct Counter: ValueSink {
         var count = 0

@@ -247,6 +247,24 @@ public struct EntityDescription: Hashable, Sendable {
 
     package var kinds: Kinds { box.kinds }
 
+    /// ``firstValueOfWrongKind(in:from:)`` of `count` values read one by one by `value`;
+    /// only those of the slots in `onlySlots`, if given (a mask: bit `i` for slot `i`).
+    package func firstValueOfWrongKind(count: Int, from start: Int = 0, onlySlots: UInt64? = nil, value: (Int) -> Value) -> Int? {
+        let required = box.kinds.required
+        let end = min(required.count, count)
+        guard var rest = onlySlots else {
+            for index in start..<max(start, end) where value(index).kindBit & required[index] == 0 { return index }
+            return nil
+        }
+        while rest != 0 {
+            let index = rest.trailingZeroBitCount
+            rest &= rest &- 1
+            guard index < end else { break }
+            if index >= start, value(index).kindBit & required[index] == 0 { return index }
+        }
+        return nil
+    }
+
     /// The first attribute at or after `start` whose value in `values` is of a kind the
     /// attribute does not take (nil for a required one included); nil when all fit. The
     /// values are compared as kind bits in place, none copied: the check on every object

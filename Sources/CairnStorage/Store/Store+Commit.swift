@@ -168,6 +168,41 @@ extension Store {
             return .put(id, body: encoder.encode(values))
         }
 
+        /// ``put(_:_:)`` of the record `kept` holds (checked when kept, of `id`'s entity)
+        /// with `written` values, in slot order, over the slots of `mask`: only the
+        /// written values are checked, and the record's others copied as encoded. Written
+        /// values of a kind with a size limit or that names records, or a record of
+        /// another count, are checked and encoded whole instead, from `values()`.
+        package mutating func put(_ id: RecordID, kept: KeptValues, written: [Value], mask: UInt64,
+                                  values: () -> [Value]) throws -> RecordOperation {
+            let entity: EntityDescription
+            if let last = lastEntity, last.number == id.entity {
+                entity = last
+            } else {
+                guard let found = schema.entity(number: id.entity) else {
+                    throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
+                }
+                entity = found
+                lastEntity = found
+            }
+            let kinds = entity.kinds.stored
+            var plain = kept.count == kinds.count && kept.count <= 64 && written.count == mask.nonzeroBitCount
+            if plain {
+                var rest = mask, index = 0
+                while rest != 0, plain {
+                    let slot = rest.trailingZeroBitCount
+                    let kind = written[index].kindBit
+                    plain = kind & kinds[slot] != 0 && kind & (Value.limitedKinds | Value.referenceKinds) == 0
+                    rest &= rest &- 1
+                    index += 1
+                }
+            }
+            let encoder = self.encoder ?? RecordEncoder()
+            self.encoder = encoder
+            guard plain, let body = encoder.encode(kept, written: written, mask: mask) else { return try put(id, values()) }
+            return .put(id, body: body)
+        }
+
         /// Each reference names a record of its relationship's destination entity, with a
         /// serial that is not 0 (FORMAT.md §2.3): a reference no record could ever have.
         private mutating func checkReferences(_ values: [Value], of id: RecordID, entity: EntityDescription) throws {

@@ -272,3 +272,66 @@ final class Reading: ManagedObject {
         #expect(try stack.context().fetch(FetchQuery(Shelf.self)).count == 1)
     }
 }
+
+/// An entity whose records a fetch keeps undecoded (numbers and a flag only).
+final class BatchGauge: ManagedObject {
+    @Attribute(indexed: true) var sensor: Int = 0
+    @Attribute var level: Int64 = 0
+    @Attribute var ratio: Double = 0
+    @Attribute var checked: Bool = false
+}
+
+@Suite struct BatchUpdateSlotTests {
+    /// Consecutive records get changes to different slots (and some none): what one
+    /// record's change wrote must not reach the next, which the one holder holds in turn
+    /// (decoded into it: a holder that kept each record, with the change written over it,
+    /// measured slower).
+    @Test(arguments: 0..<3) func aBatchUpdateOverKeptRecordsChangesWhatObjectsWould(seed: UInt64) throws {
+        let stack = try Stack(model: try Model(BatchGauge.self))
+        var random = SplitMix64(seed: seed)
+        var expected: [RecordID: (Int, Int64, Double, Bool)] = [:]
+        for half in 0..<2 {
+            let context = stack.context()
+            for _ in 0..<150 {
+                let gauge = BatchGauge(context: context)
+                gauge.sensor = Int(random.next() % 6)
+                gauge.level = Int64(random.next() % 100)
+                gauge.ratio = Double(random.next() % 8) / 4
+                expected[gauge.objectID.recordID] = (gauge.sensor, gauge.level, gauge.ratio, false)
+            }
+            try context.save()
+            if half == 0 { _ = try stack.coordinator.compact() }
+        }
+        func change(_ level: Int64, _ ratio: Double, _ checked: Bool) -> (Int64, Double, Bool) {
+            switch level % 3 {
+            case 0: return (level + 1000, ratio, checked)
+            case 1: return (level, ratio + 0.5, !checked)
+            default: return (level, ratio, checked)  // left as it was: not written
+            }
+        }
+        let context = stack.context()
+        let request = seed == 0 ? FetchQuery(BatchGauge.self) : try FetchQuery(BatchGauge.self, format: "sensor == %@", Int(seed))
+        var holders = Set<ObjectIdentifier>()
+        let changed = try context.batchUpdate(request) { gauge in
+            holders.insert(ObjectIdentifier(gauge))
+            (gauge.level, gauge.ratio, gauge.checked) = change(gauge.level, gauge.ratio, gauge.checked)
+        }
+        #expect(holders.count == 1, "one object holds each record in turn")
+        var count = 0
+        for (id, old) in expected where seed == 0 || old.0 == Int(seed) {
+            let new = change(old.1, old.2, old.3)
+            if old.1 % 3 != 2 { count += 1 }
+            expected[id] = (old.0, new.0, new.1, new.2)
+        }
+        #expect(changed == count && count > 0)
+        for reader in [stack.context(), try stack.reopened().context()] {
+            let stored = try reader.fetch(FetchQuery(BatchGauge.self))
+            #expect(stored.count == expected.count)
+            for gauge in stored {
+                let want = try #require(expected[gauge.objectID.recordID])
+                #expect(gauge.sensor == want.0 && gauge.level == want.1 && gauge.ratio == want.2 && gauge.checked == want.3,
+                        "\(gauge.objectID)")
+            }
+        }
+    }
+}
