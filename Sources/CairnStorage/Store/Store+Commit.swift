@@ -145,17 +145,18 @@ extension Store {
 
         package init(schema: Schema) { self.schema = schema }
 
-        package mutating func put(_ id: RecordID, _ values: [Value]) throws -> RecordOperation {
-            let entity: EntityDescription
-            if let last = lastEntity, last.number == id.entity {
-                entity = last
-            } else {
-                guard let found = schema.entity(number: id.entity) else {
-                    throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
-                }
-                entity = found
-                lastEntity = found
+        /// The entity of `id`, looked up once for each run of one entity's records.
+        private mutating func entity(of id: RecordID) throws -> EntityDescription {
+            if let last = lastEntity, last.number == id.entity { return last }
+            guard let found = schema.entity(number: id.entity) else {
+                throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
             }
+            lastEntity = found
+            return found
+        }
+
+        package mutating func put(_ id: RecordID, _ values: [Value]) throws -> RecordOperation {
+            let entity = try entity(of: id)
             // Only values of a kind with a size limit are measured, and references checked
             // only where there are some.
             let kinds = try Store.check(values, of: id, entity: entity)
@@ -175,16 +176,7 @@ extension Store {
         /// another count, are checked and encoded whole instead, from `values()`.
         package mutating func put(_ id: RecordID, kept: KeptValues, written: [Value], mask: UInt64,
                                   values: () -> [Value]) throws -> RecordOperation {
-            let entity: EntityDescription
-            if let last = lastEntity, last.number == id.entity {
-                entity = last
-            } else {
-                guard let found = schema.entity(number: id.entity) else {
-                    throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
-                }
-                entity = found
-                lastEntity = found
-            }
+            let entity = try entity(of: id)
             let kinds = entity.kinds.stored
             var plain = kept.count == kinds.count && kept.count <= 64 && written.count == mask.nonzeroBitCount
             if plain {

@@ -15,41 +15,31 @@ final class WindowItem: ManagedObject {
 /// stored, and whatever the rest of the predicate turns away.
 @Suite struct IndexWindowTests {
     @Test(arguments: 0..<6) func aWindowOfAnIndexLookupIsTheWindowOfAllItsMatches(seed: UInt64) throws {
-        var random = SplitMix64Test(seed: seed)
+        var random = SplitMix64(seed: seed)
         let stack = try Stack(model: try Model(WindowItem.self))
-        let writer = stack.context()
         let labels = ["a", "b", "c", "d"]
-        for _ in 0..<400 {
-            let item = WindowItem(context: writer)
-            item.group = Int64(random.next() % 5)
-            item.label = labels[Int(random.next() % 4)]
-            item.n = Int64(random.next() % 100)
+        func add(_ count: Int, to context: Context) {
+            for _ in 0..<count {
+                let item = WindowItem(context: context)
+                item.group = Int64(random.next() % 5)
+                item.label = labels[Int(random.next() % 4)]
+                item.n = Int64(random.next() % 100)
+            }
         }
+        let writer = stack.context()
+        add(400, to: writer)
         try writer.save()
         _ = try stack.coordinator.compact()  // the indexes stored in the snapshot
 
-        // The log changes some records: values moved, records deleted, records added.
-        let changer = stack.context()
-        let stored = try changer.fetch(FetchQuery(WindowItem.self))
-        for item in stored where random.next() % 6 == 0 { item.group = Int64(random.next() % 5) }
-        for item in stored where random.next() % 10 == 0 { changer.delete(item) }
-        for _ in 0..<40 {
-            let item = WindowItem(context: changer)
-            item.group = Int64(random.next() % 5)
-            item.label = labels[Int(random.next() % 4)]
-            item.n = Int64(random.next() % 100)
-        }
-        try changer.save()
-
-        // The context that fetches has changes of its own, not saved.
-        let context = stack.context()
-        let mine = try context.fetch(FetchQuery(WindowItem.self))
-        for item in mine where random.next() % 8 == 0 { item.group = Int64(random.next() % 5) }
-        for item in mine where random.next() % 12 == 0 { context.delete(item) }
-        for _ in 0..<10 {
-            let item = WindowItem(context: context)
-            item.group = Int64(random.next() % 5)
-            item.label = labels[Int(random.next() % 4)]
+        // The log changes some records (values moved, records deleted, records added), and
+        // the context that fetches has changes of its own, not saved.
+        let changer = stack.context(), context = stack.context()
+        for (editor, added) in [(changer, 40), (context, 10)] {
+            let stored = try editor.fetch(FetchQuery(WindowItem.self))
+            for item in stored where random.next() % 6 == 0 { item.group = Int64(random.next() % 5) }
+            for item in stored where random.next() % 10 == 0 { editor.delete(item) }
+            add(added, to: editor)
+            if editor === changer { try changer.save() }
         }
 
         var checked = 0
@@ -83,18 +73,5 @@ final class WindowItem: ManagedObject {
             checked += 1
         }
         #expect(checked == 120)
-    }
-}
-
-/// A small deterministic generator.
-struct SplitMix64Test {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &* 0x2545_F491_4F6C_DD1D &+ 1 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

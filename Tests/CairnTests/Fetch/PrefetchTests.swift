@@ -169,7 +169,7 @@ import Testing
     /// Prefetching changes what is read when, never what a read finds: random stores,
     /// fetched with and without prefetching, read alike.
     @Test(arguments: 0..<4) func prefetchedObjectsReadAsFaultsDo(seed: UInt64) throws {
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         let stack = try Stack()
         let context = stack.context()
         let people = (0..<8).map { index -> Person in
@@ -199,18 +199,5 @@ import Testing
         #expect(try read(["dvds"]) == expected)
         #expect(try read(["dvds.borrower", "borrowed.owner"]) == expected)
         #expect(try read(["borrowed", "dvds.owner.dvds"]) == expected)
-    }
-}
-
-/// A small deterministic generator for the tests' random stores.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
