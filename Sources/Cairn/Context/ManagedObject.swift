@@ -719,50 +719,6 @@ open class ManagedObject: CustomStringConvertible {
     /// Called on save for a deleted object; throw to refuse the save.
     open func validateForDelete() throws {}
 
-    // MARK: Dynamic access
-
-    /// The value of an attribute or relationship by name (`.null` for an unknown key).
-    public subscript(key: String) -> Value {
-        get { layout.index(of: key).map { read($0) } ?? .null }
-        set {
-            guard let index = layout.index(of: key) else {
-                context?.recordRefusedWrite(CairnError(.invalidArgument, "\(entity.name) has no key '\(key)'"))
-                return
-            }
-            write(index, newValue)
-        }
-    }
-
-    /// Sets a value by key, checking it against the attribute's type.
-    public func setValue(_ value: Value, forKey key: String) throws {
-        guard let index = layout.index(of: key) else {
-            throw CairnError(.invalidArgument, "\(entity.name) has no key '\(key)'")
-        }
-        if index < entity.attributes.count {
-            let attribute = entity.attributes[index]
-            guard value.isNull || attribute.type.accepts(value) else {
-                throw CairnError(.invalidArgument, "\(entity.name).\(key) is a \(attribute.type), not \(value)")
-            }
-        } else {
-            let relationship = entity.relationships[index - entity.attributes.count]
-            switch (relationship.isToMany, value) {
-            case (false, .null), (false, .reference), (true, .references): break
-            default: throw CairnError(.invalidArgument, "\(entity.name).\(key) cannot hold \(value)")
-            }
-        }
-        write(index, value)
-    }
-
-    /// The value of an attribute or relationship by name (`.null` for an unknown key), as
-    /// ``subscript(_:)`` reads it.
-    public func value(forKey key: String) -> Value { self[key] }
-
-    /// The objects a relationship points at, by name.
-    public func relatedObjects(forKey key: String) -> [ManagedObject] {
-        guard let index = layout.index(of: key), index >= entity.attributes.count else { return [] }
-        return related(index)
-    }
-
     // MARK: Slots (used by the property wrappers)
 
     @usableFromInline
@@ -909,34 +865,3 @@ extension ManagedObject: Hashable {
 
 @available(*, unavailable, message: "managed objects are confined to their context; pass objectID instead")
 extension ManagedObject: Sendable {}
-
-/// An object's saved values as the difference from its current ones: what a write
-/// replaced, slot by slot. Most objects change a few of their values, or none.
-enum SavedValues {
-    /// No saved values: a new object.
-    case none
-    /// The current values, except at the slots listed, which held the values listed.
-    case except([SavedValue])
-    /// Saved values that do not line up with the current ones (another count), kept whole.
-    case whole([Value])
-
-    /// `base` as the difference from `values`. A slot is left out only where the current
-    /// value is the saved one exactly (not merely `==`: 0.0 and -0.0 are equal).
-    init(base: [Value], values: [Value]) {
-        guard base.count == values.count else {
-            self = .whole(base)
-            return
-        }
-        var originals: [SavedValue] = []
-        for slot in base.indices where !Value.interchangeable(base[slot], values[slot]) {
-            originals.append(SavedValue(slot: slot, value: base[slot]))
-        }
-        self = .except(originals)
-    }
-}
-
-/// The saved value of one slot written since the object was read or saved.
-struct SavedValue {
-    let slot: Int
-    let value: Value
-}
