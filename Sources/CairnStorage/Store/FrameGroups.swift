@@ -185,7 +185,10 @@ final class CoveredFrameCheck: Sendable {
     let path: String
     private let checked: AtomicBitmap
     private let allChecked = Atomic<Bool>(false)
-    private let failures = Mutex<[Int: CairnError]>([:])
+    /// (A `Protected`, whose lock the thread sanitizer sees: a `Mutex` handed over through
+    /// its contended path, inside the standard library, showed the sanitizer a race between
+    /// the background check and a read's.)
+    private let failures = Protected<[Int: CairnError]>([:])
 
     init(layout: GroupLayout, mapping: FileMapping, path: String) {
         self.layout = layout
