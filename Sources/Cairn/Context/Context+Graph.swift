@@ -103,6 +103,24 @@ extension Context {
         lastWritten = identity
     }
 
+    /// An entity looked up by its number, with its class: what ``objectOrFault(_:resolved:made:)``
+    /// keeps between calls.
+    typealias ResolvedEntity = (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)
+
+    /// The registered object for `id`, or a new fault registered in the same probe (`made`
+    /// then set); nil for an ID of no entity of the model. `resolved` keeps the last entity
+    /// looked up, so that a run of IDs of one entity looks its entity and class up once.
+    func objectOrFault(_ id: RecordID, resolved: inout ResolvedEntity?, made: inout Bool) -> ManagedObject? {
+        registered.value(forKey: id) { () -> ManagedObject? in
+            if resolved?.number != id.entity {
+                guard let entity = coordinator.entity(number: id.entity) else { return nil }
+                resolved = (id.entity, entity, model.objectClass(for: entity.name))
+            }
+            made = true
+            return resolved.map { makeFault(id, entity: $0.entity, type: $0.type) }
+        }
+    }
+
     /// The live targets of a relationship slot, as registered objects or faults.
     func relatedObjects(of object: ManagedObject, slot: Int, keeping: Bool = false) -> [ManagedObject] {
         willRead(object)
@@ -119,7 +137,7 @@ extension Context {
         // the runtime for array metadata per target.
         var targets: [ManagedObject] = []
         targets.reserveCapacity(raws.count)
-        var resolved: (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)?
+        var resolved: ResolvedEntity?
         // Read from the store, the related objects stay faults (Core Data's relationship
         // faults), and fire together in batches when read (see ``FaultBatch``). Through a
         // parent, each is loaded as it is met, and one whose record is gone left out.
@@ -130,15 +148,8 @@ extension Context {
         var stillFaults = false
         for raw in raws {
             let id = RecordID(rawValue: raw)
-            // The registered object, or a new fault registered in the same probe.
-            let found = registered.value(forKey: id) { () -> ManagedObject? in
-                if resolved?.number != id.entity {
-                    guard let entity = coordinator.entity(number: id.entity) else { return nil }
-                    resolved = (id.entity, entity, model.objectClass(for: entity.name))
-                }
-                return resolved.map { makeFault(id, entity: $0.entity, type: $0.type) }
-            }
-            guard let target = found else { continue }
+            var made = false
+            guard let target = objectOrFault(id, resolved: &resolved, made: &made) else { continue }
             if target.isFault {
                 if verifying {
                     unverified.append(target)

@@ -117,6 +117,9 @@ public final class Coordinator: Sendable {
         enum Kind: Sendable { case insert, update, delete }
         var id: RecordID
         var kind: Kind
+        /// The record's values, which the save checks the references of. Empty for an
+        /// update of an entity without relationships encoded from its kept record (nothing
+        /// to check, and no reason to decode it).
         var values: [Value]
         /// The version the context read (updates and deletes).
         var baseVersion: UInt64

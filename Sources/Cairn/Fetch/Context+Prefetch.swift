@@ -55,7 +55,7 @@ extension Context {
         // The slot of `name`, and the targets' entity and class, looked up once per entity
         // met rather than per object.
         var slots: (entity: UInt16, slot: Int?)?
-        var resolved: (number: UInt16, entity: EntityDescription, type: ManagedObject.Type?)?
+        var resolved: ResolvedEntity?
         func readRun() throws {
             try loadTogether(unread, marked: run)
             unread.removeAll(keepingCapacity: true)
@@ -87,15 +87,7 @@ extension Context {
             for raw in raws {
                 let id = RecordID(rawValue: raw)
                 var made = false
-                let found = registered.value(forKey: id) { () -> ManagedObject? in
-                    if resolved?.number != id.entity {
-                        guard let entity = coordinator.entity(number: id.entity) else { return nil }
-                        resolved = (id.entity, entity, model.objectClass(for: entity.name))
-                    }
-                    made = true
-                    return resolved.map { makeFault(id, entity: $0.entity, type: $0.type) }
-                }
-                guard let target = found else { continue }
+                guard let target = objectOrFault(id, resolved: &resolved, made: &made) else { continue }
                 if !made {
                     if target.isFault && target.faultBatch === run { continue }  // in this run already
                     // A fault of a batch (a fetch's, a relationship's) loads with its batch,

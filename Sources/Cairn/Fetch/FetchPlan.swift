@@ -122,9 +122,9 @@ extension FetchPlan {
                 let (sum, overflow) = plan.enough.addingReportingOverflow(plan.filterPending ? plan.pending.count : 0)
                 first = overflow ? nil : sum
             }
-            if try read(plan, in: context, first: first, into: &matches), matches.count - start < plan.enough {
+            if try readMatches(plan, in: context, first: first, into: &matches), matches.count - start < plan.enough {
                 matches.removeSubrange(start...)
-                try read(plan, in: context, first: nil, into: &matches)
+                try readMatches(plan, in: context, first: nil, into: &matches)
             }
             return PendingCondition(slot: slot, condition: condition)
         }
@@ -132,7 +132,7 @@ extension FetchPlan {
         /// Reads the matches, at least the first `first` in ID order; returns whether the
         /// lookup may have left later ones out.
         @discardableResult
-        private func read(_ plan: FetchPlan, in context: Context, first: Int?, into matches: inout [FetchRow]) throws -> Bool {
+        private func readMatches(_ plan: FetchPlan, in context: Context, first: Int?, into matches: inout [FetchRow]) throws -> Bool {
             let filter = plan.filter, top = plan.top
             var truncated = false
             do {
