@@ -415,10 +415,7 @@ public struct IDMap<Key: IDMapKey, Value> {
 
 extension IDMap where Value: AnyObject {
     /// Calls `body` with every value in ascending key order (a save takes its changed
-    /// objects so). The buckets are read once, front to back, into (key, unretained
-    /// value) pairs, which are then sorted; looking the values up in key order instead
-    /// would read the table at random, a cache miss or two an entry once it outgrows the
-    /// caches.
+    /// objects so), from ``pairsInKeyOrder()``.
     /// The map holds every value for the call: `self` cannot change while it runs.
     @inlinable public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
         try forEachInKeyOrder { _, value in try body(value) }
@@ -427,18 +424,44 @@ extension IDMap where Value: AnyObject {
     /// ``forEachInKeyOrder(_:)`` with each key: a caller that passes over some keys does
     /// not touch their values.
     @inlinable public func forEachInKeyOrder(_ body: (Key, Value) throws -> Void) rethrows {
+        let pairs = pairsInKeyOrder()
+        try withExtendedLifetime(self) {
+            for pair in pairs { try body(Key(rawValue: pair.key), pair.value.takeUnretainedValue()) }
+        }
+    }
+
+    /// Every key with its value, unretained, in ascending key order: valid while this map
+    /// (or a copy of it) holds the values, and the same while ``storage`` and
+    /// ``changeCount`` are (a caller may keep them for the next walk). The buckets are read
+    /// once, front to back, and the pairs then sorted: looking the values up in key order
+    /// instead would read the table at random, a cache miss or two an entry once it
+    /// outgrows the caches. (A value is taken as its reference's bits, not loaded: loading
+    /// it would retain and release it, a visit to each object in hash order.)
+    @inlinable public func pairsInKeyOrder() -> [(key: UInt64, value: Unmanaged<Value>)] {
         var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
         pairs.reserveCapacity(count)
         if let zero { pairs.append((0, Unmanaged.passUnretained(zero))) }
         let keys = buckets.keys, values = buckets.values
         for index in 0..<buckets.capacity where keys[index] != 0 {
-            pairs.append((keys[index], Unmanaged.passUnretained(values[index])))
+            if MemoryLayout<Value>.size == MemoryLayout<UnsafeRawPointer>.size {
+                pairs.append((keys[index], Unmanaged.fromOpaque(UnsafeRawPointer(values + index).load(as: UnsafeRawPointer.self))))
+            } else {
+                pairs.append((keys[index], Unmanaged.passUnretained(values[index])))
+            }
         }
         RadixSort.sort(&pairs) { $0.key }
-        try withExtendedLifetime(self) {
-            for pair in pairs { try body(Key(rawValue: pair.key), pair.value.takeUnretainedValue()) }
-        }
+        return pairs
     }
+}
+
+extension IDMap {
+    /// The storage this map shares with its copies: with ``changeCount``, what tells that
+    /// a map is in the state a cache of it was made from. (A new storage for every map
+    /// made, grown, or copied on write; held weakly by such a cache, it cannot be taken
+    /// for another that reuses its address.)
+    @inlinable public var storage: AnyObject { buckets }
+    /// Advances with every insert, replacement and removal.
+    @inlinable public var changeCount: UInt { changes }
 }
 
 extension IDMap: Sequence {

@@ -76,7 +76,7 @@ extension Context {
         // Every failure is collected, so that a form can mark every invalid field at once.
         var failures: [CairnError] = []
         var lettingGo: [ManagedObject] = []
-        try pending.forEachInKeyOrder { object in
+        try forEachChangedInIDOrder(pending) { _, object in
             guard object.hasUnsavedChanges else { return }
             if preparing && !object.entity.relationships.isEmpty && object.mayHaveLetGo { lettingGo.append(object) }
             if !object.layout.derivations.isEmpty, object.exists {
@@ -89,6 +89,27 @@ extension Context {
         }
         if !failures.isEmpty { throw CairnError.validationFailed(failures) }
         return (changed, preparing ? items : nil, preparing ? lettingGo : nil)
+    }
+
+    /// Calls `body` with every object of `changed` (``dirty``, or a copy of it) in ID order.
+    /// The order is sorted once for the walks that follow while the set does not change: a
+    /// save walks it twice (validation, uniqueness), and each query that sees unsaved
+    /// changes walks it once.
+    func forEachChangedInIDOrder(_ changed: IDMap<RecordID, ManagedObject>,
+                                 _ body: (RecordID, ManagedObject) throws -> Void) rethrows {
+        let pairs: [(key: UInt64, value: Unmanaged<ManagedObject>)]
+        if let kept = changedInIDOrder, kept.storage === changed.storage, kept.changes == changed.changeCount {
+            pairs = kept.pairs
+        } else {
+            pairs = changed.pairsInKeyOrder()
+            // (A short set is sorted again each time rather than kept.)
+            if pairs.count >= ChangedOrder.minimumCount {
+                changedInIDOrder = ChangedOrder(storage: changed.storage, changes: changed.changeCount, pairs: pairs)
+            }
+        }
+        try withExtendedLifetime(changed) {
+            for pair in pairs { try body(RecordID(rawValue: pair.key), pair.value.takeUnretainedValue()) }
+        }
     }
 
     // MARK: Root save
@@ -108,6 +129,8 @@ extension Context {
             // checks them again only if something committed since.)
             let uniquenessCheckedAt = coordinator.lastSequence
             try enforceUniqueness()
+            // (The save's walks in ID order are done: the kept order goes before the commit.)
+            changedInIDOrder = nil
             // Conflict resolution and upserts (an adopted record changes the changed set,
             // which moves the generation) change what there is to save.
             var lettingGoNow = lettingGo
@@ -230,6 +253,7 @@ extension Context {
         }
         clearTransientChanges()
         dirty = [:]
+        changedInIDOrder = nil
     }
 
     // MARK: Child save
@@ -347,4 +371,17 @@ extension Context {
         RadixSort.sort(&order) { $0.0 }
         return order.map { objects[$0.1] }
     }
+}
+
+/// A context's changed objects in ID order, kept for the walks that follow while the set
+/// does not change (``Context/forEachChangedInIDOrder(_:_:)``). The pairs hold the objects
+/// unretained: they are used only while `storage`, held weakly, still holds them unchanged
+/// (a set replaced, grown or copied on write has new storage; one changed in place, a new
+/// change count).
+struct ChangedOrder {
+    /// The least number of objects whose order is kept.
+    static let minimumCount = 1024
+    weak var storage: AnyObject?
+    let changes: UInt
+    let pairs: [(key: UInt64, value: Unmanaged<ManagedObject>)]
 }

@@ -20,7 +20,7 @@ extension Context {
         // (In ID order, the order of object IDs: from a walk in key order, which reads the
         // objects one after another as they were made, rather than at random.)
         var changed: [ManagedObject] = []
-        dirty.forEachInKeyOrder { id, object in
+        forEachChangedInIDOrder(dirty) { id, object in
             if Int(id.entity) < constrained.count && constrained[Int(id.entity)] && object.exists && object.hasUnsavedChanges {
                 changed.append(object)
             }

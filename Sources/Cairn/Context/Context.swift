@@ -53,6 +53,9 @@ public final class Context {
     /// looks it up once, not once per write. (`dirty` holds the object meanwhile, so its
     /// identifier is not reused.)
     @exclusivity(unchecked) var lastWritten: ObjectIdentifier?
+    /// ``dirty`` in ID order, as the last walk in that order found it, while it has not
+    /// changed since (see ``forEachChangedInIDOrder(_:_:)``).
+    @exclusivity(unchecked) var changedInIDOrder: ChangedOrder?
     /// The layouts of run-time entities' objects, one per entity, made once rather than
     /// for each object.
     @exclusivity(unchecked) private var dynamicLayouts: [UInt16: PropertyLayout] = [:]

@@ -516,7 +516,7 @@ extension Context {
             // In ID order: the rows need no sort after (when no stored row is among them),
             // and objects made one after another are read one after another, which the
             // cache fetches ahead of.
-            pending.forEachInKeyOrder { id, object in if id.entity == entity.number { takePending(id, object) } }
+            forEachChangedInIDOrder(pending) { id, object in if id.entity == entity.number { takePending(id, object) } }
         }
         if let top {
             // The rows not offered yet (changed objects, and the stored ones of a child or of
