@@ -187,22 +187,24 @@ extension Context {
     /// An object's part of the transaction: its record checked and encoded by `preparer`.
     private func saveItem(for object: ManagedObject, preparer: inout Store.Preparer) throws -> Coordinator.SaveItem {
         let id = object.recordID
+        // (The values whole only where the store checks the references.)
+        let checked = !object.entity.relationships.isEmpty
         if object.isNewHere {
             // (A base version: a record deleted elsewhere that a merge policy inserts again.)
             let values = object.values
-            return .init(id: id, kind: .insert, values: values, baseVersion: reinserted[id] ?? 0, operation: try preparer.put(id, values))
+            return .init(id: id, kind: .insert, values: checked ? values : [], baseVersion: reinserted[id] ?? 0,
+                         operation: try preparer.put(id, values))
         }
         if object.isDeletedHere {
             return .init(id: id, kind: .delete, values: [], baseVersion: object.baseVersion, operation: try preparer.delete(id))
         }
         if object.holdsKeptRecord {
-            // (The values whole only where the store checks the references.)
-            return .init(id: id, kind: .update, values: object.entity.relationships.isEmpty ? [] : object.keptValues ?? object.values,
+            return .init(id: id, kind: .update, values: checked ? object.keptValues ?? object.values : [],
                          baseVersion: object.baseVersion, changedKeys: Self.changedKeys(of: object),
                          operation: try Self.put(object, id: id, preparer: &preparer))
         }
         let values = object.values
-        return .init(id: id, kind: .update, values: values, baseVersion: object.baseVersion,
+        return .init(id: id, kind: .update, values: checked ? values : [], baseVersion: object.baseVersion,
                      changedKeys: Self.changedKeys(of: object), operation: try preparer.put(id, values))
     }
 

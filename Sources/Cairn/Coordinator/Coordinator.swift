@@ -118,8 +118,8 @@ public final class Coordinator: Sendable {
         var id: RecordID
         var kind: Kind
         /// The record's values, which the save checks the references of. Empty for an
-        /// update of an entity without relationships encoded from its kept record (nothing
-        /// to check, and no reason to decode it).
+        /// entity without relationships: nothing to check, and no reason to hold (or, for
+        /// a kept record, decode) them.
         var values: [Value]
         /// The version the context read (updates and deletes).
         var baseVersion: UInt64
