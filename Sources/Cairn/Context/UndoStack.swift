@@ -304,6 +304,9 @@ public final class UndoStack {
     /// The objects whose whole state the open group has recorded (their later changes in it
     /// record nothing).
     @exclusivity(unchecked) private var wholeInOpenGroup: Set<ObjectIdentifier> = []
+    /// The last object `wholeInOpenGroup` took in: a run of writes to a new object (its
+    /// properties set one after another) finds it here without a lookup in the set.
+    @exclusivity(unchecked) private var lastWhole: ObjectIdentifier?
     /// How many of the oldest undo groups, and of the oldest redo groups, an earlier launch
     /// kept in the store (``Context/keepUndo(named:)``): undoing or redoing one checks
     /// first that no other writer changed its objects since.
@@ -363,6 +366,7 @@ public final class UndoStack {
         depth -= 1
         guard depth == 0 else { return }
         if !wholeInOpenGroup.isEmpty { wholeInOpenGroup.removeAll(keepingCapacity: true) }
+        lastWhole = nil
         if undoStack.lastIsEmpty {
             _ = undoStack.popLast()
         } else {
@@ -406,6 +410,7 @@ public final class UndoStack {
         undoStack.removeAll()
         redoStack.removeAll()
         wholeInOpenGroup.removeAll()
+        lastWhole = nil
         depth = 0
         eventOpen = false
         keptUndoGroups = 0
@@ -515,19 +520,29 @@ public final class UndoStack {
     }
 
     private func recordEdit(_ object: ManagedObject, _ recorded: Recorded) {
-        if !wholeInOpenGroup.isEmpty, wholeInOpenGroup.contains(ObjectIdentifier(object)) { return }
+        if isWholeInOpenGroup(object) { return }
         undoStack.append(Record(object: object, recorded: recorded))
     }
 
     private func recordState(_ object: ManagedObject, in context: Context) {
-        guard wholeInOpenGroup.insert(ObjectIdentifier(object)).inserted else { return }
+        let id = ObjectIdentifier(object)
+        guard id != lastWhole, wholeInOpenGroup.insert(id).inserted else { return }
+        lastWhole = id
         undoStack.append(Record(object: object, recorded: Self.state(of: object, in: context)))
     }
 
     private func recordValue(_ object: ManagedObject, slot: Int) {
         guard slot < object.valueCount else { return }
-        if !wholeInOpenGroup.isEmpty, wholeInOpenGroup.contains(ObjectIdentifier(object)) { return }
+        if isWholeInOpenGroup(object) { return }
         undoStack.append(Record(object: object, recorded: .value(slot: slot, object.currentValue(at: slot))))
+    }
+
+    /// Whether the open group recorded `object`'s whole state. (The group's records hold
+    /// the objects they name, so an identifier in the set is not reused while it is open.)
+    @inline(__always) private func isWholeInOpenGroup(_ object: ManagedObject) -> Bool {
+        guard !wholeInOpenGroup.isEmpty else { return false }
+        let id = ObjectIdentifier(object)
+        return id == lastWhole || wholeInOpenGroup.contains(id)
     }
 
     static func state(of object: ManagedObject, in context: Context) -> Recorded {
