@@ -424,25 +424,25 @@ extension IDMap where Value: AnyObject {
     /// ``forEachInKeyOrder(_:)`` with each key: a caller that passes over some keys does
     /// not touch their values.
     @inlinable public func forEachInKeyOrder(_ body: (Key, Value) throws -> Void) rethrows {
-        let pairs = pairsInKeyOrder()
+        let order = valuesInKeyOrder()
         try withExtendedLifetime(self) {
-            for pair in pairs { try body(Key(rawValue: pair.key), pair.value.takeUnretainedValue()) }
+            try order.forEach { key, value in try body(Key(rawValue: key), value) }
         }
     }
 
-    /// Every key with its value, unretained, in ascending key order: valid while this map
-    /// (or a copy of it) holds the values, and the same while ``storage`` and
-    /// ``changeCount`` are (a caller may keep them for the next walk). The buckets are read
-    /// once, front to back, and the pairs then sorted: looking the values up in key order
-    /// instead would read the table at random, a cache miss or two an entry once it
-    /// outgrows the caches. (A value is taken as its reference's bits, not loaded: loading
-    /// it would retain and release it, a visit to each object in hash order.)
-    @inlinable public func pairsInKeyOrder() -> [(key: UInt64, value: Unmanaged<Value>)] {
+    /// Every key with its value, in ascending key order: valid while this map (or a copy
+    /// of it) holds the values, and the same while ``storage`` and ``changeCount`` are (a
+    /// caller may keep it for the next walk). The buckets are read once, front to back,
+    /// and the entries then sorted: looking the values up in key order instead would read
+    /// the table at random, a cache miss or two an entry once it outgrows the caches.
+    @inlinable public func valuesInKeyOrder() -> KeyOrderedValues<Value> {
         var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
         pairs.reserveCapacity(count)
         if let zero { pairs.append((0, Unmanaged.passUnretained(zero))) }
         let keys = buckets.keys, values = buckets.values
         for index in 0..<buckets.capacity where keys[index] != 0 {
+            // (A plain reference is taken as its bits, not loaded: loading it would retain
+            // and release it, a visit to each object in hash order.)
             if MemoryLayout<Value>.size == MemoryLayout<UnsafeRawPointer>.size {
                 pairs.append((keys[index], Unmanaged.fromOpaque(UnsafeRawPointer(values + index).load(as: UnsafeRawPointer.self))))
             } else {
@@ -450,7 +450,24 @@ extension IDMap where Value: AnyObject {
             }
         }
         RadixSort.sort(&pairs) { $0.key }
-        return pairs
+        return KeyOrderedValues(pairs: pairs)
+    }
+}
+
+/// The entries of an ``IDMap`` of objects in ascending key order
+/// (``IDMap/valuesInKeyOrder()``), the objects unretained: to be walked only while the map
+/// they came from holds them.
+public struct KeyOrderedValues<Value: AnyObject> {
+    @usableFromInline let pairs: [(key: UInt64, value: Unmanaged<Value>)]
+
+    @inlinable init(pairs: [(key: UInt64, value: Unmanaged<Value>)]) { self.pairs = pairs }
+
+    /// The number of entries.
+    @inlinable public var count: Int { pairs.count }
+
+    /// Calls `body` with each key and its object, in key order.
+    @inlinable public func forEach(_ body: (UInt64, Value) throws -> Void) rethrows {
+        for pair in pairs { try body(pair.key, pair.value.takeUnretainedValue()) }
     }
 }
 

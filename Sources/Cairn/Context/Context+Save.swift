@@ -97,18 +97,18 @@ extension Context {
     /// changes walks it once.
     func forEachChangedInIDOrder(_ changed: IDMap<RecordID, ManagedObject>,
                                  _ body: (RecordID, ManagedObject) throws -> Void) rethrows {
-        let pairs: [(key: UInt64, value: Unmanaged<ManagedObject>)]
+        let order: KeyOrderedValues<ManagedObject>
         if let kept = changedInIDOrder, kept.storage === changed.storage, kept.changes == changed.changeCount {
-            pairs = kept.pairs
+            order = kept.order
         } else {
-            pairs = changed.pairsInKeyOrder()
+            order = changed.valuesInKeyOrder()
             // (A short set is sorted again each time rather than kept.)
-            if pairs.count >= ChangedOrder.minimumCount {
-                changedInIDOrder = ChangedOrder(storage: changed.storage, changes: changed.changeCount, pairs: pairs)
+            if order.count >= ChangedOrder.minimumCount {
+                changedInIDOrder = ChangedOrder(storage: changed.storage, changes: changed.changeCount, order: order)
             }
         }
         try withExtendedLifetime(changed) {
-            for pair in pairs { try body(RecordID(rawValue: pair.key), pair.value.takeUnretainedValue()) }
+            try order.forEach { key, object in try body(RecordID(rawValue: key), object) }
         }
     }
 
@@ -376,8 +376,8 @@ extension Context {
 }
 
 /// A context's changed objects in ID order, kept for the walks that follow while the set
-/// does not change (``Context/forEachChangedInIDOrder(_:_:)``). The pairs hold the objects
-/// unretained: they are used only while `storage`, held weakly, still holds them unchanged
+/// does not change (``Context/forEachChangedInIDOrder(_:_:)``). The order holds the objects
+/// unretained: it is used only while `storage`, held weakly, still holds them unchanged
 /// (a set replaced, grown or copied on write has new storage; one changed in place, a new
 /// change count).
 struct ChangedOrder {
@@ -385,5 +385,5 @@ struct ChangedOrder {
     static let minimumCount = 1024
     weak var storage: AnyObject?
     let changes: UInt
-    let pairs: [(key: UInt64, value: Unmanaged<ManagedObject>)]
+    let order: KeyOrderedValues<ManagedObject>
 }
