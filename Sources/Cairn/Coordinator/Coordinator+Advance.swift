@@ -8,9 +8,12 @@ extension Coordinator {
     /// process committed since the store opened or last advanced, announcing each step to
     /// the contexts and observers as a save; returns the change sets, oldest first. See
     /// ``Container/advance()``.
+    ///
+    /// When no context or observer hears of the changes, the sets of each change set are
+    /// built when first read: a caller that only moves on pays for none.
     public func advance() throws -> [ChangeSet] {
         try store.advance().map { step in
-            announce(step.sequence, except: nil, count: step.changes.count, filled: true) { index in
+            let change: @Sendable (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys) = { [self] index in
                 let change = step.changes[index]
                 let kind: SaveItem.Kind = switch change.kind {
                 case .insert: .insert
@@ -19,6 +22,14 @@ extension Coordinator {
                 }
                 return (change.id, kind, .names(keyNames(change.changedSlots, entity: change.id.entity)))
             }
+            guard !hasListeners(except: nil) else {
+                return announce(step.sequence, except: nil, count: step.changes.count, filled: true, change)
+            }
+            // (Empty as the built sets would be: a change to an entity this model lacks is left out.)
+            let isEmpty = !step.changes.contains { entitiesByNumber[$0.id.entity] != nil }
+            return ChangeSet(sequence: step.sequence, pending: PendingChangeSets(isEmpty: isEmpty) { [self] in
+                changeSets(count: step.changes.count, change)
+            })
         }
     }
 

@@ -237,11 +237,25 @@ public final class Coordinator: Sendable {
     /// `count`. When nobody listens, only the sequence number is filled in: the sets are
     /// built only for someone to give them to (most saves have nobody), or when `filled`.
     func announce(_ sequence: UInt64, except source: Inbox?, count: Int, filled: Bool = false,
-                          _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
-        var changeSet = ChangeSet()
-        changeSet.sequence = sequence
+                  _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
         let (inboxes, callbacks) = listeners(except: source)
-        guard filled || !inboxes.isEmpty || !callbacks.isEmpty else { return changeSet }
+        guard filled || !inboxes.isEmpty || !callbacks.isEmpty else { return ChangeSet(sequence: sequence, sets: ChangeSets()) }
+        let changeSet = ChangeSet(sequence: sequence, sets: changeSets(count: count, change))
+        for inbox in inboxes { inbox.post(changeSet) }
+        for callback in callbacks { callback(changeSet) }
+        return changeSet
+    }
+
+    /// Whether anyone hears of this coordinator's changes: a context (other than
+    /// `source`) or an observer.
+    func hasListeners(except source: Inbox?) -> Bool {
+        let (inboxes, callbacks) = listeners(except: source)
+        return !inboxes.isEmpty || !callbacks.isEmpty
+    }
+
+    /// The sets of a change set: `change(i)` is the transaction's change `i` of `count`.
+    func changeSets(count: Int, _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSets {
+        var sets = ChangeSets()
         var counts = (inserted: 0, updated: 0, deleted: 0)
         for index in 0..<count {
             switch change(index).kind {
@@ -250,9 +264,9 @@ public final class Coordinator: Sendable {
             case .delete: counts.deleted += 1
             }
         }
-        changeSet.inserted.reserveCapacity(counts.inserted)
-        changeSet.updated.reserveCapacity(counts.updated)
-        changeSet.deleted.reserveCapacity(counts.deleted)
+        sets.inserted.reserveCapacity(counts.inserted)
+        sets.updated.reserveCapacity(counts.updated)
+        sets.deleted.reserveCapacity(counts.deleted)
         var names = ChangedKeyNames()
         // Changes come in runs of one entity: each run's name is looked up once.
         var last: (number: UInt16, name: String)?
@@ -268,14 +282,12 @@ public final class Coordinator: Sendable {
             }
             let id = ObjectID(recordID: recordID, entityName: name)
             switch kind {
-            case .insert: changeSet.inserted.insert(id)
-            case .update: changeSet.updated[id] = names.names(keys, entity: recordID.entity)
-            case .delete: changeSet.deleted.insert(id)
+            case .insert: sets.inserted.insert(id)
+            case .update: sets.updated[id] = names.names(keys, entity: recordID.entity)
+            case .delete: sets.deleted.insert(id)
             }
         }
-        for inbox in inboxes { inbox.post(changeSet) }
-        for callback in callbacks { callback(changeSet) }
-        return changeSet
+        return sets
     }
 
     /// Each reference of `item` must name a record that exists after the save: one in the

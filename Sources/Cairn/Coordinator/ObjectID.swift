@@ -1,3 +1,4 @@
+import CairnCollections
 import CairnStorage
 /// A managed object's permanent identity: Sendable, Hashable, stable across launches.
 /// Objects stay in their context; IDs cross isolations (`context.object(with: id)`).
@@ -48,17 +49,89 @@ extension MergeConflict {
 /// What one save changed, as delivered to other contexts and observers.
 public struct ChangeSet: Sendable, Equatable {
     /// Inserted objects.
-    public var inserted: Set<ObjectID> = []
+    public var inserted: Set<ObjectID> {
+        get { pending?.sets.inserted ?? sets.inserted }
+        set { takePending(); sets.inserted = newValue }
+    }
     /// Updated objects and the names of the keys that changed.
-    public var updated: [ObjectID: Set<String>] = [:]
+    public var updated: [ObjectID: Set<String>] {
+        get { pending?.sets.updated ?? sets.updated }
+        set { takePending(); sets.updated = newValue }
+    }
     /// Deleted objects.
-    public var deleted: Set<ObjectID> = []
+    public var deleted: Set<ObjectID> {
+        get { pending?.sets.deleted ?? sets.deleted }
+        set { takePending(); sets.deleted = newValue }
+    }
     /// The store transaction's sequence number.
     public var sequence: UInt64 = 0
+
+    private var sets = ChangeSets()
+    /// The sets, when they are built only on their first read (see ``PendingChangeSets``).
+    private var pending: PendingChangeSets?
 
     /// An empty change set.
     public init() {}
 
+    /// The change set of transaction `sequence`.
+    init(sequence: UInt64, sets: ChangeSets) {
+        self.sequence = sequence
+        self.sets = sets
+    }
+
+    /// The change set of transaction `sequence`, whose sets `pending` builds when first read.
+    init(sequence: UInt64, pending: PendingChangeSets) {
+        self.sequence = sequence
+        self.pending = pending
+    }
+
     /// Whether the save inserted, updated and deleted nothing.
-    public var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
+    public var isEmpty: Bool {
+        if let pending { return pending.isEmpty }
+        return sets.inserted.isEmpty && sets.updated.isEmpty && sets.deleted.isEmpty
+    }
+
+    public static func == (a: ChangeSet, b: ChangeSet) -> Bool {
+        a.sequence == b.sequence && a.inserted == b.inserted && a.updated == b.updated && a.deleted == b.deleted
+    }
+
+    /// Makes the sets this value's own, built if they were pending, before one is set.
+    private mutating func takePending() {
+        guard let pending else { return }
+        sets = pending.sets
+        self.pending = nil
+    }
+}
+
+/// The three sets of a ``ChangeSet``.
+struct ChangeSets: Sendable {
+    var inserted: Set<ObjectID> = []
+    var updated: [ObjectID: Set<String>] = [:]
+    var deleted: Set<ObjectID> = []
+}
+
+/// The sets of a change set built on their first read, once, from what its transaction
+/// changed: a reader's ``Coordinator/advance()`` returns what each transaction it moved
+/// past changed, which a caller that only moves on never reads (sets of a large import
+/// cost a reader as much as taking the records in).
+final class PendingChangeSets: Sendable {
+    /// Whether the transaction changed nothing.
+    let isEmpty: Bool
+    private let build: @Sendable () -> ChangeSets
+    private let built = Protected<ChangeSets?>(nil)
+
+    init(isEmpty: Bool, build: @escaping @Sendable () -> ChangeSets) {
+        self.isEmpty = isEmpty
+        self.build = build
+    }
+
+    /// The sets, built by the first reader (copies of a change set share them).
+    var sets: ChangeSets {
+        built.withLock { built in
+            if let built { return built }
+            let made = build()
+            built = made
+            return made
+        }
+    }
 }
