@@ -192,9 +192,12 @@ extension LogFrame {
 /// One change of a transaction.
 package enum RecordOperation: Sendable, Equatable {
     /// Insert or replace a whole record; `body` is its encoded values (FORMAT.md §2.2).
-    case put(RecordID, body: [UInt8])
+    case put(RecordID, body: RecordBody)
     /// Delete a record.
     case delete(RecordID)
+
+    /// A put of a copy of `body`.
+    package static func put(_ id: RecordID, body: [UInt8]) -> RecordOperation { .put(id, body: RecordBody(body)) }
 
     package var id: RecordID {
         switch self {
@@ -263,7 +266,8 @@ package enum TransactionCoding {
             case .put(let id, let body):
                 writer.u8(put)
                 writer.u64(id.rawValue)
-                writer.lengthPrefixed(body)
+                writer.varint(UInt64(body.count))
+                body.withUnsafeBytes { writer.append($0) }
             case .delete(let id):
                 writer.u8(delete)
                 writer.u64(id.rawValue)

@@ -54,6 +54,8 @@ package enum RecordFingerprint {
     }
 
     package static func of(_ body: [UInt8]) -> UInt64 { body.withUnsafeBytes(of) }
+
+    package static func of(_ body: RecordBody) -> UInt64 { body.withUnsafeBytes(of) }
 }
 
 extension RecordOperation {

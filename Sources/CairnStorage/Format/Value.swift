@@ -412,29 +412,26 @@ final class RecordEncoder {
 
     deinit { buffer.deallocate() }
 
+    /// The chunks the bodies this encoder makes are copied into.
+    @exclusivity(unchecked) private var bodies = RecordBodies()
+
     /// The body of a record with `values` (FORMAT.md §2.2), as ``ValueCoding/encode(_:)``.
-    func encode(_ values: [Value]) -> [UInt8] {
+    func encode(_ values: [Value]) -> RecordBody {
         var sink = Sink(base: buffer, capacity: capacity)
         sink.varint(UInt64(values.count))
         for value in values { sink.encode(value) }
-        if !sink.overflowed {
-            // (An array made from the raw buffer is one allocation and one copy: reserving
-            // and appending allocates twice, and `init(unsafeUninitializedCapacity:)` goes
-            // through the generic runtime.)
-            return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
-        }
-        // A body larger than the scratch buffer is measured, then encoded straight into an
-        // array of its size: a large value is copied once, and the scratch does not grow.
+        if !sink.overflowed { return bodies.body(copying: UnsafeRawBufferPointer(start: buffer, count: sink.position)) }
+        // A body larger than the scratch buffer is measured, then encoded straight into a
+        // chunk of its size: a large value is copied once, and the scratch does not grow.
         var counter = Counter()
         counter.varint(UInt64(values.count))
         for value in values { counter.encode(value) }
         // (Room for a varint more than the count: the sink asks for ten bytes before any.)
-        return [UInt8](unsafeUninitializedCapacity: counter.count + 10) { memory, initialized in
-            guard let base = memory.baseAddress else { return }
-            var sink = Sink(base: UnsafeMutableRawPointer(base), capacity: counter.count + 10)
+        return bodies.body(capacity: counter.count + 10) { base in
+            var sink = Sink(base: base, capacity: counter.count + 10)
             sink.varint(UInt64(values.count))
             for value in values { sink.encode(value) }
-            initialized = sink.position
+            return sink.position
         }
     }
 
@@ -442,7 +439,7 @@ final class RecordEncoder {
     /// order, over the slots of `mask`: the record's other values copied as they are
     /// encoded. Nil if it does not fit the scratch buffer (the caller then encodes the
     /// values whole).
-    func encode(_ kept: KeptValues, written writtenValues: [Value], mask: UInt64) -> [UInt8]? {
+    func encode(_ kept: KeptValues, written writtenValues: [Value], mask: UInt64) -> RecordBody? {
         var sink = Sink(base: buffer, capacity: capacity)
         let count = kept.count
         sink.varint(UInt64(count))
@@ -458,7 +455,7 @@ final class RecordEncoder {
             slot = written + 1
         }
         guard !sink.overflowed else { return nil }
-        return [UInt8](UnsafeRawBufferPointer(start: buffer, count: sink.position))
+        return bodies.body(copying: UnsafeRawBufferPointer(start: buffer, count: sink.position))
     }
 
     /// Counts the bytes an encoding takes.

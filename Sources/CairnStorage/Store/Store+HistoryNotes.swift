@@ -20,7 +20,7 @@ public enum HistoryRetention: Sendable, Hashable {
 extension Store {
     /// What the records a batch's earlier transactions wrote now hold (nil: deleted), by
     /// raw ID: the state a later transaction of the batch is noted against.
-    typealias BatchRecords = IDMap<UInt64, [UInt8]?>
+    typealias BatchRecords = IDMap<UInt64, RecordBody?>
 
     /// The notes of `operations` by `author`, committed after the store's state and the
     /// batch's earlier transactions (`batch`, to which they are added). `slots[i]`, when
@@ -95,7 +95,7 @@ extension Store {
     /// the log (an overlay entry) or in the snapshot.
     private enum Before {
         case absent
-        case body([UInt8])
+        case body(RecordBody)
         case logged(OverlayEntry)
         case snapshot(SnapshotReader.Place)
 

@@ -38,7 +38,7 @@ extension Store {
         let schema = self.schema
         for operation in operations {
             guard case .put(let id, let body) = operation, let slotsOfGroups = groups[id.entity] else { continue }
-            let values = try ValueCoding.decode(body)
+            let values = try body.withUnsafeBytes { try ValueCoding.decode($0) }
             for (group, slots) in slotsOfGroups.enumerated() {
                 guard let key = UniquenessKey(entity: id.entity, group: group, slots: slots, values: values) else { continue }
                 var rival: RecordID?
