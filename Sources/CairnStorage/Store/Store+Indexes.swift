@@ -339,9 +339,9 @@ package final class SecondaryIndex: @unchecked Sendable {
     /// the matches of each wanted value of an `equal` condition stop after the first
     /// `first` not skipped, so long as their IDs are found to ascend; returns the highest ID
     /// through which the run's matches are all there if any stopped so (the lowest of the
-    /// last IDs taken), else nil.
+    /// last IDs taken), else nil. (Internal, not private: tests give it runs no writer makes.)
     @discardableResult
-    private static func collect(_ condition: IndexCondition, count: Int, first: Int? = nil, prefixes: StringPrefixes? = nil,
+    static func collect(_ condition: IndexCondition, count: Int, first: Int? = nil, prefixes: StringPrefixes? = nil,
                                 skipping: (UInt64) -> Bool, into result: inout [IndexMatch],
                                 value: (Int) throws -> Value, match: (Int) throws -> IndexMatch) throws -> UInt64? {
         // The first position whose value is not `before` (every value before it is).
