@@ -103,10 +103,12 @@ extension Context {
                                      "a batch update's closure inserted the object it was given (\(entity.name) \(id)) into a context")
                 }
                 // A record left as it was is not written (nor validated, nor counted).
-                guard !Self.changedKeys(of: object).isEmpty else { return }
+                let stamp = object.valuesStamp
+                let changedBefore = Self.changedKeys(of: object)
+                guard !changedBefore.isEmpty else { return }
                 try validate(object)
-                // (Read again: a validation hook may have changed more.)
-                let changed = Self.changedKeys(of: object)
+                // (Read again if a validation hook wrote: every write advances the stamp.)
+                let changed = object.valuesStamp == stamp ? changedBefore : Self.changedKeys(of: object)
                 guard !changed.isEmpty else { return }
                 operations.append(try Self.put(object, id: id, preparer: &preparer))
                 expected.append(ExpectedVersion(id: id, version: version))

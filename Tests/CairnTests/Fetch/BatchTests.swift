@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CairnCollections
 @testable import Cairn
 @testable import CairnStorage
 
@@ -333,5 +334,41 @@ final class BatchGauge: ManagedObject {
                         "\(gauge.objectID)")
             }
         }
+    }
+}
+
+/// Copies its level into `seen` when validated for an update: a hook that writes.
+final class Audited: ManagedObject {
+    @Attribute var level: Int64 = 0
+    @Attribute var seen: Int64 = 0
+
+    override func validateForUpdate() throws { if seen != level { seen = level } }
+}
+
+extension BatchTests {
+    /// A batch update whose validation hook writes another property stores that write too,
+    /// and names both keys; a record whose change the hook undoes is not written.
+    @Test func aBatchUpdateStoresAndNamesWhatAValidationHookWrote() throws {
+        let stack = try Stack(model: try Model(Audited.self))
+        let context = stack.context()
+        for level in 0..<6 {
+            let audited = Audited(context: context)
+            audited.level = Int64(level)
+            audited.seen = Int64(level)
+        }
+        try context.save()
+        let heard = Protected<[ChangeSet]>([])
+        stack.coordinator.addObserver { changeSet in heard.withLock { $0.append(changeSet) } }
+        // Even levels go up by one (the hook then copies them); odd ones get `seen` changed,
+        // which the hook puts back: nothing is left to write.
+        let changed = try stack.context().batchUpdate(FetchQuery(Audited.self)) { audited in
+            if audited.level % 2 == 0 { audited.level += 1 } else { audited.seen = 100 }
+        }
+        #expect(changed == 3)
+        let stored = try stack.context().fetch(FetchQuery(Audited.self))
+        #expect(stored.map(\.level) == [1, 1, 3, 3, 5, 5] && stored.map(\.seen) == stored.map(\.level))
+        let updated = try #require(heard.withLock { $0 }.last).updated
+        #expect(Set(updated.keys) == Set(stored.filter { $0.objectID.recordID.serial % 2 == 1 }.map(\.objectID)))
+        #expect(updated.values.allSatisfy { $0 == ["level", "seen"] }, "\(updated)")
     }
 }
