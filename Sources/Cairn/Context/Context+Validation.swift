@@ -46,10 +46,10 @@ extension Context {
         // A kept record (and what was written over it) is read slot by slot, undecoded; of
         // one whose values all fit their properties, only the values written over it are
         // checked. Decoded values are checked in place in their array.
-        let kept = object.writtenOverKept
+        let kept = object.keptFitAndWrittenMask
         let values = kept == nil ? object.values : []
         let count = kept == nil ? values.count : object.valueCount
-        let written = kept.flatMap { $0.kept.fitsRequiredKinds ? $0.mask : nil }
+        let written = kept.flatMap { $0.fitsRequiredKinds ? $0.written : nil }
         func read(_ slot: Int) -> Value { kept == nil ? values[slot] : object.currentValue(at: slot) }
         func firstWrong(from start: Int) -> Int? {
             kept == nil ? entity.firstValueOfWrongKind(in: values, from: start)

@@ -142,6 +142,17 @@ open class ManagedObject: CustomStringConvertible {
         return (kept, keptOwner, [], 0)
     }
 
+    /// For an object holding a kept record: whether the record's values all fit their
+    /// properties' required kinds (``KeptValues/fitsRequiredKinds``), and the mask of the
+    /// slots written over it; nil when it holds none. (Read without retaining the record's
+    /// holder or the written values, as ``writtenOverKept`` does: validation asks every
+    /// changed object.)
+    var keptFitAndWrittenMask: (fitsRequiredKinds: Bool, written: UInt64)? {
+        guard let kept else { return nil }
+        if case .written(_, let mask) = side { return (kept.fitsRequiredKinds, mask) }
+        return (kept.fitsRequiredKinds, 0)
+    }
+
     /// ``currentValue(at:)`` of an object with values written over its kept record (out
     /// of line: the common read, of a record nothing was written over, stays short).
     @inline(never) private func writtenOrKeptValue(at slot: Int) -> Value {
