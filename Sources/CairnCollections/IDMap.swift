@@ -209,6 +209,7 @@ public struct IDMap<Key: IDMapKey, Value> {
             if bits == 0 {
                 storedCount += (newValue != nil ? 1 : 0) - (zero != nil ? 1 : 0)
                 zero = newValue
+                changes &+= 1
                 return
             }
             if let newValue { _ = insert(bits, newValue) } else { _ = remove(bits) }
@@ -221,7 +222,7 @@ public struct IDMap<Key: IDMapKey, Value> {
     @inlinable public mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {
         let bits = key.rawValue
         if bits == 0 {
-            defer { if zero == nil { storedCount += 1 }; zero = value }
+            defer { if zero == nil { storedCount += 1 }; zero = value; changes &+= 1 }
             return zero
         }
         return insert(bits, value)
@@ -237,7 +238,7 @@ public struct IDMap<Key: IDMapKey, Value> {
     @inlinable public mutating func removeValue(forKey key: Key) -> Value? {
         let bits = key.rawValue
         if bits == 0 {
-            defer { if zero != nil { storedCount -= 1 }; zero = nil }
+            defer { if zero != nil { storedCount -= 1 }; zero = nil; changes &+= 1 }
             return zero
         }
         return remove(bits)
@@ -415,7 +416,7 @@ public struct IDMap<Key: IDMapKey, Value> {
 
 extension IDMap where Value: AnyObject {
     /// Calls `body` with every value in ascending key order (a save takes its changed
-    /// objects so), from ``pairsInKeyOrder()``.
+    /// objects so), from ``valuesInKeyOrder()``.
     /// The map holds every value for the call: `self` cannot change while it runs.
     @inlinable public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
         try forEachInKeyOrder { _, value in try body(value) }

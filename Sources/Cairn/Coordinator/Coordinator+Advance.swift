@@ -1,3 +1,4 @@
+import CairnCollections
 import CairnStorage
 
 /// A reader's coordinator moving to the writing process's newest state: what the store
@@ -12,30 +13,33 @@ extension Coordinator {
     /// When no context or observer hears of the changes, the sets of each change set are
     /// built when first read: a caller that only moves on pays for none.
     public func advance() throws -> [ChangeSet] {
-        try store.advance().map { step in
-            let change: @Sendable (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys) = { [self] index in
+        // (The closures hold the model's entities, not the coordinator: a change set kept
+        // by the caller does not keep it open.)
+        let entities = entitiesByNumber
+        return try store.advance().map { step in
+            let change: @Sendable (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys) = { index in
                 let change = step.changes[index]
                 let kind: SaveItem.Kind = switch change.kind {
                 case .insert: .insert
                 case .update: .update
                 case .delete: .delete
                 }
-                return (change.id, kind, .names(keyNames(change.changedSlots, entity: change.id.entity)))
+                return (change.id, kind, .names(Self.keyNames(change.changedSlots, entity: change.id.entity, in: entities)))
             }
             guard !hasListeners(except: nil) else {
                 return announce(step.sequence, except: nil, count: step.changes.count, filled: true, change)
             }
             // (Empty as the built sets would be: a change to an entity this model lacks is left out.)
-            let isEmpty = !step.changes.contains { entitiesByNumber[$0.id.entity] != nil }
-            return ChangeSet(sequence: step.sequence, pending: PendingChangeSets(isEmpty: isEmpty) { [self] in
-                changeSets(count: step.changes.count, change)
+            let isEmpty = !step.changes.contains { entities[$0.id.entity] != nil }
+            return ChangeSet(sequence: step.sequence, pending: PendingChangeSets(isEmpty: isEmpty) {
+                Self.changeSets(count: step.changes.count, entities: entities, change)
             })
         }
     }
 
     /// The names of slots (attributes, then relationships) of entity `number`.
-    private func keyNames(_ slots: [Int], entity number: UInt16) -> Set<String> {
-        guard !slots.isEmpty, let entity = entitiesByNumber[number] else { return [] }
+    private static func keyNames(_ slots: [Int], entity number: UInt16, in entities: EntityMap<EntityDescription>) -> Set<String> {
+        guard !slots.isEmpty, let entity = entities[number] else { return [] }
         return Set(slots.compactMap(entity.propertyName(slot:)))
     }
 }

@@ -240,7 +240,7 @@ public final class Coordinator: Sendable {
                   _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
         let (inboxes, callbacks) = listeners(except: source)
         guard filled || !inboxes.isEmpty || !callbacks.isEmpty else { return ChangeSet(sequence: sequence, sets: ChangeSets()) }
-        let changeSet = ChangeSet(sequence: sequence, sets: changeSets(count: count, change))
+        let changeSet = ChangeSet(sequence: sequence, sets: Self.changeSets(count: count, entities: entitiesByNumber, change))
         for inbox in inboxes { inbox.post(changeSet) }
         for callback in callbacks { callback(changeSet) }
         return changeSet
@@ -253,8 +253,10 @@ public final class Coordinator: Sendable {
         return !inboxes.isEmpty || !callbacks.isEmpty
     }
 
-    /// The sets of a change set: `change(i)` is the transaction's change `i` of `count`.
-    func changeSets(count: Int, _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSets {
+    /// The sets of a change set: `change(i)` is the transaction's change `i` of `count`;
+    /// changes to entities that `entities` lacks are left out.
+    static func changeSets(count: Int, entities: EntityMap<EntityDescription>,
+                           _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSets {
         var sets = ChangeSets()
         var counts = (inserted: 0, updated: 0, deleted: 0)
         for index in 0..<count {
@@ -276,7 +278,7 @@ public final class Coordinator: Sendable {
             if let last, last.number == recordID.entity {
                 name = last.name
             } else {
-                guard let entity = entitiesByNumber[recordID.entity] else { continue }
+                guard let entity = entities[recordID.entity] else { continue }
                 name = entity.name
                 last = (recordID.entity, name)
             }

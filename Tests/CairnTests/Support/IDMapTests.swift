@@ -241,6 +241,31 @@ import Testing
         map.reserveCapacity(5)  // never shrinks
         #expect(map.bucketCount == buckets && map[9_999] == 9_999)
     }
+
+    /// Every change advances the change count, key 0 too (kept apart from the buckets),
+    /// and a copy shares the storage until one of them writes: what a cache of a walk in
+    /// key order (``IDMap/valuesInKeyOrder()``) is checked against.
+    @Test func everyChangeAdvancesTheCountAndACopyOnWriteHasNewStorage() {
+        var map = IDMap<UInt64, ChangeCountBox>()
+        var counts: [UInt] = [map.changeCount]
+        func noted() { counts.append(map.changeCount) }
+        map[5] = ChangeCountBox(); noted()
+        map[5] = ChangeCountBox(); noted()  // a replacement
+        map[0] = ChangeCountBox(); noted()
+        map.updateValue(ChangeCountBox(), forKey: 0); noted()
+        map.removeValue(forKey: 0); noted()
+        _ = map.value(forKey: 0) { ChangeCountBox() }; noted()
+        map.removeValue(forKey: 5); noted()
+        #expect(zip(counts, counts.dropFirst()).allSatisfy { $0 < $1 }, "\(counts)")
+        let copy = map
+        // (Identities compared outside the expectations: the compiler fails on `===` in them.)
+        let shared = copy.storage === map.storage
+        #expect(shared && copy.changeCount == map.changeCount)
+        map[9] = ChangeCountBox()
+        let split = copy.storage !== map.storage
+        #expect(split)
+        #expect(map.valuesInKeyOrder().count == 2 && copy.valuesInKeyOrder().count == 1)
+    }
 }
 
 /// `EntityMap` against `Dictionary`: reads, writes through optional chaining and the
@@ -342,3 +367,6 @@ import Testing
         for type in Self.classes { #expect(table.value(for: type)?.name == String(describing: type)) }
     }
 }
+
+/// A value for ``IDMapTests/everyChangeAdvancesTheCountAndACopyOnWriteHasNewStorage()``.
+private final class ChangeCountBox {}
