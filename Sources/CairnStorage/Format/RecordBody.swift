@@ -1,20 +1,28 @@
 /// The encoded values of a record being put (FORMAT.md §2.2): a range of a chunk of memory
 /// that the bodies of one save share, so that a save of many records allocates a chunk for
 /// many of them rather than an array each (an allocation, and a free when the save is done).
+///
+/// 16 bytes: a put operation is 24, and an array of operations (deletes too) no larger than
+/// that. A body is at most ``FormatLimits/maxFramePayload`` bytes (its encoder refuses a
+/// larger one), so its count and its offset in a chunk fit 32 bits.
 package struct RecordBody: Sendable, Equatable {
     private let chunk: BodyChunk
     private let offset: UInt32
-    /// The number of bytes.
-    package let count: Int
+    private let storedCount: UInt32
 
     fileprivate init(chunk: BodyChunk, offset: Int, count: Int) {
         self.chunk = chunk
         self.offset = UInt32(truncatingIfNeeded: offset)
-        self.count = count
+        storedCount = UInt32(truncatingIfNeeded: count)
     }
 
-    /// A body holding a copy of `bytes`, in a chunk of its own.
+    /// The number of bytes.
+    package var count: Int { Int(storedCount) }
+
+    /// A body holding a copy of `bytes` (at most ``FormatLimits/maxFramePayload`` of
+    /// them: tests and tools make these), in a chunk of its own.
     package init(_ bytes: [UInt8]) {
+        precondition(bytes.count <= FormatLimits.maxFramePayload, "a record body of \(bytes.count) bytes")
         let chunk = BodyChunk(capacity: bytes.count)
         bytes.withUnsafeBytes { bytes in
             if let source = bytes.baseAddress { chunk.base.copyMemory(from: source, byteCount: bytes.count) }

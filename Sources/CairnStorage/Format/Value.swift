@@ -416,7 +416,8 @@ final class RecordEncoder {
     @exclusivity(unchecked) private var bodies = RecordBodies()
 
     /// The body of a record with `values` (FORMAT.md §2.2), as ``ValueCoding/encode(_:)``.
-    func encode(_ values: [Value]) -> RecordBody {
+    /// Throws `.tooLarge` for a body larger than a transaction may be.
+    func encode(_ values: [Value]) throws -> RecordBody {
         var sink = Sink(base: buffer, capacity: capacity)
         sink.varint(UInt64(values.count))
         for value in values { sink.encode(value) }
@@ -426,6 +427,9 @@ final class RecordEncoder {
         var counter = Counter()
         counter.varint(UInt64(values.count))
         for value in values { counter.encode(value) }
+        guard counter.count <= FormatLimits.maxFramePayload else {
+            throw CairnError(.tooLarge, "a record of \(counter.count) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit of a transaction")
+        }
         // (Room for a varint more than the count: the sink asks for ten bytes before any.)
         return bodies.body(capacity: counter.count + 10) { base in
             var sink = Sink(base: base, capacity: counter.count + 10)
