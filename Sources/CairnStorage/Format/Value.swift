@@ -416,8 +416,9 @@ final class RecordEncoder {
     @exclusivity(unchecked) private var bodies = RecordBodies()
 
     /// The body of a record with `values` (FORMAT.md §2.2), as ``ValueCoding/encode(_:)``.
-    /// Throws `.tooLarge` for a body larger than a transaction may be.
-    func encode(_ values: [Value]) throws -> RecordBody {
+    /// Throws `.tooLarge`, naming the record as `what` says, for a body larger than a
+    /// transaction may be.
+    func encode(_ values: [Value], of what: @autoclosure () -> String = "a record") throws -> RecordBody {
         var sink = Sink(base: buffer, capacity: capacity)
         sink.varint(UInt64(values.count))
         for value in values { sink.encode(value) }
@@ -428,7 +429,7 @@ final class RecordEncoder {
         counter.varint(UInt64(values.count))
         for value in values { counter.encode(value) }
         guard counter.count <= FormatLimits.maxFramePayload else {
-            throw CairnError(.tooLarge, "a record of \(counter.count) bytes exceeds the \(FormatLimits.maxFramePayload)-byte limit of a transaction")
+            throw CairnError(.tooLarge, "\(what()) encodes to \(counter.count) bytes, past the \(FormatLimits.maxFramePayload)-byte limit of a transaction")
         }
         // (Room for a varint more than the count: the sink asks for ten bytes before any.)
         return bodies.body(capacity: counter.count + 10) { base in

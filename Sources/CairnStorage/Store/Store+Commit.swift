@@ -166,7 +166,7 @@ extension Store {
             if kinds & Value.referenceKinds != 0 { try checkReferences(values, of: id, entity: entity) }
             let encoder = self.encoder ?? RecordEncoder()
             self.encoder = encoder
-            return .put(id, body: try encoder.encode(values))
+            return .put(id, body: try encoder.encode(values, of: "\(entity.name) \(id)"))
         }
 
         /// ``put(_:_:)`` of the record `kept` holds (checked when kept, of `id`'s entity)

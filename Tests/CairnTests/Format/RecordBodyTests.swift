@@ -32,4 +32,18 @@ import Testing
         }
         #expect(large.bytes == encoded && large.count == encoded.count)
     }
+
+    /// A record that would encode past a transaction's limit is refused before it is
+    /// encoded, named; one just under a value's limit is encoded. (One 256 MiB value shared
+    /// by five slots: counted, never copied.)
+    @Test func aRecordPastATransactionsLimitIsRefusedNamed() throws {
+        let big = Data(count: FormatLimits.maxValueBytes)
+        let encoder = RecordEncoder()
+        #expect { try encoder.encode(Array(repeating: .bytes(big), count: 5), of: "Blob E3-7") } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .tooLarge && error.message.contains("Blob E3-7")
+        }
+        let small = try encoder.encode([.bytes(Data(count: 10)), .int64(1)])
+        #expect(small.bytes == ValueCoding.encode([.bytes(Data(count: 10)), .int64(1)]))
+    }
 }
