@@ -415,25 +415,9 @@ public struct IDMap<Key: IDMapKey, Value> {
 }
 
 extension IDMap where Value: AnyObject {
-    /// Calls `body` with every value in ascending key order (a save takes its changed
-    /// objects so), from ``valuesInKeyOrder()``.
-    /// The map holds every value for the call: `self` cannot change while it runs.
-    @inlinable public func forEachInKeyOrder(_ body: (Value) throws -> Void) rethrows {
-        try forEachInKeyOrder { _, value in try body(value) }
-    }
-
-    /// ``forEachInKeyOrder(_:)`` with each key: a caller that passes over some keys does
-    /// not touch their values.
-    @inlinable public func forEachInKeyOrder(_ body: (Key, Value) throws -> Void) rethrows {
-        let order = valuesInKeyOrder()
-        try withExtendedLifetime(self) {
-            try order.forEach { key, value in try body(Key(rawValue: key), value) }
-        }
-    }
-
-    /// Every key with its value, in ascending key order: valid while this map (or a copy
-    /// of it) holds the values, and the same while ``storage`` and ``changeCount`` are (a
-    /// caller may keep it for the next walk). The buckets are read once, front to back,
+    /// Every key with its value, in ascending key order (a save takes its changed objects
+    /// so): valid while this map (or a copy of it) holds the values, and the same while
+    /// ``storage`` and ``changeCount`` are (a caller may keep it for the next walk). The buckets are read once, front to back,
     /// and the entries then sorted: looking the values up in key order instead would read
     /// the table at random, a cache miss or two an entry once it outgrows the caches.
     @inlinable public func valuesInKeyOrder() -> KeyOrderedValues<Value> {

@@ -83,8 +83,9 @@ import Testing
                 reference[k] = nil
             }
             var walked: [Box] = []
-            map.forEachInKeyOrder { walked.append($0) }
-            #expect(walked.map(\.key) == reference.keys.sorted(), "size \(size)")
+            var keys: [UInt64] = []
+            withExtendedLifetime(map) { map.valuesInKeyOrder().forEach { keys.append($0); walked.append($1) } }
+            #expect(keys == reference.keys.sorted() && walked.map(\.key) == keys, "size \(size)")
             #expect(walked.allSatisfy { reference[$0.key] === $0 }, "size \(size)")
         }
     }
