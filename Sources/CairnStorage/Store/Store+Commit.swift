@@ -164,9 +164,15 @@ extension Store {
                 for value in values { try value.checkLimits("a value of \(id)") }
             }
             if kinds & Value.referenceKinds != 0 { try checkReferences(values, of: id, entity: entity) }
-            let encoder = self.encoder ?? RecordEncoder()
-            self.encoder = encoder
-            return .put(id, body: try encoder.encode(values, of: "\(entity.name) \(id)"))
+            return .put(id, body: try recordEncoder().encode(values, of: "\(entity.name) \(id)"))
+        }
+
+        /// The encoder, made on the first record.
+        private mutating func recordEncoder() -> RecordEncoder {
+            if let encoder { return encoder }
+            let made = RecordEncoder()
+            encoder = made
+            return made
         }
 
         /// ``put(_:_:)`` of the record `kept` holds (checked when kept, of `id`'s entity)
@@ -178,7 +184,9 @@ extension Store {
                                   values: () -> [Value]) throws -> RecordOperation {
             let entity = try entity(of: id)
             let kinds = entity.kinds.stored
+            // (Every written slot one of the record's: a mask past them is encoded whole.)
             var plain = kept.count == kinds.count && kept.count <= 64 && written.count == mask.nonzeroBitCount
+                && (kept.count == 64 || mask >> UInt64(kept.count) == 0)
             if plain {
                 var rest = mask, index = 0
                 while rest != 0, plain {
@@ -189,9 +197,7 @@ extension Store {
                     index += 1
                 }
             }
-            let encoder = self.encoder ?? RecordEncoder()
-            self.encoder = encoder
-            guard plain, let body = encoder.encode(kept, written: written, mask: mask) else { return try put(id, values()) }
+            guard plain, let body = recordEncoder().encode(kept, written: written, mask: mask) else { return try put(id, values()) }
             return .put(id, body: body)
         }
 

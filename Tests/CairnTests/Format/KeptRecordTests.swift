@@ -79,3 +79,24 @@ import CairnTesting
         }
     }
 }
+
+extension KeptRecordTests {
+    /// A put from a kept record whose written slots lie past the record's values (no object
+    /// writes there; a caller of the package could) is encoded from the values whole, as
+    /// any put the kept path does not take, not read past the entity's kinds.
+    @Test func aKeptPutWrittenPastTheRecordIsEncodedWhole() throws {
+        let values: [Value] = [.int64(1), .int64(2)]
+        let entity = try #require(KeptRecordCheck.entity(taking: values))
+        var preparer = Store.Preparer(schema: Schema(entities: [entity]))
+        let id = RecordID(entity: entity.number, serial: 1)
+        let whole: [Value] = [.int64(1), .int64(9)]
+        let operation = try StoredRecord.lending(ValueCoding.encode(values)) { stored -> RecordOperation in
+            let keptOrNil = RecordArena().keep(stored, entity: entity)
+            let kept = try #require(keptOrNil)
+            return try withExtendedLifetime(kept.owner) {
+                try preparer.put(id, kept: kept.values, written: [.int64(9)], mask: 1 << 5) { whole }
+            }
+        }
+        #expect(operation == .put(id, body: ValueCoding.encode(whole)))
+    }
+}
