@@ -26,9 +26,8 @@ extension Coordinator {
                 }
                 return (change.id, kind, .names(Self.keyNames(change.changedSlots, entity: change.id.entity, in: entities)))
             }
-            guard !hasListeners(except: nil) else {
-                return announce(step.sequence, except: nil, count: step.changes.count, filled: true, change)
-            }
+            let listening = listeners(except: nil)
+            guard listening.isEmpty else { return announce(step.sequence, to: listening, count: step.changes.count, filled: true, change) }
             // (Empty as the built sets would be: a change to an entity this model lacks is left out.)
             let isEmpty = !step.changes.contains { entities[$0.id.entity] != nil }
             return ChangeSet(sequence: step.sequence, pending: PendingChangeSets(isEmpty: isEmpty) {

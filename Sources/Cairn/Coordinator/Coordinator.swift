@@ -238,19 +238,17 @@ public final class Coordinator: Sendable {
     /// built only for someone to give them to (most saves have nobody), or when `filled`.
     func announce(_ sequence: UInt64, except source: Inbox?, count: Int, filled: Bool = false,
                   _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
-        let (inboxes, callbacks) = listeners(except: source)
-        guard filled || !inboxes.isEmpty || !callbacks.isEmpty else { return ChangeSet(sequence: sequence, sets: ChangeSets()) }
-        let changeSet = ChangeSet(sequence: sequence, sets: Self.changeSets(count: count, entities: entitiesByNumber, change))
-        for inbox in inboxes { inbox.post(changeSet) }
-        for callback in callbacks { callback(changeSet) }
-        return changeSet
+        announce(sequence, to: listeners(except: source), count: count, filled: filled, change)
     }
 
-    /// Whether anyone hears of this coordinator's changes: a context (other than
-    /// `source`) or an observer.
-    func hasListeners(except source: Inbox?) -> Bool {
-        let (inboxes, callbacks) = listeners(except: source)
-        return !inboxes.isEmpty || !callbacks.isEmpty
+    /// ``announce(_:except:count:filled:_:)`` to `listening`, found by ``listeners(except:)``.
+    func announce(_ sequence: UInt64, to listening: Listeners, count: Int, filled: Bool = false,
+                  _ change: (Int) -> (id: RecordID, kind: SaveItem.Kind, keys: ChangedKeys)) -> ChangeSet {
+        guard filled || !listening.isEmpty else { return ChangeSet(sequence: sequence, sets: ChangeSets()) }
+        let changeSet = ChangeSet(sequence: sequence, sets: Self.changeSets(count: count, entities: entitiesByNumber, change))
+        for inbox in listening.inboxes { inbox.post(changeSet) }
+        for callback in listening.observers { callback(changeSet) }
+        return changeSet
     }
 
     /// The sets of a change set: `change(i)` is the transaction's change `i` of `count`;
@@ -338,9 +336,17 @@ public final class Coordinator: Sendable {
     }
 
     /// Who hears of a save made from `source`: the other contexts' inboxes and the observers.
-    private func listeners(except source: Inbox?) -> (inboxes: [Inbox], observers: [@Sendable (ChangeSet) -> Void]) {
+    /// The contexts (other than `source`) and observers that hear of a save.
+    func listeners(except source: Inbox?) -> Listeners {
         let inboxes = subscribers.withLock { list in list.compactMap { $0.inbox === source ? nil : $0.inbox } }
-        return (inboxes, observers.withLock { Array($0.values) })
+        return Listeners(inboxes: inboxes, observers: observers.withLock { Array($0.values) })
+    }
+
+    /// Who hears of a save (``listeners(except:)``).
+    struct Listeners {
+        let inboxes: [Inbox]
+        let observers: [@Sendable (ChangeSet) -> Void]
+        var isEmpty: Bool { inboxes.isEmpty && observers.isEmpty }
     }
 
     /// Calls `observer` (on the saving thread) after every committed save. Returns a
