@@ -14,7 +14,7 @@ package enum IndexCondition: Sendable, Hashable {
 /// in place; a sorted run in memory; a smaller sorted run of the changes since; and an
 /// unsorted delta of the latest few thousand changes, hashed by value for equality
 /// lookups. The delta is folded into the smaller run when it reaches ``deltaLimit``, that
-/// run into the large one when it outgrows a few times the square root of it. So a lookup
+/// run into the large one when it outgrows a multiple of the square root of it. So a lookup
 /// searches two runs and, for equality, one hashed table (a range tests the delta's
 /// changes one by one), not every change of one large unsorted delta. Without a stored
 /// index the large run is built on first use (one scan of the entity). A commit only
@@ -164,6 +164,15 @@ package final class SecondaryIndex: @unchecked Sendable {
         }
     }
 
+    /// How many IDs may change after `sorted` (of `sortedCount` entries) was made before
+    /// `recent` is folded into it: T = √(2 · deltaLimit · n). A fold of the delta moves
+    /// `recent`'s entries, on average T / 2 for each ``deltaLimit`` changes; a fold into
+    /// `sorted` moves its n entries for each T changes; this T makes the two shares
+    /// equal, about √(2n / deltaLimit) entries moved a change in all (7 at 100,000).
+    static func foldLimit(sortedCount n: Int) -> Int {
+        max(deltaLimit, Int((2 * Double(deltaLimit) * Double(n)).squareRoot()))
+    }
+
     /// Notes that a commit put or deleted `id`.
     package func noteChange(_ id: UInt64) { pending.append(id) }
 
@@ -207,8 +216,7 @@ package final class SecondaryIndex: @unchecked Sendable {
 
     /// Folds `delta` into `recent` (whose entries of the IDs in it are dropped), and
     /// `recent` into `sorted` once the IDs changed since `sorted` was made are more than
-    /// a few times its square root: each change then costs about a square root's worth of
-    /// entries moved, in all.
+    /// ``foldLimit(sortedCount:)``.
     private func foldDelta() {
         var changed: [(Value, UInt64)] = []
         changed.reserveCapacity(delta.count)
@@ -223,7 +231,7 @@ package final class SecondaryIndex: @unchecked Sendable {
         deltaByKey.removeAll(keepingCapacity: true)
         unkeyedDelta.removeAll(keepingCapacity: true)
         // (Every ID with an entry in `recent`, and every one deleted, is in `stale`.)
-        if stale.count > max(4096, 8 * Int(Double(sorted.count).squareRoot())) {
+        if stale.count > Self.foldLimit(sortedCount: sorted.count) {
             let dropped = stale
             let (run, prefixes) = Self.merge(sorted.values, sortedPrefixes, keeping: { !dropped.contains($0) }, recent, recentPrefixes)
             (sorted, sortedPrefixes) = (.values(run), prefixes)
