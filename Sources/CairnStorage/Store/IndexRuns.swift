@@ -42,7 +42,16 @@ struct StringPrefixes {
     /// prefix is among them.
     func range(of prefix: UInt64) -> Range<Int> {
         let low = prefixes.partitionPoint { $0 >= prefix }
-        let high = prefixes[low...].partitionPoint { $0 > prefix }
+        // The end, searched for from `low` in steps that double (probes at low, low + 2,
+        // low + 5, …, then a binary search of the last gap): few strings share a prefix,
+        // so a second search of the whole run would mostly read memory for nothing.
+        var known = low, probe = low, step = 1
+        while probe < prefixes.count, prefixes[probe] == prefix {
+            known = probe + 1
+            probe = known + step
+            step *= 2
+        }
+        let high = prefixes[known..<min(probe, prefixes.count)].partitionPoint { $0 > prefix }
         return nulls + low..<nulls + high
     }
 }

@@ -86,4 +86,25 @@ import Testing
         }
         #expect(mismatches == 0)
     }
+    /// The positions of a prefix are exactly those a test of every prefix finds, in runs
+    /// where prefixes repeat from once to hundreds of times, and for prefixes before,
+    /// between and after them all.
+    @Test func prefixRangesAreWhatATestOfEachFinds() {
+        var random = SplitMix64(seed: 3)
+        for _ in 0..<200 {
+            let distinct = 1 + Int(random.next() % 40)
+            var prefixes: [UInt64] = []
+            for value in 0..<distinct {
+                let copies = random.next() % 4 == 0 ? Int(random.next() % 300) : Int(random.next() % 3)
+                prefixes += Array(repeating: UInt64(value * 2 + 1), count: copies)
+            }
+            let nulls = Int(random.next() % 3)
+            let run = StringPrefixes(nulls: nulls, prefixes: prefixes)
+            for wanted in 0...UInt64(distinct * 2 + 1) {
+                let positions = prefixes.indices.filter { prefixes[$0] == wanted }.map { $0 + nulls }
+                let range = run.range(of: wanted)
+                #expect(Array(range) == positions, "\(wanted) in \(prefixes)")
+            }
+        }
+    }
 }
