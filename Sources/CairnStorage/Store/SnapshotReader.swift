@@ -34,10 +34,10 @@ package final class SnapshotReader: Sendable {
     ///
     /// - Parameter backgroundChecksumMinimum: if the index is at least this many bytes
     ///   and there is more than one processor, compute its checksum (and, ahead of their
-    ///   use, the attribute index blocks') on another thread; nil: never. The reader is
+    ///   use, the attribute index blocks') on other threads; nil: never. The reader is
     ///   then not to be trusted, nor anything written on its word, until
     ///   ``awaitIndexChecksum()`` has returned. A version-3 index's entries are then
-    ///   checked on that thread too, after the checksums (``checkCompactEntries(_:_:recordsStart:recordsEnd:)``):
+    ///   checked on another thread too, beside the index's checksum (``checkCompactEntries(_:_:recordsStart:recordsEnd:)``):
     ///   until then, lookups stay inside the file and trap on no bytes, but may answer
     ///   wrongly. The tables of the index are checked here all the same.
     package init(file: any StorageFile, expectedStore: FileHeader? = nil, backgroundChecksumMinimum: Int? = nil) throws {
@@ -82,7 +82,6 @@ package final class SnapshotReader: Sendable {
             let entities = Dictionary(schema.entities.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
             recordsEnd = try Self.checkAttributeIndexBlocks(index, entities: entities, file: bytes,
                                                             recordsStart: recordsStart, indexOffset: indexOffset)
-            pending?.checkBlocks(index.attributeIndexes, in: mapping)
             var positions = [Int32](repeating: -1, count: Int(index.entities.last?.entity ?? 0) + 1)
             var total = 0
             var firsts: [Int] = []
@@ -102,7 +101,7 @@ package final class SnapshotReader: Sendable {
             firstOrdinals = firsts
             checkedFrames = AtomicBitmap(count: header.version >= 3 ? total : 0)  // older frames are checked on every read
             if header.version >= 3, let pending {
-                // The entries' structure is checked on the checksums' thread too, after the
+                // The entries' structure is checked on another thread too, beside the
                 // checksums; the spans, read from each entity's ends meanwhile, are what
                 // that check finds when it passes (and it says so).
                 let spans = Self.compactSpans(bytes, index)
@@ -120,6 +119,8 @@ package final class SnapshotReader: Sendable {
             } else {
                 idSpans = try Self.checkFixedEntries(bytes, index, recordsStart: recordsStart, recordsEnd: recordsEnd)
             }
+            // (After the structure's check has started: the blocks wait for it.)
+            pending?.checkBlocks(index.attributeIndexes, in: mapping)
         } catch let error as CairnError {
             // A damaged index is reported as such, whatever its damage made fail first
             // (as when the checksum was checked before anything else).
