@@ -91,6 +91,36 @@ import Testing
         #expect(stack.coordinator.store.verify().isEmpty, "\(stack.coordinator.store.verify())")
     }
 
+    /// An object whose values a merge of the same save changes is judged by its new
+    /// values. Here a new account takes a stored one's email, so the policy merges it
+    /// into this context's changed copy of that account (later in ID order), whose region
+    /// and number become the new account's: they are another stored account's, which the
+    /// save names. (Judged by the values it had, the copy would pass, and the store
+    /// checks again only when other commits came between.)
+    @Test func aMergedObjectIsJudgedByTheValuesTheMergeGaveIt() throws {
+        let stack = try stack()
+        let setup = stack.context()
+        let taken = Account(context: setup)
+        taken.email = "t@x"; taken.region = "eu"; taken.number = 1
+        try setup.save()
+        let context = stack.context()
+        context.mergePolicy = .objectTrumps
+        let new = Account(context: context)  // (its ID comes before the next save's)
+        let other = stack.context()
+        let later = Account(context: other)
+        later.email = "m@x"; later.region = "us"; later.number = 7
+        try other.save()
+        let mine = try #require(try context.fetch(FetchQuery(Account.self, format: "email == 'm@x'")).first)
+        mine.note = "changed here"
+        new.email = "m@x"; new.region = "eu"; new.number = 1
+        #expect(new.recordID.serial < mine.recordID.serial)
+        #expect { try context.save() } throws: { error in
+            guard let error = error as? CairnError else { return false }
+            return error.code == .validation && error.message.contains("(region, number) violated")
+                && error.message.contains("region = \"eu\", number = 1")
+        }
+    }
+
     /// Eight contexts on eight threads insert the same 150 emails under `.error`: each
     /// email is stored once (uniqueness is decided with the commit, not only before it,
     /// where two contexts could both find it free), and verify is clean.
