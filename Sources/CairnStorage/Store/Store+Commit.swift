@@ -23,9 +23,9 @@ final class CommitTicket: Sendable {
     nonisolated(unsafe) var uniquenessCheckedAt: UInt64?
     /// Who made the transaction, for history (``TransactionNotes/author``).
     nonisolated(unsafe) var author: String?
-    /// The slots each operation's committer changed, where it knows them (see ``Store/notes(for:author:slots:batch:)``).
+    /// The slots each operation's committer changed, where it knows them (see ``Store/notes(for:author:slots:kept:batch:later:)``).
     nonisolated(unsafe) var changedSlots: [UInt64?]?
-    /// The slots a delete keeps, by entity (see ``Store/notes(for:author:slots:kept:batch:)``).
+    /// The slots a delete keeps, by entity (see ``Store/notes(for:author:slots:kept:batch:later:)``).
     nonisolated(unsafe) var keptOnDeletion: [UInt16: [Int]] = [:]
     /// The transaction's notes for history, made by the leader as it writes the frame
     /// (in a store that keeps history), read by it alone after.
@@ -422,7 +422,7 @@ extension Store {
                     }
                     if keepsHistory {
                         ticket.notes = try notes(for: ticket.operations, author: ticket.author, slots: ticket.changedSlots,
-                                                 kept: ticket.keptOnDeletion, batch: &batchRecords)
+                                                 kept: ticket.keptOnDeletion, batch: &batchRecords, later: !last)
                         guard ticket.payloadLength <= FormatLimits.maxFramePayload else {
                             outcomes[index] = .failed(CairnError(.tooLarge,
                                 "transaction of \(ticket.payloadLength) bytes with its history exceeds the \(FormatLimits.maxFramePayload)-byte limit; split it"))

@@ -23,7 +23,8 @@ extension Store {
     typealias BatchRecords = IDMap<UInt64, RecordBody?>
 
     /// The notes of `operations` by `author`, committed after the store's state and the
-    /// batch's earlier transactions (`batch`, to which they are added). `slots[i]`, when
+    /// batch's earlier transactions (`batch`, to which they are added if `later`
+    /// transactions of the batch are to be noted after them). `slots[i]`, when
     /// given, is a mask of the slots operation `i`'s committer changed in a record it read
     /// at the version the commit expects (a context's save): used for an update as it
     /// is, rather than found by decoding the record before and after.
@@ -31,13 +32,13 @@ extension Store {
     /// `kept[entity]` are the slots whose values a delete of a record of `entity` keeps
     /// (its tombstone), read from the record as the delete finds it.
     func notes(for operations: [RecordOperation], author: String?, slots hints: [UInt64?]?,
-               kept: [UInt16: [Int]], batch: inout BatchRecords) throws -> TransactionNotes {
+               kept: [UInt16: [Int]], batch: inout BatchRecords, later: Bool) throws -> TransactionNotes {
         try withState({ ($0.overlay, $0.snapshot, $0.bodies) }) { taken in
             let (overlay, snapshot, bodies) = taken
             var changes: [TransactionNotes.Change] = []
             changes.reserveCapacity(operations.count)
             // (Room first: a large transaction would grow the table by doubling, rehashing it each time.)
-            batch.reserveCapacity(batch.count + operations.count)
+            if later { batch.reserveCapacity(batch.count + operations.count) }
             for (index, operation) in operations.enumerated() {
                 let id = operation.id, raw = id.rawValue
                 // Where the record was: in this batch, else in the store's state (its body
@@ -54,7 +55,7 @@ extension Store {
                 }
                 switch operation {
                 case .delete:
-                    batch[raw] = .some(nil)
+                    if later { batch[raw] = .some(nil) }
                     guard before.exists else {
                         changes.append(.absent)
                         continue
@@ -67,7 +68,7 @@ extension Store {
                     let present = slots.filter { $0 < was.count }
                     changes.append(present.isEmpty ? .delete : .deleteKeeping(slots: present, values: present.map { was[$0] }))
                 case .put(_, let body):
-                    batch[raw] = .some(body)
+                    if later { batch[raw] = .some(body) }
                     guard before.exists else {
                         changes.append(.insert)
                         continue
