@@ -259,6 +259,9 @@ open class ManagedObject: CustomStringConvertible {
     }
     /// What ``base`` is, kept as the difference from `values` (see ``SavedValues``).
     @exclusivity(unchecked) var savedState = SavedValues.none
+    /// The undo group that recorded this object's whole state, while it is open
+    /// (``UndoStack``'s serial of it): its later changes in that group record nothing.
+    @exclusivity(unchecked) var undoWholeGroup: UInt64 = 0
     /// The record version `base` was read at (optimistic locking).
     @exclusivity(unchecked) var baseVersion: UInt64 = 0
     /// The fetch batch this fault loads with (see ``FetchQuery/fetchBatchSize``).

@@ -1,5 +1,6 @@
 import CairnStorage
 import Foundation
+import Synchronization
 
 /// A context's undo and redo stacks.
 ///
@@ -301,12 +302,14 @@ public final class UndoStack {
     @exclusivity(unchecked) private var redoStack = GroupLog()
     @exclusivity(unchecked) private var depth = 0
     @exclusivity(unchecked) private var isReplaying = false
-    /// The objects whose whole state the open group has recorded (their later changes in it
-    /// record nothing).
-    @exclusivity(unchecked) private var wholeInOpenGroup: Set<ObjectIdentifier> = []
-    /// The last object `wholeInOpenGroup` took in: a run of writes to a new object (its
-    /// properties set one after another) finds it here without a lookup in the set.
-    @exclusivity(unchecked) private var lastWhole: ObjectIdentifier?
+    /// The serial of the open group: an object whose whole state it has recorded is marked
+    /// with it (``ManagedObject/undoWholeGroup``), and its later changes in the group
+    /// record nothing. A new serial when the group closes leaves every mark behind.
+    @exclusivity(unchecked) private var wholeSerial = UndoStack.nextSerial()
+    /// Group serials, unique among every stack of the process: an object marked by one
+    /// stack's group is never taken for marked by another's (a context given a new stack).
+    private static let groupSerials = Atomic<UInt64>(0)
+    private static func nextSerial() -> UInt64 { groupSerials.add(1, ordering: .relaxed).newValue }
     /// How many of the oldest undo groups, and of the oldest redo groups, an earlier launch
     /// kept in the store (``Context/keepUndo(named:)``): undoing or redoing one checks
     /// first that no other writer changed its objects since.
@@ -365,8 +368,7 @@ public final class UndoStack {
         guard depth > 0 else { return }
         depth -= 1
         guard depth == 0 else { return }
-        if !wholeInOpenGroup.isEmpty { wholeInOpenGroup.removeAll(keepingCapacity: true) }
-        lastWhole = nil
+        wholeSerial = Self.nextSerial()
         if undoStack.lastIsEmpty {
             _ = undoStack.popLast()
         } else {
@@ -409,8 +411,7 @@ public final class UndoStack {
     public func removeAllActions() {
         undoStack.removeAll()
         redoStack.removeAll()
-        wholeInOpenGroup.removeAll()
-        lastWhole = nil
+        wholeSerial = Self.nextSerial()
         depth = 0
         eventOpen = false
         keptUndoGroups = 0
@@ -525,9 +526,8 @@ public final class UndoStack {
     }
 
     private func recordState(_ object: ManagedObject, in context: Context) {
-        let id = ObjectIdentifier(object)
-        guard id != lastWhole, wholeInOpenGroup.insert(id).inserted else { return }
-        lastWhole = id
+        guard object.undoWholeGroup != wholeSerial else { return }
+        object.undoWholeGroup = wholeSerial
         undoStack.append(Record(object: object, recorded: Self.state(of: object, in: context)))
     }
 
@@ -537,12 +537,9 @@ public final class UndoStack {
         undoStack.append(Record(object: object, recorded: .value(slot: slot, object.currentValue(at: slot))))
     }
 
-    /// Whether the open group recorded `object`'s whole state. (The group's records hold
-    /// the objects they name, so an identifier in the set is not reused while it is open.)
+    /// Whether the open group recorded `object`'s whole state.
     @inline(__always) private func isWholeInOpenGroup(_ object: ManagedObject) -> Bool {
-        guard !wholeInOpenGroup.isEmpty else { return false }
-        let id = ObjectIdentifier(object)
-        return id == lastWhole || wholeInOpenGroup.contains(id)
+        object.undoWholeGroup == wholeSerial
     }
 
     static func state(of object: ManagedObject, in context: Context) -> Recorded {

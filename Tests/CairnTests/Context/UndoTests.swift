@@ -484,6 +484,30 @@ import Testing
     /// A property set records that value alone; a group that sets values and then deletes
     /// (or otherwise changes the whole object) still undoes to the state before the group,
     /// and one that sets a value twice undoes to the first value and redoes to the last.
+    /// A group that records an object whole (its insert) leaves no mark on it for the
+    /// next group: each later change records its value again (in each of two contexts).
+    @Test func eachGroupRecordsWhatItChanges() throws {
+        let stack = try Stack()
+        for context in [stack.context(), stack.context()] {
+            context.undoManager.groupsByEvent = false  // each change its own undo step
+            let person = Person(context: context)
+            person.username = "first"
+            person.username = "second"
+            person.age = 7
+            context.undo()
+            #expect(person.username == "second" && person.age == 0)
+            context.undo()
+            #expect(person.username == "first")
+            context.undo()
+            #expect(person.username == "")
+            context.undo()
+            #expect(try context.fetch(Person.self).isEmpty)
+            context.redo()
+            context.redo()
+            #expect(person.username == "first" && !person.isDeleted)
+        }
+    }
+
     @Test func valuesSetInAGroupUndoWithTheRestOfIt() throws {
         let stack = try Stack()
         let context = stack.context()
