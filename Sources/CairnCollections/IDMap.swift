@@ -450,9 +450,11 @@ public struct KeyOrderedValues<Value: AnyObject> {
     /// The number of entries.
     @inlinable public var count: Int { pairs.count }
 
-    /// Calls `body` with each key and its object, in key order.
+    /// Calls `body` with each key and its object, in key order. The objects are not
+    /// retained for the call: the map they came from holds them, and the caller keeps it
+    /// (a copy of it, whose storage no write changes) alive and holding them meanwhile.
     @inlinable public func forEach(_ body: (UInt64, Value) throws -> Void) rethrows {
-        for pair in pairs { try body(pair.key, pair.value.takeUnretainedValue()) }
+        for pair in pairs { try pair.value._withUnsafeGuaranteedRef { try body(pair.key, $0) } }
     }
 }
 

@@ -107,7 +107,10 @@ extension Context {
                 changedInIDOrder = ChangedOrder(storage: changed.storage, changes: changed.changeCount, order: order)
             }
         }
-        try withExtendedLifetime(changed) {
+        // (A copy of the set, held for the walk: its storage, which no write to the
+        // context's set changes, holds every object the walk hands out unretained.)
+        let holder = changed
+        try withExtendedLifetime(holder) {
             try order.forEach { key, object in try body(RecordID(rawValue: key), object) }
         }
     }
