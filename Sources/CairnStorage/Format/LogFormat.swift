@@ -266,8 +266,7 @@ package enum TransactionCoding {
             case .put(let id, let body):
                 writer.u8(put)
                 writer.u64(id.rawValue)
-                writer.varint(UInt64(body.count))
-                body.withUnsafeBytes { writer.append($0) }
+                body.withUnsafeBytes { writer.lengthPrefixed($0) }
             case .delete(let id):
                 writer.u8(delete)
                 writer.u64(id.rawValue)
@@ -302,8 +301,7 @@ package enum TransactionCoding {
                                notes: ((TransactionNotes) throws -> Void)? = nil,
                                _ body: (RecordID, UnsafeRawBufferPointer?) throws -> Void) throws -> UInt64 {
         var reader = ByteReader(payload, base: base)
-        let timestamp = try reader.u64("commit time")
-        let count = try reader.count("operation count", maximum: FormatLimits.maxOperations, minimumItemSize: 9)
+        let (timestamp, count) = try header(&reader)
         let operationsStart = reader.position
         for _ in 0..<count {
             let kindOffset = reader.position
@@ -325,6 +323,20 @@ package enum TransactionCoding {
         guard reader.isAtEnd else { throw reader.failure("\(reader.remaining) unexpected bytes after the transaction's history notes") }
         try notes?(decoded)
         return timestamp
+    }
+
+    /// A payload's commit time and operation count, the count checked against the format's
+    /// limit and the bytes that follow (each operation takes at least 9).
+    private static func header(_ reader: inout ByteReader) throws -> (timestamp: UInt64, count: Int) {
+        let timestamp = try reader.u64("commit time")
+        return (timestamp, try reader.count("operation count", maximum: FormatLimits.maxOperations, minimumItemSize: 9))
+    }
+
+    /// How many operations `payload` says it holds, checked as ``decode(_:base:notes:_:)``
+    /// checks it (room for that many before decoding them); nil where the decode would fail.
+    package static func operationCount(in payload: UnsafeRawBufferPointer) -> Int? {
+        var reader = ByteReader(payload)
+        return try? header(&reader).count
     }
 
     /// Whether each of the `count` operations from `start` (checked already) is a put.

@@ -97,12 +97,10 @@ extension Store {
             var expected = state.withLock { $0.lastSequence } + 1
             while case .frame(let sequence, _, let payload, let next) = LogFrame.parse(buffer, at: offset), sequence == expected {
                 var puts: [(id: RecordID, body: UnsafeRawBufferPointer?)] = []
-                // Room for the operations the payload says it holds, at most one for each 9 of
-                // its bytes (the least an operation takes): a damaged count reserves no more
-                // than the payload could hold, and the decode below names what is wrong.
-                var header = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[payload]))
-                if (try? header.u64()) != nil, let count = try? header.varint() {
-                    puts.reserveCapacity(Int(min(count, UInt64(payload.count / 9))))
+                // Room for the operations the payload says it holds (a count the payload could
+                // not hold reserves nothing, and the decode below names what is wrong).
+                if let count = TransactionCoding.operationCount(in: UnsafeRawBufferPointer(rebasing: buffer[payload])) {
+                    puts.reserveCapacity(count)
                 }
                 var notes: TransactionNotes?
                 let timestamp: UInt64
