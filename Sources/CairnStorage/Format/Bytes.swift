@@ -56,6 +56,12 @@ package struct ByteWriter: Sendable {
         bytes.append(contentsOf: other)
     }
 
+    /// ``lengthPrefixed(_:)`` of bytes in memory (a record body).
+    package mutating func lengthPrefixed(_ other: UnsafeRawBufferPointer) {
+        varint(UInt64(other.count))
+        append(other)
+    }
+
     /// A varint length, then the UTF-8 bytes.
     package mutating func string(_ value: String) { utf8(value) }
 

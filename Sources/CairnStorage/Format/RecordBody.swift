@@ -23,12 +23,7 @@ package struct RecordBody: Sendable, Equatable {
     /// them: tests and tools make these), in a chunk of its own.
     package init(_ bytes: [UInt8]) {
         precondition(bytes.count <= FormatLimits.maxFramePayload, "a record body of \(bytes.count) bytes")
-        let chunk = BodyChunk(capacity: bytes.count)
-        bytes.withUnsafeBytes { bytes in
-            if let source = bytes.baseAddress { chunk.base.copyMemory(from: source, byteCount: bytes.count) }
-        }
-        chunk.used = bytes.count
-        self.init(chunk: chunk, offset: 0, count: bytes.count)
+        self.init(chunk: bytes.withUnsafeBytes(BodyChunk.init(copying:)), offset: 0, count: bytes.count)
     }
 
     /// Calls `body` with the bytes.
@@ -61,6 +56,13 @@ final class BodyChunk: @unchecked Sendable {
         base = .allocate(byteCount: max(capacity, 1), alignment: 8)
     }
 
+    /// A chunk of its own for a copy of `bytes`, all used.
+    convenience init(copying bytes: UnsafeRawBufferPointer) {
+        self.init(capacity: bytes.count)
+        if let source = bytes.baseAddress { base.copyMemory(from: source, byteCount: bytes.count) }
+        used = bytes.count
+    }
+
     deinit { base.deallocate() }
 }
 
@@ -76,12 +78,7 @@ struct RecordBodies {
     /// A body holding a copy of `bytes`.
     mutating func body(copying bytes: UnsafeRawBufferPointer) -> RecordBody {
         let count = bytes.count
-        guard count <= Self.chunkCapacity / 4 else {
-            let own = BodyChunk(capacity: count)
-            if let source = bytes.baseAddress { own.base.copyMemory(from: source, byteCount: count) }
-            own.used = count
-            return RecordBody(chunk: own, offset: 0, count: count)
-        }
+        guard count <= Self.chunkCapacity / 4 else { return RecordBody(chunk: BodyChunk(copying: bytes), offset: 0, count: count) }
         let current: BodyChunk
         if let chunk, chunk.capacity - chunk.used >= count {
             current = chunk
