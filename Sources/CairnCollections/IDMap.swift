@@ -417,9 +417,10 @@ public struct IDMap<Key: IDMapKey, Value> {
 extension IDMap where Value: AnyObject {
     /// Every key with its value, in ascending key order (a save takes its changed objects
     /// so): valid while this map (or a copy of it) holds the values, and the same while
-    /// ``storage`` and ``changeCount`` are (a caller may keep it for the next walk). The buckets are read once, front to back,
-    /// and the entries then sorted: looking the values up in key order instead would read
-    /// the table at random, a cache miss or two an entry once it outgrows the caches.
+    /// ``storage`` and ``changeCount`` are (a caller may keep it for the next walk). The
+    /// buckets are read once, front to back, and the entries then sorted: looking the values
+    /// up in key order instead would read the table at random, a cache miss or two an entry
+    /// once it outgrows the caches.
     @inlinable public func valuesInKeyOrder() -> KeyOrderedValues<Value> {
         var pairs: [(key: UInt64, value: Unmanaged<Value>)] = []
         pairs.reserveCapacity(count)

@@ -336,7 +336,6 @@ public final class Coordinator: Sendable {
     }
 
     /// Who hears of a save made from `source`: the other contexts' inboxes and the observers.
-    /// The contexts (other than `source`) and observers that hear of a save.
     func listeners(except source: Inbox?) -> Listeners {
         let inboxes = subscribers.withLock { list in list.compactMap { $0.inbox === source ? nil : $0.inbox } }
         return Listeners(inboxes: inboxes, observers: observers.withLock { Array($0.values) })
