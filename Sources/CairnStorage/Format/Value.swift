@@ -700,7 +700,8 @@ extension ByteReader {
     }
 
     /// Where the value at `at` ends, if it is nil, a boolean, an int64 of at most 9 varint
-    /// bytes or a double, and fits; else nil, and ``skipValue()`` steps over it (or says
+    /// bytes, or of a fixed size that any bytes decode (a float, double, date, UUID or
+    /// reference), and fits; else nil, and ``skipValue()`` steps over it (or says
     /// what is wrong with it). A static function of positions, as ``integer(tagged:in:at:)``.
     @inline(__always) package static func skipCommon(_ buffer: UnsafeRawBufferPointer, at start: Int) -> Int? {
         guard start < buffer.count else { return nil }
@@ -720,8 +721,12 @@ extension ByteReader {
                 next += 1
             }
             return nil
-        case Value.Tag.double.rawValue:
+        case Value.Tag.double.rawValue, Value.Tag.date.rawValue, Value.Tag.reference.rawValue:
             return buffer.count - start >= 9 ? start + 9 : nil
+        case Value.Tag.float.rawValue:
+            return buffer.count - start >= 5 ? start + 5 : nil
+        case Value.Tag.uuid.rawValue:
+            return buffer.count - start >= 17 ? start + 17 : nil
         default:
             return nil
         }
