@@ -141,7 +141,8 @@ public final class Context {
     /// undo, a merge of another save, a rollback). Off by default, on for the main context
     /// of a ``Container`` and a ``DataService``: each observable object carries a registrar
     /// (three allocations), which a context that only computes or imports does not need.
-    public var observesObjects = false
+    /// (Read for every fault made, on the context's isolation: not checked at run time.)
+    @exclusivity(unchecked) public var observesObjects = false
     /// Whether this context or an ancestor keeps a stable snapshot and holds other saves
     /// it has not taken in.
     var holdsUnmergedChanges: Bool {

@@ -12,10 +12,12 @@
 /// the byte offset of each value in the body, then the body itself: a value is read in
 /// place at its offset, with no pass over the ones before.
 package final class RecordArena {
-    private var chunk: RecordChunk?
+    // (An arena is its context's, used on that context's isolation only: no dynamic
+    // exclusivity checks, a runtime call on every record a fault keeps.)
+    @exclusivity(unchecked) private var chunk: RecordChunk?
     /// Whether records are kept at all (false: every one is decoded, as before records were
     /// kept; the property tests compare the two).
-    package var keeps = true
+    @exclusivity(unchecked) package var keeps = true
 
     package init() {}
 
@@ -39,13 +41,14 @@ package final class RecordArena {
         // property that must have one): a save's validation then checks only the values
         // written over the record.
         var fitsRequired = true
+        let inPlaceTags = RecordChunk.inPlaceTags  // (a global's lazy initializer is checked at each use)
         let fits = kinds.withUnsafeBufferPointer { kinds in
             for slot in 0..<count {
                 let at = reader.position
                 // (Nothing is kept until the end: a record refused here leaves the chunk as it was.)
                 guard at < bytes.count else { return false }
                 let tag = bytes[at]
-                guard tag < 32, RecordChunk.inPlaceTags & 1 << UInt32(tag) != 0 else { return false }
+                guard tag < 32, inPlaceTags & 1 << UInt32(tag) != 0 else { return false }
                 let kind: UInt32 = tag == Value.Tag.boolTrue.rawValue ? 1 << UInt32(Value.Tag.boolFalse.rawValue) : 1 << UInt32(tag)
                 guard kind & kinds[slot] != 0 else { return false }
                 if slot < required.count, kind & required[slot] == 0 { fitsRequired = false }
@@ -121,8 +124,8 @@ package final class RecordChunk {
     let base: UnsafeMutableRawPointer
     let capacity = RecordChunk.capacity
     /// Bytes kept so far, from `base`. Only the arena that made the chunk writes here, past
-    /// every record it has handed out.
-    var used = 0
+    /// every record it has handed out (on its context's isolation: not checked at run time).
+    @exclusivity(unchecked) var used = 0
 
     init() { base = .allocate(byteCount: RecordChunk.capacity, alignment: 8) }
 
