@@ -396,8 +396,9 @@ public final class Context {
                     if !member.loadPrefetched() { unread.append(member) }
                 }
                 if !unread.isEmpty {
-                    let rows = try coordinator.getRows(unread.map(\.recordID), at: readGeneration, keepingIn: keptRecords)
-                    for (member, row) in zip(unread, rows) { member.take(row) }
+                    try coordinator.forEachRow(unread.map(\.recordID), at: readGeneration, keepingIn: keptRecords) { index, row in
+                        unread[index].take(row)
+                    }
                 }
             } else {
                 for member in batch.objects where member !== object && member.isFault && member.belongs(to: self) { try load(member) }

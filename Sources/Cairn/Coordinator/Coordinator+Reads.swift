@@ -17,9 +17,11 @@ extension Coordinator {
         try store.getRow(id, at: generation, keepingIn: arena)
     }
 
-    /// ``getRow(_:at:keepingIn:)`` of each of `ids`, in one state (``Store/getRows(_:at:keepingIn:)``).
-    func getRows(_ ids: [RecordID], at generation: StoreGeneration? = nil, keepingIn arena: RecordArena) throws -> [(row: StoredRow, version: UInt64)?] {
-        try store.getRows(ids, at: generation, keepingIn: arena)
+    /// ``getRow(_:at:keepingIn:)`` of each of `ids`, in one state, handed to `body` one by
+    /// one (``Store/forEachRow(_:at:keepingIn:_:)``).
+    func forEachRow(_ ids: [RecordID], at generation: StoreGeneration? = nil, keepingIn arena: RecordArena,
+                    _ body: (Int, (row: StoredRow, version: UInt64)?) throws -> Void) throws {
+        try store.forEachRow(ids, at: generation, keepingIn: arena, body)
     }
 
     func version(of id: RecordID, at generation: StoreGeneration? = nil) -> UInt64 { store.version(of: id, at: generation) }

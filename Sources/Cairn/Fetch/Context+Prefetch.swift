@@ -127,8 +127,9 @@ extension Context {
             return
         }
         guard !faults.isEmpty else { return }
-        let rows = try coordinator.getRows(faults.map(\.recordID), at: readGeneration, keepingIn: keptRecords)
-        for (fault, row) in zip(faults, rows) where fault.isFault { fault.take(row) }
+        try coordinator.forEachRow(faults.map(\.recordID), at: readGeneration, keepingIn: keptRecords) { index, row in
+            if faults[index].isFault { faults[index].take(row) }
+        }
     }
 
     /// How many records one look at the store reads for a prefetch: enough that the lock

@@ -175,15 +175,22 @@ package final class Store: Sendable {
     }
 
     /// ``getRow(_:at:keepingIn:)`` of each of `ids`, all read in one state with one look
-    /// at it (a batch of faults that fire together).
-    package func getRows(_ ids: [RecordID], at generation: StoreGeneration? = nil,
-                         keepingIn arena: RecordArena?) throws -> [(row: StoredRow, version: UInt64)?] {
+    /// at it (a batch of faults that fire together): `body` is given each one's index in
+    /// `ids` and row, in order, outside the store's lock. A record that cannot be read
+    /// throws, after the rows before it were given. (Handed out one by one rather than
+    /// in an array: an array of optional rows is destroyed through the runtime's generic
+    /// witnesses, a tenth of what a fault's load costs.)
+    package func forEachRow(_ ids: [RecordID], at generation: StoreGeneration? = nil, keepingIn arena: RecordArena?,
+                            _ body: (Int, (row: StoredRow, version: UInt64)?) throws -> Void) throws {
         let (entries, versions, snapshot, bodies) = read(at: generation) { state in
             (ids.map { id in state.overlay.lookup(id.entity) { $0[id.rawValue] } }, ids.map { state.version(of: $0) },
              state.snapshot, state.bodies)
         }
-        return try withExtendedLifetime((snapshot, bodies)) {
-            try ids.indices.map { try row(ids[$0], entry: entries[$0], version: versions[$0], snapshot: snapshot, bodies: bodies, arena: arena) }
+        try withExtendedLifetime((snapshot, bodies)) {
+            for index in ids.indices {
+                try body(index, try row(ids[index], entry: entries[index], version: versions[index], snapshot: snapshot,
+                                        bodies: bodies, arena: arena))
+            }
         }
     }
 
