@@ -215,7 +215,9 @@ public struct ToOne<Target: ManagedObject>: PropertyDeclaration {
                 renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         site = DeclarationSite(file: file, line: line, column: column)
-        if inverse != nil || deleteRule != .nullify || !optional || renamingIdentifier != nil {
+        // (Asked first: outside a prototype's build, the call alone would cost every object
+        // made a few hundred instructions.)
+        if PrototypeBuilder.wantsNote(site), inverse != nil || deleteRule != .nullify || !optional || renamingIdentifier != nil {
             PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, inverse: inverse,
                                   deleteRule: deleteRule, isOptional: optional)
         }
@@ -293,7 +295,7 @@ public struct ToMany<Target: ManagedObject>: PropertyDeclaration {
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, renamingIdentifier: String? = nil,
                 file: StaticString = #fileID, line: UInt = #line, column: UInt = #column) {
         site = DeclarationSite(file: file, line: line, column: column)
-        if inverse != nil || deleteRule != .nullify || renamingIdentifier != nil {
+        if PrototypeBuilder.wantsNote(site), inverse != nil || deleteRule != .nullify || renamingIdentifier != nil {
             PrototypeBuilder.note(site, renamingIdentifier: renamingIdentifier, inverse: inverse, deleteRule: deleteRule)
         }
     }
