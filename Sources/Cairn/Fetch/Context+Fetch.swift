@@ -526,8 +526,12 @@ extension Context {
         }
         if let order {
             // Without an object filter, only the rows up to the window's end are wanted in order.
-            let positions = order.sortedPositions(count: matches.count, ids: matches.map(\.id), values: { matches[$0].values },
-                                                  value: { matches[$0].value(at: $1) }, resolve: resolver, first: windowEnd)
+            // (The rows read in place: a copy of each for a key would retain and release
+            // what it holds.)
+            let positions = matches.withUnsafeBufferPointer { rows in
+                order.sortedPositions(count: rows.count, ids: rows.map(\.id), values: { rows[$0].values },
+                                      value: { rows[$0].value(at: $1) }, resolve: resolver, first: windowEnd)
+            }
             let sorted = positions.map { matches[$0] }
             return request.objectFilter == nil ? window(sorted, request) : sorted
         }

@@ -110,7 +110,8 @@ extension RowOrder {
                 let key = UInt64(bitPattern: keys[row].integer ?? 0) ^ (1 << 63)
                 return (ascending ? key : ~key, ids[row].rawValue, row)
             }
-            RadixSort.sort(&order) { $0.id }
+            // (A scan's rows come in ID order: their sort by ID is then skipped.)
+            if ids.indices.dropFirst().contains(where: { ids[$0 - 1] >= ids[$0] }) { RadixSort.sort(&order) { $0.id } }
             RadixSort.sort(&order) { $0.key }
             return order.prefix(wanted).map(\.row)
         }
