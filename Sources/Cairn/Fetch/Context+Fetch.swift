@@ -469,6 +469,12 @@ extension Context {
         /// The value in `slot` (`.null` past the last), read in place from a kept record.
         func value(at slot: Int) -> Value { fetched.value(at: slot) }
 
+        /// Copies the row's kept record, if it has one, into `arena` (see ``RecordArena/copy(_:)``).
+        mutating func keepAgain(in arena: RecordArena) {
+            guard case .kept(let record) = fetched, let copy = arena.copy(record) else { return }
+            fetched = .kept(copy)
+        }
+
         /// The row's values, leaving it none.
         mutating func take() -> StoredRow {
             defer { fetched = .decoded([]) }
@@ -481,6 +487,10 @@ extension Context {
     /// are added, and the rows are sorted and windowed. `resolver` reads related records
     /// for the predicate and the sort (one of its own unless given: a caller that reads
     /// them again after shares theirs).
+    /// How many sorted rows a fetch has at least before it copies their kept records in
+    /// their new order (fewer lie in the cache either way).
+    static let keptAgainMinimum = 1_024
+
     func executeRows<T: ManagedObject>(_ request: FetchQuery<T>, values wanted: RowValues = .all,
                                        resolver given: CompiledPredicate.Resolver? = nil) throws -> [FetchRow] {
         mergeExternalChangesIfAutomatic()
@@ -532,8 +542,17 @@ extension Context {
                 order.sortedPositions(count: rows.count, ids: rows.map(\.id), values: { rows[$0].values },
                                       value: { rows[$0].value(at: $1) }, resolve: resolver, first: windowEnd)
             }
-            let sorted = positions.map { matches[$0] }
-            return request.objectFilter == nil ? window(sorted, request) : sorted
+            var sorted = positions.map { matches[$0] }
+            matches = []
+            if request.objectFilter == nil { sorted = window(sorted, request) }
+            // Many rows, kept in ID order by the read and sorted otherwise: their records are
+            // copied in the new order, which their objects will be read in. (Read through
+            // the first copies, each object's values were a cache miss away: a third of a
+            // sorted fetch of 200,000 objects and the reads of their properties.)
+            if sorted.count >= Self.keptAgainMinimum, parent == nil {
+                for index in sorted.indices { sorted[index].keepAgain(in: keptRecords) }
+            }
+            return sorted
         }
         // Scans and index lookups yield ID order already; only the changed objects added
         // after them can break it. (The IDs are sorted with where each row is, and each row

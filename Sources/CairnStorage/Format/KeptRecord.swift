@@ -30,8 +30,7 @@ package final class RecordArena {
         let kinds = entity.kinds.stored, required = entity.kinds.required
         let size = 8 + 2 * count + bytes.count
         guard count == kinds.count, size <= RecordChunk.largestKept else { return nil }
-        if chunk.map({ $0.capacity - $0.used < size }) ?? true { chunk = RecordChunk() }
-        guard let chunk else { return nil }
+        let chunk = room(for: size)
         let start = chunk.used
         let header = chunk.base + start
         let table = header + 8
@@ -73,6 +72,31 @@ package final class RecordArena {
         }
         chunk.used += size
         return KeptRecord(owner: chunk, values: KeptValues(UnsafeRawPointer(header)))
+    }
+
+    /// A copy of `record`, kept by this arena or another, after the records this arena
+    /// kept last: rows kept in one order and read in another (a sorted fetch's) are copied
+    /// in the order they will be read, so that reading them goes through memory in order
+    /// rather than to a cache miss each. The bytes were checked when first kept, and are
+    /// copied as they are. Nil when records are not kept.
+    package func copy(_ record: KeptRecord) -> KeptRecord? {
+        guard keeps else { return nil }
+        let bytes = withExtendedLifetime(record.owner) { record.values.bytes }
+        guard let source = bytes.baseAddress, bytes.count <= RecordChunk.largestKept else { return nil }
+        let chunk = room(for: bytes.count)
+        let header = chunk.base + chunk.used
+        header.copyMemory(from: source, byteCount: bytes.count)
+        chunk.used += bytes.count
+        return KeptRecord(owner: chunk, values: KeptValues(UnsafeRawPointer(header)))
+    }
+
+    /// The chunk to keep a record of `size` bytes in (at most ``RecordChunk/largestKept``):
+    /// the current one if it has room, else a new one.
+    private func room(for size: Int) -> RecordChunk {
+        if let chunk, chunk.capacity - chunk.used >= size { return chunk }
+        let fresh = RecordChunk()
+        chunk = fresh
+        return fresh
     }
 }
 
@@ -166,6 +190,12 @@ package struct KeptValues {
 
     /// The number of values (the entity's attributes and relationships).
     package var count: Int { Int(UInt16(littleEndian: start.loadUnaligned(as: UInt16.self))) }
+
+    /// The whole record as kept: its header, offsets and body (for ``RecordArena/copy(_:)``).
+    fileprivate var bytes: UnsafeRawBufferPointer {
+        let length = Int(UInt32(littleEndian: start.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+        return UnsafeRawBufferPointer(start: start, count: 8 + 2 * count + length)
+    }
 
     /// The body, after the header and offsets.
     private var body: UnsafeRawBufferPointer {

@@ -262,4 +262,48 @@ final class KeptSensor: ManagedObject {
         #expect(stored.key == 9 && stored.count == 5)
     }
 
+    /// A sorted fetch of many objects, whose records it copies in their sorted order, finds
+    /// the same objects in the same order with the same values as one that decodes every
+    /// record; their values are then read, written over and saved as any kept object's.
+    @Test func aLongSortedFetchReadsAsADecodedOne() throws {
+        let model = try Model(KeptReading.self, KeptSensor.self)
+        let coordinator = try Coordinator(path: "/db", schema: model.schema, options: memoryOptions(MemoryFileSystem()))
+        var random = SplitMix64(seed: 60)
+        do {
+            let context = Context(coordinator: coordinator, model: model)
+            let sensor = KeptSensor(context: context)
+            for key in 0..<3_000 {
+                let reading = KeptReading(context: context)
+                reading.key = Int64(key)
+                reading.count = Int32(random.next() % 500)  // ties, broken by ID
+                reading.level = Double(random.next() % 10_000) / 7
+                reading.ratio = Float(key % 13)
+                reading.flag = key % 3 == 0
+                reading.when = Date(timeIntervalSinceReferenceDate: Double(random.next() % 1_000_000))
+                reading.tag = key % 4 == 0 ? nil : UUID()
+                reading.optional = key % 5 == 0 ? nil : key * 7
+                if key % 2 == 0 { reading.sensor = sensor }
+            }
+            try context.save()
+        }
+        let query = FetchQuery(KeptReading.self, fetchPredicate: nil, sortKeys: [SortKey("count", ascending: false)])
+        func state(_ reading: KeptReading) -> [Value] { Self.keys.map { reading.value(forKey: $0) } }
+        let decoding = Context(coordinator: coordinator, model: model)
+        decoding.keptRecords.keeps = false
+        let expected = try decoding.fetch(query)
+        let context = Context(coordinator: coordinator, model: model)
+        let readings = try context.fetch(query)
+        #expect(readings.count == expected.count && expected.count == 3_000)
+        #expect(readings.map(\.objectID) == expected.map(\.objectID))
+        #expect(zip(readings.dropFirst(), readings).allSatisfy { $0.count < $1.count || ($0.count == $1.count && $0.key > $1.key) })
+        #expect(readings.allSatisfy { $0.holdsKeptRecord })
+        for (reading, other) in zip(readings, expected) where state(reading) != state(other) {
+            Issue.record("\(reading.objectID): \(state(reading)) != \(state(other))")
+        }
+        for reading in readings where reading.key % 10 == 0 { reading.level = -1 }
+        try context.save()
+        let saved = try Context(coordinator: coordinator, model: model).fetch(query)
+        #expect(saved.map { $0.key % 10 == 0 ? $0.level == -1 : $0.level >= 0 }.allSatisfy { $0 })
+        #expect(saved.map(\.when) == expected.map(\.when) && saved.map(\.tag) == expected.map(\.tag))
+    }
 }

@@ -81,6 +81,45 @@ import CairnTesting
 }
 
 extension KeptRecordTests {
+    /// A kept record copied into another arena (as a sorted fetch copies its rows in their
+    /// new order) reads as the record it was copied from, value by value and whole, with
+    /// the same answer about required kinds, after the first arena and its chunks are gone.
+    @Test(arguments: Seeds.list())
+    func aCopiedRecordReadsAsTheOriginal(seed: UInt64) throws {
+        var generator = ValueGenerator(random: SplitMix64(seed: seed))
+        var originals: [(values: [Value], fits: Bool)] = []
+        var copies: [KeptRecord] = []
+        let target = RecordArena()
+        do {
+            let source = RecordArena()
+            var kept: [KeptRecord] = []
+            for _ in 0..<1_500 {
+                let values = (0..<(1 + generator.int(14))).map { _ in generator.value() }
+                    .map { KeptRecordCheck.decodesInPlace($0) ? $0 : .int64(Int64(generator.int(1_000_000))) }
+                guard let entity = KeptRecordCheck.entity(taking: values),
+                      let record = StoredRecord.lending(ValueCoding.encode(values), { source.keep($0, entity: entity) }) else { continue }
+                kept.append(record)
+                originals.append((values, record.values.fitsRequiredKinds))
+            }
+            // Copied in another order than kept, across the target's chunks.
+            for index in kept.indices.reversed() {
+                copies.append(try #require(target.copy(kept[index])))
+            }
+        }
+        copies.reverse()
+        #expect(originals.count > 1_000)
+        #expect(Set(copies.map { ObjectIdentifier($0.owner) }).count > 1)
+        for (copy, original) in zip(copies, originals) {
+            // (Value by value as stored: a NaN is the same NaN, not equal to itself.)
+            #expect(Value.sameValues(StoredRow.kept(copy).values, original.values), "\(original.values)")
+            #expect(original.values.indices.allSatisfy { Value.same(copy.values.value(at: $0), original.values[$0]) })
+            #expect(copy.values.fitsRequiredKinds == original.fits)
+        }
+        let off = RecordArena()
+        off.keeps = false
+        #expect(off.copy(copies[0]) == nil)
+    }
+
     /// A put from a kept record whose written slots lie past the record's values (no object
     /// writes there; a caller of the package could) is encoded from the values whole, as
     /// any put the kept path does not take, not read past the entity's kinds.
