@@ -372,9 +372,7 @@ public final class Context {
         object.entity = entity
         object.recordID = id
         object.context = self
-        object.isFault = true
-        object.inStore = true
-        object.values = []
+        object.becomeFault()
         if observesObjects { object.makeObservable() }
         return object
     }

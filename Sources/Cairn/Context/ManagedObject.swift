@@ -208,6 +208,16 @@ open class ManagedObject: CustomStringConvertible {
         inStore = false
     }
 
+    /// Makes a new object, just made and in no list, a fault of its record: no values,
+    /// none to make. (What setting `values` to none does, without the observation and
+    /// saved-values bookkeeping a new object has no use for.)
+    func becomeFault() {
+        isFault = true
+        inStore = true
+        madeDefaultsPending = false
+        decodedValues = []
+    }
+
     /// Sets ``exists`` of an object being inserted, under its new ID: no list holds the ID,
     /// so no kept list changes.
     func setExistsOnInsert(_ value: Bool) { existsFlag = value }
