@@ -694,7 +694,10 @@ final class ContextLink: @unchecked Sendable {
     // @unchecked: `reference` is set by its context's init and cleared at the start of its
     // deinit; it is read on that context's isolation, where its objects are used, which
     // neither runs beside. (The batch holder's is never set.)
-    @exclusivity(unchecked) private var reference = UnretainedReference<Context>()
+    /// The context, unretained: a caller that holds an object of it, on its isolation,
+    /// where the context cannot go meanwhile, may use it without retaining it
+    /// (``ManagedObject/withContext(_:)``).
+    @exclusivity(unchecked) private(set) var reference = UnretainedReference<Context>()
 
     /// The link of no context that a batch operation's holder object keeps (see
     /// ``ManagedObject/holdBatchRecords()``).
@@ -708,10 +711,4 @@ final class ContextLink: @unchecked Sendable {
 
     /// The context, retained for the caller, if it is alive.
     var context: Context? { reference.object }
-
-    /// Calls `body` with the context, if it is alive, without retaining it: the caller
-    /// holds an object of it, on its isolation, where it cannot go meanwhile.
-    @inline(__always) func withContext<T>(_ body: (Context) throws -> T) rethrows -> T? {
-        try reference.withObject(body)
-    }
 }

@@ -246,10 +246,14 @@ open class ManagedObject: CustomStringConvertible {
     @exclusivity(unchecked) private var link: ContextLink?
 
     /// Calls `body` with the object's context, if it has one that is alive, without
-    /// retaining it (see ``ContextLink/withContext(_:)``).
+    /// retaining it: the caller holds this object, on the context's isolation, where the
+    /// context cannot go meanwhile (see ``ContextLink/reference``).
     @inline(__always) func withContext<T>(_ body: (Context) throws -> T) rethrows -> T? {
-        guard let link else { return nil }
-        return try link.withContext(body)
+        // (The reference is read out of the link, which is not held for the call: held, it
+        // was retained and released around every property write, two atomic operations on
+        // the one link all the context's objects share.)
+        guard let reference = link?.reference else { return nil }
+        return try reference.withObject(body)
     }
 
     /// Whether the object belongs to `context` (`self.context === context`), without
