@@ -114,8 +114,9 @@ public enum Value: Hashable, Sendable {
     package static let nullKindBit: UInt32 = 1 << UInt32(Tag.null.rawValue)
 
     /// The kinds ``checkLimits(_:)`` measures (the others always fit).
-    package static let limitedKinds: UInt32 = [Tag.string, .bytes, .archived, .url, .decimal, .references]
-        .reduce(0) { $0 | 1 << UInt32($1.rawValue) }
+    package static let limitedKinds: UInt32 = 1 << UInt32(Tag.string.rawValue) | 1 << UInt32(Tag.bytes.rawValue)
+        | 1 << UInt32(Tag.archived.rawValue) | 1 << UInt32(Tag.url.rawValue) | 1 << UInt32(Tag.decimal.rawValue)
+        | 1 << UInt32(Tag.references.rawValue)  // (an expression of constants: no lazy initializer to check at each use)
 
     /// The kinds that name records (to-one and to-many references).
     package static let referenceKinds: UInt32 = 1 << UInt32(Tag.reference.rawValue) | 1 << UInt32(Tag.references.rawValue)

@@ -145,26 +145,30 @@ extension Store {
 
         package init(schema: Schema) { self.schema = schema }
 
-        /// The entity of `id`, looked up once for each run of one entity's records.
-        private mutating func entity(of id: RecordID) throws -> EntityDescription {
-            if let last = lastEntity, last.number == id.entity { return last }
-            guard let found = schema.entity(number: id.entity) else {
-                throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
-            }
+        /// Makes `lastEntity` the entity of `id`, looked up once for each run of one
+        /// entity's records. (The puts read it in place there: a copy of it for each record
+        /// retained and released its storage, which every record of the entity shares.)
+        private mutating func selectEntity(of id: RecordID) throws {
+            if lastEntity?.number == id.entity { return }
+            guard let found = schema.entity(number: id.entity) else { throw Self.unknownEntity(of: id) }
             lastEntity = found
-            return found
+        }
+
+        private static func unknownEntity(of id: RecordID) -> CairnError {
+            CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
         }
 
         package mutating func put(_ id: RecordID, _ values: [Value]) throws -> RecordOperation {
-            let entity = try entity(of: id)
+            try selectEntity(of: id)
             // Only values of a kind with a size limit are measured, and references checked
             // only where there are some.
-            let kinds = try Store.check(values, of: id, entity: entity)
+            guard let kinds = try lastEntity.map({ try Store.check(values, of: id, entity: $0) }) else { throw Self.unknownEntity(of: id) }
             if kinds & Value.limitedKinds != 0 {
                 for value in values { try value.checkLimits("a value of \(id)") }
             }
-            if kinds & Value.referenceKinds != 0 { try checkReferences(values, of: id, entity: entity) }
-            return .put(id, body: try recordEncoder().encode(values, of: "\(entity.name) \(id)"))
+            if kinds & Value.referenceKinds != 0, let entity = lastEntity { try checkReferences(values, of: id, entity: entity) }
+            let encoder = recordEncoder()
+            return .put(id, body: try encoder.encode(values, of: "\(self.lastEntity?.name ?? "?") \(id)"))
         }
 
         /// The encoder, made on the first record.
@@ -182,21 +186,23 @@ extension Store {
         /// another count, are checked and encoded whole instead, from `values()`.
         package mutating func put(_ id: RecordID, kept: KeptValues, written: [Value], mask: UInt64,
                                   values: () -> [Value]) throws -> RecordOperation {
-            let entity = try entity(of: id)
-            let kinds = entity.kinds.stored
-            // (Every written slot one of the record's: a mask past them is encoded whole.)
-            var plain = kept.count == kinds.count && kept.count <= 64 && written.count == mask.nonzeroBitCount
-                && (kept.count == 64 || mask >> UInt64(kept.count) == 0)
-            if plain {
+            try selectEntity(of: id)
+            // (The kinds read in place, in the entity this preparer holds: a copy of the
+            // entity and of its kinds retained and released two shared objects per record.)
+            let plain = lastEntity?.kinds.stored.withUnsafeBufferPointer { kinds in
+                // (Every written slot one of the record's: a mask past them is encoded whole.)
+                var plain = kept.count == kinds.count && kept.count <= 64 && written.count == mask.nonzeroBitCount
+                    && (kept.count == 64 || mask >> UInt64(kept.count) == 0)
                 var rest = mask, index = 0
-                while rest != 0, plain {
+                while plain, rest != 0 {
                     let slot = rest.trailingZeroBitCount
                     let kind = written[index].kindBit
                     plain = kind & kinds[slot] != 0 && kind & (Value.limitedKinds | Value.referenceKinds) == 0
                     rest &= rest &- 1
                     index += 1
                 }
-            }
+                return plain
+            } ?? false
             guard plain, let body = recordEncoder().encode(kept, written: written, mask: mask) else { return try put(id, values()) }
             return .put(id, body: body)
         }
@@ -244,15 +250,12 @@ extension Store {
     /// Returns the union of the values' ``Value/kindBit``s.
     @discardableResult
     package static func check(_ values: [Value], of id: RecordID, entity: EntityDescription) throws -> UInt32 {
-        let kinds = entity.kinds.stored
-        guard values.count == kinds.count else {
-            throw CairnError(.invalidArgument,
-                             "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
-        }
-        // Kinds compared as bits, values borrowed in place: no value is copied.
+        // Kinds compared as bits, values and kinds borrowed in place: nothing is copied (nor
+        // retained: every record of the entity shares its kinds).
         var seen: UInt32 = 0
         let mismatch = values.withUnsafeBufferPointer { buffer -> Int? in
-            kinds.withUnsafeBufferPointer { kinds in
+            entity.kinds.stored.withUnsafeBufferPointer { kinds in
+                guard buffer.count == kinds.count else { return -1 }
                 for index in buffer.indices {
                     let kind = buffer[index].kindBit
                     if kind & kinds[index] == 0 { return index }
@@ -262,6 +265,10 @@ extension Store {
             }
         }
         guard let index = mismatch else { return seen }
+        guard index >= 0 else {
+            throw CairnError(.invalidArgument,
+                             "\(entity.name) \(id) has \(values.count) values; the schema has \(entity.attributes.count) attributes and \(entity.relationships.count) relationships")
+        }
         let attributes = entity.attributes
         if index < attributes.count {
             throw CairnError(.invalidArgument, "\(entity.name).\(attributes[index].name) of \(id) is a \(attributes[index].type), not \(values[index])")
