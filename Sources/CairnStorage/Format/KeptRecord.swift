@@ -40,14 +40,13 @@ package final class RecordArena {
         // property that must have one): a save's validation then checks only the values
         // written over the record.
         var fitsRequired = true
-        let inPlaceTags = RecordChunk.inPlaceTags  // (a global's lazy initializer is checked at each use)
         let fits = kinds.withUnsafeBufferPointer { kinds in
             for slot in 0..<count {
                 let at = reader.position
                 // (Nothing is kept until the end: a record refused here leaves the chunk as it was.)
                 guard at < bytes.count else { return false }
                 let tag = bytes[at]
-                guard tag < 32, inPlaceTags & 1 << UInt32(tag) != 0 else { return false }
+                guard tag < 32, RecordChunk.inPlaceTags & 1 << UInt32(tag) != 0 else { return false }
                 let kind: UInt32 = tag == Value.Tag.boolTrue.rawValue ? 1 << UInt32(Value.Tag.boolFalse.rawValue) : 1 << UInt32(tag)
                 guard kind & kinds[slot] != 0 else { return false }
                 if slot < required.count, kind & required[slot] == 0 { fitsRequired = false }
@@ -157,8 +156,11 @@ package final class RecordChunk {
 
     /// The tags of values that decode without allocating (and so are read in place), as
     /// bits: nil, booleans, integers, reals, dates, UUIDs and to-one references.
-    static let inPlaceTags: UInt32 = [Value.Tag.null, .boolFalse, .boolTrue, .int8, .int16, .int32, .int64, .float, .double,
-                                      .date, .uuid, .reference].reduce(0) { $0 | 1 << UInt32($1.rawValue) }
+    static let inPlaceTags: UInt32 = 1 << UInt32(Value.Tag.null.rawValue) | 1 << UInt32(Value.Tag.boolFalse.rawValue)
+        | 1 << UInt32(Value.Tag.boolTrue.rawValue) | 1 << UInt32(Value.Tag.int8.rawValue) | 1 << UInt32(Value.Tag.int16.rawValue)
+        | 1 << UInt32(Value.Tag.int32.rawValue) | 1 << UInt32(Value.Tag.int64.rawValue) | 1 << UInt32(Value.Tag.float.rawValue)
+        | 1 << UInt32(Value.Tag.double.rawValue) | 1 << UInt32(Value.Tag.date.rawValue) | 1 << UInt32(Value.Tag.uuid.rawValue)
+        | 1 << UInt32(Value.Tag.reference.rawValue)  // (constants: no lazy initializer to check at each use)
 }
 
 @available(*, unavailable, message: "a record chunk belongs to one context")
