@@ -514,7 +514,11 @@ extension Context {
                !SecondaryIndex.matches(object.values[conditionSlot], condition) { return }
             willRead(object)
             if object.exists && object.belongs(to: self) && accepts(object.values) {
-                matches.append(FetchRow(id: id, values: object.values, version: nil))
+                // (With the object itself where it is of the fetched class, as a scan's row
+                // of a registered object: the fetch then does not look it up again, a
+                // probe of the registered objects that the cache no longer holds.)
+                let known = ObjectIdentifier(type(of: object)) == plan.fetchedClass ? object : nil
+                matches.append(FetchRow(id: id, values: object.values, version: nil, registered: known))
             }
         }
         // By equality on an index, many changed objects: those a lookup of their values
