@@ -482,15 +482,15 @@ extension Context {
         }
     }
 
+    /// How many sorted rows a fetch has at least before it copies their kept records in
+    /// their new order (fewer lie in the cache either way).
+    static let keptAgainMinimum = 1_024
+
     /// The rows matching a request, sorted and windowed (before any object filter): the
     /// plan's strategy reads the stored matches (``FetchPlan``), the changed objects here
     /// are added, and the rows are sorted and windowed. `resolver` reads related records
     /// for the predicate and the sort (one of its own unless given: a caller that reads
     /// them again after shares theirs).
-    /// How many sorted rows a fetch has at least before it copies their kept records in
-    /// their new order (fewer lie in the cache either way).
-    static let keptAgainMinimum = 1_024
-
     func executeRows<T: ManagedObject>(_ request: FetchQuery<T>, values wanted: RowValues = .all,
                                        resolver given: CompiledPredicate.Resolver? = nil) throws -> [FetchRow] {
         mergeExternalChangesIfAutomatic()
