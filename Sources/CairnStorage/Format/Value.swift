@@ -352,19 +352,29 @@ extension ValueSink {
         case .float(let v): u8(Value.Tag.float.rawValue); u32(v.bitPattern)
         case .double(let v): u8(Value.Tag.double.rawValue); u64(v.bitPattern)
         case .string(let v): u8(Value.Tag.string.rawValue); utf8(v)
-        case .bytes(let v): u8(Value.Tag.bytes.rawValue); varint(UInt64(v.count)); v.withUnsafeBytes { append($0) }
+        case .bytes(let v): u8(Value.Tag.bytes.rawValue); lengthPrefixed(v)
         case .date(let v): u8(Value.Tag.date.rawValue); u64(v.timeIntervalSinceReferenceDate.bitPattern)
         case .uuid(let v):
             u8(Value.Tag.uuid.rawValue)
             withUnsafeBytes(of: v.uuid) { append($0) }
         case .url(let v): u8(Value.Tag.url.rawValue); utf8(v.absoluteString)
         case .decimal(let v): u8(Value.Tag.decimal.rawValue); utf8(v.isNaN ? "NaN" : v.description)
-        case .archived(let v): u8(Value.Tag.archived.rawValue); varint(UInt64(v.count)); v.withUnsafeBytes { append($0) }
+        case .archived(let v): u8(Value.Tag.archived.rawValue); lengthPrefixed(v)
         case .reference(let v): u8(Value.Tag.reference.rawValue); u64(v)
         case .references(let v):
             u8(Value.Tag.references.rawValue)
             varint(UInt64(v.count))
             for id in v { u64(id) }
+        }
+    }
+
+    /// `data`'s length then its bytes, read in one access: each of Foundation's accesses to
+    /// a `Data`'s storage (its count, its bytes) is checked for exclusivity at run time.
+    @inline(__always)
+    private mutating func lengthPrefixed(_ data: Data) {
+        data.withUnsafeBytes { bytes in
+            varint(UInt64(bytes.count))
+            append(bytes)
         }
     }
 
