@@ -493,7 +493,9 @@ public final class UndoStack {
     /// Records the value in `slot` of `object` (loaded) before a change to it.
     @inline(__always)
     func record(_ object: ManagedObject, slot: Int) {
-        guard isEnabled, !isReplaying, depth > 0 else { return }
+        // (An object the open group recorded whole, as each one inserted in it, is passed
+        // over here, inline: most writes after an insert are to the new object.)
+        guard isEnabled, !isReplaying, depth > 0, !isWholeInOpenGroup(object) else { return }
         recordValue(object, slot: slot)
     }
 
