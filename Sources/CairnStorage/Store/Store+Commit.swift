@@ -162,7 +162,9 @@ extension Store {
             try selectEntity(of: id)
             // Only values of a kind with a size limit are measured, and references checked
             // only where there are some.
-            guard let kinds = try lastEntity.map({ try Store.check(values, of: id, entity: $0) }) else { throw Self.unknownEntity(of: id) }
+            guard let kinds = try lastEntity.map({ try Store.check(values, of: id, entity: $0) }) else {
+                throw Self.unknownEntity(of: id)
+            }
             if kinds & Value.limitedKinds != 0 {
                 for value in values { try value.checkLimits("a value of \(id)") }
             }

@@ -295,7 +295,9 @@ final class KeptSensor: ManagedObject {
         let readings = try context.fetch(query)
         #expect(readings.count == expected.count && expected.count == 3_000)
         #expect(readings.map(\.objectID) == expected.map(\.objectID))
-        #expect(zip(readings.dropFirst(), readings).allSatisfy { $0.count < $1.count || ($0.count == $1.count && $0.key > $1.key) })
+        #expect(zip(readings.dropFirst(), readings).allSatisfy { later, earlier in
+            later.count < earlier.count || (later.count == earlier.count && later.key > earlier.key)
+        })
         #expect(readings.allSatisfy { $0.holdsKeptRecord })
         for (reading, other) in zip(readings, expected) where state(reading) != state(other) {
             Issue.record("\(reading.objectID): \(state(reading)) != \(state(other))")

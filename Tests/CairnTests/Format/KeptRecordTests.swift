@@ -97,7 +97,8 @@ extension KeptRecordTests {
                 let values = (0..<(1 + generator.int(14))).map { _ in generator.value() }
                     .map { KeptRecordCheck.decodesInPlace($0) ? $0 : .int64(Int64(generator.int(1_000_000))) }
                 guard let entity = KeptRecordCheck.entity(taking: values),
-                      let record = StoredRecord.lending(ValueCoding.encode(values), { source.keep($0, entity: entity) }) else { continue }
+                      let record = StoredRecord.lending(ValueCoding.encode(values), { source.keep($0, entity: entity) })
+                else { continue }
                 kept.append(record)
                 originals.append((values, record.values.fitsRequiredKinds))
             }
