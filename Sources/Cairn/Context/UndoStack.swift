@@ -535,7 +535,6 @@ public final class UndoStack {
 
     private func recordValue(_ object: ManagedObject, slot: Int) {
         guard slot < object.valueCount else { return }
-        if isWholeInOpenGroup(object) { return }
         undoStack.append(Record(object: object, recorded: .value(slot: slot, object.currentValue(at: slot))))
     }
 
