@@ -145,32 +145,28 @@ extension Store {
 
         package init(schema: Schema) { self.schema = schema }
 
-        /// Makes `lastEntity` the entity of `id`, looked up once for each run of one
-        /// entity's records. (The puts read it in place there: a copy of it for each record
-        /// retained and released its storage, which every record of the entity shares.)
-        private mutating func selectEntity(of id: RecordID) throws {
-            if lastEntity?.number == id.entity { return }
-            guard let found = schema.entity(number: id.entity) else { throw Self.unknownEntity(of: id) }
+        /// The entity of `id`, looked up once for each run of one entity's records and kept
+        /// as `lastEntity`, where the kept put reads it in place.
+        @discardableResult
+        private mutating func entity(of id: RecordID) throws -> EntityDescription {
+            if let last = lastEntity, last.number == id.entity { return last }
+            guard let found = schema.entity(number: id.entity) else {
+                throw CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
+            }
             lastEntity = found
-        }
-
-        private static func unknownEntity(of id: RecordID) -> CairnError {
-            CairnError(.invalidArgument, "cannot put \(id): entity number \(id.entity) is not in the schema")
+            return found
         }
 
         package mutating func put(_ id: RecordID, _ values: [Value]) throws -> RecordOperation {
-            try selectEntity(of: id)
+            let entity = try entity(of: id)
             // Only values of a kind with a size limit are measured, and references checked
             // only where there are some.
-            guard let kinds = try lastEntity.map({ try Store.check(values, of: id, entity: $0) }) else {
-                throw Self.unknownEntity(of: id)
-            }
+            let kinds = try Store.check(values, of: id, entity: entity)
             if kinds & Value.limitedKinds != 0 {
                 for value in values { try value.checkLimits("a value of \(id)") }
             }
-            if kinds & Value.referenceKinds != 0, let entity = lastEntity { try checkReferences(values, of: id, entity: entity) }
-            let encoder = recordEncoder()
-            return .put(id, body: try encoder.encode(values, of: "\(self.lastEntity?.name ?? "?") \(id)"))
+            if kinds & Value.referenceKinds != 0 { try checkReferences(values, of: id, entity: entity) }
+            return .put(id, body: try recordEncoder().encode(values, of: "\(entity.name) \(id)"))
         }
 
         /// The encoder, made on the first record.
@@ -188,7 +184,7 @@ extension Store {
         /// another count, are checked and encoded whole instead, from `values()`.
         package mutating func put(_ id: RecordID, kept: KeptValues, written: [Value], mask: UInt64,
                                   values: () -> [Value]) throws -> RecordOperation {
-            try selectEntity(of: id)
+            try entity(of: id)
             // (The kinds read in place, in the entity this preparer holds: a copy of the
             // entity and of its kinds retained and released two shared objects per record.)
             let plain = lastEntity?.kinds.stored.withUnsafeBufferPointer { kinds in
