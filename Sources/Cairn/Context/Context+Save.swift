@@ -166,7 +166,8 @@ extension Context {
                 let undo = try keptUndoWrite(for: items)
                 let changes = try coordinator.save(items, from: inbox, durability: durability,
                                                    uniquenessCheckedAt: uniquenessCheckedAt, reads: reads, author: transactionAuthor,
-                                                   keptOnDeletion: keptOnDeletion(of: items.indices.lazy.filter { items[$0].kind == .delete }.map { items[$0].id.entity }),
+                                                   keptOnDeletion: keptOnDeletion(of: items.indices.lazy.filter { items[$0].kind == .delete }
+                                                       .map { items[$0].id.entity }),
                                                    also: undo.map { [$0.operation] } ?? [])
                 if let undo, let kept = keptUndo { (kept.recordID, kept.expected) = (undo.id, undo.expected) }
                 let saved = wantsDidSave ? didSaveChanges(of: changed, sequence: changes.sequence) : nil
